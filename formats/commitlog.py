@@ -1,0 +1,638 @@
+"""CommitLog records: ``org.apache.rocketmq.store.CommitLog`` / ``MessageExtEncoder`` /
+``common.message.MessageDecoder``.
+
+Byte order: big-endian (Java ``ByteBuffer``). One file ``commitlog/<20-digit start offset>`` holds
+records back to back; a record never crosses a file; a BLANK record (magic ``0xCBD43194``, only
+TOTALSIZE and MAGIC written) fills the rest of a file; a zero TOTALSIZE marks pre-allocated,
+never-written space.
+
+Record layout (IPv4 hosts; an IPv6 host takes 16+4 bytes instead of 4+4)::
+
+    0 TOTALSIZE i32 | 4 MAGICCODE i32 | 8 BODYCRC i32 | 12 QUEUEID i32 | 16 FLAG i32
+    20 QUEUEOFFSET i64 | 28 PHYSICALOFFSET i64 | 36 SYSFLAG i32 | 40 BORNTIMESTAMP i64
+    48 BORNHOST | STORETIMESTAMP i64 | STOREHOST | RECONSUMETIMES i32
+    PREPAREDTRANSACTIONOFFSET i64 | BODYLEN i32 + BODY | TOPICLEN (V1: i8, V2: i16) + TOPIC
+    PROPERTIESLEN i16 + PROPERTIES
+
+``COMMITLOG_RECORD`` (construct) is the readable reference and is proven equal to the fast
+``struct`` path (``parse_message`` / ``build_message``) on every real record in the tests.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import construct as cs
+
+from mqtool.formats.errors import FormatError
+
+# --- constants, spelled as in the Java source -----------------------------------------------
+MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7, MessageDecoder.MESSAGE_MAGIC_CODE (V1)
+MESSAGE_MAGIC_CODE_V2 = -626843477  # 0xDAA320AB, V2: 2-byte topic length (5.1.0+)
+BLANK_MAGIC_CODE = -875286124  # 0xCBD43194, CommitLog.BLANK_MAGIC_CODE
+MAGIC_V1 = MESSAGE_MAGIC_CODE & 0xFFFFFFFF
+MAGIC_V2 = MESSAGE_MAGIC_CODE_V2 & 0xFFFFFFFF
+MAGIC_BLANK = BLANK_MAGIC_CODE & 0xFFFFFFFF
+END_FILE_MIN_BLANK_LENGTH = 4 + 4
+
+# MessageSysFlag
+COMPRESSED_FLAG = 0x1
+MULTI_TAGS_FLAG = 0x1 << 1
+TRANSACTION_NOT_TYPE = 0
+TRANSACTION_PREPARED_TYPE = 0x1 << 2
+TRANSACTION_COMMIT_TYPE = 0x2 << 2
+TRANSACTION_ROLLBACK_TYPE = 0x3 << 2
+BORNHOST_V6_FLAG = 0x1 << 4
+STOREHOSTADDRESS_V6_FLAG = 0x1 << 5
+NEED_UNWRAP_FLAG = 0x1 << 6
+INNER_BATCH_FLAG = 0x1 << 7
+COMPRESSION_TYPE_COMPARATOR = 0x7 << 8
+COMPRESSION_LZ4_TYPE = 0x1 << 8
+COMPRESSION_ZSTD_TYPE = 0x2 << 8
+COMPRESSION_ZLIB_TYPE = 0x3 << 8
+
+# MessageDecoder field positions
+QUEUE_OFFSET_POSITION = 20
+PHY_POS_POSITION = 28
+SYSFLAG_POSITION = 36
+
+# MessageDecoder separators
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+# Properties (MessageConst)
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+PROPERTY_DELAY_TIME_LEVEL = "DELAY"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QUEUE_ID = "REAL_QID"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+PROPERTY_CRC32 = "__CRC32#"
+CRC32_RESERVED_LEN = len(PROPERTY_CRC32) + 1 + 10 + 1  # "__CRC32#" \x01 10 digits \x02
+
+COMPRESSION_NAMES = {0: "ZLIB", 1: "LZ4", 2: "ZSTD", 3: "ZLIB"}
+MAX_DECOMPRESSED_SIZE = 64 * 1024 * 1024  # refuse bodies that inflate past this (bombs)
+
+_HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP (48 bytes)
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_I64 = struct.Struct(">q")
+_MID = struct.Struct(">iq")  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET
+_HEAD_LEN = _HEAD.size
+
+
+class HostPort(NamedTuple):
+    """A socket address as stored in a record: IP (v4 or v6 text) and port."""
+
+    ip: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.ip}]:{self.port}" if ":" in self.ip else f"{self.ip}:{self.port}"
+
+    @property
+    def packed(self) -> bytes:
+        """The 4- or 16-byte address as RocketMQ stores it."""
+        return ipaddress.ip_address(self.ip).packed
+
+    @property
+    def is_v6(self) -> bool:
+        return ":" in self.ip
+
+    @classmethod
+    def parse(cls, text: str) -> HostPort:
+        """``"1.2.3.4:10911"`` or ``"[::1]:10911"`` to a HostPort."""
+        ip, _, port = text.rpartition(":")
+        return cls(str(ipaddress.ip_address(ip.strip("[]"))), int(port))
+
+
+def _host_from(raw: bytes, port: int) -> HostPort:
+    if len(raw) == 4:
+        return HostPort(f"{raw[0]}.{raw[1]}.{raw[2]}.{raw[3]}", port)
+    return HostPort(str(ipaddress.IPv6Address(raw)), port)
+
+
+def parse_properties(raw: str) -> dict[str, str]:
+    """``MessageDecoder#string2messageProperties``: ``k\\x01v`` pairs split on ``\\x02``.
+
+    Segments shorter than 3 characters and pairs with an empty key or value are skipped; the
+    last duplicate wins. Both separator styles (trailing ``\\x02`` or not) are accepted.
+    """
+    out: dict[str, str] = {}
+    for seg in raw.split(PROPERTY_SEPARATOR):
+        if len(seg) >= 3:
+            k, sep, v = seg.partition(NAME_VALUE_SEPARATOR)
+            if k and v:
+                out[k] = v
+    return out
+
+
+def encode_properties(pairs: Iterable[tuple[str, str]], trailing_separator: bool = False) -> str:
+    """``MessageDecoder#messageProperties2String``.
+
+    4.x joins the pairs with ``\\x02`` (no trailing separator); 5.x terminates every pair.
+    """
+    text = PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in pairs)
+    if trailing_separator and text:
+        text += PROPERTY_SEPARATOR
+    return text
+
+
+def body_crc32(body: bytes) -> int:
+    """``UtilAll.crc32``: CRC32 of the body as stored, masked to a non-negative int."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def cal_msg_length(
+    magic: int, sys_flag: int, body_length: int, topic_length: int, properties_length: int
+) -> int:
+    """``MessageExtEncoder#calMsgLength``: the TOTALSIZE a record of these parts must have."""
+    born = 20 if sys_flag & BORNHOST_V6_FLAG else 8
+    store = 20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8
+    topic_len_size = 2 if (magic & 0xFFFFFFFF) == MAGIC_V2 else 1
+    return (
+        4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born + 8 + store + 4 + 8
+        + 4 + body_length + topic_len_size + topic_length + 2 + properties_length
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CommitLogMessage:
+    """One message record of a commitlog file. Timestamps are epoch milliseconds."""
+
+    total_size: int
+    magic: int  # unsigned: 0xDAA320A7 (V1) or 0xDAA320AB (V2)
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int  # logical offset in the consume queue (CQ units)
+    physical_offset: int  # absolute commitlog offset, as stored in PHYSICALOFFSET
+    sys_flag: int
+    born_timestamp: int
+    born_host: HostPort
+    store_timestamp: int
+    store_host: HostPort
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body: bytes  # as stored (compressed if sys_flag & COMPRESSED_FLAG)
+    topic: str
+    properties_raw: str  # the exact stored properties string
+    _props: dict[str, str] | None = field(default=None, repr=False, compare=False, hash=False)
+
+    @property
+    def properties(self) -> dict[str, str]:
+        """RocketMQ's property map (last duplicate wins)."""
+        if self._props is None:
+            object.__setattr__(self, "_props", parse_properties(self.properties_raw))
+        assert self._props is not None
+        return self._props
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(PROPERTY_KEYS)
+
+    @property
+    def key_list(self) -> list[str]:
+        """The KEYS property split on spaces, as IndexService indexes them."""
+        return [k for k in (self.keys or "").split(" ") if k]
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+    @property
+    def offset_msg_id(self) -> str:
+        """``MessageDecoder#createMessageId``: store host + port + commitlog offset, upper hex."""
+        return (
+            self.store_host.packed + struct.pack(">iq", self.store_host.port, self.physical_offset)
+        ).hex().upper()
+
+    @property
+    def crc_ok(self) -> bool:
+        """Whether BODYCRC matches the stored body."""
+        return self.body_crc == body_crc32(self.body)
+
+    @property
+    def body_length(self) -> int:
+        return len(self.body)
+
+    @property
+    def is_v2(self) -> bool:
+        return self.magic == MAGIC_V2
+
+    @property
+    def compressed(self) -> bool:
+        return bool(self.sys_flag & COMPRESSED_FLAG)
+
+    @property
+    def compression_type(self) -> str | None:
+        """``ZLIB``, ``LZ4`` or ``ZSTD`` for a compressed body, else None."""
+        if not self.compressed:
+            return None
+        return COMPRESSION_NAMES.get((self.sys_flag & COMPRESSION_TYPE_COMPARATOR) >> 8, "ZLIB")
+
+    @property
+    def transaction_type(self) -> int:
+        return self.sys_flag & TRANSACTION_ROLLBACK_TYPE
+
+    @property
+    def end_offset(self) -> int:
+        return self.physical_offset + self.total_size
+
+    def decompressed_body(self, limit: int = MAX_DECOMPRESSED_SIZE) -> bytes:
+        """The body, inflated when compressed (``FormatError`` on a bad or oversized stream)."""
+        if not self.compressed:
+            return self.body
+        return decompress(self.body, self.compression_type or "ZLIB", limit, self.physical_offset)
+
+    def prop_crc(self) -> tuple[int, int] | None:
+        """5.x ``__CRC32#`` property: (stored, recomputed) CRC over the record, or None."""
+        raw = self.properties_raw
+        tail = raw[-CRC32_RESERVED_LEN:]
+        if len(raw) < CRC32_RESERVED_LEN or not tail.startswith(PROPERTY_CRC32 + "\x01"):
+            return None
+        digits = tail[len(PROPERTY_CRC32) + 1 : len(PROPERTY_CRC32) + 11]
+        if not digits.isdigit():
+            return None
+        stored = int(digits[::-1])
+        record = build_message(self)
+        return stored, zlib.crc32(record[: len(record) - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
+
+
+@dataclass(frozen=True, slots=True)
+class BlankRecord:
+    """End-of-file filler: TOTALSIZE = bytes to the end of the file, then BLANK_MAGIC_CODE."""
+
+    physical_offset: int
+    total_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class FileEnd:
+    """Where and why the data of one commitlog file ends.
+
+    ``kind``: ``blank`` (BLANK record), ``eof`` (records fill the file exactly), ``zeros``
+    (pre-allocated zero space follows), ``torn`` (a record runs past the end of the file) or
+    ``corrupt`` (bytes that are no record); ``detail`` says what was found for the last two.
+    """
+
+    physical_offset: int
+    kind: str
+    detail: str = ""
+
+    @property
+    def clean(self) -> bool:
+        return self.kind in ("blank", "eof", "zeros")
+
+
+def decompress(data: bytes, kind: str, limit: int, offset: int | None = None) -> bytes:
+    """Inflate a ZLIB / LZ4 (frame) / ZSTD (frame) body, refusing output beyond ``limit``."""
+    try:
+        if kind == "ZLIB":
+            d = zlib.decompressobj()
+            out = d.decompress(data, limit + 1)
+        elif kind == "LZ4":
+            import lz4.frame
+
+            lz = lz4.frame.LZ4FrameDecompressor()
+            out = lz.decompress(data, max_length=limit + 1)
+        elif kind == "ZSTD":
+            import io
+
+            import zstandard
+
+            reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data))
+            out = reader.read(limit + 1)
+        else:
+            raise FormatError(None, offset, f"unknown compression type {kind}")
+    except FormatError:
+        raise
+    except Exception as e:  # zlib.error, RuntimeError (lz4), ZstdError: all "bad stream"
+        raise FormatError(None, offset, f"cannot inflate {kind} body: {e}") from e
+    if len(out) > limit:
+        raise FormatError(None, offset, f"{kind} body inflates past {limit} bytes")
+    return bytes(out)
+
+
+def _err(file: str | None, file_start: int, pos: int, detail: str) -> FormatError:
+    return FormatError(file, file_start + pos, detail)
+
+
+def parse_message(
+    buf: bytes | bytearray | memoryview,
+    pos: int = 0,
+    *,
+    file: str | None = None,
+    file_start: int = 0,
+) -> CommitLogMessage | BlankRecord:
+    """Decode the record at ``buf[pos:]`` (fast ``struct`` path).
+
+    ``file`` and ``file_start`` (the commitlog offset of ``buf[0]``) only name the place in
+    errors. Raises :class:`FormatError` for anything that is not a complete, self-consistent
+    record.
+    """
+    n = len(buf)
+    if pos + 8 > n:
+        raise _err(file, file_start, pos, f"truncated record header: {n - pos} bytes left")
+    total_size, magic = struct.unpack_from(">iI", buf, pos)
+    if magic == MAGIC_BLANK:
+        return BlankRecord(file_start + pos, total_size)
+    if magic != MAGIC_V1 and magic != MAGIC_V2:
+        raise _err(
+            file, file_start, pos,
+            f"bad magic: expected 0xdaa320a7 or 0xdaa320ab, found {magic:#010x}",
+        )
+    if total_size < cal_msg_length(magic, 0, 0, 0, 0):
+        raise _err(file, file_start, pos, f"bad TOTALSIZE {total_size}")
+    if pos + total_size > n:
+        raise _err(
+            file, file_start, pos,
+            f"truncated record: TOTALSIZE {total_size} but {n - pos} bytes left",
+        )
+    end = pos + total_size
+    try:
+        (_, _, body_crc, queue_id, flag, queue_offset, phy, sys_flag, born_ts) = _HEAD.unpack_from(
+            buf, pos
+        )
+        p = pos + _HEAD_LEN
+        alen = 16 if sys_flag & BORNHOST_V6_FLAG else 4
+        born_host = _host_from(bytes(buf[p : p + alen]), _I32.unpack_from(buf, p + alen)[0])
+        p += alen + 4
+        (store_ts,) = _I64.unpack_from(buf, p)
+        p += 8
+        alen = 16 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 4
+        store_host = _host_from(bytes(buf[p : p + alen]), _I32.unpack_from(buf, p + alen)[0])
+        p += alen + 4
+        reconsume, prepared = _MID.unpack_from(buf, p)
+        p += 12
+        (body_len,) = _I32.unpack_from(buf, p)
+        p += 4
+        if body_len < 0 or p + body_len > end:
+            raise _err(file, file_start, p - 4, f"bad BODYLEN {body_len}")
+        body = bytes(buf[p : p + body_len])
+        p += body_len
+        if magic == MAGIC_V2:
+            if p + 2 > end:
+                raise _err(file, file_start, p, "truncated topic length")
+            (topic_len,) = _I16.unpack_from(buf, p)
+            p += 2
+        else:
+            if p + 1 > end:
+                raise _err(file, file_start, p, "truncated topic length")
+            topic_len = buf[p] - 256 if buf[p] > 127 else buf[p]
+            p += 1
+        if topic_len < 0 or p + topic_len > end:
+            raise _err(file, file_start, p, f"bad TOPICLEN {topic_len}")
+        topic_bytes = bytes(buf[p : p + topic_len])
+        p += topic_len
+        if p + 2 > end:
+            raise _err(file, file_start, p, "truncated properties length")
+        (props_len,) = _I16.unpack_from(buf, p)
+        p += 2
+        if props_len < 0 or p + props_len > end:
+            raise _err(file, file_start, p - 2, f"bad PROPERTIESLEN {props_len}")
+        props_bytes = bytes(buf[p : p + props_len])
+        p += props_len
+    except struct.error as e:  # pragma: no cover - lengths are checked above
+        raise _err(file, file_start, pos, f"truncated record: {e}") from e
+    expected = cal_msg_length(magic, sys_flag, body_len, topic_len, props_len)
+    if expected != total_size:
+        raise _err(
+            file, file_start, pos,
+            f"record length mismatch: TOTALSIZE {total_size}, fields add up to {expected}",
+        )
+    try:
+        topic = topic_bytes.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _err(file, file_start, pos, f"topic is not UTF-8: {topic_bytes[:40]!r}") from e
+    try:
+        props = props_bytes.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _err(file, file_start, pos, f"properties are not UTF-8 (byte {e.start})") from e
+    return CommitLogMessage(
+        total_size, magic, body_crc, queue_id, flag, queue_offset, phy, sys_flag, born_ts,
+        born_host, store_ts, store_host, reconsume, prepared, body, topic, props,
+    )
+
+
+def build_message(msg: CommitLogMessage) -> bytes:
+    """Encode ``msg`` as RocketMQ writes it (``MessageExtEncoder``), fast ``struct`` path.
+
+    TOTALSIZE and the length fields are derived from the content; a V1 magic is upgraded to V2
+    when the topic is longer than 127 bytes (V1 cannot hold it). BODYCRC is taken as given.
+    """
+    topic_b = msg.topic.encode("utf-8")
+    props_b = msg.properties_raw.encode("utf-8")
+    if len(props_b) > 32767:
+        raise FormatError(None, msg.physical_offset, f"properties too long: {len(props_b)} bytes")
+    magic = msg.magic & 0xFFFFFFFF
+    if magic == MAGIC_V1 and len(topic_b) > 127:
+        magic = MAGIC_V2
+    born_ip = msg.born_host.packed
+    store_ip = msg.store_host.packed
+    sys_flag = msg.sys_flag
+    sys_flag = (sys_flag | BORNHOST_V6_FLAG) if len(born_ip) == 16 else (sys_flag & ~BORNHOST_V6_FLAG)
+    sys_flag = (
+        (sys_flag | STOREHOSTADDRESS_V6_FLAG)
+        if len(store_ip) == 16
+        else (sys_flag & ~STOREHOSTADDRESS_V6_FLAG)
+    )
+    total = cal_msg_length(magic, sys_flag, len(msg.body), len(topic_b), len(props_b))
+    topic_len = struct.pack(">h", len(topic_b)) if magic == MAGIC_V2 else struct.pack(">B", len(topic_b))
+    return b"".join(
+        (
+            struct.pack(
+                ">iIiiiqqiq", total, magic, msg.body_crc, msg.queue_id, msg.flag,
+                msg.queue_offset, msg.physical_offset, sys_flag, msg.born_timestamp,
+            ),
+            born_ip, _I32.pack(msg.born_host.port),
+            _I64.pack(msg.store_timestamp),
+            store_ip, _I32.pack(msg.store_host.port),
+            _MID.pack(msg.reconsume_times, msg.prepared_transaction_offset),
+            _I32.pack(len(msg.body)), msg.body,
+            topic_len, topic_b,
+            _I16.pack(len(props_b)), props_b,
+        )
+    )
+
+
+def make_message(
+    *,
+    topic: str,
+    body: bytes = b"",
+    properties_raw: str = "",
+    queue_id: int = 0,
+    queue_offset: int = 0,
+    physical_offset: int = 0,
+    flag: int = 0,
+    sys_flag: int = 0,
+    born_timestamp: int = 0,
+    born_host: HostPort = HostPort("127.0.0.1", 0),
+    store_timestamp: int = 0,
+    store_host: HostPort = HostPort("127.0.0.1", 10911),
+    reconsume_times: int = 0,
+    prepared_transaction_offset: int = 0,
+    magic: int = MAGIC_V1,
+) -> CommitLogMessage:
+    """A message with BODYCRC, TOTALSIZE, magic version and host flags filled in."""
+    if len(topic.encode("utf-8")) > 127:
+        magic = MAGIC_V2
+    if born_host.is_v6:
+        sys_flag |= BORNHOST_V6_FLAG
+    if store_host.is_v6:
+        sys_flag |= STOREHOSTADDRESS_V6_FLAG
+    total = cal_msg_length(
+        magic, sys_flag, len(body), len(topic.encode("utf-8")), len(properties_raw.encode("utf-8"))
+    )
+    return CommitLogMessage(
+        total, magic, body_crc32(body), queue_id, flag, queue_offset, physical_offset, sys_flag,
+        born_timestamp, born_host, store_timestamp, store_host, reconsume_times,
+        prepared_transaction_offset, body, topic, properties_raw,
+    )
+
+
+def build_blank(total_size: int) -> bytes:
+    """The 8 bytes RocketMQ writes for an end-of-file BLANK record."""
+    return struct.pack(">ii", total_size, BLANK_MAGIC_CODE)
+
+
+def scan_file(
+    buf: bytes | bytearray | memoryview, *, file: str | None = None, file_start: int = 0
+) -> Iterator[CommitLogMessage | BlankRecord | FileEnd]:
+    """Records of one commitlog file in physical order; the last item is always a FileEnd.
+
+    Never raises on bad data: corruption ends the file with a ``torn`` or ``corrupt`` FileEnd
+    naming the absolute offset (the caller decides what that means).
+    """
+    n = len(buf)
+    pos = 0
+    while True:
+        if pos >= n:
+            yield FileEnd(file_start + pos, "eof")
+            return
+        if pos + 8 > n:
+            tail = bytes(buf[pos:n])
+            yield FileEnd(
+                file_start + pos,
+                "zeros" if not any(tail) else "torn",
+                "" if not any(tail) else f"{n - pos} stray bytes at the end of the file",
+            )
+            return
+        total_size, magic = struct.unpack_from(">iI", buf, pos)
+        if magic == MAGIC_BLANK:
+            yield BlankRecord(file_start + pos, total_size)
+            yield FileEnd(file_start + pos, "blank")
+            return
+        if total_size == 0 and magic == 0:
+            yield FileEnd(file_start + pos, "zeros")
+            return
+        if magic in (MAGIC_V1, MAGIC_V2) and total_size > n - pos:
+            yield FileEnd(
+                file_start + pos, "torn",
+                f"record with TOTALSIZE {total_size} runs past the end of the file "
+                f"({n - pos} bytes left)",
+            )
+            return
+        try:
+            rec = parse_message(buf, pos, file=file, file_start=file_start)
+        except FormatError as e:
+            yield FileEnd(file_start + pos, "corrupt", e.detail)
+            return
+        assert isinstance(rec, CommitLogMessage)
+        if rec.physical_offset != file_start + pos:
+            yield FileEnd(
+                file_start + pos, "corrupt",
+                f"PHYSICALOFFSET field says {rec.physical_offset}, record sits at "
+                f"{file_start + pos}",
+            )
+            return
+        yield rec
+        pos += rec.total_size
+
+
+# --- construct reference ----------------------------------------------------------------
+def _rebuild_total(ctx: Any) -> int:
+    return cal_msg_length(
+        ctx.magic, ctx.sys_flag, len(ctx.body), len(ctx.topic.encode("utf-8")),
+        len(ctx.properties.encode("utf-8")),
+    )
+
+
+HostV4 = cs.Struct("ip" / cs.Bytes(4), "port" / cs.Int32sb)
+HostV6 = cs.Struct("ip" / cs.Bytes(16), "port" / cs.Int32sb)
+
+COMMITLOG_RECORD = cs.Struct(
+    "total_size" / cs.Rebuild(cs.Int32sb, _rebuild_total),
+    "magic" / cs.OneOf(cs.Int32ub, [MAGIC_V1, MAGIC_V2]),
+    "body_crc" / cs.Int32sb,
+    "queue_id" / cs.Int32sb,
+    "flag" / cs.Int32sb,
+    "queue_offset" / cs.Int64sb,
+    "physical_offset" / cs.Int64sb,
+    "sys_flag" / cs.Int32sb,
+    "born_timestamp" / cs.Int64sb,
+    "born_host" / cs.IfThenElse(cs.this.sys_flag & BORNHOST_V6_FLAG, HostV6, HostV4),
+    "store_timestamp" / cs.Int64sb,
+    "store_host" / cs.IfThenElse(cs.this.sys_flag & STOREHOSTADDRESS_V6_FLAG, HostV6, HostV4),
+    "reconsume_times" / cs.Int32sb,
+    "prepared_transaction_offset" / cs.Int64sb,
+    "body" / cs.Prefixed(cs.Int32sb, cs.GreedyBytes),
+    "topic" / cs.IfThenElse(
+        cs.this.magic == MAGIC_V2,
+        cs.PascalString(cs.Int16sb, "utf8"),
+        cs.PascalString(cs.Int8sb, "utf8"),
+    ),
+    "properties" / cs.PascalString(cs.Int16sb, "utf8"),
+    cs.Check(cs.this.total_size == _rebuild_total),
+)
+"""The readable reference layout of one message record (construct)."""
+
+BLANK_RECORD = cs.Struct("total_size" / cs.Int32sb, "magic" / cs.Const(MAGIC_BLANK, cs.Int32ub))
+
+
+def parse_message_construct(
+    data: bytes, *, file: str | None = None, offset: int = 0
+) -> CommitLogMessage:
+    """Decode one record with the construct reference (slow; for tests and tooling)."""
+    try:
+        c = COMMITLOG_RECORD.parse(data)
+    except (cs.ConstructError, UnicodeDecodeError) as e:
+        raise FormatError(file, offset, f"not a message record: {e}") from e
+    return CommitLogMessage(
+        c.total_size, c.magic, c.body_crc, c.queue_id, c.flag, c.queue_offset,
+        c.physical_offset, c.sys_flag, c.born_timestamp,
+        _host_from(c.born_host.ip, c.born_host.port), c.store_timestamp,
+        _host_from(c.store_host.ip, c.store_host.port), c.reconsume_times,
+        c.prepared_transaction_offset, c.body, c.topic, c.properties,
+    )
+
+
+def build_message_construct(msg: CommitLogMessage) -> bytes:
+    """Encode ``msg`` with the construct reference (slow; proven equal to build_message)."""
+    return bytes(
+        COMMITLOG_RECORD.build(
+            {
+                "magic": msg.magic, "body_crc": msg.body_crc, "queue_id": msg.queue_id,
+                "flag": msg.flag, "queue_offset": msg.queue_offset,
+                "physical_offset": msg.physical_offset, "sys_flag": msg.sys_flag,
+                "born_timestamp": msg.born_timestamp,
+                "born_host": {"ip": msg.born_host.packed, "port": msg.born_host.port},
+                "store_timestamp": msg.store_timestamp,
+                "store_host": {"ip": msg.store_host.packed, "port": msg.store_host.port},
+                "reconsume_times": msg.reconsume_times,
+                "prepared_transaction_offset": msg.prepared_transaction_offset,
+                "body": msg.body, "topic": msg.topic, "properties": msg.properties_raw,
+            }
+        )
+    )

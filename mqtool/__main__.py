@@ -1,0 +1,5 @@
+"""``python -m mqtool``."""
+
+from mqtool.cli import main
+
+main()
