@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import construct as cs
-
 from mqtool.formats.errors import FormatError
 
 # --- constants, spelled as in the Java source -----------------------------------------------
@@ -442,14 +441,19 @@ def build_message(msg: CommitLogMessage) -> bytes:
     born_ip = msg.born_host.packed
     store_ip = msg.store_host.packed
     sys_flag = msg.sys_flag
-    sys_flag = (sys_flag | BORNHOST_V6_FLAG) if len(born_ip) == 16 else (sys_flag & ~BORNHOST_V6_FLAG)
+    if len(born_ip) == 16:
+        sys_flag |= BORNHOST_V6_FLAG
+    else:
+        sys_flag &= ~BORNHOST_V6_FLAG
     sys_flag = (
         (sys_flag | STOREHOSTADDRESS_V6_FLAG)
         if len(store_ip) == 16
         else (sys_flag & ~STOREHOSTADDRESS_V6_FLAG)
     )
     total = cal_msg_length(magic, sys_flag, len(msg.body), len(topic_b), len(props_b))
-    topic_len = struct.pack(">h", len(topic_b)) if magic == MAGIC_V2 else struct.pack(">B", len(topic_b))
+    topic_len = (
+        struct.pack(">h", len(topic_b)) if magic == MAGIC_V2 else struct.pack(">B", len(topic_b))
+    )
     return b"".join(
         (
             struct.pack(
@@ -467,6 +471,10 @@ def build_message(msg: CommitLogMessage) -> bytes:
     )
 
 
+_LOCAL_BORN = HostPort("127.0.0.1", 0)
+_LOCAL_STORE = HostPort("127.0.0.1", 10911)
+
+
 def make_message(
     *,
     topic: str,
@@ -478,9 +486,9 @@ def make_message(
     flag: int = 0,
     sys_flag: int = 0,
     born_timestamp: int = 0,
-    born_host: HostPort = HostPort("127.0.0.1", 0),
+    born_host: HostPort = _LOCAL_BORN,
     store_timestamp: int = 0,
-    store_host: HostPort = HostPort("127.0.0.1", 10911),
+    store_host: HostPort = _LOCAL_STORE,
     reconsume_times: int = 0,
     prepared_transaction_offset: int = 0,
     magic: int = MAGIC_V1,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 def java_string_hash(s: str) -> int:
-    """Java ``String.hashCode()``: ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16, as a signed int32."""
+    """Java ``String.hashCode()``: ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16, signed int32."""
     h = 0
     data = s.encode("utf-16-be", "surrogatepass")
     for i in range(0, len(data), 2):

@@ -1,0 +1,111 @@
+"""ConsumeQueue entries: ``org.apache.rocketmq.store.ConsumeQueue``.
+
+Byte order: big-endian. ``consumequeue/<topic>/<queueId>/<20-digit start byte offset>`` holds
+20-byte units ``commitlog offset i64 | size i32 | tagsCode i64``; the logical (queue) offset of
+a unit is its absolute byte offset / 20. A zero-filled unit marks unwritten space. For
+``SCHEDULE_TOPIC_XXXX`` the tagsCode is the deliver timestamp (epoch ms); a tagsCode at or below
+``ConsumeQueueExt.MAX_ADDR`` is an address into ``consumequeue_ext`` (``enableConsumeQueueExt``).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import construct as cs
+import numpy as np
+from mqtool.formats.errors import FormatError
+
+CQ_STORE_UNIT_SIZE = 20
+MSG_TAG_OFFSET_INDEX = 12
+# ConsumeQueueExt.MAX_ADDR = Integer.MIN_VALUE - 1 (as a long)
+MAX_ADDR = -(2**31) - 1
+LONG_MIN_VALUE = -(2**63)
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+
+CQ_UNIT = cs.Struct(
+    "commit_log_offset" / cs.Int64sb,
+    "size" / cs.Int32sb,
+    "tags_code" / cs.Int64sb,
+)
+"""Reference layout of one 20-byte unit (construct)."""
+
+CQ_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+"""numpy dtype of a unit, for bulk reads."""
+
+_UNIT = struct.Struct(">qiq")
+
+
+@dataclass(frozen=True, slots=True)
+class CqEntry:
+    """One consume-queue unit. For SCHEDULE_TOPIC_XXXX ``tags_code`` is a deliver time (ms)."""
+
+    commit_log_offset: int
+    size: int
+    tags_code: int
+
+    @property
+    def is_ext_address(self) -> bool:
+        """True when tags_code is a ConsumeQueueExt address, not a tag hash."""
+        return self.tags_code <= MAX_ADDR
+
+    @property
+    def ext_offset(self) -> int:
+        """Offset into consumequeue_ext (``ConsumeQueueExt#unDecorate``)."""
+        return self.tags_code - LONG_MIN_VALUE
+
+
+def parse_cq_entry(
+    buf: bytes | bytearray | memoryview, pos: int = 0, *, file: str | None = None,
+    file_start: int = 0,
+) -> CqEntry:
+    """Decode the unit at ``buf[pos:pos+20]``."""
+    if pos + CQ_STORE_UNIT_SIZE > len(buf):
+        raise FormatError(
+            file, file_start + pos,
+            f"truncated consume-queue unit: {len(buf) - pos} of 20 bytes",
+        )
+    return CqEntry(*_UNIT.unpack_from(buf, pos))
+
+
+def build_cq_entry(e: CqEntry) -> bytes:
+    """Encode one unit as ``ConsumeQueue#putMessagePositionInfo`` writes it."""
+    return _UNIT.pack(e.commit_log_offset, e.size, e.tags_code)
+
+
+def iter_cq(
+    buf: bytes | bytearray | memoryview, *, file: str | None = None, file_start: int = 0
+) -> Iterator[tuple[int, CqEntry]]:
+    """``(byte position in buf, entry)`` for every written unit, stopping at the first zero one.
+
+    A trailing partial unit (file size not a multiple of 20) raises FormatError after the
+    complete units have been yielded.
+    """
+    n = len(buf) - len(buf) % CQ_STORE_UNIT_SIZE
+    for pos in range(0, n, CQ_STORE_UNIT_SIZE):
+        off, size, tags = _UNIT.unpack_from(buf, pos)
+        if off == 0 and size == 0 and tags == 0:
+            return
+        yield pos, CqEntry(off, size, tags)
+    if n != len(buf):
+        raise FormatError(
+            file, file_start + n,
+            f"consume-queue file size {len(buf)} is not a multiple of {CQ_STORE_UNIT_SIZE}",
+        )
+
+
+def cq_array(buf: bytes | bytearray | memoryview) -> np.ndarray:
+    """All written units of a file as a numpy structured array (zero tail cut)."""
+    n = len(buf) // CQ_STORE_UNIT_SIZE
+    arr = np.frombuffer(buf, dtype=CQ_DTYPE, count=n)
+    empty = (arr["offset"] == 0) & (arr["size"] == 0) & (arr["tags"] == 0)
+    idx = np.flatnonzero(empty)
+    return arr[: idx[0]] if idx.size else arr
+
+
+def tags_code_of(tags: str | None) -> int:
+    """``MessageExtBrokerInner#tagsString2tagsCode``: Java hashCode of the tag, 0 without."""
+    from mqtool.formats.javastr import java_string_hash
+
+    return java_string_hash(tags) if tags else 0

@@ -1,0 +1,250 @@
+"""IndexFile: ``org.apache.rocketmq.store.index.IndexFile`` / ``IndexHeader`` / ``IndexService``.
+
+Byte order: big-endian. ``index/<yyyyMMddHHmmssSSS>`` = 40-byte header, a slot table of
+``hashSlotNum`` i32 (number of the newest entry in that slot, 0 = empty), then ``indexNum``
+20-byte entries ``keyHash i32 | phyOffset i64 | timeDiff i32 (s since beginTimestamp) |
+prevIndex i32``. Entry 0 is never used (indexCount starts at 1). Keys are ``topic#key`` for
+UNIQ_KEY and each KEYS token; hash = abs(Java hashCode) (MIN_VALUE -> 0); slot = hash % slots.
+
+RocketMQ's defaults are 5,000,000 slots and 20,000,000 entries (420,000,040 bytes); stores may
+configure others. The geometry is not in the file: :func:`index_geometry` derives it from the
+file size assuming RocketMQ's ratio ``maxIndexNum = 4 * maxHashSlotNum`` unless told.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import construct as cs
+from mqtool.formats.errors import FormatError
+from mqtool.formats.javastr import java_string_hash
+
+INDEX_HEADER_SIZE = 40
+HASH_SLOT_SIZE = 4
+INDEX_SIZE = 20
+INVALID_INDEX = 0
+DEFAULT_MAX_HASH_SLOT_NUM = 5_000_000
+DEFAULT_MAX_INDEX_NUM = 5_000_000 * 4
+
+INDEX_HEADER = cs.Struct(
+    "begin_timestamp" / cs.Int64sb,
+    "end_timestamp" / cs.Int64sb,
+    "begin_phy_offset" / cs.Int64sb,
+    "end_phy_offset" / cs.Int64sb,
+    "hash_slot_count" / cs.Int32sb,
+    "index_count" / cs.Int32sb,
+)
+INDEX_ENTRY = cs.Struct(
+    "key_hash" / cs.Int32sb,
+    "phy_offset" / cs.Int64sb,
+    "time_diff" / cs.Int32sb,
+    "prev_index" / cs.Int32sb,
+)
+_HEADER = struct.Struct(">qqqqii")
+_ENTRY = struct.Struct(">iqii")
+_SLOT = struct.Struct(">i")
+
+
+@dataclass(frozen=True, slots=True)
+class IndexHeader:
+    """Header of an index file. Timestamps are epoch ms; hash_slot_count counts used slots."""
+
+    begin_timestamp: int
+    end_timestamp: int
+    begin_phy_offset: int
+    end_phy_offset: int
+    hash_slot_count: int
+    index_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    """One index entry; ``time_diff`` is seconds since the header's begin_timestamp."""
+
+    key_hash: int
+    phy_offset: int
+    time_diff: int
+    prev_index: int
+
+
+@dataclass(frozen=True, slots=True)
+class IndexGeometry:
+    hash_slot_num: int
+    index_num: int
+
+    @property
+    def file_size(self) -> int:
+        return INDEX_HEADER_SIZE + self.hash_slot_num * HASH_SLOT_SIZE + self.index_num * INDEX_SIZE
+
+    def slot_pos(self, slot: int) -> int:
+        return INDEX_HEADER_SIZE + slot * HASH_SLOT_SIZE
+
+    def entry_pos(self, n: int) -> int:
+        return INDEX_HEADER_SIZE + self.hash_slot_num * HASH_SLOT_SIZE + n * INDEX_SIZE
+
+
+def index_geometry(
+    file_size: int,
+    hash_slot_num: int | None = None,
+    *,
+    file: str | None = None,
+    buf: bytes | bytearray | memoryview | None = None,
+) -> IndexGeometry:
+    """Slots and entries of an index file of ``file_size`` bytes.
+
+    The geometry (``maxHashSlotNum``, ``maxIndexNum``) is store configuration, not file content.
+    With ``hash_slot_num`` given, the entry count follows from the size. Otherwise, with the
+    file's bytes in ``buf``, every split of the size into slots and entries is tried, RocketMQ's
+    ratio of 4 entries per slot first, and the one the content proves is taken: the newest
+    entries must head their slots' chains and the non-empty slots must number the header's
+    hashSlotCount. Without ``buf`` the ratio of 4 is assumed.
+    """
+    body = file_size - INDEX_HEADER_SIZE
+    if body <= 0:
+        raise FormatError(file, 0, f"index file of {file_size} bytes has no room for slots")
+    if hash_slot_num is not None:
+        rest = body - hash_slot_num * HASH_SLOT_SIZE
+        if hash_slot_num <= 0 or rest < 0 or rest % INDEX_SIZE:
+            raise FormatError(
+                file, None, f"index size {file_size} does not fit {hash_slot_num} slots"
+            )
+        return IndexGeometry(hash_slot_num, rest // INDEX_SIZE)
+    per_slot = HASH_SLOT_SIZE + 4 * INDEX_SIZE
+    ratio4 = None
+    if body % per_slot == 0:
+        ratio4 = IndexGeometry(body // per_slot, 4 * (body // per_slot))
+    if buf is None:
+        if ratio4 is None:
+            raise FormatError(
+                file, None,
+                f"index file size {file_size} is not 40 + 84*slots (give the slot count)",
+            )
+        return ratio4
+    header = parse_header(buf, file=file)
+    if ratio4 is not None and (
+        header.index_count <= 1
+        or (_plausible(buf, header, ratio4) and _proven(buf, header, ratio4))
+    ):
+        return ratio4
+    for slots in range(1, body // HASH_SLOT_SIZE + 1):
+        rest = body - slots * HASH_SLOT_SIZE
+        if rest % INDEX_SIZE or rest // INDEX_SIZE < max(header.index_count, 1):
+            continue
+        g = IndexGeometry(slots, rest // INDEX_SIZE)
+        if header.index_count <= 1 or (_plausible(buf, header, g) and _proven(buf, header, g)):
+            return g
+    raise FormatError(file, None, f"cannot tell the slot/entry geometry of {file_size}-byte index")
+
+
+def _plausible(buf: bytes | bytearray | memoryview, h: IndexHeader, g: IndexGeometry) -> bool:
+    """Cheap test: the last few entries written must sit in chains their slots lead to."""
+    if h.index_count > g.index_num:
+        return False
+    last = h.index_count - 1
+    for n in range(last, max(0, last - 8), -1):
+        key_hash, _, _, _ = _ENTRY.unpack_from(buf, g.entry_pos(n))
+        head = _SLOT.unpack_from(buf, g.slot_pos(key_hash % g.hash_slot_num))[0]
+        if head < n or head > last:
+            return False
+        if head != n:
+            hk = _ENTRY.unpack_from(buf, g.entry_pos(head))[0]
+            if hk % g.hash_slot_num != key_hash % g.hash_slot_num:
+                return False
+    return True
+
+
+def _proven(buf: bytes | bytearray | memoryview, h: IndexHeader, g: IndexGeometry) -> bool:
+    """Full test: the number of non-empty slots equals the header's hashSlotCount."""
+    import numpy as np
+
+    slots = np.frombuffer(buf, dtype=">i4", count=g.hash_slot_num, offset=INDEX_HEADER_SIZE)
+    if int(slots.max(initial=0)) > h.index_count:
+        return False
+    return int(np.count_nonzero(slots)) == h.hash_slot_count or h.index_count <= 1
+
+
+def index_key_hash(key: str) -> int:
+    """``IndexFile#indexKeyHashMethod``: abs of Java hashCode, Integer.MIN_VALUE -> 0."""
+    h = java_string_hash(key)
+    return 0 if h == -(2**31) else abs(h)
+
+
+def build_key(topic: str, key: str) -> str:
+    """``IndexService#buildKey``."""
+    return f"{topic}#{key}"
+
+
+def parse_header(buf: bytes | bytearray | memoryview, *, file: str | None = None) -> IndexHeader:
+    if len(buf) < INDEX_HEADER_SIZE:
+        raise FormatError(file, 0, f"truncated index header: {len(buf)} of 40 bytes")
+    return IndexHeader(*_HEADER.unpack_from(buf, 0))
+
+
+def build_header(h: IndexHeader) -> bytes:
+    return _HEADER.pack(
+        h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset,
+        h.hash_slot_count, h.index_count,
+    )
+
+
+def build_entry(e: IndexEntry) -> bytes:
+    return _ENTRY.pack(e.key_hash, e.phy_offset, e.time_diff, e.prev_index)
+
+
+class IndexReader:
+    """Read-only view of one index file held in ``buf`` (bytes or a read-only mmap)."""
+
+    def __init__(
+        self, buf: bytes | bytearray | memoryview, *, file: str | None = None,
+        hash_slot_num: int | None = None,
+    ) -> None:
+        self.buf = buf
+        self.file = file
+        self.geometry = index_geometry(len(buf), hash_slot_num, file=file, buf=buf)
+        self.header = parse_header(buf, file=file)
+        if not 0 <= self.header.index_count <= self.geometry.index_num:
+            raise FormatError(
+                file, 36,
+                f"indexCount {self.header.index_count} outside 0..{self.geometry.index_num}",
+            )
+
+    def slot_value(self, slot: int) -> int:
+        return int(_SLOT.unpack_from(self.buf, self.geometry.slot_pos(slot))[0])
+
+    def entry(self, n: int) -> IndexEntry:
+        if not 0 <= n < self.geometry.index_num:
+            raise FormatError(self.file, None, f"index entry {n} out of range")
+        return IndexEntry(*_ENTRY.unpack_from(self.buf, self.geometry.entry_pos(n)))
+
+    def entries(self) -> Iterator[tuple[int, IndexEntry]]:
+        """Every used entry ``(number, entry)`` in write order (1 .. indexCount-1)."""
+        for n in range(1, self.header.index_count):
+            yield n, self.entry(n)
+
+    def lookup_hash(self, key_hash: int, max_hits: int = 1 << 20) -> list[IndexEntry]:
+        """Entries in the chain of ``key_hash``'s slot whose keyHash matches, newest first.
+
+        The chain walk is bounded (cycles or hostile prev pointers cannot hang it); callers
+        must still read each record to filter hash collisions.
+        """
+        count = self.header.index_count
+        n = self.slot_value(key_hash % self.geometry.hash_slot_num)
+        hits: list[IndexEntry] = []
+        seen = 0
+        while INVALID_INDEX < n <= count and n < self.geometry.index_num and seen <= count:
+            e = self.entry(n)
+            if e.key_hash == key_hash:
+                hits.append(e)
+                if len(hits) >= max_hits:
+                    break
+            if e.prev_index <= INVALID_INDEX or e.prev_index >= n:
+                break
+            n = e.prev_index
+            seen += 1
+        return hits
+
+    def lookup(self, topic: str, key: str) -> list[IndexEntry]:
+        """Candidate entries for ``topic#key`` (hash matches; collisions not yet filtered)."""
+        return self.lookup_hash(index_key_hash(build_key(topic, key)))
