@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from mqtool.formats.config import (
     ConsumerOffsets,
     DataVersion,
@@ -174,7 +173,10 @@ def test_consumer_offset_shape() -> None:
 
 def test_consumer_offset_4x_shape() -> None:
     # 4.x-style file: only offsetTable (example seen in public write-ups of 4.8.0 stores)
-    text = '{\n\t"offsetTable":{\n\t\t"TopicTest@please_rename_unique_group_name":{0:6,1:3,2:3,3:2\n\t\t}\n\t}\n}'
+    text = (
+        '{\n\t"offsetTable":{\n\t\t"TopicTest@please_rename_unique_group_name"'
+        ":{0:6,1:3,2:3,3:2\n\t\t}\n\t}\n}"
+    )
     parsed = parse_consumer_offset(text)
     assert parsed.data_version is None and parsed.group_topic_map is None
     assert build_consumer_offset(parsed) == text
