@@ -1,0 +1,215 @@
+"""The broker's delay / retry / DLQ rules as pure functions (RocketMQ 4.9.7 semantics).
+
+Mirrors, step for step:
+
+* ``ScheduleMessageService#parseDelayLevel`` / ``computeDeliverTimestamp`` /
+  ``correctDeliverTimestamp`` / ``messageTimeup`` (what a delivered copy keeps: the record is
+  re-encoded from the schedule record's properties *before* DELAY is cleared, so the delivered
+  copy still carries DELAY, REAL_TOPIC and REAL_QID);
+* ``CommitLog#asyncPutMessage`` (a delay level > 0 rewrites the message to
+  ``SCHEDULE_TOPIC_XXXX``, queue level - 1, after putting REAL_TOPIC and REAL_QID);
+* ``SendMessageProcessor#asyncConsumerSendMsgBack`` (RETRY_TOPIC if absent, WAIT=false, DLQ when
+  ``reconsumeTimes >= maxReconsumeTimes`` or the level is negative with DELAY=0, otherwise
+  DELAY = client level or ``3 + reconsumeTimes``; ORIGIN_MESSAGE_ID = the first copy's
+  offsetMsgId);
+* ``MessageExtBrokerInner#tagsString2tagsCode`` and ``IndexService#buildIndex`` (index keys).
+
+Property maps are plain ``dict`` objects in *Java insertion order* (a decoded record's map is
+filled in stored order; puts append, replacements keep the position). Since no path removes a key
+before encoding, the Java iteration order of such a map follows from its key sequence alone:
+:func:`~mqtool.refstore.javautil.hashmap_key_order` turns it into RocketMQ's byte order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mqtool.formats.errors import MqtoolError
+from mqtool.formats.javastr import java_string_hash
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"  # MixAll.DLQ_GROUP_TOPIC_PREFIX
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+DLQ_NUMS_PER_GROUP = 1
+DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+DEFAULT_MAX_RECONSUME_TIMES = 16  # SubscriptionGroupConfig.retryMaxTimes
+
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
+PROPERTY_DELAY_TIME_LEVEL = "DELAY"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QUEUE_ID = "REAL_QID"
+PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+PROPERTY_CLUSTER = "CLUSTER"
+PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
+KEY_SEPARATOR = " "
+
+_TIME_UNITS = {"s": 1000, "m": 1000 * 60, "h": 1000 * 60 * 60, "d": 1000 * 60 * 60 * 24}
+
+
+class BrokerRuleError(MqtoolError):
+    """Input the broker itself would reject (bad delay level string, unknown group, ...)."""
+
+
+def parse_delay_levels(level_string: str = DEFAULT_MESSAGE_DELAY_LEVEL) -> dict[int, int]:
+    """``ScheduleMessageService#parseDelayLevel``: ``{level (1-based): delay ms}``."""
+    table: dict[int, int] = {}
+    for i, value in enumerate(level_string.split(" ")):
+        unit = _TIME_UNITS.get(value[-1:]) if value else None
+        try:
+            num = int(value[:-1])
+        except ValueError:
+            unit = None
+            num = 0
+        if unit is None:
+            raise BrokerRuleError(f"bad delay level {i + 1} {value!r} in {level_string!r}")
+        table[i + 1] = num * unit
+    return table
+
+
+def delay_level_to_queue_id(level: int) -> int:
+    """``ScheduleMessageService#delayLevel2QueueId``."""
+    return level - 1
+
+
+def queue_id_to_delay_level(queue_id: int) -> int:
+    """``ScheduleMessageService#queueId2DelayLevel``."""
+    return queue_id + 1
+
+
+def compute_deliver_timestamp(levels: dict[int, int], level: int, store_timestamp: int) -> int:
+    """``ScheduleMessageService#computeDeliverTimestamp``: the SCHEDULE consume-queue tagsCode."""
+    delay = levels.get(level)
+    return store_timestamp + (delay if delay is not None else 1000)
+
+
+def correct_deliver_timestamp(now: int, deliver_timestamp: int, level_delay: int) -> int:
+    """``DeliverDelayedMessageTimerTask#correctDeliverTimestamp``: a deliver time further away
+    than one full delay (clock moved back) is delivered now."""
+    return now if deliver_timestamp > now + level_delay else deliver_timestamp
+
+
+def retry_topic(group: str) -> str:
+    """``MixAll.getRetryTopic``."""
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    """``MixAll.getDLQTopic``."""
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def tags_code(tags: str | None) -> int:
+    """``MessageExtBrokerInner#tagsString2tagsCode``: Java hashCode of the tag, 0 without."""
+    return java_string_hash(tags) if tags else 0
+
+
+def index_keys(topic: str, properties: dict[str, str]) -> list[str]:
+    """Index keys ``IndexService#buildIndex`` adds for one record: UNIQ_KEY, then every
+    non-empty space-separated KEYS token, each as ``topic#key``."""
+    out: list[str] = []
+    uniq = properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    if uniq is not None:
+        out.append(f"{topic}#{uniq}")
+    keys = properties.get(PROPERTY_KEYS)
+    if keys:
+        out.extend(f"{topic}#{k}" for k in keys.split(KEY_SEPARATOR) if k)
+    return out
+
+
+def delay_level_of(properties: dict[str, str]) -> int:
+    """``Message#getDelayTimeLevel``: the DELAY property as int, 0 when absent."""
+    t = properties.get(PROPERTY_DELAY_TIME_LEVEL)
+    return int(t) if t is not None else 0
+
+
+@dataclass(frozen=True, slots=True)
+class SendBackDecision:
+    """Where ``asyncConsumerSendMsgBack`` sends a failed message.
+
+    ``topic`` is ``%RETRY%<group>`` or ``%DLQ%<group>``; ``delay_level`` the DELAY written (0 for
+    the DLQ); ``to_dlq`` tells which.
+    """
+
+    topic: str
+    delay_level: int
+    to_dlq: bool
+
+
+def decide_send_back(
+    group: str, reconsume_times: int, delay_level: int, max_reconsume_times: int
+) -> SendBackDecision:
+    """The branch of ``SendMessageProcessor#asyncConsumerSendMsgBack`` (4.9.7)."""
+    if reconsume_times >= max_reconsume_times or delay_level < 0:
+        return SendBackDecision(dlq_topic(group), 0, True)
+    if delay_level == 0:
+        delay_level = 3 + reconsume_times
+    return SendBackDecision(retry_topic(group), delay_level, False)
+
+
+def apply_send_back(
+    props: dict[str, str],
+    *,
+    topic: str,
+    group: str,
+    reconsume_times: int,
+    delay_level: int,
+    max_reconsume_times: int,
+    offset_msg_id: str,
+) -> SendBackDecision:
+    """Mutate a freshly decoded property map as the send-back path does; returns the decision.
+
+    The order of the puts is the broker's: RETRY_TOPIC (if absent), WAIT=false, DELAY, then
+    ORIGIN_MESSAGE_ID (if absent). The caller then encodes the map (and the store adds
+    REAL_TOPIC / REAL_QID when DELAY > 0).
+    """
+    if props.get(PROPERTY_RETRY_TOPIC) is None:
+        props[PROPERTY_RETRY_TOPIC] = topic
+    props[PROPERTY_WAIT_STORE_MSG_OK] = "false"
+    decision = decide_send_back(group, reconsume_times, delay_level, max_reconsume_times)
+    props[PROPERTY_DELAY_TIME_LEVEL] = str(decision.delay_level)
+    origin = props.get(PROPERTY_ORIGIN_MESSAGE_ID)
+    props[PROPERTY_ORIGIN_MESSAGE_ID] = origin if origin else offset_msg_id
+    return decision
+
+
+def rewrite_for_schedule(
+    props: dict[str, str], *, topic: str, queue_id: int, max_delay_level: int
+) -> tuple[str, int]:
+    """``CommitLog#asyncPutMessage`` for a message with DELAY > 0: clamp the level, back up the
+    real topic and queue, return ``(SCHEDULE_TOPIC_XXXX, level - 1)``."""
+    level = delay_level_of(props)
+    if level > max_delay_level:
+        level = max_delay_level
+        props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
+    props[PROPERTY_REAL_TOPIC] = topic
+    props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
+    return SCHEDULE_TOPIC, delay_level_to_queue_id(level)
+
+
+@dataclass(frozen=True, slots=True)
+class TimeUp:
+    """What ``ScheduleMessageService#messageTimeup`` makes of a due schedule record.
+
+    ``properties`` is the map as encoded: taken *before* DELAY is cleared, so DELAY, REAL_TOPIC
+    and REAL_QID stay on the delivered record (as the real stores show).
+    """
+
+    topic: str
+    queue_id: int
+    properties: dict[str, str]
+    tags_code: int
+
+
+def message_timeup(props: dict[str, str]) -> TimeUp:
+    """The delivered copy of a schedule record whose decoded properties are ``props``."""
+    real_topic = props.get(PROPERTY_REAL_TOPIC)
+    real_qid = props.get(PROPERTY_REAL_QUEUE_ID)
+    if real_topic is None or real_qid is None:
+        raise BrokerRuleError("schedule record without REAL_TOPIC/REAL_QID")
+    return TimeUp(real_topic, int(real_qid), dict(props), tags_code(props.get(PROPERTY_TAGS)))

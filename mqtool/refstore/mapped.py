@@ -1,0 +1,290 @@
+"""Writable memory-mapped store files: commitlog, consume queues, index files, checkpoint.
+
+Mirrors RocketMQ's ``MappedFile`` / ``MappedFileQueue``: every file is created at its full
+configured size (zero-filled, sparse where the file system allows), named by the 20-digit offset
+of its first byte (index files: creation time ``yyyyMMddHHmmssSSS``), and written through a shared
+mapping, so a killed process loses nothing it has copied in (the page cache survives it).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import mmap
+import os
+import struct
+from pathlib import Path
+
+from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
+from mqtool.formats.errors import MqtoolError
+from mqtool.formats.indexfile import (
+    HASH_SLOT_SIZE,
+    INDEX_HEADER_SIZE,
+    INDEX_SIZE,
+    INVALID_INDEX,
+    index_key_hash,
+)
+
+_CQ = struct.Struct(">qiq")
+_IDX_HEADER = struct.Struct(">qqqqii")
+_IDX_ENTRY = struct.Struct(">iqii")
+_I32 = struct.Struct(">i")
+
+
+class StoreError(MqtoolError):
+    """A reference-store operation that cannot be done (locked store, bad geometry, ...)."""
+
+
+def offset_name(offset: int) -> str:
+    """``UtilAll.offset2FileName``: 20-digit zero-padded offset."""
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    """One fixed-size file mapped read-write."""
+
+    __slots__ = ("path", "file_from_offset", "size", "mm", "_fd")
+
+    def __init__(self, path: Path, file_from_offset: int, size: int, *, create: bool) -> None:
+        self.path = path
+        self.file_from_offset = file_from_offset
+        self.size = size
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        self._fd = os.open(path, flags, 0o644)
+        st = os.fstat(self._fd)
+        if st.st_size < size:
+            os.ftruncate(self._fd, size)
+        elif st.st_size > size:
+            os.close(self._fd)
+            raise StoreError(f"{path}: file is {st.st_size} bytes, the store expects {size}")
+        self.mm = mmap.mmap(self._fd, size, access=mmap.ACCESS_WRITE)
+
+    def flush(self) -> None:
+        """msync the mapping (durability against power loss; not needed against kill -9)."""
+        self.mm.flush()
+
+    def close(self) -> None:
+        try:
+            self.mm.close()
+        finally:
+            os.close(self._fd)
+
+
+class ConsumeQueueFiles:
+    """``ConsumeQueue``: 20-byte units in files of ``entries_per_file`` units."""
+
+    def __init__(self, directory: Path, entries_per_file: int) -> None:
+        self.dir = directory
+        self.file_size = entries_per_file * CQ_STORE_UNIT_SIZE
+        self.files: list[MappedFile] = []
+        self.max_offset = 0  # logical: next unit to write
+        self.max_physic_end = 0  # commitlog offset + size of the last unit
+        self.min_offset = 0
+        self._load()
+
+    def _load(self) -> None:
+        if not self.dir.is_dir():
+            return
+        names = sorted(p.name for p in self.dir.iterdir() if p.name.isdigit())
+        for name in names:
+            start = int(name)
+            self.files.append(MappedFile(self.dir / name, start, self.file_size, create=False))
+        if not self.files:
+            return
+        self.min_offset = self.files[0].file_from_offset // CQ_STORE_UNIT_SIZE
+        # recover(): the written units end at the first unit that is not (offset>=0, size>0)
+        end = self.files[0].file_from_offset
+        for mf in self.files:
+            mm = mf.mm
+            pos = 0
+            while pos < mf.size:
+                off, size, _tags = _CQ.unpack_from(mm, pos)
+                if off >= 0 and size > 0:
+                    self.max_physic_end = off + size
+                    pos += CQ_STORE_UNIT_SIZE
+                else:
+                    break
+            end = mf.file_from_offset + pos
+            if pos < mf.size:
+                break
+        self.max_offset = end // CQ_STORE_UNIT_SIZE
+        self._drop_files_after(end)
+
+    def _drop_files_after(self, end_byte: int) -> None:
+        keep: list[MappedFile] = []
+        for mf in self.files:
+            if mf.file_from_offset > end_byte:
+                mf.close()
+                mf.path.unlink()
+            else:
+                keep.append(mf)
+        self.files = keep
+
+    def _file_for(self, byte_pos: int) -> MappedFile:
+        start = byte_pos - byte_pos % self.file_size
+        if self.files and self.files[-1].file_from_offset == start:
+            return self.files[-1]
+        for mf in self.files:
+            if mf.file_from_offset == start:
+                return mf
+        self.dir.mkdir(parents=True, exist_ok=True)
+        mf = MappedFile(self.dir / offset_name(start), start, self.file_size, create=True)
+        self.files.append(mf)
+        self.files.sort(key=lambda m: m.file_from_offset)
+        return mf
+
+    def put(self, cq_offset: int, phy_offset: int, size: int, tags_code: int) -> None:
+        """``putMessagePositionInfo``: write the unit for logical offset ``cq_offset``."""
+        pos = cq_offset * CQ_STORE_UNIT_SIZE
+        mf = self._file_for(pos)
+        _CQ.pack_into(mf.mm, pos - mf.file_from_offset, phy_offset, size, tags_code)
+        if cq_offset >= self.max_offset:
+            self.max_offset = cq_offset + 1
+            self.max_physic_end = phy_offset + size
+
+    def get(self, cq_offset: int) -> tuple[int, int, int] | None:
+        """(commitlog offset, size, tagsCode) of one unit, None when not written."""
+        if cq_offset < self.min_offset or cq_offset >= self.max_offset:
+            return None
+        pos = cq_offset * CQ_STORE_UNIT_SIZE
+        mf = self._file_for(pos)
+        return _CQ.unpack_from(mf.mm, pos - mf.file_from_offset)
+
+    def truncate_dirty(self, phy_end: int) -> None:
+        """``truncateDirtyLogicFiles``: drop units pointing at or past ``phy_end``."""
+        while self.max_offset > self.min_offset:
+            unit = self.get(self.max_offset - 1)
+            assert unit is not None
+            if unit[0] + unit[1] <= phy_end:
+                break
+            pos = (self.max_offset - 1) * CQ_STORE_UNIT_SIZE
+            mf = self._file_for(pos)
+            mf.mm[pos - mf.file_from_offset : pos - mf.file_from_offset + CQ_STORE_UNIT_SIZE] = (
+                bytes(CQ_STORE_UNIT_SIZE)
+            )
+            self.max_offset -= 1
+        last = self.get(self.max_offset - 1) if self.max_offset > self.min_offset else None
+        self.max_physic_end = last[0] + last[1] if last else 0
+        self._drop_files_after(self.max_offset * CQ_STORE_UNIT_SIZE)
+
+    def flush(self) -> None:
+        for mf in self.files[-2:]:
+            mf.flush()
+
+    def close(self) -> None:
+        for mf in self.files:
+            mf.close()
+        self.files = []
+
+
+def index_file_name(ts_ms: int) -> str:
+    """``UtilAll.timeMillisToHumanString``: ``yyyyMMddHHmmssSSS`` (UTC here)."""
+    t = _dt.datetime.fromtimestamp(ts_ms / 1000.0, _dt.UTC)
+    return t.strftime("%Y%m%d%H%M%S") + f"{ts_ms % 1000:03d}"
+
+
+class IndexFileWriter:
+    """``IndexFile``: header, hash slots, entries; ``put_key`` as RocketMQ's ``putKey``.
+
+    The header is rewritten after every entry (RocketMQ keeps it in memory until a flush); the
+    entry is written first, then the header (which counts it), then the slot, so a kill leaves
+    at worst an uncounted entry or a counted entry whose slot still names its predecessor
+    (repaired by :meth:`repair_last_slot` on reopen).
+    """
+
+    def __init__(
+        self, path: Path, hash_slot_num: int, index_num: int, *, create: bool,
+        end_phy_offset: int = 0, end_timestamp: int = 0,
+    ) -> None:
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        size = INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE + index_num * INDEX_SIZE
+        self.mf = MappedFile(path, 0, size, create=create)
+        self.path = path
+        if create:
+            self.begin_timestamp = end_timestamp if end_timestamp > 0 else 0
+            self.end_timestamp = self.begin_timestamp
+            self.begin_phy_offset = end_phy_offset if end_phy_offset > 0 else 0
+            self.end_phy_offset = self.begin_phy_offset
+            self.hash_slot_count = 0
+            self.index_count = 1
+            self._write_header()
+        else:
+            (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
+             self.end_phy_offset, self.hash_slot_count, self.index_count) = _IDX_HEADER.unpack_from(
+                self.mf.mm, 0)
+            if self.index_count < 1:
+                self.index_count = 1
+
+    def _write_header(self) -> None:
+        _IDX_HEADER.pack_into(
+            self.mf.mm, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
+            self.end_phy_offset, self.hash_slot_count, self.index_count,
+        )
+
+    @property
+    def is_full(self) -> bool:
+        return self.index_count >= self.index_num
+
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int, key_hash: int = -1) -> bool:
+        """Add ``key`` -> ``phy_offset``; False when the file is full."""
+        if self.index_count >= self.index_num:
+            return False
+        if key_hash < 0:
+            key_hash = index_key_hash(key)
+        mm = self.mf.mm
+        abs_slot = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
+        slot_value = _I32.unpack_from(mm, abs_slot)[0]
+        if slot_value <= INVALID_INDEX or slot_value > self.index_count:
+            slot_value = INVALID_INDEX
+        if self.begin_timestamp <= 0:
+            time_diff = 0
+        else:
+            time_diff = (store_timestamp - self.begin_timestamp) // 1000
+            time_diff = max(0, min(time_diff, 0x7FFFFFFF))
+        n = self.index_count
+        abs_index = INDEX_HEADER_SIZE + self.hash_slot_num * HASH_SLOT_SIZE + n * INDEX_SIZE
+        _IDX_ENTRY.pack_into(mm, abs_index, key_hash, phy_offset, time_diff, slot_value)
+        if n <= 1:
+            self.begin_phy_offset = phy_offset
+            self.begin_timestamp = store_timestamp
+        if slot_value == INVALID_INDEX:
+            self.hash_slot_count += 1
+        self.index_count = n + 1
+        self.end_phy_offset = phy_offset
+        self.end_timestamp = store_timestamp
+        self._write_header()
+        _I32.pack_into(mm, abs_slot, n)
+        return True
+
+    def entry(self, n: int) -> tuple[int, int, int, int]:
+        pos = INDEX_HEADER_SIZE + self.hash_slot_num * HASH_SLOT_SIZE + n * INDEX_SIZE
+        return _IDX_ENTRY.unpack_from(self.mf.mm, pos)
+
+    def repair_last_slot(self) -> None:
+        """After a kill between header and slot write: point the last entry's slot at it."""
+        n = self.index_count - 1
+        if n < 1:
+            return
+        key_hash, _, _, prev = self.entry(n)
+        abs_slot = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
+        cur = _I32.unpack_from(self.mf.mm, abs_slot)[0]
+        if cur != n and cur == prev:
+            _I32.pack_into(self.mf.mm, abs_slot, n)
+
+    def keys_hashes_at(self, phy_offset: int) -> list[int]:
+        """Key hashes of the trailing entries that point at ``phy_offset``."""
+        out: list[int] = []
+        n = self.index_count - 1
+        while n >= 1:
+            key_hash, off, _, _ = self.entry(n)
+            if off != phy_offset:
+                break
+            out.append(key_hash)
+            n -= 1
+        return out
+
+    def flush(self) -> None:
+        self.mf.flush()
+
+    def close(self) -> None:
+        self.mf.close()
