@@ -13,6 +13,23 @@ app = typer.Typer(
 )
 
 
+def _register_all() -> None:
+    """Each command group module exposes ``register(app)``; optional groups may be absent."""
+    import importlib
+
+    for name in ("inspect_cmd", "read", "trace", "dlq", "store", "demo", "scan"):
+        try:
+            mod = importlib.import_module(f"mqtool.cli.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"mqtool.cli.{name}":
+                raise
+            continue
+        mod.register(app)
+
+
+_register_all()
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

@@ -1,0 +1,251 @@
+"""Read commands: ``messages``, ``cq``, ``msg``, ``index``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from mqtool.cli.common import (
+    BodyOpt,
+    JsonlOpt,
+    JsonOpt,
+    SinceOpt,
+    StoreArg,
+    UntilOpt,
+    check_body_mode,
+    exit_on_findings,
+    fmt_time,
+    handle_errors,
+    open_store,
+    out_console,
+    parse_time,
+    print_json,
+    print_jsonl,
+)
+from mqtool.jsonview import body_value, cq_dict, message_dict
+from mqtool.query import MessageFilter, select_messages
+
+
+def _short(s: str | None, n: int = 40) -> str:
+    if not s:
+        return "-"
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def messages(
+    store: StoreArg,
+    topic: Annotated[str | None, typer.Option(help="Only this topic, e.g. TopicA.")] = None,
+    queue: Annotated[int | None, typer.Option(help="Only this queue id (with --topic).")] = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    tag: Annotated[str | None, typer.Option(help="Only messages with this TAGS value.")] = None,
+    key: Annotated[str | None, typer.Option(help="Only messages with this KEYS token.")] = None,
+    offset: Annotated[
+        int, typer.Option(help="Start at this commitlog offset (physical order).")
+    ] = 0,
+    limit: Annotated[int | None, typer.Option(help="Stop after this many messages.")] = None,
+    body: BodyOpt = "none",
+    json_: JsonOpt = False,
+    jsonl: JsonlOpt = False,
+) -> None:
+    """List messages in commitlog (physical) order, with filters.
+
+    Example: mqtool messages ~/store --topic TopicA --since 2026-11-21T21:00:00Z --jsonl
+    """
+    check_body_mode(body)
+    flt = MessageFilter(
+        topic=topic, queue_id=queue, since=parse_time(since, "--since"),
+        until=parse_time(until, "--until"), tag=tag, key=key, start_offset=offset, limit=limit,
+    )
+    with handle_errors():
+        st = open_store(store)
+        rows = select_messages(st, flt)
+        if jsonl or json_:
+            dicts = (message_dict(m, body) for m in rows)
+            if jsonl:
+                print_jsonl(dicts)
+            else:
+                print_json(list(dicts))
+        else:
+            t = Table(title=f"messages in {st.root}", show_lines=False)
+            for c in ("offset", "topic", "q", "qOffset", "stored (UTC)", "tags", "keys",
+                      "uniqKey", "size", "rc"):
+                t.add_column(c, overflow="fold")
+            if body != "none":
+                t.add_column("body", overflow="fold")
+            n = 0
+            for m in rows:
+                cells = [str(m.physical_offset), m.topic, str(m.queue_id), str(m.queue_offset),
+                         fmt_time(m.store_timestamp), _short(m.tags, 20), _short(m.keys, 30),
+                         m.uniq_key or "-", str(m.total_size), str(m.reconsume_times)]
+                if body != "none":
+                    cells.append(_short(body_value(m, body), 60))
+                t.add_row(*cells)
+                n += 1
+            t.caption = f"{n} messages"
+            out_console().print(t)
+        exit_on_findings(st)
+
+
+def cq(
+    store: StoreArg,
+    topic: Annotated[str | None, typer.Argument(help="Topic (all topics when omitted).")] = None,
+    queue: Annotated[int | None, typer.Argument(help="Queue id (all queues when omitted).")] = None,
+    json_: JsonOpt = False,
+    jsonl: JsonlOpt = False,
+) -> None:
+    """Dump consume-queue entries (20-byte units) of every topic/queue or of one.
+
+    Example: mqtool cq ~/store SCHEDULE_TOPIC_XXXX 2 --jsonl
+    """
+    with handle_errors():
+        st = open_store(store)
+        queues = [(t, q) for t, q in st.queue_ids()
+                  if (topic is None or t == topic) and (queue is None or q == queue)]
+        if topic is not None and not queues:
+            from mqtool.store import StoreError
+
+            raise StoreError(f"{st.root}: no consume queue {topic}"
+                             + (f"/{queue}" if queue is not None else ""))
+
+        def rows() -> Iterator[dict[str, Any]]:
+            for t, q in queues:
+                for qe in st.queue_entries(t, q):
+                    yield cq_dict(qe)
+
+        if jsonl:
+            print_jsonl(rows())
+        elif json_:
+            print_json(list(rows()))
+        else:
+            tb = Table(title=f"consume queues in {st.root}")
+            for c in ("topic", "queue", "qOffset", "commitLogOffset", "size", "tagsCode"):
+                tb.add_column(c)
+            n = 0
+            for r in rows():
+                tb.add_row(r["topic"], str(r["queueId"]), str(r["queueOffset"]),
+                           str(r["commitLogOffset"]), str(r["storeSize"]), str(r["tagsCode"]))
+                n += 1
+            tb.caption = f"{n} entries"
+            out_console().print(tb)
+        exit_on_findings(st)
+
+
+def msg(
+    store: StoreArg,
+    msg_id: Annotated[
+        str, typer.Argument(metavar="ID|OFFSET",
+                            help="offsetMsgId or UNIQ_KEY (32/56 hex), or a commitlog offset.")
+    ],
+    body: BodyOpt = "utf8",
+    json_: JsonOpt = False,
+) -> None:
+    """Show every message an offsetMsgId, UNIQ_KEY or commitlog offset names.
+
+    Example: mqtool msg ~/store C0A8010A00002A9F0000000000000000 --json
+    """
+    check_body_mode(body)
+    with handle_errors():
+        st = open_store(store)
+        if msg_id.isdigit() and len(msg_id) < 20:
+            found, how = [st.message_at(int(msg_id))], "commitlog offset"
+        else:
+            from mqtool.formats.msgid import classify_id
+            from mqtool.store import StoreError
+
+            if classify_id(msg_id) == "invalid":
+                raise StoreError(f"{msg_id!r} is not an offsetMsgId, UNIQ_KEY or offset")
+            found, how = st.find_id(msg_id)
+        if json_:
+            print_json([message_dict(m, body) for m in found])
+        else:
+            con = out_console()
+            if not found:
+                con.print(f"no message for {msg_id} ({how})", markup=False)
+            for m in found:
+                t = Table(title=f"{m.topic} @ {m.physical_offset} (found by {how})",
+                          show_header=False)
+                t.add_column("field")
+                t.add_column("value", overflow="fold")
+                for k, v in message_dict(m, body).items():
+                    if k == "properties":
+                        for pk, pv in v.items():
+                            t.add_row(f"  {pk}", pv)
+                    else:
+                        t.add_row(k, "-" if v is None else str(v))
+                con.print(t)
+        if not found:
+            raise typer.Exit(1)
+
+
+def index(
+    store: StoreArg,
+    key: Annotated[
+        str | None, typer.Option(help="Look up this key (UNIQ_KEY or a KEYS token).")
+    ] = None,
+    topic: Annotated[
+        str | None, typer.Option(help="Topic of the key (all topics when omitted).")
+    ] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Index files: headers, or the messages a key finds (collisions filtered).
+
+    Examples: mqtool index ~/store;  mqtool index ~/store --key order-0 --topic TopicA --json
+    """
+    with handle_errors():
+        st = open_store(store)
+        if key is None:
+            rows = []
+            for rel, r in st.index_files():
+                h = r.header
+                rows.append({
+                    "file": rel, "beginTimestamp": h.begin_timestamp,
+                    "endTimestamp": h.end_timestamp, "beginPhyOffset": h.begin_phy_offset,
+                    "endPhyOffset": h.end_phy_offset, "hashSlotCount": h.hash_slot_count,
+                    "indexCount": h.index_count, "hashSlotNum": r.geometry.hash_slot_num,
+                    "indexNum": r.geometry.index_num,
+                })
+            if json_:
+                print_json(rows)
+            else:
+                t = Table(title=f"index files in {st.root}")
+                for c in ("file", "begin (UTC)", "end (UTC)", "phy range", "slots used",
+                          "entries", "geometry"):
+                    t.add_column(c)
+                for r2 in rows:
+                    t.add_row(r2["file"], fmt_time(r2["beginTimestamp"]),
+                              fmt_time(r2["endTimestamp"]),
+                              f"{r2['beginPhyOffset']}..{r2['endPhyOffset']}",
+                              f"{r2['hashSlotCount']}/{r2['hashSlotNum']}",
+                              f"{r2['indexCount'] - 1}/{r2['indexNum']}",
+                              f"{r2['hashSlotNum']} slots x {r2['indexNum']}")
+                out_console().print(t)
+        else:
+            found, via = st.find_by_key(key, topic=topic)
+            uniq, via2 = st.find_by_key(key, topic=topic, uniq=True)
+            seen = {m.physical_offset for m in found}
+            found += [m for m in uniq if m.physical_offset not in seen]
+            found.sort(key=lambda m: m.physical_offset)
+            if json_:
+                print_json({"key": key, "topic": topic, "via": via,
+                            "messages": [message_dict(m) for m in found]})
+            else:
+                t = Table(title=f"{key!r}: {len(found)} messages (via {via})")
+                for c in ("offset", "topic", "q", "qOffset", "stored (UTC)", "keys", "uniqKey"):
+                    t.add_column(c)
+                for m in found:
+                    t.add_row(str(m.physical_offset), m.topic, str(m.queue_id),
+                              str(m.queue_offset), fmt_time(m.store_timestamp), m.keys or "-",
+                              m.uniq_key or "-")
+                out_console().print(t)
+        exit_on_findings(st)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("messages")(messages)
+    app.command("cq")(cq)
+    app.command("msg")(msg)
+    app.command("index")(index)

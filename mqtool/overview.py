@@ -1,0 +1,206 @@
+"""``mqtool inspect``: the overview an operator wants first, as data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mqtool.formats.errors import FormatError
+from mqtool.store import SCHEDULE_TOPIC, Finding, Store, topic_kind
+
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_delay_levels(text: str) -> list[int]:
+    """``messageDelayLevel`` (``"1s 5s ... 2h"``) to delays in ms, level 1 first."""
+    out = []
+    for tok in text.split():
+        unit = tok[-1]
+        if unit not in _UNIT_MS or not tok[:-1].isdigit():
+            raise FormatError(None, None, f"bad delay level {tok!r} (use e.g. 1s 5m 2h 1d)")
+        out.append(int(tok[:-1]) * _UNIT_MS[unit])
+    return out
+
+
+@dataclass
+class Overview:
+    data: dict[str, Any]
+    findings: list[Finding] = field(default_factory=list)
+
+
+def read_text(store: Store, name: str) -> tuple[str | None, str | None]:
+    """A config file's text, or (None, reason)."""
+    p = store.config_path(name)
+    if not p.exists():
+        return None, "missing"
+    try:
+        return p.read_bytes().decode("utf-8"), None
+    except UnicodeDecodeError as e:
+        return None, f"not UTF-8 at byte {e.start}"
+
+
+def load_delay_offsets(store: Store) -> dict[int, int] | None:
+    """delayOffset.json's table (level -> next offset), None when absent; damage -> FormatError."""
+    from mqtool.formats.config import parse_delay_offset
+
+    text, why = read_text(store, "delayOffset.json")
+    if text is None:
+        if why == "missing":
+            return None
+        raise FormatError(f"{store.config_path('delayOffset.json')}", None, why or "unreadable")
+    path = str(store.config_path("delayOffset.json"))
+    return dict(parse_delay_offset(text, file=path).offset_table)
+
+
+def load_consumer_offsets(store: Store) -> dict[tuple[str, str], dict[int, int]] | None:
+    """consumerOffset.json as (topic, group) -> {queueId: offset}, None when absent."""
+    from mqtool.formats.config import parse_consumer_offset
+
+    text, why = read_text(store, "consumerOffset.json")
+    if text is None:
+        if why == "missing":
+            return None
+        raise FormatError(f"{store.config_path('consumerOffset.json')}", None, why or "unreadable")
+    co = parse_consumer_offset(text, file=str(store.config_path("consumerOffset.json")))
+    out: dict[tuple[str, str], dict[int, int]] = {}
+    for key, table in co.offset_table.items():
+        topic, group = co.topic_group(key)
+        out[(topic, group)] = dict(table)
+    return out
+
+
+def read_checkpoint(store: Store) -> dict[str, Any] | None:
+    from mqtool.formats.checkpoint import parse_checkpoint
+
+    p = store.root / "checkpoint"
+    if not p.exists():
+        return None
+    cp = parse_checkpoint(p.read_bytes(), file="checkpoint")
+    d = {
+        "physicMsgTimestamp": cp.physic_msg_timestamp,
+        "logicsMsgTimestamp": cp.logics_msg_timestamp,
+        "indexMsgTimestamp": cp.index_msg_timestamp,
+    }
+    for attr, key in (("master_flushed_offset", "masterFlushedOffset"),
+                      ("confirm_phy_offset", "confirmPhyOffset")):
+        v = getattr(cp, attr, None)
+        if v is not None:
+            d[key] = v
+    return d
+
+
+def inspect_store(store: Store, delay_levels: str = DEFAULT_DELAY_LEVELS) -> Overview:
+    """Everything ``mqtool inspect`` shows, as JSON-ready data (library call, no printing)."""
+    levels = parse_delay_levels(delay_levels)
+    lock = store.lock_state()
+    data: dict[str, Any] = {"root": str(store.root)}
+    data["abort"] = store.abort_exists
+    data["state"] = "abort (unclean shutdown or broker running)" if store.abort_exists else "clean"
+    data["abortBak"] = (store.root / "abort.bak").exists()
+    data["lock"] = {"exists": lock.exists, "locked": lock.locked, "holderPid": lock.holder_pid}
+    try:
+        data["checkpoint"] = read_checkpoint(store)
+    except FormatError as e:
+        store.findings.append(Finding("checkpoint", "checkpoint", e.offset, e.detail))
+        data["checkpoint"] = None
+
+    files = []
+    total = 0
+    max_off = 0
+    for f, end, count in store.file_ends():
+        data_end = end.physical_offset + (
+            (f.start + f.size - end.physical_offset) if end.kind == "blank" else 0
+        )
+        files.append({
+            "file": f.rel, "startOffset": f.start, "size": f.size,
+            "dataEnd": end.physical_offset - f.start, "end": end.kind, "messages": count,
+        })
+        total += count
+        if count or end.kind == "blank":
+            max_off = max(max_off, data_end)
+    data["commitlog"] = {
+        "files": files,
+        "messages": total,
+        "minOffset": store.commitlog_files[0].start if store.commitlog_files else 0,
+        "maxOffset": max_off,
+        "mappedFileSize": store.mapped_file_size,
+    }
+
+    topics: dict[str, dict[str, Any]] = {}
+    queue_max: dict[tuple[str, int], int] = {}
+    for t, q in store.queue_ids():
+        info = store.queue_info(t, q)
+        queue_max[(t, q)] = info.max_offset
+        tk = topics.setdefault(t, {"topic": t, "kind": topic_kind(t), "queues": [], "messages": 0})
+        tk["queues"].append({
+            "queueId": q, "minOffset": info.min_offset, "maxOffset": info.max_offset,
+            "count": info.max_offset - info.min_offset, "files": len(info.files),
+            "lastCommitLogOffset": info.last_commit_log_offset,
+        })
+        tk["messages"] += info.max_offset - info.min_offset
+    data["topics"] = list(topics.values())
+
+    try:
+        delay = load_delay_offsets(store)
+    except FormatError as e:
+        store.findings.append(Finding("config", "config/delayOffset.json", e.offset, e.detail))
+        delay = None
+    data["delayOffset"] = {str(k): v for k, v in sorted((delay or {}).items())}
+    sched = []
+    sched_levels = {q + 1 for t, q in queue_max if t == SCHEDULE_TOPIC} | set(delay or {})
+    for level in sorted(sched_levels):
+        mx = queue_max.get((SCHEDULE_TOPIC, level - 1), 0)
+        done = (delay or {}).get(level, 0)
+        sched.append({
+            "level": level,
+            "delay": _fmt_delay(levels[level - 1]) if 0 < level <= len(levels) else None,
+            "queueId": level - 1, "delayOffset": done, "maxOffset": mx,
+            "pending": max(0, mx - done), "beyondMax": done > mx,
+        })
+    data["delayLevels"] = sched
+
+    try:
+        offsets = load_consumer_offsets(store)
+    except FormatError as e:
+        store.findings.append(Finding("config", "config/consumerOffset.json", e.offset, e.detail))
+        offsets = None
+    groups = []
+    for (topic, group), table in sorted((offsets or {}).items()):
+        for qid, off in sorted(table.items()):
+            mx = queue_max.get((topic, qid))
+            groups.append({
+                "group": group, "topic": topic, "queueId": qid, "offset": off,
+                "maxOffset": mx, "lag": None if mx is None else max(0, mx - off),
+            })
+    data["consumerGroups"] = groups
+
+    cfg = []
+    cdir = store.root / "config"
+    if cdir.is_dir():
+        for p in sorted(cdir.iterdir()):
+            if p.is_file() and not p.name.endswith(".bak"):
+                cfg.append({"file": f"config/{p.name}", "size": p.stat().st_size,
+                            "bak": (cdir / (p.name + ".bak")).exists()})
+    data["configFiles"] = cfg
+
+    idx = []
+    for rel, r in store.index_files():
+        h = r.header
+        idx.append({"file": rel, "beginTimestamp": h.begin_timestamp,
+                    "endTimestamp": h.end_timestamp, "beginPhyOffset": h.begin_phy_offset,
+                    "endPhyOffset": h.end_phy_offset, "entries": max(0, h.index_count - 1),
+                    "hashSlotNum": r.geometry.hash_slot_num, "indexNum": r.geometry.index_num})
+    data["index"] = idx
+    data["findings"] = [
+        {"kind": f.kind, "file": f.file, "offset": f.offset, "detail": f.detail}
+        for f in store.findings
+    ]
+    return Overview(data, list(store.findings))
+
+
+def _fmt_delay(ms: int) -> str:
+    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"

@@ -1,0 +1,565 @@
+"""Read-only access to a RocketMQ store root (a broker's ``store/`` directory).
+
+Every file is opened ``O_RDONLY`` and mapped ``ACCESS_READ``: nothing here can change a byte.
+Layout (``StorePathConfigHelper``): ``commitlog/<20-digit offset>``,
+``consumequeue/<topic>/<queueId>/<20-digit byte offset>``, ``index/<yyyyMMddHHmmssSSS>``,
+``checkpoint``, ``abort``, ``lock``, ``config/*.json`` (+ ``.bak``).
+
+Damage never raises out of iteration: it ends the affected file with a :class:`Finding` in
+``Store.findings`` (file, absolute offset, what was found), and the caller decides what to do.
+"""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mqtool.formats.commitlog import (
+    BlankRecord,
+    CommitLogMessage,
+    FileEnd,
+    parse_message,
+    scan_file,
+)
+from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, CqEntry, iter_cq
+from mqtool.formats.errors import FormatError, MqtoolError
+from mqtool.formats.indexfile import IndexReader, build_key, index_key_hash
+from mqtool.formats.msgid import decode_offset_msg_id
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+TIMER_TOPIC = "rmq_sys_wheel_timer"
+
+
+class StoreError(MqtoolError):
+    """A store root that cannot be used as asked (missing, not a store, bad argument)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """Something a reader found wrong or notable, with where it is.
+
+    ``kind``: ``torn`` / ``corrupt`` (commitlog), ``zeros`` (data ends before the last file),
+    ``cq`` / ``index`` / ``config`` (damaged auxiliary files), ``layout`` (unexpected names
+    or sizes). ``offset`` is the absolute byte offset within ``file`` (for commitlog files,
+    the commitlog offset).
+    """
+
+    kind: str
+    file: str
+    offset: int | None
+    detail: str
+
+    def __str__(self) -> str:
+        where = self.file if self.offset is None else f"{self.file} @ {self.offset:#x}"
+        return f"{where}: {self.detail}"
+
+
+def topic_kind(topic: str) -> str:
+    """``normal``, ``retry``, ``dlq``, ``schedule``, ``timer`` or ``system``."""
+    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return "retry"
+    if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+        return "dlq"
+    if topic == SCHEDULE_TOPIC:
+        return "schedule"
+    if topic == TIMER_TOPIC:
+        return "timer"
+    if topic.startswith(("rmq_sys_", "RMQ_SYS_")) or topic in ("TBW102", "SELF_TEST_TOPIC"):
+        return "system"
+    return "normal"
+
+
+def map_readonly(path: Path) -> bytes | mmap.mmap:
+    """The file's bytes, mapped read-only (an empty file gives ``b""``)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return b""
+        return mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+    finally:
+        os.close(fd)
+
+
+def _is_offset_name(name: str) -> bool:
+    return len(name) == 20 and name.isdigit()
+
+
+@dataclass(frozen=True, slots=True)
+class CommitLogFile:
+    path: Path
+    start: int  # commitlog offset of the first byte (from the name)
+    size: int
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def rel(self) -> str:
+        return f"commitlog/{self.path.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueEntry:
+    """A consume-queue unit with its place: topic, queue id and logical queue offset."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    entry: CqEntry
+    file: str
+    file_offset: int
+
+
+@dataclass(slots=True)
+class QueueInfo:
+    topic: str
+    queue_id: int
+    files: list[Path]
+    min_offset: int = 0
+    max_offset: int = 0  # next offset to be written (count = max - min)
+    last_commit_log_offset: int | None = None
+
+
+@dataclass(slots=True)
+class LockState:
+    exists: bool
+    locked: bool
+    holder_pid: int | None = None
+
+
+@dataclass
+class Store:
+    """A store root opened read-only. Use :meth:`open`."""
+
+    root: Path
+    commitlog_dir: Path
+    commitlog_files: list[CommitLogFile]
+    findings: list[Finding] = field(default_factory=list)
+    _maps: dict[Path, bytes | mmap.mmap] = field(default_factory=dict, repr=False)
+    _starts: list[int] = field(default_factory=list, repr=False)
+    _index: list[tuple[str, IndexReader]] | None = field(default=None, repr=False)
+
+    # --- opening --------------------------------------------------------------------------
+    @classmethod
+    def open(cls, root: str | os.PathLike[str]) -> Store:
+        """Open a store root read-only; ``root`` may also be the parent of ``store/``."""
+        r = Path(root)
+        if not r.exists():
+            raise StoreError(f"{r}: no such directory")
+        if not r.is_dir():
+            raise StoreError(f"{r}: not a directory (give the broker's store root)")
+        if not (r / "commitlog").is_dir() and (r / "store" / "commitlog").is_dir():
+            r = r / "store"
+        cl = r / "commitlog"
+        if not cl.is_dir():
+            raise StoreError(
+                f"{r}: not a RocketMQ store root (no commitlog/ directory; "
+                "expected commitlog/, consumequeue/, index/, checkpoint, config/)"
+            )
+        files: list[CommitLogFile] = []
+        findings: list[Finding] = []
+        for p in sorted(cl.iterdir()):
+            if not p.is_file():
+                continue
+            if not _is_offset_name(p.name):
+                findings.append(Finding("layout", f"commitlog/{p.name}", None,
+                                        "not a commitlog file name (20 digits); skipped"))
+                continue
+            files.append(CommitLogFile(p, int(p.name), p.stat().st_size))
+        files.sort(key=lambda f: f.start)
+        store = cls(r, cl, files, findings)
+        store._starts = [f.start for f in files]
+        for a, b in zip(files, files[1:], strict=False):
+            if a.start + a.size != b.start:
+                store.findings.append(Finding(
+                    "layout", b.rel, None,
+                    f"file starts at {b.start} but the previous one ends at {a.start + a.size}",
+                ))
+        return store
+
+    def close(self) -> None:
+        for m in self._maps.values():
+            if isinstance(m, mmap.mmap):
+                m.close()
+        self._maps.clear()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _map(self, path: Path) -> bytes | mmap.mmap:
+        m = self._maps.get(path)
+        if m is None:
+            m = map_readonly(path)
+            self._maps[path] = m
+        return m
+
+    def _note(self, f: Finding) -> None:
+        if f not in self.findings:
+            self.findings.append(f)
+
+    # --- commitlog ------------------------------------------------------------------------
+    @property
+    def mapped_file_size(self) -> int | None:
+        """The commitlog file size (``mappedFileSizeCommitLog``), from the files present."""
+        sizes = [f.size for f in self.commitlog_files if f.size]
+        return max(set(sizes), key=sizes.count) if sizes else None
+
+    def file_for(self, offset: int) -> CommitLogFile | None:
+        i = bisect.bisect_right(self._starts, offset) - 1
+        if i < 0:
+            return None
+        f = self.commitlog_files[i]
+        return f if offset < f.start + f.size else None
+
+    def scan_commitlog_file(
+        self, f: CommitLogFile
+    ) -> Iterator[CommitLogMessage | BlankRecord | FileEnd]:
+        """Records of one file, ending with its FileEnd (findings noted for damage)."""
+        for item in scan_file(self._map(f.path), file=f.rel, file_start=f.start):
+            if isinstance(item, FileEnd) and not item.clean:
+                self._note(Finding(item.kind, f.rel, item.physical_offset, item.detail))
+            yield item
+
+    def file_ends(self) -> list[tuple[CommitLogFile, FileEnd, int]]:
+        """For each commitlog file: how its data ends and how many messages it holds."""
+        out = []
+        for f in self.commitlog_files:
+            count = 0
+            end: FileEnd | None = None
+            for item in self.scan_commitlog_file(f):
+                if isinstance(item, CommitLogMessage):
+                    count += 1
+                elif isinstance(item, FileEnd):
+                    end = item
+            assert end is not None
+            out.append((f, end, count))
+        self._check_early_end(out)
+        return out
+
+    def _check_early_end(self, ends: list[tuple[CommitLogFile, FileEnd, int]]) -> None:
+        """Zeros are the normal end of data, but only if no later file holds messages."""
+        for i, (f, end, _) in enumerate(ends[:-1]):
+            if end.kind == "zeros" and any(c for _, _, c in ends[i + 1 :]):
+                self._note(Finding(
+                    "zeros", f.rel, end.physical_offset,
+                    "data ends in zeros but a later commitlog file holds messages "
+                    "(zero-filled region)",
+                ))
+
+    def messages(
+        self, start_offset: int = 0, *, since: int | None = None
+    ) -> Iterator[CommitLogMessage]:
+        """Every message in physical (commitlog) order from ``start_offset``.
+
+        ``since`` (epoch ms) skips whole files whose next file starts before that store time.
+        """
+        files = self.commitlog_files
+        first = 0
+        if start_offset:
+            first = max(0, bisect.bisect_right(self._starts, start_offset) - 1)
+        if since is not None:
+            first = max(first, self._first_file_since(since))
+        ends: list[tuple[CommitLogFile, FileEnd, int]] = []
+        for f in files[first:]:
+            count = 0
+            for item in self.scan_commitlog_file(f):
+                if isinstance(item, CommitLogMessage):
+                    count += 1
+                    if item.physical_offset >= start_offset:
+                        yield item
+                elif isinstance(item, FileEnd):
+                    ends.append((f, item, count))
+        self._check_early_end(ends)
+
+    def _first_time(self, f: CommitLogFile) -> int | None:
+        try:
+            rec = parse_message(self._map(f.path), 0, file=f.rel, file_start=f.start)
+        except FormatError:
+            return None
+        return rec.store_timestamp if isinstance(rec, CommitLogMessage) else None
+
+    def _first_file_since(self, since: int) -> int:
+        lo, hi = 0, len(self.commitlog_files) - 1
+        best = 0
+        while lo <= hi:  # last file whose first record is stored at or before `since`
+            mid = (lo + hi) // 2
+            t = self._first_time(self.commitlog_files[mid])
+            if t is None:
+                return best
+            if t <= since:
+                best, lo = mid, mid + 1
+            else:
+                hi = mid - 1
+        return best
+
+    def message_at(self, offset: int) -> CommitLogMessage:
+        """The message record starting at commitlog ``offset`` (FormatError/StoreError if none)."""
+        f = self.file_for(offset)
+        if f is None:
+            raise StoreError(f"commitlog offset {offset} is outside every commitlog file")
+        rec = parse_message(self._map(f.path), offset - f.start, file=f.rel, file_start=f.start)
+        if not isinstance(rec, CommitLogMessage):
+            raise FormatError(f.rel, offset, "a BLANK end-of-file record, not a message")
+        if rec.physical_offset != offset:
+            raise FormatError(
+                f.rel, offset, f"record's PHYSICALOFFSET says {rec.physical_offset}"
+            )
+        return rec
+
+    def try_message_at(self, offset: int) -> CommitLogMessage | None:
+        try:
+            return self.message_at(offset)
+        except MqtoolError:
+            return None
+
+    def max_physical_offset(self) -> int:
+        """Where written data ends (the commitlog's max offset)."""
+        for f in reversed(self.commitlog_files):
+            end = None
+            for item in self.scan_commitlog_file(f):
+                if isinstance(item, FileEnd):
+                    end = item
+            assert end is not None
+            if end.kind == "blank":
+                return f.start + f.size
+            if end.physical_offset > f.start or f is self.commitlog_files[0]:
+                return end.physical_offset
+        return 0
+
+    # --- consume queues -------------------------------------------------------------------
+    @property
+    def consumequeue_dir(self) -> Path:
+        return self.root / "consumequeue"
+
+    def queue_ids(self) -> list[tuple[str, int]]:
+        """Every (topic, queueId) with a consume-queue directory, sorted."""
+        out: list[tuple[str, int]] = []
+        base = self.consumequeue_dir
+        if not base.is_dir():
+            return out
+        for t in base.iterdir():
+            if not t.is_dir():
+                continue
+            for q in t.iterdir():
+                if q.is_dir() and q.name.lstrip("-").isdigit():
+                    out.append((t.name, int(q.name)))
+        return sorted(out)
+
+    def topics(self) -> list[str]:
+        return sorted({t for t, _ in self.queue_ids()})
+
+    def _cq_files(self, topic: str, queue_id: int) -> list[Path]:
+        d = self.consumequeue_dir / topic / str(queue_id)
+        if not d.is_dir():
+            return []
+        names = (p for p in d.iterdir() if _is_offset_name(p.name))
+        return sorted(names, key=lambda p: int(p.name))
+
+    def queue_entries(
+        self, topic: str, queue_id: int, start: int = 0
+    ) -> Iterator[QueueEntry]:
+        """Consume-queue units of one queue in queue order from logical offset ``start``."""
+        for p in self._cq_files(topic, queue_id):
+            rel = f"consumequeue/{topic}/{queue_id}/{p.name}"
+            base = int(p.name)
+            size = p.stat().st_size
+            if (base + size) // CQ_STORE_UNIT_SIZE <= start:
+                continue
+            buf = map_readonly(p)
+            try:
+                first = max(0, start * CQ_STORE_UNIT_SIZE - base)
+                first -= first % CQ_STORE_UNIT_SIZE
+                view = memoryview(buf)[first:]
+                for pos, e in iter_cq(view, file=rel, file_start=base + first):
+                    abs_pos = base + first + pos
+                    qoff = abs_pos // CQ_STORE_UNIT_SIZE
+                    yield QueueEntry(topic, queue_id, qoff, e, rel, abs_pos)
+                view.release()
+            except FormatError as e:
+                self._note(Finding("cq", rel, e.offset, e.detail))
+            finally:
+                if isinstance(buf, mmap.mmap):
+                    buf.close()
+
+    def queue_info(self, topic: str, queue_id: int) -> QueueInfo:
+        """Min/max logical offsets of a queue (max = next offset to write)."""
+        files = self._cq_files(topic, queue_id)
+        info = QueueInfo(topic, queue_id, files)
+        first_seen = False
+        # min: the first written unit of the first file; max: after the last written unit
+        for p in files:
+            base = int(p.name) // CQ_STORE_UNIT_SIZE
+            buf = map_readonly(p)
+            try:
+                n = len(buf) // CQ_STORE_UNIT_SIZE
+                units = [struct.unpack_from(">qiq", buf, i * CQ_STORE_UNIT_SIZE) for i in range(n)]
+            finally:
+                if isinstance(buf, mmap.mmap):
+                    buf.close()
+            written = [i for i, u in enumerate(units) if u != (0, 0, 0)]
+            if not written:
+                continue
+            if not first_seen:
+                info.min_offset = base + written[0]
+                first_seen = True
+            info.max_offset = base + written[-1] + 1
+            info.last_commit_log_offset = units[written[-1]][0]
+        if not first_seen and files:
+            info.min_offset = info.max_offset = int(files[0].name) // CQ_STORE_UNIT_SIZE
+        return info
+
+    def queue_entry(self, topic: str, queue_id: int, queue_offset: int) -> QueueEntry | None:
+        for qe in self.queue_entries(topic, queue_id, queue_offset):
+            return qe if qe.queue_offset == queue_offset else None
+        return None
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """First queue offset whose message was stored at or after ``timestamp`` (binary search
+        over the queue, reading store times from the commitlog, like getOffsetInQueueByTime)."""
+        entries = list(self.queue_entries(topic, queue_id))
+        lo, hi = 0, len(entries)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            m = self.try_message_at(entries[mid].entry.commit_log_offset)
+            if m is not None and m.store_timestamp < timestamp:
+                lo = mid + 1
+            else:
+                hi = mid
+        return entries[lo].queue_offset if lo < len(entries) else (
+            entries[-1].queue_offset + 1 if entries else 0
+        )
+
+    # --- index ----------------------------------------------------------------------------
+    @property
+    def index_dir(self) -> Path:
+        return self.root / "index"
+
+    def index_files(self) -> list[tuple[str, IndexReader]]:
+        """Readable index files, oldest first (damaged ones become findings)."""
+        if self._index is None:
+            self._index = []
+            if self.index_dir.is_dir():
+                for p in sorted(self.index_dir.iterdir()):
+                    if not p.is_file():
+                        continue
+                    rel = f"index/{p.name}"
+                    try:
+                        self._index.append((rel, IndexReader(self._map(p), file=rel)))
+                    except FormatError as e:
+                        self._note(Finding("index", rel, e.offset, e.detail))
+        return self._index
+
+    @property
+    def has_index(self) -> bool:
+        return bool(self.index_files())
+
+    def query_index(self, topic: str, key: str) -> list[int]:
+        """Commitlog offsets the index files list for ``topic#key`` (hash matches only)."""
+        h = index_key_hash(build_key(topic, key))
+        out: list[int] = []
+        for _, reader in self.index_files():
+            out.extend(e.phy_offset for e in reversed(reader.lookup_hash(h)))
+        return out
+
+    def find_by_key(
+        self, key: str, *, topic: str | None = None, uniq: bool = False
+    ) -> tuple[list[CommitLogMessage], str]:
+        """Messages whose UNIQ_KEY (``uniq``) or one KEYS token equals ``key``.
+
+        Uses the index files when there are any (every topic tried when none is given; hash
+        collisions filtered by reading each record), else a full scan. Returns the messages in
+        commitlog order and ``"index"`` or ``"scan"``.
+        """
+
+        def matches(m: CommitLogMessage) -> bool:
+            if topic is not None and m.topic != topic:
+                return False
+            return m.uniq_key == key if uniq else key in m.key_list
+
+        if self.has_index:
+            offsets: set[int] = set()
+            for t in [topic] if topic else self.topics():
+                offsets.update(self.query_index(t, key))
+            found = []
+            for off in sorted(offsets):
+                m = self.try_message_at(off)
+                if m is not None and matches(m):
+                    found.append(m)
+            return found, "index"
+        return [m for m in self.messages() if matches(m)], "scan"
+
+    def find_by_offset_msg_id(self, msg_id: str) -> CommitLogMessage | None:
+        """The message an offsetMsgId names (by its commitlog offset; the host may differ)."""
+        try:
+            off = decode_offset_msg_id(msg_id).commit_log_offset
+        except FormatError:
+            return None
+        if off < 0:
+            return None
+        return self.try_message_at(off)
+
+    def find_id(self, msg_id: str) -> tuple[list[CommitLogMessage], str]:
+        """Every message an offsetMsgId or UNIQ_KEY names, and how it was found."""
+        out: dict[int, CommitLogMessage] = {}
+        how = []
+        m = self.find_by_offset_msg_id(msg_id)
+        if m is not None and m.offset_msg_id.upper() == msg_id.upper():
+            out[m.physical_offset] = m
+            how.append("offsetMsgId")
+        found, via = self.find_by_key(msg_id.upper(), uniq=True)
+        if not found and msg_id.upper() != msg_id:
+            found, via = self.find_by_key(msg_id, uniq=True)
+        if found:
+            how.append(f"UNIQ_KEY via {via}")
+        for f in found:
+            out[f.physical_offset] = f
+        if not out and m is not None:  # offset names a record, stored under another host
+            out[m.physical_offset] = m
+            how.append("offsetMsgId (store host differs)")
+        return [out[k] for k in sorted(out)], ", ".join(how) or f"not found ({via})"
+
+    # --- other root files -----------------------------------------------------------------
+    @property
+    def abort_exists(self) -> bool:
+        return (self.root / "abort").exists()
+
+    def lock_state(self) -> LockState:
+        """Whether a process (a running broker) holds the ``lock`` file's lock."""
+        p = self.root / "lock"
+        if not p.exists():
+            return LockState(False, False)
+        return LockState(True, *_lock_holder(p))
+
+    def config_path(self, name: str) -> Path:
+        return self.root / "config" / name
+
+
+def _lock_holder(path: Path) -> tuple[bool, int | None]:
+    """Ask the kernel (fcntl F_GETLK) whether another process holds a write lock on ``path``."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        # struct flock: short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid
+        req = struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, 0, 0, 0)
+        res = fcntl.fcntl(fd, fcntl.F_GETLK, req)
+        l_type, _, _, _, pid = struct.unpack("hhqqi4x", res)
+        if l_type == fcntl.F_UNLCK:
+            return False, None
+        return True, pid
+    except OSError:
+        return False, None
+    finally:
+        os.close(fd)
