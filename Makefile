@@ -1,0 +1,45 @@
+# mqtool: the two set-up commands of the README are `make demo` and `make test`.
+# Both create the virtual environment (.venv) on a fresh machine and install mqtool into it.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DEMO ?= demo-store
+
+.PHONY: dev test demo lint typecheck conformance bench clean
+
+$(BIN)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@
+
+dev: $(BIN)/.installed
+
+test: dev
+	$(BIN)/python -m pytest
+
+demo: dev
+	rm -rf $(DEMO)
+	$(BIN)/mqtool demo $(DEMO)
+	$(BIN)/mqtool inspect $(DEMO)
+	$(BIN)/mqtool trace $(DEMO) --key demo-dlq-0
+	$(BIN)/mqtool dlq list $(DEMO)
+	$(BIN)/mqtool scan $(DEMO)
+
+lint: dev
+	$(BIN)/ruff check mqtool formats spark tests bench
+
+# mypy cannot follow setuptools' package-dir mapping (formats/ is mqtool.formats): check a
+# symlinked tree of the real layout instead.
+typecheck: dev
+	rm -rf build/typecheck && mkdir -p build/typecheck/mqtool
+	for f in mqtool/*; do ln -s ../../../$$f build/typecheck/mqtool/; done
+	ln -s ../../../formats build/typecheck/mqtool/formats
+	ln -s ../../../spark build/typecheck/mqtool/spark
+	cd build/typecheck && ../../$(BIN)/mypy --config-file ../../pyproject.toml -p mqtool
+
+conformance: dev
+	MQTOOL=$(BIN)/mqtool ../shared/conformance/check
+
+clean:
+	rm -rf build $(DEMO) bench/out .pytest_cache

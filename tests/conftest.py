@@ -1,0 +1,49 @@
+"""Shared fixtures: the real RocketMQ stores copied into fixtures/ (see fixtures/PROVENANCE.md)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures" / "rocketmq-stores"
+SCENARIOS = ["4.9.7/plain", "4.9.7/plain-crashed", "4.9.7/journey", "5.3.3/plain"]
+
+
+def scenario_dir(name: str) -> Path:
+    return FIXTURES / name
+
+
+def store_dir(name: str) -> Path:
+    return FIXTURES / name / "store"
+
+
+def manifest_jsonl(name: str, file: str) -> list[dict[str, Any]]:
+    text = (FIXTURES / name / "manifest" / file).read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def manifest_json(name: str, file: str) -> Any:
+    return json.loads((FIXTURES / name / "manifest" / file).read_text(encoding="utf-8"))
+
+
+@pytest.fixture(params=SCENARIOS)
+def scenario(request: pytest.FixtureRequest) -> str:
+    """Each real store scenario name, e.g. ``4.9.7/journey``."""
+    return str(request.param)
+
+
+@pytest.fixture
+def store_copy(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Factory: a writable copy of a fixture store root in tmp_path."""
+
+    def make(name: str) -> Path:
+        dst = tmp_path / name.replace("/", "_") / "store"
+        shutil.copytree(store_dir(name), dst)
+        return dst
+
+    return make
