@@ -15,7 +15,6 @@ import struct
 from pathlib import Path
 
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
-from mqtool.formats.errors import MqtoolError
 from mqtool.formats.indexfile import (
     HASH_SLOT_SIZE,
     INDEX_HEADER_SIZE,
@@ -23,6 +22,7 @@ from mqtool.formats.indexfile import (
     INVALID_INDEX,
     index_key_hash,
 )
+from mqtool.store import StoreError
 
 _CQ = struct.Struct(">qiq")
 _IDX_HEADER = struct.Struct(">qqqqii")
@@ -30,7 +30,7 @@ _IDX_ENTRY = struct.Struct(">iqii")
 _I32 = struct.Struct(">i")
 
 
-class StoreError(MqtoolError):
+class RefStoreError(StoreError):
     """A reference-store operation that cannot be done (locked store, bad geometry, ...)."""
 
 
@@ -55,7 +55,7 @@ class MappedFile:
             os.ftruncate(self._fd, size)
         elif st.st_size > size:
             os.close(self._fd)
-            raise StoreError(f"{path}: file is {st.st_size} bytes, the store expects {size}")
+            raise RefStoreError(f"{path}: file is {st.st_size} bytes, the store expects {size}")
         self.mm = mmap.mmap(self._fd, size, access=mmap.ACCESS_WRITE)
 
     def flush(self) -> None:

@@ -1,0 +1,1312 @@
+"""The reference store engine: RocketMQ's ``DefaultMessageStore`` and the broker around it.
+
+One :class:`RefStore` owns one store root while it is open: it holds the broker's ``lock`` file
+(POSIX record lock on byte 0, as ``FileChannel.tryLock(0, 1, false)``), keeps ``abort`` present
+until a clean :meth:`RefStore.close`, and writes
+
+* ``commitlog/`` records through :func:`mqtool.formats.commitlog.build_message` (V1, V2 for long
+  topics, IPv4/IPv6 hosts), rolling files with a BLANK end-of-file record when a record plus
+  8 bytes does not fit (``CommitLog.DefaultAppendMessageCallback#doAppend``);
+* ``consumequeue/`` units (tagsCode = ``String.hashCode`` of TAGS, the deliver time for
+  ``SCHEDULE_TOPIC_XXXX``) and ``index/`` entries (UNIQ_KEY and every KEYS token) synchronously,
+  then the ``checkpoint`` timestamps, so everything a put returned for is dispatched;
+* ``config/delayOffset.json``, ``consumerOffset.json``, ``topics.json``,
+  ``subscriptionGroup.json`` in fastjson's dialect, with a ``.bak`` of the previous content,
+  atomically (temporary file, fsync, rename).
+
+Reopening recovers as RocketMQ does: the commitlog is scanned from the file the checkpoint
+points at (``recoverAbnormally`` / ``isMappedFileMatchedRecover``), the torn tail is cut
+(TOTALSIZE is written last, so a torn record reads as end of data), consume-queue units past the
+valid end are dropped, and consume queues and index are re-dispatched past the checkpoint.
+
+Time comes from an injectable clock (epoch ms), so journeys replay deterministically.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import mmap
+import os
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, cast
+
+from mqtool.formats.checkpoint import CHECKPOINT_FILE_SIZE, Checkpoint, build_checkpoint
+from mqtool.formats.checkpoint import parse_checkpoint as _parse_checkpoint
+from mqtool.formats.commitlog import (
+    MAGIC_V1,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    CommitLogMessage,
+    FileEnd,
+    HostPort,
+    build_message,
+    cal_msg_length,
+    encode_properties,
+    make_message,
+    parse_message,
+    parse_properties,
+    scan_file,
+)
+from mqtool.formats.config import (
+    CONSUMER_OFFSET_TABLE_CAPACITY,
+    SUBSCRIPTION_GROUP_TABLE_CAPACITY,
+    TOPIC_CONFIG_TABLE_CAPACITY,
+    ConsumerOffsets,
+    DataVersion,
+    SubscriptionGroupConfig,
+    SubscriptionGroups,
+    TopicConfig,
+    TopicConfigs,
+    build_consumer_offset,
+    build_delay_offset,
+    build_subscription_groups,
+    build_topics,
+    chm_order,
+    default_subscription_group_fields,
+    parse_consumer_offset,
+    parse_delay_offset,
+    parse_subscription_groups,
+    parse_topics,
+)
+from mqtool.formats.errors import FormatError
+from mqtool.formats.indexfile import index_key_hash
+from mqtool.refstore import broker as B
+from mqtool.refstore.javautil import hashmap_key_order
+from mqtool.refstore.mapped import (
+    ConsumeQueueFiles,
+    IndexFileWriter,
+    MappedFile,
+    RefStoreError,
+    index_file_name,
+    offset_name,
+)
+from mqtool.refstore.uniqkey import UniqKeyGenerator
+
+__all__ = [
+    "Message",
+    "ManualClock",
+    "PullResult",
+    "PutResult",
+    "RefStore",
+    "StoreConfig",
+    "RefStoreError",
+    "StoreLockedError",
+]
+
+END_FILE_MIN_BLANK_LENGTH = 8
+CONFIG_FILE = "mqtool-refstore.json"  # our own settings, beside the broker's config files
+_LOCKED_ROOTS: set[str] = set()  # POSIX locks do not conflict inside one process
+
+
+class StoreLockedError(RefStoreError):
+    """The store's ``lock`` file is held by another writer (a running broker or refstore)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# configuration, clock, messages
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Store geometry and broker settings. Defaults are RocketMQ's (``MessageStoreConfig``).
+
+    ``dialect``: ``"4.9.7"`` (property map ``new HashMap<>()``, no trailing ``\\x02``, 4.x config
+    JSON) or ``"5.3.3"`` (``HashMap(128)``, trailing ``\\x02``, ``dataVersion`` everywhere).
+    """
+
+    commitlog_file_size: int = 1024 * 1024 * 1024
+    cq_entries_per_file: int = 300_000
+    index_hash_slots: int = 5_000_000
+    index_max_entries: int = 5_000_000 * 4
+    message_index_enable: bool = True
+    message_delay_level: str = B.DEFAULT_MESSAGE_DELAY_LEVEL
+    max_message_size: int = 4 * 1024 * 1024
+    store_host: str = "127.0.0.1:10911"
+    cluster_name: str | None = "DefaultCluster"
+    broker_name: str = "broker-a"
+    default_queue_nums: int = 4
+    default_max_reconsume_times: int = B.DEFAULT_MAX_RECONSUME_TIMES
+    dialect: str = "4.9.7"
+
+    def __post_init__(self) -> None:
+        if self.dialect not in ("4.9.7", "5.3.3"):
+            raise RefStoreError(f"unknown dialect {self.dialect!r} (4.9.7 or 5.3.3)")
+        if self.commitlog_file_size < 256:
+            raise RefStoreError("commitlog_file_size must be at least 256 bytes")
+        if self.cq_entries_per_file < 1 or self.index_hash_slots < 1 or self.index_max_entries < 2:
+            raise RefStoreError("consume-queue and index sizes must be positive")
+        B.parse_delay_levels(self.message_delay_level)
+
+    @property
+    def v5(self) -> bool:
+        return self.dialect.startswith("5")
+
+    @property
+    def properties_capacity(self) -> int | None:
+        """Initial capacity of the property HashMap RocketMQ encodes from."""
+        return 128 if self.v5 else None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> StoreConfig:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in obj.items() if k in known})
+
+
+class ManualClock:
+    """A clock for tests and replays: epoch ms, moved only by :meth:`set` / :meth:`advance`."""
+
+    def __init__(self, now_ms: int = 1_795_294_972_000) -> None:
+        self.now = now_ms
+
+    def __call__(self) -> int:
+        return self.now
+
+    def set(self, now_ms: int) -> None:
+        self.now = now_ms
+
+    def advance(self, ms: int) -> int:
+        self.now += ms
+        return self.now
+
+
+def system_clock() -> int:
+    """Wall-clock epoch ms."""
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message to put, as a producer hands it to the broker.
+
+    ``properties`` are the property map's puts *in insertion order* (it decides RocketMQ's byte
+    order for colliding keys); use :meth:`create` for the Java client's order. The broker adds
+    UNIQ_KEY (when absent, as the client does) and CLUSTER.
+    """
+
+    topic: str
+    body: bytes = b""
+    properties: tuple[tuple[str, str], ...] = ()
+    queue_id: int | None = None
+    flag: int = 0
+    sys_flag: int = 0
+    born_timestamp: int | None = None
+    born_host: str | None = None
+    reconsume_times: int = 0
+
+    @classmethod
+    def create(
+        cls,
+        topic: str,
+        body: bytes | str = b"",
+        *,
+        tags: str | None = None,
+        keys: str | Sequence[str] | None = None,
+        properties: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+        delay_level: int = 0,
+        wait_store_msg_ok: bool | None = True,
+        uniq_key: str | None = None,
+        queue_id: int | None = None,
+        flag: int = 0,
+        sys_flag: int = 0,
+        born_timestamp: int | None = None,
+        born_host: str | None = None,
+    ) -> Message:
+        """The puts ``new Message(topic, tags, keys, body)`` + user properties + delay make."""
+        pairs: list[tuple[str, str]] = []
+        if tags:
+            pairs.append((B.PROPERTY_TAGS, tags))
+        if keys:
+            pairs.append((B.PROPERTY_KEYS, keys if isinstance(keys, str) else " ".join(keys)))
+        if wait_store_msg_ok is not None:
+            pairs.append((B.PROPERTY_WAIT_STORE_MSG_OK, "true" if wait_store_msg_ok else "false"))
+        items = properties.items() if isinstance(properties, Mapping) else properties
+        pairs.extend((str(k), str(v)) for k, v in items)
+        if delay_level:
+            pairs.append((B.PROPERTY_DELAY_TIME_LEVEL, str(delay_level)))
+        if uniq_key:
+            pairs.append((B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, uniq_key))
+        return cls(
+            topic, body.encode("utf-8") if isinstance(body, str) else body, tuple(pairs),
+            queue_id, flag, sys_flag, born_timestamp, born_host,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PutResult:
+    """Where a put landed. ``topic``/``queue_id`` are the stored ones (SCHEDULE_TOPIC_XXXX for
+    a delayed message); ``msg_id`` is the offsetMsgId."""
+
+    physical_offset: int
+    size: int
+    topic: str
+    queue_id: int
+    queue_offset: int
+    store_timestamp: int
+    msg_id: str
+    uniq_key: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PullResult:
+    """Messages of one queue from ``offset``; ``next_offset`` is where the next pull starts."""
+
+    topic: str
+    queue_id: int
+    offset: int
+    next_offset: int
+    max_offset: int
+    messages: list[CommitLogMessage] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# commitlog
+
+
+class _CommitLog:
+    def __init__(self, directory: Path, file_size: int) -> None:
+        self.dir = directory
+        self.file_size = file_size
+        self.files: list[MappedFile] = []
+        directory.mkdir(parents=True, exist_ok=True)
+        for name in sorted(p.name for p in directory.iterdir() if p.name.isdigit()):
+            path = directory / name
+            size = path.stat().st_size
+            if size != file_size:
+                raise RefStoreError(
+                    f"{path}: {size} bytes, but the store's commitlog files are {file_size} "
+                    "bytes (pass the matching StoreConfig)"
+                )
+            self.files.append(MappedFile(path, int(name), file_size, create=False))
+        self.write_pos = self.files[0].file_from_offset if self.files else 0
+
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].file_from_offset if self.files else 0
+
+    def file_at(self, offset: int) -> MappedFile | None:
+        if not self.files:
+            return None
+        i = (offset - self.files[0].file_from_offset) // self.file_size
+        if 0 <= i < len(self.files):
+            mf = self.files[i]
+            if mf.file_from_offset <= offset < mf.file_from_offset + self.file_size:
+                return mf
+        return None
+
+    def _new_file(self, start: int) -> MappedFile:
+        mf = MappedFile(self.dir / offset_name(start), start, self.file_size, create=True)
+        self.files.append(mf)
+        return mf
+
+    def reserve(self, size: int) -> tuple[MappedFile, int]:
+        """(file, position in file) for a record of ``size`` bytes, rolling with a BLANK."""
+        if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            raise RefStoreError(
+                f"a {size}-byte record does not fit a {self.file_size}-byte commitlog file"
+            )
+        mf = self.file_at(self.write_pos) if self.files else None
+        if mf is None:
+            mf = self._new_file(self.write_pos - self.write_pos % self.file_size)
+        pos = self.write_pos - mf.file_from_offset
+        left = self.file_size - pos
+        if size + END_FILE_MIN_BLANK_LENGTH > left:
+            mm = mf.mm
+            mm[pos + 4 : pos + 8] = B_BLANK_MAGIC
+            mm[pos : pos + 4] = left.to_bytes(4, "big")
+            self.write_pos = mf.file_from_offset + self.file_size
+            mf = self._new_file(self.write_pos)
+            pos = 0
+        return mf, pos
+
+    def write(self, mf: MappedFile, pos: int, record: bytes) -> None:
+        """Copy the record in, TOTALSIZE last: a torn copy reads as the end of the data."""
+        mm = mf.mm
+        n = len(record)
+        mm[pos + 4 : pos + n] = record[4:]
+        mm[pos : pos + 4] = record[:4]
+        self.write_pos = mf.file_from_offset + pos + n
+
+    def read(self, offset: int) -> CommitLogMessage:
+        mf = self.file_at(offset)
+        if mf is None or offset >= self.write_pos:
+            raise RefStoreError(f"no message at commitlog offset {offset}")
+        rec = parse_message(
+            _buf(mf.mm), offset - mf.file_from_offset, file=str(mf.path),
+            file_start=mf.file_from_offset,
+        )
+        if not isinstance(rec, CommitLogMessage):
+            raise RefStoreError(f"commitlog offset {offset} is an end-of-file BLANK record")
+        return rec
+
+    def truncate(self, end: int, zero_window: int) -> None:
+        """Cut everything from absolute offset ``end`` on (zero the tail of its file)."""
+        keep: list[MappedFile] = []
+        for mf in self.files:
+            if mf.file_from_offset > end or (mf.file_from_offset == end and keep):
+                mf.close()
+                mf.path.unlink()
+            else:
+                keep.append(mf)
+        self.files = keep
+        mf0 = self.file_at(end)
+        if mf0 is not None:
+            pos = end - mf0.file_from_offset
+            stop = min(self.file_size, pos + zero_window)
+            chunk = mf0.mm[pos:stop]
+            if any(chunk):
+                mf0.mm[pos:stop] = bytes(stop - pos)
+        self.write_pos = end
+
+    def flush(self) -> None:
+        for mf in self.files[-2:]:
+            mf.flush()
+
+    def close(self) -> None:
+        for mf in self.files:
+            mf.close()
+        self.files = []
+
+
+B_BLANK_MAGIC = (0xCBD43194).to_bytes(4, "big")
+
+
+# ---------------------------------------------------------------------------------------------
+# the store
+
+
+class RefStore:
+    """A writable RocketMQ store with the broker's delay, retry and DLQ behaviour.
+
+    Use :meth:`open` (or ``with RefStore.open(root) as s:``). Not thread-safe: one writer.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        config: StoreConfig,
+        clock: Callable[[], int],
+        uniq: UniqKeyGenerator,
+        seed: int | None,
+    ) -> None:
+        self.root = root
+        self.config = config
+        self.clock = clock
+        self.uniq = uniq
+        self._rnd = random.Random(seed)
+        self._closed = True
+        self._lock_fd: int | None = None
+        self._store_host = HostPort.parse(config.store_host)
+        self._delay_table = B.parse_delay_levels(config.message_delay_level)
+        self.max_delay_level = max(self._delay_table)
+        self._cqs: dict[tuple[str, int], ConsumeQueueFiles] = {}
+        self._queue_table: dict[tuple[str, int], int] = {}
+        self._rr: dict[str, int] = {}
+        self._index: IndexFileWriter | None = None
+        self._prev_index: IndexFileWriter | None = None
+        self.delay_offsets: dict[int, int] = {}
+        self.consumer_offsets: dict[str, dict[int, int]] = {}
+        self.topics: dict[str, TopicConfig] = {}
+        self.groups: dict[str, SubscriptionGroupConfig] = {}
+        self._versions: dict[str, int] = {}
+        self._offsets_dirty = False
+        self._cp_mf: MappedFile | None = None
+        self._cp = Checkpoint(0, 0, 0)
+        self.recovered_abnormally = False
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        root: str | os.PathLike[str],
+        config: StoreConfig | None = None,
+        *,
+        clock: Callable[[], int] | None = None,
+        uniq: UniqKeyGenerator | None = None,
+        seed: int | None = None,
+        create: bool = True,
+    ) -> RefStore:
+        """Lock, load and recover the store at ``root`` (created when missing and ``create``).
+
+        ``config`` defaults to the one saved in ``config/mqtool-refstore.json`` (else
+        RocketMQ's defaults) and is saved there. Raises :class:`StoreLockedError` when another
+        process holds the store's lock.
+        """
+        rootp = Path(root)
+        if not rootp.exists():
+            if not create:
+                raise RefStoreError(f"{rootp}: no such store")
+            rootp.mkdir(parents=True)
+        saved = rootp / "config" / CONFIG_FILE
+        if config is None:
+            if saved.exists():
+                try:
+                    config = StoreConfig.from_json(json.loads(saved.read_text("utf-8")))
+                except (ValueError, TypeError) as e:
+                    raise RefStoreError(f"{saved}: unreadable refstore settings: {e}") from e
+            else:
+                config = StoreConfig()
+        clk = clock or system_clock
+        if uniq is None:
+            uniq = UniqKeyGenerator("127.0.0.1", clock=clk, seed=seed)
+        store = cls(rootp, config, clk, uniq, seed)
+        store._lock()
+        try:
+            store._load()
+        except BaseException:
+            store._release(abort_file=False)
+            raise
+        return store
+
+    def __enter__(self) -> RefStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _lock(self) -> None:
+        key = str(self.root.resolve())
+        lock_path = self.root / "lock"
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        if key in _LOCKED_ROOTS:
+            os.close(fd)
+            raise StoreLockedError(
+                f"{self.root}: store is already open for writing in this process"
+            )
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+        except OSError as e:
+            os.close(fd)
+            raise StoreLockedError(
+                f"{self.root}: store is locked by another process (a running broker or "
+                "another mqtool writer); stop it first, read-only commands still work"
+            ) from e
+        self._lock_fd = fd
+        _LOCKED_ROOTS.add(key)
+
+    def _release(self, *, abort_file: bool) -> None:
+        if not abort_file:
+            try:
+                (self.root / "abort").unlink()
+            except FileNotFoundError:
+                pass
+        if self._lock_fd is not None:
+            try:
+                fcntl.lockf(self._lock_fd, fcntl.LOCK_UN, 1, 0)
+            finally:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+                _LOCKED_ROOTS.discard(str(self.root.resolve()))
+
+    def close(self) -> None:
+        """Flush, persist configs, write the checkpoint, remove ``abort``, unlock."""
+        if self._closed:
+            return
+        self.flush()
+        self._commitlog.close()
+        for cq in self._cqs.values():
+            cq.close()
+        for ix in (self._index, self._prev_index):
+            if ix is not None:
+                ix.close()
+        if self._cp_mf is not None:
+            self._cp_mf.close()
+        self._closed = True
+        self._release(abort_file=False)
+
+    def flush(self) -> None:
+        """msync data files, persist dirty offsets and the checkpoint."""
+        self._check_open()
+        self._commitlog.flush()
+        for cq in self._cqs.values():
+            cq.flush()
+        if self._index is not None:
+            self._index.flush()
+        self._write_checkpoint()
+        if self._cp_mf is not None:
+            self._cp_mf.flush()
+        if self._offsets_dirty:
+            self._persist_consumer_offsets()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RefStoreError(f"{self.root}: store is closed")
+
+    # -- loading and recovery -----------------------------------------------------------------
+
+    def _load(self) -> None:
+        cfgdir = self.root / "config"
+        cfgdir.mkdir(exist_ok=True)
+        _atomic_write(cfgdir / CONFIG_FILE, json.dumps(self.config.to_json(), indent=1), bak=False)
+        abort = self.root / "abort"
+        self.recovered_abnormally = abort.exists()
+        abort.touch()
+        self._commitlog = _CommitLog(self.root / "commitlog", self.config.commitlog_file_size)
+        cq_root = self.root / "consumequeue"
+        if cq_root.is_dir():
+            for tdir in sorted(cq_root.iterdir()):
+                for qdir in sorted(tdir.iterdir()):
+                    if qdir.name.isdigit():
+                        self._cqs[(tdir.name, int(qdir.name))] = ConsumeQueueFiles(
+                            qdir, self.config.cq_entries_per_file
+                        )
+        self._load_index()
+        self._load_checkpoint()
+        self._load_configs()
+        self._closed = False
+        self._recover()
+
+    def _load_checkpoint(self) -> None:
+        path = self.root / "checkpoint"
+        self._cp_mf = MappedFile(path, 0, CHECKPOINT_FILE_SIZE, create=True)
+        try:
+            self._cp = _parse_checkpoint(_buf(self._cp_mf.mm), file=str(path))
+        except FormatError:
+            self._cp = Checkpoint(0, 0, 0)
+
+    def _write_checkpoint(self) -> None:
+        if self._cp_mf is not None:
+            data = build_checkpoint(self._cp)
+            self._cp_mf.mm[: len(data)] = data
+
+    def _load_index(self) -> None:
+        d = self.root / "index"
+        d.mkdir(exist_ok=True)
+        names = sorted(p.name for p in d.iterdir() if p.name.isdigit())
+        size = 40 + self.config.index_hash_slots * 4 + self.config.index_max_entries * 20
+        opened: list[IndexFileWriter] = []
+        for name in names[-2:]:
+            path = d / name
+            if path.stat().st_size != size:
+                raise RefStoreError(
+                    f"{path}: {path.stat().st_size} bytes, the store's index files are {size} "
+                    "bytes (pass the matching StoreConfig)"
+                )
+            opened.append(
+                IndexFileWriter(
+                    path, self.config.index_hash_slots, self.config.index_max_entries,
+                    create=False,
+                )
+            )
+        if opened:
+            self._index = opened[-1]
+            self._index.repair_last_slot()
+            self._prev_index = opened[-2] if len(opened) > 1 else None
+
+    def _recovery_start_file(self) -> int:
+        files = self._commitlog.files
+        if not files:
+            return 0
+        cp = self._cp
+        stamps = [cp.physic_msg_timestamp, cp.logics_msg_timestamp]
+        if self.config.message_index_enable:
+            stamps.append(cp.index_msg_timestamp)
+        min_ts = max(0, min(stamps) - 3000)  # StoreCheckpoint#getMinTimestamp(Index)
+        for i in range(len(files) - 1, -1, -1):
+            mm = files[i].mm
+            size, magic = int.from_bytes(mm[0:4], "big", signed=True), mm[4:8]
+            if size <= 0 or magic == B_BLANK_MAGIC:
+                continue
+            store_ts = int.from_bytes(mm[56:64], "big", signed=True)  # IPv4 born host layout
+            sys_flag = int.from_bytes(mm[36:40], "big", signed=True)
+            if sys_flag & 0x10:
+                store_ts = int.from_bytes(mm[68:76], "big", signed=True)
+            if store_ts <= min_ts:
+                return i
+        return 0
+
+    def _recover(self) -> None:
+        cl = self._commitlog
+        start = self._recovery_start_file()
+        end = cl.min_offset
+        dispatch_from = cl.files[start].file_from_offset if cl.files else 0
+        last: CommitLogMessage | None = None
+        for mf in cl.files[start:]:
+            end = mf.file_from_offset
+            stop: FileEnd | None = None
+            for item in scan_file(_buf(mf.mm), file=str(mf.path), file_start=mf.file_from_offset):
+                if isinstance(item, CommitLogMessage):
+                    if not item.crc_ok:  # checkCRCOnRecover
+                        stop = FileEnd(item.physical_offset, "corrupt", "body CRC mismatch")
+                        break
+                    end = item.end_offset
+                    last = item
+                elif isinstance(item, FileEnd):
+                    stop = item
+                    break
+            if stop is None or stop.kind != "blank":
+                if stop is not None:
+                    end = stop.physical_offset
+                break
+            end = mf.file_from_offset + cl.file_size
+        cl.truncate(end, self.config.max_message_size + 64)
+        # consume queues: drop units past the valid end, then re-dispatch past the checkpoint
+        for cq in self._cqs.values():
+            cq.truncate_dirty(end)
+        self._queue_table = {k: cq.max_offset for k, cq in self._cqs.items()}
+        if cl.files:
+            for mf in cl.files[start:]:
+                name, start_off = str(mf.path), mf.file_from_offset
+                for item in scan_file(_buf(mf.mm), file=name, file_start=start_off):
+                    if not isinstance(item, CommitLogMessage):
+                        break
+                    if item.physical_offset >= dispatch_from:
+                        self._dispatch(item, recovering=True)
+        if last is not None and last.end_offset == end:
+            self._reconcile_schedule(last)
+        if last is not None:
+            ts = last.store_timestamp
+            self._cp = replace(
+                self._cp, physic_msg_timestamp=ts, logics_msg_timestamp=ts,
+                index_msg_timestamp=ts if self.config.message_index_enable else 0,
+            )
+        self._write_checkpoint()
+
+    def _reconcile_schedule(self, last: CommitLogMessage) -> None:
+        """A kill between a delivery and its delayOffset.json write leaves the delivered copy
+        as the last record and the offset one short: advance it (no duplicate delivery)."""
+        props = last.properties
+        if last.topic == B.SCHEDULE_TOPIC or props.get(B.PROPERTY_REAL_TOPIC) != last.topic:
+            return
+        level_s = props.get(B.PROPERTY_DELAY_TIME_LEVEL)
+        if level_s is None or not level_s.lstrip("-").isdigit():
+            return
+        level = min(int(level_s), self.max_delay_level)
+        cq = self._cqs.get((B.SCHEDULE_TOPIC, B.delay_level_to_queue_id(level)))
+        if cq is None:
+            return
+        off = self.delay_offsets.get(level, 0)
+        unit = cq.get(off)
+        if unit is None:
+            return
+        try:
+            sched = self._commitlog.read(unit[0])
+        except (RefStoreError, FormatError):
+            return
+        if (
+            sched.physical_offset < last.physical_offset
+            and sched.uniq_key == last.uniq_key
+            and sched.body_crc == last.body_crc
+            and sched.reconsume_times == last.reconsume_times
+        ):
+            self.delay_offsets[level] = off + 1
+            self._persist_delay_offsets()
+
+    # -- config files -------------------------------------------------------------------------
+
+    def _data_version(self, name: str) -> DataVersion:
+        counter = self._versions.get(name, 0)
+        return DataVersion(counter, self.clock(), 0 if self.config.v5 else None)
+
+    def _load_configs(self) -> None:
+        cfg = self.root / "config"
+        delay = _read_config(cfg / "delayOffset.json", parse_delay_offset)
+        if delay is not None:
+            self.delay_offsets = dict(delay.offset_table)
+        offsets = _read_config(cfg / "consumerOffset.json", parse_consumer_offset)
+        if offsets is not None:
+            self.consumer_offsets = {k: dict(v) for k, v in offsets.offset_table.items()}
+            if offsets.data_version is not None:
+                self._versions["consumerOffset"] = offsets.data_version.counter
+        topics = _read_config(cfg / "topics.json", parse_topics)
+        if topics is not None:
+            self.topics = dict(topics.topic_config_table)
+            if topics.data_version is not None:
+                self._versions["topics"] = topics.data_version.counter
+        else:
+            self._create_system_topics()
+        groups = _read_config(cfg / "subscriptionGroup.json", parse_subscription_groups)
+        if groups is not None:
+            self.groups = dict(groups.subscription_group_table)
+            if groups.data_version is not None:
+                self._versions["subscriptionGroup"] = groups.data_version.counter
+
+    def _create_system_topics(self) -> None:
+        # TopicConfigManager's constructor (the ones a store-only broker needs)
+        for name, qn, perm in (
+            ("SELF_TEST_TOPIC", 1, 6),
+            ("TBW102", 8, 7),
+            ("OFFSET_MOVED_EVENT", 1, 6),
+            (B.SCHEDULE_TOPIC, 18, 6),
+        ):
+            self.topics[name] = TopicConfig(
+                name, qn, qn, perm, attributes={} if self.config.v5 else None
+            )
+        self._persist_topics()
+
+    def _persist_delay_offsets(self) -> None:
+        dv = self._data_version("delayOffset") if self.config.v5 else None
+        _atomic_write(
+            self.root / "config" / "delayOffset.json",
+            build_delay_offset(self.delay_offsets, dv),
+        )
+
+    def _persist_consumer_offsets(self) -> None:
+        self._versions["consumerOffset"] = self._versions.get("consumerOffset", 0) + 1
+        keys = [str(k) for k in chm_order(self.consumer_offsets, CONSUMER_OFFSET_TABLE_CAPACITY)]
+        table = {k: self.consumer_offsets[k] for k in keys}
+        if self.config.v5:
+            text = build_consumer_offset(
+                ConsumerOffsets(table, self._data_version("consumerOffset"), None, {}),
+                derive_group_topic_map=True,
+            )
+        else:
+            text = build_consumer_offset(ConsumerOffsets(table))
+        _atomic_write(self.root / "config" / "consumerOffset.json", text)
+        self._offsets_dirty = False
+
+    def _persist_topics(self) -> None:
+        self._versions["topics"] = self._versions.get("topics", 0) + 1
+        names = [str(k) for k in chm_order(self.topics, TOPIC_CONFIG_TABLE_CAPACITY)]
+        text = build_topics(
+            TopicConfigs({n: self.topics[n] for n in names}, self._data_version("topics"))
+        )
+        _atomic_write(self.root / "config" / "topics.json", text)
+
+    def _persist_groups(self) -> None:
+        self._versions["subscriptionGroup"] = self._versions.get("subscriptionGroup", 0) + 1
+        names = [str(k) for k in chm_order(self.groups, SUBSCRIPTION_GROUP_TABLE_CAPACITY)]
+        text = build_subscription_groups(
+            SubscriptionGroups(
+                {n: self.groups[n] for n in names},
+                self._data_version("subscriptionGroup"),
+                {} if self.config.v5 else None,
+            )
+        )
+        _atomic_write(self.root / "config" / "subscriptionGroup.json", text)
+
+    # -- topics and groups --------------------------------------------------------------------
+
+    def create_topic(
+        self, topic: str, queue_nums: int | None = None, *, perm: int = 6, persist: bool = True
+    ) -> TopicConfig:
+        """Create (or return) a topic config as ``TopicConfigManager`` does."""
+        self._check_open()
+        tc = self.topics.get(topic)
+        if tc is None:
+            n = queue_nums or self.config.default_queue_nums
+            tc = TopicConfig(topic, n, n, perm, attributes={} if self.config.v5 else None)
+            self.topics[topic] = tc
+            if persist:
+                self._persist_topics()
+        return tc
+
+    def create_group(
+        self, group: str, *, retry_max_times: int | None = None, retry_queue_nums: int = 1,
+        consume_orderly: bool = False,
+    ) -> SubscriptionGroupConfig:
+        """Create or update a consumer group (``subscriptionGroup.json``)."""
+        self._check_open()
+        cur = self.groups.get(group)
+        fields: dict[str, Any]
+        if cur is None:
+            fields = default_subscription_group_fields(group)
+            if not self.config.v5:
+                for k in ("attributes", "groupRetryPolicy", "consumeTimeoutMinute"):
+                    fields.pop(k, None)
+            fields["retryMaxTimes"] = self.config.default_max_reconsume_times
+        else:
+            fields = dict(cur.fields)
+        if retry_max_times is not None:
+            fields["retryMaxTimes"] = retry_max_times
+        fields["retryQueueNums"] = retry_queue_nums
+        fields["consumeMessageOrderly"] = consume_orderly
+        cfg = SubscriptionGroupConfig(fields)
+        if cur is None or dict(cur.fields) != fields:
+            self.groups[group] = cfg
+            self._persist_groups()
+        return cfg
+
+    def _group(self, group: str) -> SubscriptionGroupConfig:
+        cfg = self.groups.get(group)
+        if cfg is None:  # autoCreateSubscriptionGroup=true
+            cfg = self.create_group(group)
+        return cfg
+
+    # -- the write path -----------------------------------------------------------------------
+
+    def put(self, msg: Message) -> PutResult:
+        """Put one message (``SendMessageProcessor`` + ``DefaultMessageStore#putMessage``)."""
+        self._check_open()
+        tc = self.topics.get(msg.topic) or self.create_topic(msg.topic)
+        qid = msg.queue_id
+        if qid is None:
+            n = self._rr.get(msg.topic, -1) + 1
+            self._rr[msg.topic] = n
+            qid = n % max(1, tc.write_queue_nums)
+        elif qid < 0 or (qid >= tc.write_queue_nums and msg.topic != B.SCHEDULE_TOPIC):
+            raise RefStoreError(
+                f"queue {qid} of topic {msg.topic} does not exist "
+                f"(writeQueueNums {tc.write_queue_nums})"
+            )
+        props: dict[str, str] = {}
+        for k, v in msg.properties:
+            props[k] = v
+        if B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
+            props[B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self.uniq.create()
+        if self.config.cluster_name:
+            props[B.PROPERTY_CLUSTER] = self.config.cluster_name
+        now = self.clock()
+        born = HostPort.parse(msg.born_host) if msg.born_host else _DEFAULT_BORN
+        return self._put_inner(
+            msg.topic, qid, msg.body, props, flag=msg.flag, sys_flag=msg.sys_flag,
+            born_timestamp=msg.born_timestamp if msg.born_timestamp is not None else now,
+            born_host=born, reconsume_times=msg.reconsume_times, store_timestamp=now,
+        )
+
+    def put_batch(self, msgs: Sequence[Message]) -> list[PutResult]:
+        """A client ``MessageBatch``: the broker stores one record per message."""
+        return [self.put(m) for m in msgs]
+
+    def _encode_props(self, props: Mapping[str, str]) -> str:
+        keys = tuple(props)
+        order = hashmap_key_order(keys, self.config.properties_capacity)
+        return encode_properties(
+            ((keys[i], props[keys[i]]) for i in order), trailing_separator=self.config.v5
+        )
+
+    def _put_inner(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        props: dict[str, str],
+        *,
+        flag: int,
+        sys_flag: int,
+        born_timestamp: int,
+        born_host: HostPort,
+        reconsume_times: int,
+        store_timestamp: int,
+        schedule: bool = True,
+        prepared_transaction_offset: int = 0,
+    ) -> PutResult:
+        tran = sys_flag & TRANSACTION_ROLLBACK_TYPE
+        if (
+            schedule
+            and tran in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
+            and B.delay_level_of(props) > 0
+        ):
+            topic, queue_id = B.rewrite_for_schedule(
+                props, topic=topic, queue_id=queue_id, max_delay_level=self.max_delay_level
+            )
+        props_raw = self._encode_props(props)
+        key = (topic, queue_id)
+        if tran in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+            queue_offset = self._queue_table.get(key, 0)
+        else:
+            queue_offset = 0
+        if len(body) > self.config.max_message_size:
+            raise RefStoreError(f"message body of {len(body)} bytes exceeds maxMessageSize")
+        topic_len = len(topic.encode("utf-8"))
+        if topic_len > 32767:
+            raise RefStoreError("topic too long")
+        sf = sys_flag
+        if born_host.is_v6:
+            sf |= 0x10
+        if self._store_host.is_v6:
+            sf |= 0x20
+        magic = MAGIC_V1 if topic_len <= 127 else 0xDAA320AB
+        size = cal_msg_length(magic, sf, len(body), topic_len, len(props_raw.encode("utf-8")))
+        mf, pos = self._commitlog.reserve(size)
+        phys = mf.file_from_offset + pos
+        msg = make_message(
+            topic=topic, body=body, properties_raw=props_raw, queue_id=queue_id,
+            queue_offset=queue_offset, physical_offset=phys, flag=flag, sys_flag=sf,
+            born_timestamp=born_timestamp, born_host=born_host, store_timestamp=store_timestamp,
+            store_host=self._store_host, reconsume_times=reconsume_times,
+            prepared_transaction_offset=prepared_transaction_offset,
+        )
+        record = build_message(msg)
+        if len(record) != size:
+            raise RefStoreError(f"internal: record is {len(record)} bytes, expected {size}")
+        self._commitlog.write(mf, pos, record)
+        if tran in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+            self._queue_table[key] = queue_offset + 1
+        self._dispatch(msg, recovering=False, props=props)
+        self._cp = replace(
+            self._cp, physic_msg_timestamp=store_timestamp, logics_msg_timestamp=store_timestamp,
+            index_msg_timestamp=store_timestamp if self.config.message_index_enable else 0,
+        )
+        self._write_checkpoint()
+        return PutResult(
+            phys, size, topic, queue_id, queue_offset, store_timestamp, msg.offset_msg_id,
+            props.get(B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+        )
+
+    # -- dispatch (CommitLogDispatcherBuildConsumeQueue / BuildIndex) ---------------------------
+
+    def _cq(self, topic: str, queue_id: int) -> ConsumeQueueFiles:
+        cq = self._cqs.get((topic, queue_id))
+        if cq is None:
+            cq = ConsumeQueueFiles(
+                self.root / "consumequeue" / topic / str(queue_id), self.config.cq_entries_per_file
+            )
+            self._cqs[(topic, queue_id)] = cq
+        return cq
+
+    def _tags_code(self, topic: str, props: Mapping[str, str], store_timestamp: int) -> int:
+        if topic == B.SCHEDULE_TOPIC:
+            t = props.get(B.PROPERTY_DELAY_TIME_LEVEL)
+            if t is not None:
+                level = min(int(t), self.max_delay_level)
+                if level > 0:
+                    return B.compute_deliver_timestamp(self._delay_table, level, store_timestamp)
+        return B.tags_code(props.get(B.PROPERTY_TAGS))
+
+    def _dispatch(
+        self, msg: CommitLogMessage, *, recovering: bool, props: Mapping[str, str] | None = None
+    ) -> None:
+        if props is None:
+            props = msg.properties
+        tran = msg.sys_flag & TRANSACTION_ROLLBACK_TYPE
+        if tran in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+            cq = self._cq(msg.topic, msg.queue_id)
+            if not recovering or msg.queue_offset >= cq.max_offset:
+                cq.put(
+                    msg.queue_offset, msg.physical_offset, msg.total_size,
+                    self._tags_code(msg.topic, props, msg.store_timestamp),
+                )
+                if recovering:
+                    key = (msg.topic, msg.queue_id)
+                    self._queue_table[key] = max(
+                        self._queue_table.get(key, 0), msg.queue_offset + 1
+                    )
+        if self.config.message_index_enable and tran != TRANSACTION_ROLLBACK_TYPE:
+            self._build_index(msg, props, recovering)
+
+    def _index_file(self, end_phy: int, end_ts: int) -> IndexFileWriter:
+        ix = self._index
+        if ix is None or ix.is_full:
+            if ix is not None:
+                end_phy, end_ts = ix.end_phy_offset, ix.end_timestamp
+                if self._prev_index is not None:
+                    self._prev_index.close()
+                self._prev_index = ix
+            ts = self.clock()
+            d = self.root / "index"
+            name = index_file_name(ts)
+            while (d / name).exists():
+                ts += 1
+                name = index_file_name(ts)
+            ix = IndexFileWriter(
+                d / name, self.config.index_hash_slots, self.config.index_max_entries,
+                create=True, end_phy_offset=end_phy, end_timestamp=end_ts,
+            )
+            self._index = ix
+        return ix
+
+    def _build_index(
+        self, msg: CommitLogMessage, props: Mapping[str, str], recovering: bool
+    ) -> None:
+        keys = B.index_keys(msg.topic, dict(props))
+        if not keys:
+            return
+        ix = self._index
+        if recovering and ix is not None:
+            if msg.physical_offset < ix.end_phy_offset:
+                return
+            if msg.physical_offset == ix.end_phy_offset and ix.index_count > 1:
+                have = ix.keys_hashes_at(msg.physical_offset)
+                if self._prev_index is not None and len(have) == ix.index_count - 1:
+                    have += self._prev_index.keys_hashes_at(msg.physical_offset)
+                missing: list[str] = []
+                for k in keys:
+                    h = index_key_hash(k)
+                    if h in have:
+                        have.remove(h)
+                    else:
+                        missing.append(k)
+                keys = missing
+        for k in keys:
+            ix = self._index_file(msg.physical_offset, msg.store_timestamp)
+            if not ix.put_key(k, msg.physical_offset, msg.store_timestamp):
+                ix = self._index_file(msg.physical_offset, msg.store_timestamp)  # rolled
+                ix.put_key(k, msg.physical_offset, msg.store_timestamp)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def read_message(self, commit_log_offset: int) -> CommitLogMessage:
+        """``lookMessageByOffset``: the record at a commitlog offset."""
+        self._check_open()
+        return self._commitlog.read(commit_log_offset)
+
+    def queue_ids(self, topic: str) -> list[int]:
+        """Queue ids of ``topic`` that have a consume queue."""
+        return sorted(q for (t, q) in self._cqs if t == topic)
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        """Next logical offset of a queue (0 when it has none)."""
+        return self._queue_table.get((topic, queue_id), 0)
+
+    def iter_queue(
+        self, topic: str, queue_id: int, offset: int = 0
+    ) -> Iterator[tuple[int, CommitLogMessage]]:
+        """``(queue offset, message)`` from ``offset`` to the end of one queue."""
+        self._check_open()
+        cq = self._cqs.get((topic, queue_id))
+        if cq is None:
+            return
+        for off in range(max(offset, cq.min_offset), cq.max_offset):
+            unit = cq.get(off)
+            if unit is None:
+                break
+            yield off, self._commitlog.read(unit[0])
+
+    @property
+    def write_position(self) -> int:
+        """Absolute commitlog offset where the next record goes."""
+        return self._commitlog.write_pos
+
+    # -- schedule service ---------------------------------------------------------------------
+
+    def tick(
+        self,
+        now: int | None = None,
+        *,
+        levels: Iterable[int] | None = None,
+        limit: int | None = None,
+    ) -> list[PutResult]:
+        """Deliver due delayed messages (``ScheduleMessageService``), level by level.
+
+        ``now`` defaults to the clock. ``levels`` restricts the levels run, ``limit`` the number
+        delivered. ``delayOffset.json`` is rewritten after every delivery (crash-exact).
+        """
+        self._check_open()
+        if now is None:
+            now = self.clock()
+        out: list[PutResult] = []
+        for level in sorted(levels) if levels is not None else sorted(self._delay_table):
+            delay = self._delay_table.get(level)
+            if delay is None:
+                continue
+            cq = self._cqs.get((B.SCHEDULE_TOPIC, B.delay_level_to_queue_id(level)))
+            if cq is None:
+                continue
+            off = self.delay_offsets.get(level, 0)
+            if off < cq.min_offset:
+                off = cq.min_offset
+            while off < cq.max_offset:
+                if limit is not None and len(out) >= limit:
+                    return out
+                unit = cq.get(off)
+                assert unit is not None
+                deliver = B.correct_deliver_timestamp(now, unit[2], delay)
+                if deliver - now > 0:
+                    break
+                out.append(self._deliver(unit[0], now))
+                off += 1
+                self.delay_offsets[level] = off
+                self._persist_delay_offsets()
+        return out
+
+    def _deliver(self, phy: int, now: int) -> PutResult:
+        ext = self._commitlog.read(phy)
+        props = parse_properties(ext.properties_raw)
+        up = B.message_timeup(props)
+        tc = self.topics.get(up.topic)
+        if tc is None:
+            self.create_topic(up.topic, max(self.config.default_queue_nums, up.queue_id + 1))
+        return self._put_inner(
+            up.topic, up.queue_id, ext.body, up.properties, flag=ext.flag,
+            sys_flag=ext.sys_flag & ~0x30, born_timestamp=ext.born_timestamp,
+            born_host=ext.born_host, reconsume_times=ext.reconsume_times,
+            store_timestamp=now, schedule=False,
+        )
+
+    def pending_delayed(self) -> dict[int, int]:
+        """Level -> number of messages not yet delivered."""
+        out: dict[int, int] = {}
+        for level in sorted(self._delay_table):
+            cq = self._cqs.get((B.SCHEDULE_TOPIC, B.delay_level_to_queue_id(level)))
+            if cq is not None:
+                n = cq.max_offset - max(self.delay_offsets.get(level, 0), cq.min_offset)
+                if n > 0:
+                    out[level] = n
+        return out
+
+    def next_due(self) -> int | None:
+        """Earliest deliver time (epoch ms) of a pending delayed message, None without any."""
+        best: int | None = None
+        for level in self._delay_table:
+            cq = self._cqs.get((B.SCHEDULE_TOPIC, B.delay_level_to_queue_id(level)))
+            if cq is None:
+                continue
+            unit = cq.get(max(self.delay_offsets.get(level, 0), cq.min_offset))
+            if unit is not None and (best is None or unit[2] < best):
+                best = unit[2]
+        return best
+
+    # -- consumers ----------------------------------------------------------------------------
+
+    def send_back(
+        self,
+        group: str,
+        commit_log_offset: int,
+        *,
+        delay_level: int = 0,
+        max_reconsume_times: int | None = None,
+    ) -> PutResult:
+        """``CONSUMER_SEND_MSG_BACK``: a consumer of ``group`` failed the message at
+        ``commit_log_offset``; store the retry copy (via the schedule topic) or the DLQ copy.
+
+        ``max_reconsume_times`` is the client's header value (None: the group's retryMaxTimes).
+        """
+        self._check_open()
+        cfg = self._group(group)
+        ext = self._commitlog.read(commit_log_offset)
+        props = parse_properties(ext.properties_raw)
+        max_times = cfg.retry_max_times if max_reconsume_times is None else max_reconsume_times
+        decision = B.apply_send_back(
+            props, topic=ext.topic, group=group, reconsume_times=ext.reconsume_times,
+            delay_level=delay_level, max_reconsume_times=max_times,
+            offset_msg_id=ext.offset_msg_id,
+        )
+        if decision.to_dlq:
+            self.create_topic(decision.topic, B.DLQ_NUMS_PER_GROUP, perm=6)
+            qid = self._rnd.randrange(99999999) % B.DLQ_NUMS_PER_GROUP
+        else:
+            rq = max(1, cfg.retry_queue_nums)
+            self.create_topic(decision.topic, rq, perm=6)
+            qid = self._rnd.randrange(99999999) % rq
+        now = self.clock()
+        return self._put_inner(
+            decision.topic, qid, ext.body, props, flag=ext.flag, sys_flag=ext.sys_flag & ~0x30,
+            born_timestamp=ext.born_timestamp, born_host=ext.born_host,
+            reconsume_times=ext.reconsume_times + 1, store_timestamp=now,
+        )
+
+    def get_consumer_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """Committed offset of a group on a queue (-1 when none)."""
+        return self.consumer_offsets.get(f"{topic}@{group}", {}).get(queue_id, -1)
+
+    def commit_offset(
+        self, group: str, topic: str, queue_id: int, offset: int, *, persist: bool = False
+    ) -> None:
+        """``ConsumerOffsetManager#commitOffset`` (persisted on flush/close, or now)."""
+        self._check_open()
+        self.consumer_offsets.setdefault(f"{topic}@{group}", {})[queue_id] = offset
+        self._offsets_dirty = True
+        if persist:
+            self._persist_consumer_offsets()
+
+    def pull(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        *,
+        offset: int | None = None,
+        max_nums: int = 32,
+    ) -> PullResult:
+        """``PULL_MESSAGE``: up to ``max_nums`` messages from ``offset`` (default: the group's
+        committed offset, else the queue's min offset). Does not commit."""
+        self._check_open()
+        cq = self._cqs.get((topic, queue_id))
+        max_off = cq.max_offset if cq else 0
+        if offset is None:
+            offset = self.get_consumer_offset(group, topic, queue_id)
+            if offset < 0:
+                offset = cq.min_offset if cq else 0
+        msgs: list[CommitLogMessage] = []
+        nxt = offset
+        if cq is not None:
+            for off, m in self.iter_queue(topic, queue_id, offset):
+                if len(msgs) >= max_nums:
+                    break
+                msgs.append(m)
+                nxt = off + 1
+        return PullResult(topic, queue_id, offset, nxt, max_off, msgs)
+
+    def consume(
+        self,
+        group: str,
+        topic: str,
+        handler: Callable[[CommitLogMessage], bool | int],
+        *,
+        max_nums: int | None = None,
+        include_retry: bool = True,
+    ) -> dict[str, int]:
+        """Run a push-style consumer once over everything available.
+
+        ``handler`` returns True (CONSUME_SUCCESS), False (RECONSUME_LATER: send back with level
+        0) or an int (send back with that delay level; negative = straight to the DLQ). Offsets
+        are committed. Returns counts: ``ok``, ``retried``, ``dlq``.
+        """
+        self._group(group)
+        counts = {"ok": 0, "retried": 0, "dlq": 0}
+        topics = [topic] + ([B.retry_topic(group)] if include_retry else [])
+        done = 0
+        for t in topics:
+            for qid in self.queue_ids(t):
+                res = self.pull(group, t, qid, max_nums=1 << 30)
+                for m in res.messages:
+                    if max_nums is not None and done >= max_nums:
+                        break
+                    verdict = handler(m)
+                    if verdict is True:
+                        counts["ok"] += 1
+                    else:
+                        level = 0 if verdict is False else int(verdict)
+                        r = self.send_back(group, m.physical_offset, delay_level=level)
+                        to_dlq = r.topic.startswith(B.DLQ_GROUP_TOPIC_PREFIX)
+                        counts["dlq" if to_dlq else "retried"] += 1
+                    done += 1
+                    self.commit_offset(group, t, qid, m.queue_offset + 1)
+        return counts
+
+
+_DEFAULT_BORN = HostPort("127.0.0.1", 50000)
+
+
+def _buf(mm: mmap.mmap) -> bytes:
+    """An mmap where the formats API takes a buffer (it only slices and unpacks)."""
+    return cast(bytes, mm)
+
+
+def _read_config(path: Path, parse: Callable[..., Any]) -> Any:
+    """ConfigManager#load: the file, or its .bak when the file is missing/garbled."""
+    for p in (path, path.with_name(path.name + ".bak")):
+        try:
+            text = p.read_text("utf-8")
+        except FileNotFoundError:
+            continue
+        if not text.strip():
+            continue
+        try:
+            return parse(text, file=str(p))
+        except FormatError:
+            continue
+    return None
+
+
+def _atomic_write(path: Path, text: str, *, bak: bool = True) -> None:
+    """``MixAll.string2File``, made atomic: tmp + fsync, previous content to ``.bak``, rename."""
+    tmp = path.with_name(path.name + ".tmp")
+    data = text.encode("utf-8")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if bak:
+        try:
+            prev = path.read_bytes()
+        except FileNotFoundError:
+            prev = None
+        if prev is not None:
+            btmp = path.with_name(path.name + ".bak.tmp")
+            btmp.write_bytes(prev)
+            os.replace(btmp, path.with_name(path.name + ".bak"))
+    os.replace(tmp, path)
+
