@@ -9,7 +9,6 @@ import pytest
 from conftest import FIXTURES, SCENARIOS, manifest_jsonl, store_dir
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from mqtool.formats.commitlog import (
     MAGIC_V2,
     BlankRecord,
