@@ -6,21 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mqtool.formats.errors import FormatError
+from mqtool.refstore.broker import DEFAULT_MESSAGE_DELAY_LEVEL, parse_delay_levels
 from mqtool.store import SCHEDULE_TOPIC, Finding, Store, topic_kind
 
-DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-def parse_delay_levels(text: str) -> list[int]:
-    """``messageDelayLevel`` (``"1s 5s ... 2h"``) to delays in ms, level 1 first."""
-    out = []
-    for tok in text.split():
-        unit = tok[-1]
-        if unit not in _UNIT_MS or not tok[:-1].isdigit():
-            raise FormatError(None, None, f"bad delay level {tok!r} (use e.g. 1s 5m 2h 1d)")
-        out.append(int(tok[:-1]) * _UNIT_MS[unit])
-    return out
+DEFAULT_DELAY_LEVELS = DEFAULT_MESSAGE_DELAY_LEVEL
 
 
 @dataclass
@@ -154,7 +143,7 @@ def inspect_store(store: Store, delay_levels: str = DEFAULT_DELAY_LEVELS) -> Ove
         done = (delay or {}).get(level, 0)
         sched.append({
             "level": level,
-            "delay": _fmt_delay(levels[level - 1]) if 0 < level <= len(levels) else None,
+            "delay": _fmt_delay(levels[level]) if level in levels else None,
             "queueId": level - 1, "delayOffset": done, "maxOffset": mx,
             "pending": max(0, mx - done), "beyondMax": done > mx,
         })
