@@ -29,6 +29,7 @@ import json
 import mmap
 import os
 import random
+import struct
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -38,17 +39,13 @@ from typing import Any, cast
 from mqtool.formats.checkpoint import CHECKPOINT_FILE_SIZE, Checkpoint, build_checkpoint
 from mqtool.formats.checkpoint import parse_checkpoint as _parse_checkpoint
 from mqtool.formats.commitlog import (
-    MAGIC_V1,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     CommitLogMessage,
     FileEnd,
     HostPort,
-    build_message,
-    cal_msg_length,
     encode_properties,
-    make_message,
     parse_message,
     parse_properties,
     scan_file,
@@ -75,8 +72,15 @@ from mqtool.formats.config import (
     parse_topics,
 )
 from mqtool.formats.errors import FormatError
-from mqtool.formats.indexfile import index_key_hash
 from mqtool.refstore import broker as B
+from mqtool.refstore.fastpath import (
+    JavaHashCache,
+    magic_for,
+    pack_record_into,
+    packed_ip,
+    record_size,
+    topic_header,
+)
 from mqtool.refstore.javautil import hashmap_key_order
 from mqtool.refstore.mapped import (
     ConsumeQueueFiles,
@@ -100,6 +104,7 @@ __all__ = [
 ]
 
 END_FILE_MIN_BLANK_LENGTH = 8
+_CP3 = struct.Struct(">qqq")  # physicMsgTimestamp, logicsMsgTimestamp, indexMsgTimestamp
 CONFIG_FILE = "mqtool-refstore.json"  # our own settings, beside the broker's config files
 _LOCKED_ROOTS: set[str] = set()  # POSIX locks do not conflict inside one process
 
@@ -419,6 +424,18 @@ class RefStore:
         self._versions: dict[str, int] = {}
         self._offsets_dirty = False
         self._cp_mf: MappedFile | None = None
+        self._cp_ts = 0
+        self._store_ip = packed_ip(self._store_host)
+        self._store_v6 = len(self._store_ip) == 16
+        self._msg_id_prefix = (
+            self._store_ip + self._store_host.port.to_bytes(4, "big", signed=True)
+        ).hex().upper()
+        self._topic_hdrs: dict[str, tuple[bytes, int]] = {}
+        self._hashes = JavaHashCache()
+        self._prop_orders: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._props_capacity = config.properties_capacity
+        self._trailing_sep = config.v5
+        self._born_hosts: dict[str, HostPort] = {}
         self._cp = Checkpoint(0, 0, 0)
         self.recovered_abnormally = False
 
@@ -574,6 +591,12 @@ class RefStore:
             self._cp = Checkpoint(0, 0, 0)
 
     def _write_checkpoint(self) -> None:
+        if self._cp_ts:
+            ts = self._cp_ts
+            self._cp = replace(
+                self._cp, physic_msg_timestamp=ts, logics_msg_timestamp=ts,
+                index_msg_timestamp=ts if self.config.message_index_enable else 0,
+            )
         if self._cp_mf is not None:
             data = build_checkpoint(self._cp)
             self._cp_mf.mm[: len(data)] = data
@@ -664,11 +687,7 @@ class RefStore:
         if last is not None and last.end_offset == end:
             self._reconcile_schedule(last)
         if last is not None:
-            ts = last.store_timestamp
-            self._cp = replace(
-                self._cp, physic_msg_timestamp=ts, logics_msg_timestamp=ts,
-                index_msg_timestamp=ts if self.config.message_index_enable else 0,
-            )
+            self._cp_ts = last.store_timestamp
         self._write_checkpoint()
 
     def _reconcile_schedule(self, last: CommitLogMessage) -> None:
@@ -851,16 +870,24 @@ class RefStore:
         props: dict[str, str] = {}
         for k, v in msg.properties:
             props[k] = v
+        uniq_parts: tuple[str, str, str] | None = None
         if B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
-            props[B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self.uniq.create()
+            t, c = self.uniq.next_parts()
+            uniq_parts = (self.uniq.fix_string, t, c)
+            props[B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self.uniq.fix_string + t + c
         if self.config.cluster_name:
             props[B.PROPERTY_CLUSTER] = self.config.cluster_name
         now = self.clock()
-        born = HostPort.parse(msg.born_host) if msg.born_host else _DEFAULT_BORN
+        born = _DEFAULT_BORN
+        if msg.born_host:
+            born = self._born_hosts.get(msg.born_host) or HostPort.parse(msg.born_host)
+            if len(self._born_hosts) < 1024:
+                self._born_hosts[msg.born_host] = born
         return self._put_inner(
             msg.topic, qid, msg.body, props, flag=msg.flag, sys_flag=msg.sys_flag,
             born_timestamp=msg.born_timestamp if msg.born_timestamp is not None else now,
             born_host=born, reconsume_times=msg.reconsume_times, store_timestamp=now,
+            uniq_parts=uniq_parts,
         )
 
     def put_batch(self, msgs: Sequence[Message]) -> list[PutResult]:
@@ -868,11 +895,28 @@ class RefStore:
         return [self.put(m) for m in msgs]
 
     def _encode_props(self, props: Mapping[str, str]) -> str:
+        """``messageProperties2String`` of a map filled in ``props``' order (Java order)."""
         keys = tuple(props)
-        order = hashmap_key_order(keys, self.config.properties_capacity)
+        ordered = self._prop_orders.get(keys)
+        if ordered is None:
+            order = hashmap_key_order(keys, self._props_capacity)
+            ordered = tuple(keys[i] for i in order)
+            if len(self._prop_orders) > 10_000:
+                self._prop_orders.clear()
+            self._prop_orders[keys] = ordered
         return encode_properties(
-            ((keys[i], props[keys[i]]) for i in order), trailing_separator=self.config.v5
+            [(k, props[k]) for k in ordered], trailing_separator=self._trailing_sep
         )
+
+    def _topic_header(self, topic: str) -> tuple[bytes, int]:
+        hit = self._topic_hdrs.get(topic)
+        if hit is None:
+            tb = topic.encode("utf-8")
+            if len(tb) > 32767:
+                raise RefStoreError(f"topic of {len(tb)} bytes is too long")
+            hit = (topic_header(tb), len(tb))
+            self._topic_hdrs[topic] = hit
+        return hit
 
     def _put_inner(
         self,
@@ -889,57 +933,63 @@ class RefStore:
         store_timestamp: int,
         schedule: bool = True,
         prepared_transaction_offset: int = 0,
+        uniq_parts: tuple[str, str, str] | None = None,
     ) -> PutResult:
         tran = sys_flag & TRANSACTION_ROLLBACK_TYPE
+        normal = tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE
         if (
             schedule
-            and tran in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
+            and normal
+            and B.PROPERTY_DELAY_TIME_LEVEL in props
             and B.delay_level_of(props) > 0
         ):
             topic, queue_id = B.rewrite_for_schedule(
                 props, topic=topic, queue_id=queue_id, max_delay_level=self.max_delay_level
             )
-        props_raw = self._encode_props(props)
-        key = (topic, queue_id)
-        if tran in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
-            queue_offset = self._queue_table.get(key, 0)
-        else:
-            queue_offset = 0
+        props_b = self._encode_props(props).encode("utf-8")
+        if len(props_b) > 32767:
+            raise RefStoreError(f"properties of {len(props_b)} bytes exceed 32767")
         if len(body) > self.config.max_message_size:
-            raise RefStoreError(f"message body of {len(body)} bytes exceeds maxMessageSize")
-        topic_len = len(topic.encode("utf-8"))
-        if topic_len > 32767:
-            raise RefStoreError("topic too long")
-        sf = sys_flag
-        if born_host.is_v6:
-            sf |= 0x10
-        if self._store_host.is_v6:
-            sf |= 0x20
-        magic = MAGIC_V1 if topic_len <= 127 else 0xDAA320AB
-        size = cal_msg_length(magic, sf, len(body), topic_len, len(props_raw.encode("utf-8")))
-        mf, pos = self._commitlog.reserve(size)
+            raise RefStoreError(
+                f"message body of {len(body)} bytes exceeds maxMessageSize "
+                f"{self.config.max_message_size}"
+            )
+        topic_hdr, topic_len = self._topic_header(topic)
+        born_ip = packed_ip(born_host)
+        sf = (sys_flag | 0x10) if len(born_ip) == 16 else (sys_flag & ~0x10)
+        sf = (sf | 0x20) if self._store_v6 else (sf & ~0x20)
+        size = record_size(sf, len(body), topic_len, len(props_b))
+        key = (topic, queue_id)
+        queue_offset = self._queue_table.get(key, 0) if normal else 0
+        cl = self._commitlog
+        mf, pos = cl.reserve(size)
         phys = mf.file_from_offset + pos
-        msg = make_message(
-            topic=topic, body=body, properties_raw=props_raw, queue_id=queue_id,
-            queue_offset=queue_offset, physical_offset=phys, flag=flag, sys_flag=sf,
-            born_timestamp=born_timestamp, born_host=born_host, store_timestamp=store_timestamp,
-            store_host=self._store_host, reconsume_times=reconsume_times,
-            prepared_transaction_offset=prepared_transaction_offset,
+        pack_record_into(
+            mf.mm, pos, size, magic=magic_for(topic_len), queue_id=queue_id, flag=flag,
+            queue_offset=queue_offset, physical_offset=phys, sys_flag=sf,
+            born_timestamp=born_timestamp, born_ip=born_ip, born_port=born_host.port,
+            store_timestamp=store_timestamp, store_ip=self._store_ip,
+            store_port=self._store_host.port, reconsume_times=reconsume_times,
+            prepared_transaction_offset=prepared_transaction_offset, body=body,
+            topic_hdr=topic_hdr, props_b=props_b,
         )
-        record = build_message(msg)
-        if len(record) != size:
-            raise RefStoreError(f"internal: record is {len(record)} bytes, expected {size}")
-        self._commitlog.write(mf, pos, record)
-        if tran in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+        cl.write_pos = phys + size
+        if normal:
             self._queue_table[key] = queue_offset + 1
-        self._dispatch(msg, recovering=False, props=props)
-        self._cp = replace(
-            self._cp, physic_msg_timestamp=store_timestamp, logics_msg_timestamp=store_timestamp,
-            index_msg_timestamp=store_timestamp if self.config.message_index_enable else 0,
+        tags_code = self._tags_code(topic, props, store_timestamp)
+        self._dispatch_fast(
+            topic, queue_id, queue_offset, phys, size, tags_code, props, store_timestamp, tran,
+            False, uniq_parts,
         )
-        self._write_checkpoint()
+        self._cp_ts = store_timestamp
+        if self._cp_mf is not None:
+            _CP3.pack_into(
+                self._cp_mf.mm, 0, store_timestamp, store_timestamp,
+                store_timestamp if self.config.message_index_enable else 0,
+            )
         return PutResult(
-            phys, size, topic, queue_id, queue_offset, store_timestamp, msg.offset_msg_id,
+            phys, size, topic, queue_id, queue_offset, store_timestamp,
+            f"{self._msg_id_prefix}{phys:016X}",
             props.get(B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
         )
 
@@ -961,28 +1011,71 @@ class RefStore:
                 level = min(int(t), self.max_delay_level)
                 if level > 0:
                     return B.compute_deliver_timestamp(self._delay_table, level, store_timestamp)
-        return B.tags_code(props.get(B.PROPERTY_TAGS))
+        return self._hashes.tags_code(props.get(B.PROPERTY_TAGS))
 
-    def _dispatch(
-        self, msg: CommitLogMessage, *, recovering: bool, props: Mapping[str, str] | None = None
+    def _dispatch(self, msg: CommitLogMessage, *, recovering: bool) -> None:
+        props = msg.properties
+        self._dispatch_fast(
+            msg.topic, msg.queue_id, msg.queue_offset, msg.physical_offset, msg.total_size,
+            self._tags_code(msg.topic, props, msg.store_timestamp), props, msg.store_timestamp,
+            msg.sys_flag & TRANSACTION_ROLLBACK_TYPE, recovering, None,
+        )
+
+    def _dispatch_fast(
+        self,
+        topic: str,
+        queue_id: int,
+        queue_offset: int,
+        phys: int,
+        size: int,
+        tags_code: int,
+        props: Mapping[str, str],
+        store_timestamp: int,
+        tran: int,
+        recovering: bool,
+        uniq_parts: tuple[str, str, str] | None,
     ) -> None:
-        if props is None:
-            props = msg.properties
-        tran = msg.sys_flag & TRANSACTION_ROLLBACK_TYPE
-        if tran in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
-            cq = self._cq(msg.topic, msg.queue_id)
-            if not recovering or msg.queue_offset >= cq.max_offset:
-                cq.put(
-                    msg.queue_offset, msg.physical_offset, msg.total_size,
-                    self._tags_code(msg.topic, props, msg.store_timestamp),
-                )
+        if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
+            cq = self._cqs.get((topic, queue_id)) or self._cq(topic, queue_id)
+            if not recovering or queue_offset >= cq.max_offset:
+                cq.put(queue_offset, phys, size, tags_code)
                 if recovering:
-                    key = (msg.topic, msg.queue_id)
-                    self._queue_table[key] = max(
-                        self._queue_table.get(key, 0), msg.queue_offset + 1
-                    )
-        if self.config.message_index_enable and tran != TRANSACTION_ROLLBACK_TYPE:
-            self._build_index(msg, props, recovering)
+                    key = (topic, queue_id)
+                    self._queue_table[key] = max(self._queue_table.get(key, 0), queue_offset + 1)
+        if not self.config.message_index_enable or tran == TRANSACTION_ROLLBACK_TYPE:
+            return
+        hashes: list[int] = []
+        uniq = props.get(B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        if uniq is not None:
+            if uniq_parts is not None:
+                hashes.append(self._hashes.uniq_index_hash(topic, *uniq_parts))
+            else:
+                hashes.append(self._hashes.index_hash(topic, uniq))
+        keys = props.get(B.PROPERTY_KEYS)
+        if keys:
+            hashes.extend(self._hashes.index_hash(topic, k) for k in keys.split(" ") if k)
+        if not hashes:
+            return
+        ix = self._index
+        if recovering and ix is not None:
+            if phys < ix.end_phy_offset:
+                return
+            if phys == ix.end_phy_offset and ix.index_count > 1:
+                have = ix.keys_hashes_at(phys)
+                if self._prev_index is not None and len(have) == ix.index_count - 1:
+                    have += self._prev_index.keys_hashes_at(phys)
+                missing: list[int] = []
+                for h in hashes:
+                    if h in have:
+                        have.remove(h)
+                    else:
+                        missing.append(h)
+                hashes = missing
+        for h in hashes:
+            ix = self._index
+            if ix is None or ix.is_full:
+                ix = self._index_file(phys, store_timestamp)
+            ix.put_key("", phys, store_timestamp, h)
 
     def _index_file(self, end_phy: int, end_ts: int) -> IndexFileWriter:
         ix = self._index
@@ -1004,34 +1097,6 @@ class RefStore:
             )
             self._index = ix
         return ix
-
-    def _build_index(
-        self, msg: CommitLogMessage, props: Mapping[str, str], recovering: bool
-    ) -> None:
-        keys = B.index_keys(msg.topic, dict(props))
-        if not keys:
-            return
-        ix = self._index
-        if recovering and ix is not None:
-            if msg.physical_offset < ix.end_phy_offset:
-                return
-            if msg.physical_offset == ix.end_phy_offset and ix.index_count > 1:
-                have = ix.keys_hashes_at(msg.physical_offset)
-                if self._prev_index is not None and len(have) == ix.index_count - 1:
-                    have += self._prev_index.keys_hashes_at(msg.physical_offset)
-                missing: list[str] = []
-                for k in keys:
-                    h = index_key_hash(k)
-                    if h in have:
-                        have.remove(h)
-                    else:
-                        missing.append(k)
-                keys = missing
-        for k in keys:
-            ix = self._index_file(msg.physical_offset, msg.store_timestamp)
-            if not ix.put_key(k, msg.physical_offset, msg.store_timestamp):
-                ix = self._index_file(msg.physical_offset, msg.store_timestamp)  # rolled
-                ix.put_key(k, msg.physical_offset, msg.store_timestamp)
 
     # -- reading ------------------------------------------------------------------------------
 
