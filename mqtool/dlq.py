@@ -1,0 +1,272 @@
+"""Dead-letter queues: list, select and export the records of ``%DLQ%<group>``.
+
+A consumer group's failures end in the topic ``%DLQ%<group>`` (one queue,
+``DLQ_NUMS_PER_GROUP``), written by the broker's ``CONSUMER_SEND_MSG_BACK`` path once
+``reconsumeTimes >= maxReconsumeTimes`` or when the client asks for delay level < 0. A DLQ
+record keeps the message's body, TAGS, KEYS, user properties and UNIQ_KEY, and adds
+
+* ``RETRY_TOPIC``: the topic the message was first sent to (the *original topic*);
+* ``ORIGIN_MESSAGE_ID``: the offsetMsgId of the first stored copy (the *original msgId*);
+* ``reconsumeTimes``: how many times it was consumed and failed; ``DELAY=0``.
+
+The commitlog is the truth: records are read in physical order (consume queues of a crashed
+store may lag behind). Nothing here writes: resending lives in :mod:`mqtool.dlq_resend`, and the
+resend journals it keeps are only *read* here to count how many records were already resent.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from mqtool.formats.commitlog import (
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_RETRY_TOPIC,
+    CommitLogMessage,
+)
+from mqtool.formats.errors import MqtoolError
+from mqtool.jsonview import body_value, message_dict
+from mqtool.store import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, Store
+
+__all__ = [
+    "CSV_COLUMNS",
+    "DlqError",
+    "DlqGroup",
+    "DlqSelection",
+    "csv_header",
+    "csv_row",
+    "dlq_topic",
+    "export_dict",
+    "group_of",
+    "list_groups",
+    "origin_msg_id",
+    "original_topic",
+    "retry_topic",
+    "select_dlq",
+]
+
+ProgressFn = Callable[[int, int], None]
+"""``progress(done_bytes, total_bytes)`` over the commitlog, called now and then."""
+
+PROGRESS_EVERY = 2048  # records between progress calls
+
+
+class DlqError(MqtoolError):
+    """A DLQ request that cannot be served (unknown group, bad selection, ...)."""
+
+
+def dlq_topic(group: str) -> str:
+    """``MixAll.getDLQTopic``: ``%DLQ%<group>``."""
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def retry_topic(group: str) -> str:
+    """``MixAll.getRetryTopic``: ``%RETRY%<group>``."""
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def group_of(topic: str) -> str | None:
+    """The consumer group of a ``%DLQ%<group>`` topic, None for any other topic."""
+    if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+        return topic[len(DLQ_GROUP_TOPIC_PREFIX) :]
+    return None
+
+
+def original_topic(m: CommitLogMessage) -> str | None:
+    """The topic the message was first sent to (``RETRY_TOPIC``)."""
+    return m.properties.get(PROPERTY_RETRY_TOPIC)
+
+
+def origin_msg_id(m: CommitLogMessage) -> str | None:
+    """The offsetMsgId of the message's first stored copy (``ORIGIN_MESSAGE_ID``)."""
+    return m.properties.get(PROPERTY_ORIGIN_MESSAGE_ID)
+
+
+@dataclass(frozen=True, slots=True)
+class DlqSelection:
+    """Which DLQ records of one group. Times are store times in epoch ms (``until`` exclusive).
+
+    ``topic`` matches the original topic (RETRY_TOPIC); ``msg_id`` matches the DLQ record's
+    offsetMsgId, its UNIQ_KEY (client msgId) or its ORIGIN_MESSAGE_ID (case-insensitive);
+    ``key`` one KEYS token.
+    """
+
+    group: str
+    since: int | None = None
+    until: int | None = None
+    topic: str | None = None
+    msg_id: str | None = None
+    key: str | None = None
+    limit: int | None = None
+
+    @property
+    def dlq_topic(self) -> str:
+        return dlq_topic(self.group)
+
+    def matches(self, m: CommitLogMessage) -> bool:
+        if m.topic != self.dlq_topic:
+            return False
+        if self.since is not None and m.store_timestamp < self.since:
+            return False
+        if self.until is not None and m.store_timestamp >= self.until:
+            return False
+        if self.topic is not None and original_topic(m) != self.topic:
+            return False
+        if self.key is not None and self.key not in m.key_list:
+            return False
+        if self.msg_id is not None:
+            want = self.msg_id.upper()
+            ids = (m.offset_msg_id, m.uniq_key, origin_msg_id(m))
+            if not any(i is not None and i.upper() == want for i in ids):
+                return False
+        return True
+
+
+def _commitlog_bytes(store: Store) -> int:
+    return sum(f.size for f in store.commitlog_files)
+
+
+def _scan(
+    store: Store, since: int | None, progress: ProgressFn | None
+) -> Iterator[CommitLogMessage]:
+    """Every message (physical order), reporting progress in commitlog bytes."""
+    total = _commitlog_bytes(store)
+    base = store.commitlog_files[0].start if store.commitlog_files else 0
+    n = 0
+    for m in store.messages(since=since):
+        n += 1
+        if progress is not None and n % PROGRESS_EVERY == 0:
+            progress(m.physical_offset - base, total)
+        yield m
+    if progress is not None:
+        progress(total, total)
+
+
+def select_dlq(
+    store: Store, sel: DlqSelection, *, progress: ProgressFn | None = None
+) -> Iterator[CommitLogMessage]:
+    """The DLQ records ``sel`` selects, in commitlog order (streaming)."""
+    if sel.limit is not None and sel.limit <= 0:
+        return
+    n = 0
+    for m in _scan(store, sel.since, progress):
+        if sel.matches(m):
+            yield m
+            n += 1
+            if sel.limit is not None and n >= sel.limit:
+                return
+
+
+@dataclass(slots=True)
+class DlqGroup:
+    """One ``%DLQ%<group>`` topic as ``dlq list`` reports it."""
+
+    group: str
+    dlq_topic: str
+    count: int = 0
+    first_store_timestamp: int | None = None
+    last_store_timestamp: int | None = None
+    original_topics: dict[str, int] = field(default_factory=dict)
+    resent: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``dlq list --json`` contract."""
+        return {
+            "group": self.group,
+            "dlqTopic": self.dlq_topic,
+            "count": self.count,
+            "firstStoreTimestamp": self.first_store_timestamp,
+            "lastStoreTimestamp": self.last_store_timestamp,
+            "originalTopics": dict(self.original_topics),
+            "resent": self.resent,
+        }
+
+
+NO_RETRY_TOPIC = "(none)"  # originalTopics key of records without RETRY_TOPIC
+
+
+def list_groups(
+    store: Store,
+    *,
+    resent_ids: Callable[[CommitLogMessage], bool] | None = None,
+    progress: ProgressFn | None = None,
+) -> list[DlqGroup]:
+    """Every ``%DLQ%<group>`` with records in the commitlog (plus empty ones that only have a
+    consume queue), sorted by group. ``resent_ids(record)`` says whether a record was already
+    resent (see :func:`mqtool.dlq_resend.resent_checker`)."""
+    groups: dict[str, DlqGroup] = {}
+    for m in _scan(store, None, progress):
+        g = group_of(m.topic)
+        if g is None:
+            continue
+        d = groups.get(g)
+        if d is None:
+            d = groups[g] = DlqGroup(g, m.topic)
+        d.count += 1
+        ts = m.store_timestamp
+        if d.first_store_timestamp is None or ts < d.first_store_timestamp:
+            d.first_store_timestamp = ts
+        if d.last_store_timestamp is None or ts > d.last_store_timestamp:
+            d.last_store_timestamp = ts
+        t = original_topic(m) or NO_RETRY_TOPIC
+        d.original_topics[t] = d.original_topics.get(t, 0) + 1
+        if resent_ids is not None and resent_ids(m):
+            d.resent += 1
+    for topic, _ in store.queue_ids():
+        g = group_of(topic)
+        if g is not None and g not in groups:
+            groups[g] = DlqGroup(g, topic)
+    return [groups[k] for k in sorted(groups)]
+
+
+def export_dict(m: CommitLogMessage, body: str = "utf8") -> dict[str, Any]:
+    """One DLQ record for ``dlq show --json`` / ``dlq export --format jsonl``: the
+    ``mqtool messages`` fields plus ``originalTopic`` (RETRY_TOPIC) and ``originMsgId``
+    (ORIGIN_MESSAGE_ID)."""
+    d = message_dict(m, body)
+    d["originalTopic"] = original_topic(m)
+    d["originMsgId"] = origin_msg_id(m)
+    return d
+
+
+CSV_COLUMNS = (
+    # the Dashboard's DLQ export columns (DlqMessageExcelModel) ...
+    "topic", "msgId", "bornHost", "bornTimestamp", "storeTimestamp", "reconsumeTimes",
+    "properties", "body", "bodyCRC",
+    # ... and what an operator needs to act on them
+    "offsetMsgId", "originalTopic", "originMsgId", "tags", "keys", "storeHost", "queueId",
+    "queueOffset", "commitLogOffset",
+)
+
+
+def csv_values(m: CommitLogMessage, body: str = "utf8") -> list[str]:
+    """One CSV row in :data:`CSV_COLUMNS` order. ``msgId`` is the client msgId (UNIQ_KEY, as
+    the Dashboard shows it; the offsetMsgId when absent); times are epoch ms; ``properties``
+    is the property map as JSON."""
+    vals: list[Any] = [
+        m.topic, m.uniq_key or m.offset_msg_id, str(m.born_host), m.born_timestamp,
+        m.store_timestamp, m.reconsume_times,
+        json.dumps(m.properties, ensure_ascii=False, sort_keys=True),
+        body_value(m, body) or "", m.body_crc,
+        m.offset_msg_id, original_topic(m) or "", origin_msg_id(m) or "", m.tags or "",
+        m.keys or "", str(m.store_host), m.queue_id, m.queue_offset, m.physical_offset,
+    ]
+    return [str(v) for v in vals]
+
+
+def _csv_line(values: Iterable[str]) -> str:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(list(values))
+    return buf.getvalue()
+
+
+def csv_header() -> str:
+    return _csv_line(CSV_COLUMNS)
+
+
+def csv_row(m: CommitLogMessage, body: str = "utf8") -> str:
+    return _csv_line(csv_values(m, body))
