@@ -492,13 +492,11 @@ class RefStore:
 
     def _lock(self) -> None:
         key = str(self.root.resolve())
-        lock_path = self.root / "lock"
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        if key in _LOCKED_ROOTS:
-            os.close(fd)
+        if key in _LOCKED_ROOTS:  # checked first: closing any fd of the file would drop the lock
             raise StoreLockedError(
                 f"{self.root}: store is already open for writing in this process"
             )
+        fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
         except OSError as e:

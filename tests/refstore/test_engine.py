@@ -1,0 +1,357 @@
+"""Reference store: Java compatibility helpers, encoder agreement, broker rules, lock, rolls."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mqtool.formats.commitlog import (
+    MAGIC_V1,
+    MAGIC_V2,
+    HostPort,
+    build_message,
+    make_message,
+    parse_message,
+)
+from mqtool.formats.config import parse_consumer_offset, parse_subscription_groups, parse_topics
+from mqtool.formats.javastr import java_string_hash
+
+from mqtool.refstore import broker as B
+from mqtool.refstore.engine import (
+    ManualClock,
+    Message,
+    RefStore,
+    RefStoreError,
+    StoreConfig,
+    StoreLockedError,
+)
+from mqtool.refstore.fastpath import (
+    JavaHashCache,
+    magic_for,
+    pack_record_into,
+    record_size,
+    topic_header,
+)
+from mqtool.refstore.javautil import JavaHashMap, hashmap_key_order, hashmap_order_pairs
+from mqtool.refstore.uniqkey import UniqKeyGenerator
+from mqtool.store import Store
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures/rocketmq-stores"
+SMALL = StoreConfig(
+    commitlog_file_size=4096,
+    cq_entries_per_file=8,
+    index_hash_slots=8,
+    index_max_entries=16,
+    message_delay_level="1s 2s 3s",
+    store_host="10.0.0.1:10911",
+)
+
+
+def _manifest(ver: str, name: str) -> list[dict[str, object]]:
+    path = FIXTURES / ver / name / "manifest/commitlog.jsonl"
+    rows = [json.loads(line) for line in path.read_text("utf-8").splitlines()]
+    return [r for r in rows if r["kind"] == "msg"]
+
+
+# -- javautil ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ver", "name", "capacity"),
+    [("4.9.7", "journey", None), ("4.9.7", "plain", None), ("5.3.3", "plain", 128)],
+)
+def test_hashmap_order_matches_real_stores(ver: str, name: str, capacity: int | None) -> None:
+    """Every stored property string is a HashMap iteration order: re-inserting the pairs in
+    stored order into a map of RocketMQ's capacity gives the same order back."""
+    checked = 0
+    for r in _manifest(ver, name):
+        raw = str(r["propertiesRaw"]).rstrip("\x02")
+        pairs = [tuple(s.split("\x01", 1)) for s in raw.split("\x02") if s]
+        pairs = [p for p in pairs if p[0] != "__CRC32#"]
+        keys = [k for k, _ in pairs]
+        if len(set(keys)) != len(keys):  # batch messages carry WAIT twice (string append)
+            continue
+        assert [k for k, _ in hashmap_order_pairs(pairs, capacity)] == keys  # type: ignore[arg-type]
+        checked += 1
+    assert checked > 40
+
+
+def test_hashmap_collisions_resize_and_remove() -> None:
+    assert java_string_hash("Aa") == java_string_hash("BB")
+    m = JavaHashMap()
+    m.put("BB", "1")
+    m.put("Aa", "2")
+    assert list(m.keys()) == ["BB", "Aa"]  # same bucket: insertion order
+    m.put("BB", "3")  # replacing keeps the position
+    assert list(m.items())[0] == ("BB", "3")
+    assert m.remove("BB") == "3"
+    m.put("BB", "4")
+    assert list(m.keys()) == ["Aa", "BB"]
+    big = JavaHashMap()
+    for i in range(13):  # 13 > 12 = 16 * 0.75: resize to 32
+        big.put(f"k{i}", str(i))
+    assert big.capacity == 32
+    assert JavaHashMap(100).capacity == 0
+    sized = JavaHashMap(100)
+    sized.put("a", "b")
+    assert sized.capacity == 128
+    copy = JavaHashMap.copy_of(big)
+    assert list(copy.keys()) == list(big.keys())
+    assert hashmap_key_order(("BB", "Aa")) == (0, 1)
+
+
+def test_uniq_key_matches_client_layout() -> None:
+    # the first UNIQ_KEY of the journey store: 192.0.2.2, pid 0x47AB, classloader 0x5FFD2B27,
+    # created 1 ms before its bornTimestamp, month start in UTC
+    clock = ManualClock(1795294972305)
+    g = UniqKeyGenerator("192.0.2.2", pid=0x47AB, class_loader_hash=0x5FFD2B27, clock=clock)
+    assert g.create() == "C000020247AB5FFD2B276B8361910000"
+    assert g.create().endswith("0001")
+    v6 = UniqKeyGenerator("2001:db8::1", seed=1, clock=clock)
+    assert len(v6.create()) == 56
+
+
+# -- encoder agreement ------------------------------------------------------------------------
+
+
+def test_fast_encoder_equals_build_message() -> None:
+    rnd = random.Random(3)
+    hosts = [HostPort("10.1.2.3", 51234), HostPort("2001:db8::1234", 51235)]
+    for i in range(300):
+        topic = "t" * rnd.choice([1, 10, 127, 128, 300])
+        body = rnd.randbytes(rnd.choice([0, 1, 100, 5000]))
+        props = rnd.choice(["", "KEYS\x01a b", "用户\x01张三\x02TAGS\x01🎉", "A\x01b\x02"])
+        born, store = rnd.choice(hosts), rnd.choice(hosts)
+        sys_flag = rnd.choice([0, 1, 0x301, 8]) | (0x10 if born.is_v6 else 0)
+        sys_flag |= 0x20 if store.is_v6 else 0
+        ref = build_message(
+            make_message(
+                topic=topic, body=body, properties_raw=props, queue_id=i % 7,
+                queue_offset=i * 3, physical_offset=i * 1000, flag=i, sys_flag=sys_flag,
+                born_timestamp=1_700_000_000_000 + i, born_host=born,
+                store_timestamp=1_700_000_000_500 + i, store_host=store, reconsume_times=i % 4,
+                prepared_transaction_offset=i * 5,
+            )
+        )
+        pb = props.encode("utf-8")
+        tb = topic.encode("utf-8")
+        size = record_size(sys_flag, len(body), len(tb), len(pb))
+        buf = bytearray(size + 16)
+        pack_record_into(
+            buf, 8, size, magic=magic_for(len(tb)), queue_id=i % 7, flag=i,
+            queue_offset=i * 3, physical_offset=i * 1000, sys_flag=sys_flag,
+            born_timestamp=1_700_000_000_000 + i, born_ip=born.packed, born_port=born.port,
+            store_timestamp=1_700_000_000_500 + i, store_ip=store.packed, store_port=store.port,
+            reconsume_times=i % 4, prepared_transaction_offset=i * 5, body=body,
+            topic_hdr=topic_header(tb), props_b=pb,
+        )
+        assert bytes(buf[8 : 8 + size]) == ref
+        assert buf[:8] == bytes(8) and buf[8 + size :] == bytes(8)
+
+
+def test_java_hash_cache() -> None:
+    hc = JavaHashCache()
+    for key in ["k", "用户-1", "C000020247AB5FFD2B276B8361910000", ""]:
+        h = java_string_hash(f"Topic#{key}")
+        want = 0 if h == -(2**31) else abs(h)
+        assert hc.index_hash("Topic", key) == want
+    u = "C000020247AB5FFD2B276B8361910000"
+    h = java_string_hash(f"Topic#{u}")
+    assert hc.uniq_index_hash("Topic", u[:20], u[20:28], u[28:]) == abs(h)
+    assert hc.tags_code("TagJ") == 2598928 and hc.tags_code(None) == 0
+
+
+# -- broker rules -----------------------------------------------------------------------------
+
+
+def test_delay_levels_and_send_back_rules() -> None:
+    t = B.parse_delay_levels()
+    assert len(t) == 18 and t[1] == 1000 and t[5] == 60_000 and t[18] == 7_200_000
+    with pytest.raises(B.BrokerRuleError):
+        B.parse_delay_levels("1s 5x")
+    assert B.decide_send_back("g", 0, 0, 16) == B.SendBackDecision("%RETRY%g", 3, False)
+    assert B.decide_send_back("g", 2, 0, 16).delay_level == 5
+    assert B.decide_send_back("g", 2, 7, 16).delay_level == 7
+    assert B.decide_send_back("g", 16, 0, 16) == B.SendBackDecision("%DLQ%g", 0, True)
+    assert B.decide_send_back("g", 0, -1, 16).to_dlq
+    assert B.correct_deliver_timestamp(1000, 5000, 1000) == 1000
+    assert B.correct_deliver_timestamp(1000, 1500, 1000) == 1500
+    assert B.index_keys("T", {"UNIQ_KEY": "U", "KEYS": "a  b"}) == ["T#U", "T#a", "T#b"]
+
+
+# -- engine -----------------------------------------------------------------------------------
+
+
+def _open(root: Path, clock: ManualClock | None = None, cfg: StoreConfig = SMALL) -> RefStore:
+    return RefStore.open(root, cfg, clock=clock or ManualClock(), seed=1)
+
+
+def test_lock_refuses_second_writer_and_readers_still_work(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    s = _open(root)
+    s.put(Message.create("T", b"x", tags="A"))
+    with pytest.raises(StoreLockedError):
+        _open(root)
+    code = (
+        "import sys\n"
+        "from mqtool.refstore.engine import RefStore, StoreLockedError\n"
+        "try:\n"
+        f"    RefStore.open({str(root)!r})\n"
+        "except StoreLockedError as e:\n"
+        "    from mqtool.store import Store\n"
+        f"    st = Store.open({str(root)!r})\n"
+        "    print(e, st.lock_state().locked, len(list(st.messages())))\n"
+        "    sys.exit(3)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3, r.stderr
+    assert "locked by another process" in r.stdout
+    assert r.stdout.strip().endswith("True 1")  # another process sees the lock, reads fine
+    with Store.open(root) as st:  # the read-only reader does not care
+        assert [m.body for m in st.messages()] == [b"x"]
+        assert st.abort_exists
+    s.close()
+    assert not (root / "abort").exists()
+    with Store.open(root) as st:
+        assert not st.lock_state().locked
+    _open(root).close()  # free again
+
+
+def test_rolls_v2_ipv6_and_reopen(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    clock = ManualClock(1_795_000_000_000)
+    s = _open(root, clock)
+    long_topic = "L" * 150
+    sent = []
+    for i in range(60):
+        clock.advance(10)
+        topic = long_topic if i % 10 == 0 else "T"
+        r = s.put(
+            Message.create(
+                topic, f"body {i}".encode() * (i % 5), tags=f"tag{i % 3}", keys=[f"k{i}", f"x{i}"],
+                born_host="[2001:db8::7]:4000" if i % 7 == 0 else "10.9.9.9:4000",
+            )
+        )
+        sent.append(r)
+    s.close()
+    with Store.open(root) as st:
+        msgs = list(st.messages())
+        assert [m.physical_offset for m in msgs] == [r.physical_offset for r in sent]
+        assert len(st.commitlog_files) > 3
+        assert not st.findings
+        for m, r in zip(msgs, sent, strict=True):
+            assert m.magic == (MAGIC_V2 if m.topic == long_topic else MAGIC_V1)
+            assert m.born_host.is_v6 == (m.born_host.ip == "2001:db8::7")
+            assert m.uniq_key == r.uniq_key and m.offset_msg_id == r.msg_id
+            for key in [m.uniq_key or "", *m.key_list]:
+                assert m.physical_offset in st.query_index(m.topic, key)
+        assert len(st.index_files()) > 5  # 16-entry index files rolled
+        entries = list(st.queue_entries("T", 0))
+        assert [e.queue_offset for e in entries] == list(range(len(entries)))
+    s = _open(root, clock)
+    r = s.put(Message.create("T", b"after reopen", queue_id=0))
+    assert r.queue_offset == len(entries)
+    s.close()
+
+
+def test_schedule_retry_dlq_and_offsets(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    clock = ManualClock(1_795_000_000_000)
+    s = _open(root, clock)
+    s.create_group("g", retry_max_times=1)
+    d = s.put(Message.create("T", b"later", tags="D", delay_level=2, queue_id=1))
+    assert (d.topic, d.queue_id) == (B.SCHEDULE_TOPIC, 1)
+    assert s.tick() == []
+    clock.advance(2000)
+    (delivered,) = s.tick()
+    assert (delivered.topic, delivered.queue_id) == ("T", 1)
+    assert s.delay_offsets == {2: 1}
+    m = s.put(Message.create("T", b"fail", tags="F", queue_id=0))
+    r1 = s.send_back("g", m.physical_offset)
+    assert (r1.topic, r1.queue_id) == (B.SCHEDULE_TOPIC, 2)  # level 3 + 0
+    clock.advance(3000)
+    (retry,) = s.tick()
+    assert retry.topic == "%RETRY%g"
+    back = s.read_message(retry.physical_offset)
+    assert back.reconsume_times == 1 and back.properties["RETRY_TOPIC"] == "T"
+    assert back.properties["ORIGIN_MESSAGE_ID"] == m.msg_id
+    dlq = s.send_back("g", retry.physical_offset)
+    assert dlq.topic == "%DLQ%g"
+    dl = s.read_message(dlq.physical_offset)
+    assert dl.reconsume_times == 2 and dl.properties["DELAY"] == "0"
+    straight = s.send_back("g", m.physical_offset, delay_level=-1)
+    assert straight.topic == "%DLQ%g"
+    pulled = s.pull("g", "T", 0)
+    assert [x.body for x in pulled.messages] == [b"fail"]
+    s.commit_offset("g", "T", 0, pulled.next_offset)
+    assert s.pull("g", "T", 0).messages == []
+    with pytest.raises(RefStoreError):
+        s.put(Message.create("T", b"x", queue_id=99))
+    s.close()
+    cfg = root / "config"
+    assert parse_consumer_offset((cfg / "consumerOffset.json").read_text()).offset_table == {
+        "T@g": {0: 1}
+    }
+    topics = parse_topics((cfg / "topics.json").read_text()).topic_config_table
+    assert topics["%DLQ%g"].perm == 6 and topics["%DLQ%g"].write_queue_nums == 1
+    assert topics["%RETRY%g"].write_queue_nums == 1
+    groups = parse_subscription_groups((cfg / "subscriptionGroup.json").read_text())
+    assert groups.subscription_group_table["g"].retry_max_times == 1
+    assert (cfg / "delayOffset.json.bak").exists()
+
+
+def test_consume_helper_and_5x_dialect(tmp_path: Path) -> None:
+    cfg = StoreConfig(commitlog_file_size=1 << 16, dialect="5.3.3", message_delay_level="1s")
+    clock = ManualClock(1_795_000_000_000)
+    with RefStore.open(tmp_path / "s5", cfg, clock=clock, seed=2) as s:
+        for i in range(4):
+            s.put(Message.create("V5Topic", f"m{i}", tags="TagA", keys=f"v5-{i}",
+                                 properties={"seq": str(i)}, wait_store_msg_ok=None))
+        counts = s.consume("cg", "V5Topic", lambda m: m.body != b"m1")
+        assert counts == {"ok": 3, "retried": 1, "dlq": 0}
+        clock.advance(5000)
+        assert len(s.tick()) == 1
+        assert s.consume("cg", "V5Topic", lambda m: True) == {"ok": 1, "retried": 0, "dlq": 0}
+    with Store.open(tmp_path / "s5") as st:
+        first = next(iter(st.messages()))
+        # 5.x: HashMap(128) order and a trailing separator, as the 5.3.3 store shows
+        real = _manifest("5.3.3", "plain")[0]["propertiesRaw"]
+        assert isinstance(real, str)
+        keys = [p.split("\x01")[0] for p in first.properties_raw.split("\x02")]
+        assert keys == [p.split("\x01")[0] for p in real.split("\x02") if "__CRC32#" not in p]
+    text = (tmp_path / "s5/config/consumerOffset.json").read_text()
+    assert '"dataVersion"' in text and '"groupTopicMap"' in text
+
+
+def test_recovery_cuts_torn_tail(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    s = _open(root)
+    rs = [s.put(Message.create("T", b"m%d" % i, keys=f"k{i}", queue_id=0)) for i in range(5)]
+    s.flush()
+    last = rs[-1]
+    # simulate a kill in the middle of copying the last record: body written, size not
+    path = root / "commitlog" / f"{last.physical_offset - last.physical_offset % 4096:020d}"
+    fd = os.open(path, os.O_RDWR)
+    os.pwrite(fd, bytes(4), last.physical_offset % 4096)
+    os.close(fd)
+    s._release(abort_file=True)  # the process "dies": lock gone, abort stays
+    s2 = _open(root)
+    assert s2.recovered_abnormally
+    assert s2.write_position == last.physical_offset
+    assert s2.max_offset("T", 0) == 4
+    r = s2.put(Message.create("T", b"again", queue_id=0))
+    assert r.physical_offset == last.physical_offset and r.queue_offset == 4
+    s2.close()
+    with Store.open(root) as st:
+        assert [m.body for m in st.messages()] == [b"m0", b"m1", b"m2", b"m3", b"again"]
+        assert [e.entry.commit_log_offset for e in st.queue_entries("T", 0)] == [
+            m.physical_offset for m in st.messages()
+        ]
+        assert not st.findings
+    raw = (root / "commitlog" / "00000000000000000000").read_bytes()
+    assert parse_message(raw, r.physical_offset % 4096).body == b"again"  # type: ignore[union-attr]
