@@ -1,0 +1,239 @@
+"""``mqtool trace``: one message's journey (original, schedule, retry, DLQ, resend copies)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.text import Text
+from rich.tree import Tree
+
+from mqtool.cli.common import (
+    JsonOpt,
+    StoreArg,
+    err_console,
+    exit_on_findings,
+    fmt_time,
+    handle_errors,
+    open_store,
+    out_console,
+    parse_time,
+    print_json,
+)
+from mqtool.overview import DEFAULT_DELAY_LEVELS
+
+if TYPE_CHECKING:
+    from mqtool.trace import Hop, ProgressFn, Trace
+
+_KIND_STYLE = {
+    "original": "bold",
+    "schedule": "yellow",
+    "timer": "yellow",
+    "retry": "cyan",
+    "pop-retry": "cyan",
+    "delivered": "green",
+    "dlq": "bold red",
+    "resend": "magenta",
+    "half": "blue",
+    "op": "blue",
+    "commit": "green",
+}
+_STATE_STYLE = {
+    "pending": "yellow",
+    "overdue": "bold yellow",
+    "dead-lettered": "red",
+    "not-consumed": "yellow",
+    "consumed": "green",
+    "delivered": "green",
+    "committed": "green",
+    "rolled-back": "red",
+}
+
+
+def _fmt_ms(ms: int | None) -> str:
+    from mqtool.trace import fmt_duration
+
+    return "" if ms is None else ("+" if ms >= 0 else "") + fmt_duration(ms)
+
+
+def _hop_node(n: int, h: Hop) -> Tree:
+    head = Text.assemble(
+        (f"{n}. ", "dim"),
+        (f"{h.kind:<9}", _KIND_STYLE.get(h.kind, "")),
+        " ",
+        (f"{h.topic} q{h.queue_id}@{h.queue_offset}", "bold"),
+        f"  {fmt_time(h.store_timestamp)}",
+        (f"  ({_fmt_ms(h.since_previous_ms)})" if h.since_previous_ms is not None else "", "dim"),
+    )
+    node = Tree(head)
+    node.add(Text(
+        f"commitlog {h.commit_log_offset} · offsetMsgId {h.offset_msg_id} · "
+        f"reconsumeTimes {h.reconsume_times}"
+    ))
+    bits = []
+    if h.delay_level is not None and h.kind in ("schedule", "retry", "delivered", "pop-retry"):
+        d = "" if h.delay_ms is None else f" ({_fmt_delay(h.delay_ms)})"
+        bits.append(f"delay level {h.delay_level}{d}")
+    if h.deliver_timestamp is not None:
+        bits.append(f"due {fmt_time(h.deliver_timestamp)}")
+    if h.real_topic and h.kind in ("schedule", "timer", "half"):
+        bits.append(f"real topic {h.real_topic}")
+    if bits:
+        node.add(Text(" · ".join(bits)))
+    node.add(Text(h.state_detail, style=_STATE_STYLE.get(h.state, "")))
+    return node
+
+
+def _fmt_delay(ms: int) -> str:
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
+def render_trace(tr: Trace, console: Console) -> None:
+    """A trace for people: header lines, then the hops as a tree."""
+    con = console
+    con.print(Text.assemble(
+        ("trace ", "bold"), tr.id,
+        f" · UNIQ_KEY {tr.uniq_key or '-'} · found via {tr.via}",
+    ), highlight=False)
+    style = {"dead-lettered": "bold red", "consumed": "bold green", "waiting-retry": "bold yellow",
+             "scheduled": "bold yellow"}.get(tr.verdict_kind, "bold")
+    con.print(Text.assemble(("verdict: ", "bold"), (tr.verdict, style)), highlight=False)
+    if tr.resend_command:
+        con.print(Text.assemble(("resend:  ", "bold"), tr.resend_command), highlight=False)
+    src = "store's latest store time" if tr.now_source == "store" else "given"
+    con.print(Text(f"now:     {fmt_time(tr.now)} UTC ({src})"), highlight=False)
+    for note in tr.notes:
+        con.print(Text(f"note:    {note}", style="dim"), highlight=False)
+    tree = Tree(Text(f"journey: {len(tr.hops)} record{'s' if len(tr.hops) != 1 else ''}"))
+    for i, h in enumerate(tr.hops, 1):
+        tree.add(_hop_node(i, h))
+    con.print(tree, highlight=False)
+
+
+@contextmanager
+def _scan_progress() -> Iterator[ProgressFn]:
+    """A rich progress bar on stderr, shown only once a scan actually starts."""
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    state: dict[str, object] = {}
+
+    def update(done: int, total: int) -> None:
+        prog = state.get("p")
+        if prog is None:
+            prog = Progress(
+                TextColumn("scanning commitlog (no index files)"), BarColumn(),
+                DownloadColumn(), TimeRemainingColumn(),
+                console=err_console(), transient=True,
+            )
+            prog.start()
+            state["p"] = prog
+            state["t"] = prog.add_task("scan", total=total)
+        assert isinstance(prog, Progress)
+        prog.update(state["t"], completed=done, total=total)  # type: ignore[arg-type]
+
+    try:
+        yield update
+    finally:
+        prog = state.get("p")
+        if isinstance(prog, Progress):
+            prog.stop()
+
+
+def _now_value(now: str) -> int | None:
+    if now == "store":
+        return None
+    if now == "wall":
+        return int(time.time() * 1000)
+    return parse_time(now, "--now")
+
+
+def trace(
+    store: StoreArg,
+    msg_id: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="ID",
+            help="offsetMsgId of any copy (32/56 hex), UNIQ_KEY (32/56 hex) or 5.x id (01...), "
+            "e.g. C000020247AB5FFD2B276B8361EB0006.",
+            show_default=False,
+        ),
+    ] = None,
+    key: Annotated[
+        str | None,
+        typer.Option("--key", help="Trace by business key (KEYS) instead of an id, e.g. order-42."),
+    ] = None,
+    topic: Annotated[
+        str | None,
+        typer.Option(help="With --key: only messages with a record in this topic, e.g. TopicA."),
+    ] = None,
+    delay_levels: Annotated[
+        str,
+        typer.Option(
+            "--delay-levels",
+            help="The broker's messageDelayLevel, e.g. \"1s 5s 10s 30s 1m ... 2h\" (the default).",
+        ),
+    ] = DEFAULT_DELAY_LEVELS,
+    now: Annotated[
+        str,
+        typer.Option(
+            help="Time pending copies are measured against: 'store' (the store's latest store "
+            "time, default), 'wall' (this machine's clock), or epoch ms / ISO-8601, e.g. "
+            "2026-11-21T22:00:00Z.",
+        ),
+    ] = "store",
+    json_: JsonOpt = False,
+) -> None:
+    """Follow one message through the store: original, schedule, retry, DLQ and resend copies.
+
+    Joins the copies by UNIQ_KEY (and ORIGIN_MESSAGE_ID / REAL_TOPIC / RETRY_TOPIC), using the
+    index files when there are any, else one scan of the commitlog (progress on stderr). Says
+    per copy whether the schedule service delivered it and which consumer groups consumed it,
+    and gives a verdict; for a dead-lettered message, the `mqtool dlq resend` command.
+    With --json: {"id", "uniqKey", "verdict", "via", "hops": [...]} (--key: {"key", "traces"}).
+
+    Example: mqtool trace ~/store C000020247AB5FFD2B276B8361EB0006 --delay-levels "1s 5s 10s"
+    """
+    from mqtool.trace import trace_id, trace_key
+
+    if (msg_id is None) == (key is None):
+        raise typer.BadParameter("give either an ID or --key KEY (not both)")
+    if topic is not None and key is None:
+        raise typer.BadParameter("--topic goes with --key")
+    now_ms = _now_value(now)
+    with handle_errors():
+        st = open_store(store)
+        with _scan_progress() as progress:
+            if key is not None:
+                kt = trace_key(st, key, topic=topic, delay_levels=delay_levels, now=now_ms,
+                               progress=progress, store_label=str(store))
+                traces = kt.traces
+            else:
+                assert msg_id is not None
+                traces = [trace_id(st, msg_id, delay_levels=delay_levels, now=now_ms,
+                                   progress=progress, store_label=str(store))]
+        if json_:
+            print_json(kt.to_json() if key is not None else traces[0].to_json())
+        else:
+            con = out_console()
+            for i, tr in enumerate(traces):
+                if i:
+                    con.print()
+                render_trace(tr, con)
+        exit_on_findings(st)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("trace")(trace)
