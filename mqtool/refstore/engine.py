@@ -1126,6 +1126,11 @@ class RefStore:
             yield off, self._commitlog.read(unit[0])
 
     @property
+    def last_store_timestamp(self) -> int:
+        """Store time (epoch ms) of the last record written or recovered (0 when empty)."""
+        return self._cp_ts
+
+    @property
     def write_position(self) -> int:
         """Absolute commitlog offset where the next record goes."""
         return self._commitlog.write_pos
