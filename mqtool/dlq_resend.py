@@ -37,6 +37,9 @@ message, in this order, each line fsynced before the next step:
 2. the put into the target;
 3. ``done`` (where the copy landed) or ``failed`` (why).
 
+Lines are group-committed (intents of a batch of puts in one fsync, the puts, a sync of the
+target, then their ``done`` lines in one fsync), so a kill leaves at most one batch pending.
+
 A re-run skips ids that are ``done``. An id whose last line is ``intent`` or ``failed`` is
 resolved by looking for a message carrying its ``MQTOOL_RESEND_ID`` in the target, from the
 recorded write position on (:meth:`ResendTarget.contains`): found means the put happened before
@@ -244,6 +247,10 @@ class ResendTarget(Protocol):
         ``MQTOOL_RESEND_ID`` (searching from the ``since`` position when given)."""
         ...
 
+    def sync(self) -> None:
+        """Make every put so far durable (called before their ``done`` lines are written)."""
+        ...
+
     def close(self) -> None:
         """Flush and release the target."""
         ...
@@ -343,6 +350,10 @@ class RefStoreTarget:
                     return True
         return False
 
+    def sync(self) -> None:
+        if self._rs is not None:
+            self._rs.flush()
+
     def close(self) -> None:
         if self._rs is not None:
             self._rs.close()
@@ -438,12 +449,7 @@ class ResendJournal:
     def done_ids(self) -> set[str]:
         return {k for k, e in self.entries.items() if e.op == "done"}
 
-    def _append(self, rec: dict[str, Any]) -> None:
-        if self._fd is None:
-            raise ResendError(f"{self.path}: journal opened read-only")
-        line = (json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-        os.write(self._fd, line)
-        os.fsync(self._fd)
+    def _apply(self, rec: dict[str, Any]) -> None:
         rid = rec["resendId"]
         cur = self.entries.get(rid)
         if rec["op"] == "intent":
@@ -453,15 +459,35 @@ class ResendJournal:
         else:
             cur.op, cur.record = rec["op"], rec
 
-    def intent(self, out: OutgoingMessage, position: int | None, source: str) -> None:
-        self._append({
+    def append(self, recs: list[dict[str, Any]]) -> None:
+        """Append records as whole lines in one write, then fdatasync: durable on return."""
+        if not recs:
+            return
+        if self._fd is None:
+            raise ResendError(f"{self.path}: journal opened read-only")
+        data = b"".join(
+            (json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+            for r in recs
+        )
+        view = memoryview(data)
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+        os.fdatasync(self._fd)
+        for r in recs:
+            self._apply(r)
+
+    @staticmethod
+    def intent_record(out: OutgoingMessage, position: int | None, source: str) -> dict[str, Any]:
+        return {
             "op": "intent", "resendId": out.resend_id, "at": _now_ms(), "source": source,
             "dlqTopic": out.dlq_topic, "dlqMsgId": out.dlq_msg_id, "dlqOffset": out.dlq_offset,
             "uniqKey": out.uniq_key, "originMsgId": out.origin_msg_id, "to": out.topic,
             "position": position,
-        })
+        }
 
-    def done(self, out: OutgoingMessage, res: SendResult | None, how: str) -> None:
+    @staticmethod
+    def done_record(out: OutgoingMessage, res: SendResult | None, how: str) -> dict[str, Any]:
         rec: dict[str, Any] = {
             "op": "done", "resendId": out.resend_id, "at": _now_ms(), "how": how,
             "dlqTopic": out.dlq_topic, "dlqMsgId": out.dlq_msg_id, "to": out.topic,
@@ -469,11 +495,12 @@ class ResendJournal:
         if res is not None:
             rec.update(msgId=res.msg_id, queueId=res.queue_id, queueOffset=res.queue_offset,
                        commitLogOffset=res.physical_offset)
-        self._append(rec)
+        return rec
 
-    def failed(self, out: OutgoingMessage, reason: str) -> None:
-        self._append({"op": "failed", "resendId": out.resend_id, "at": _now_ms(),
-                      "dlqTopic": out.dlq_topic, "dlqMsgId": out.dlq_msg_id, "reason": reason})
+    @staticmethod
+    def failed_record(out: OutgoingMessage, reason: str) -> dict[str, Any]:
+        return {"op": "failed", "resendId": out.resend_id, "at": _now_ms(),
+                "dlqTopic": out.dlq_topic, "dlqMsgId": out.dlq_msg_id, "reason": reason}
 
     def close(self) -> None:
         if self._fd is not None:
@@ -572,6 +599,9 @@ class ResendReport:
         }
 
 
+DEFAULT_BATCH = 64
+
+
 def resend(
     source: Store,
     sel: DlqSelection,
@@ -581,63 +611,91 @@ def resend(
     to: str = TO_RETRY,
     dry_run: bool = False,
     rate: float | None = None,
+    batch: int = DEFAULT_BATCH,
     on_outcome: Callable[[Outcome], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> ResendReport:
     """Resend the selected DLQ records of ``source`` into ``target``, journaled.
 
-    With ``dry_run`` nothing is written anywhere: the outcomes say what would be sent (the
-    journal and the target are only read). ``rate`` limits puts per second.
+    Puts are group-committed: the intents of up to ``batch`` messages are made durable with one
+    fsync, the messages are put, the target is synced, then their ``done``/``failed`` lines are
+    made durable with one more fsync; only then are their outcomes reported. With ``dry_run``
+    nothing is written anywhere: the outcomes say what would be sent (journal and target are
+    only read). ``rate`` limits puts per second (and the batch to one second of puts).
     """
     if rate is not None and rate <= 0:
         raise ResendError("--rate must be positive")
+    if batch < 1:
+        raise ResendError("batch must be at least 1")
+    if rate is not None:
+        batch = max(1, min(batch, int(rate)))
     report = ResendReport(dry_run, target.description, str(journal.path))
     records = list(select_dlq(source, sel))  # fixed before the first put
     src = str(source.root)
     start = time.monotonic()
     n_put = 0
+    items: list[Outcome | OutgoingMessage] = []  # in selection order, flushed per batch
 
     def emit(o: Outcome) -> None:
         report.outcomes.append(o)
         if on_outcome is not None:
             on_outcome(o)
 
+    def run_batch() -> None:
+        nonlocal n_put
+        sends = [i for i in items if isinstance(i, OutgoingMessage)]
+        done: dict[str, Outcome] = {}
+        if sends:
+            pos = target.position()
+            journal.append([ResendJournal.intent_record(o, pos, src) for o in sends])
+            lines = []
+            for out in sends:
+                base = (out.dlq_msg_id, out.uniq_key, out.resend_id, out.topic)
+                if rate is not None:
+                    wait = start + n_put / rate - time.monotonic()
+                    if wait > 0:
+                        sleep(wait)
+                n_put += 1
+                try:
+                    res = target.put(out)
+                except MqtoolError as e:
+                    lines.append(ResendJournal.failed_record(out, str(e)))
+                    done[out.resend_id] = Outcome("failed", *base, str(e))
+                    continue
+                lines.append(ResendJournal.done_record(out, res, "sent"))
+                done[out.resend_id] = Outcome("sent", *base, result=res)
+            target.sync()
+            journal.append(lines)
+        for i in items:
+            emit(done[i.resend_id] if isinstance(i, OutgoingMessage) else i)
+        items.clear()
+
     for m in records:
         rid = resend_id(m)
-        try:
-            out = build_outgoing(m, sel.group, to)
-        except ResendError as e:
-            emit(Outcome("failed", m.offset_msg_id, m.uniq_key, rid, None, str(e)))
-            continue
-        base = (m.offset_msg_id, m.uniq_key, rid, out.topic)
         entry = journal.get(rid)
         if entry is not None and entry.op == "done":
             r = entry.record
-            emit(Outcome("skipped", *base,
-                         f"already resent (journal: {r.get('how', 'sent')} "
-                         f"{r.get('msgId') or ''} in {r.get('to')})".replace("  ", " ")))
+            how = "found in the target" if r.get("how") == "found" else f"as {r.get('msgId')}"
+            items.append(Outcome("skipped", m.offset_msg_id, m.uniq_key, rid, r.get("to"),
+                                 f"already resent ({how}, journal)"))
             continue
+        try:
+            out = build_outgoing(m, sel.group, to)
+        except ResendError as e:
+            items.append(Outcome("failed", m.offset_msg_id, m.uniq_key, rid, None, str(e)))
+            continue
+        base = (m.offset_msg_id, m.uniq_key, rid, out.topic)
         if entry is not None and target.contains(out, entry.position):
             if not dry_run:
-                journal.done(out, None, "found")
-            emit(Outcome("skipped", *base,
-                         "already in the target (put by an interrupted run; journal completed)"))
+                journal.append([ResendJournal.done_record(out, None, "found")])
+            items.append(Outcome(
+                "skipped", *base, "already in the target (put by an interrupted run)"))
             continue
         if dry_run:
-            emit(Outcome("would-send", *base, message=out))
+            items.append(Outcome("would-send", *base, message=out))
             continue
-        if rate is not None:
-            wait = start + n_put / rate - time.monotonic()
-            if wait > 0:
-                sleep(wait)
-        n_put += 1
-        journal.intent(out, target.position(), src)
-        try:
-            res = target.put(out)
-        except MqtoolError as e:
-            journal.failed(out, str(e))
-            emit(Outcome("failed", *base, str(e)))
-            continue
-        journal.done(out, res, "sent")
-        emit(Outcome("sent", *base, result=res))
+        items.append(out)
+        if sum(isinstance(i, OutgoingMessage) for i in items) >= batch:
+            run_batch()
+    run_batch()
     return report
