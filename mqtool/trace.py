@@ -60,9 +60,11 @@ PROPERTY_DELAY_TIME_LEVEL = "DELAY"
 PROPERTY_TIMER_OUT_MS = "TIMER_OUT_MS"
 PROPERTY_FIRST_POP_TIME = "1ST_POP_TIME"
 PROPERTY_TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
-# Properties a resent DLQ copy may carry (5.1 constants; mqtool's own `dlq resend` markers).
+# Properties a resent DLQ copy carries (mqtool.dlq_resend: the 5.1 MessageConst names
+# DLQ_ORIGIN_MESSAGE_ID / DLQ_ORIGIN_TOPIC, and MQTOOL_RESEND_ID).
 RESEND_PROPERTY_NAMES = ("DLQ_ORIGIN_MESSAGE_ID", "DLQ_ORIGIN_TOPIC")
-RESEND_PROPERTY_PREFIX = "MQTOOL_RESEND"
+RESEND_PROPERTY_PREFIX = "MQTOOL_RESEND"  # MQTOOL_RESEND_ID (mqtool.dlq_resend)
+RESEND_TARGET_PLACEHOLDER = "TARGET_STORE"  # `dlq resend` needs --target: the user's choice
 
 _SCAN_CHUNK = 64 << 20  # bytes searched between progress reports
 _HEAD = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
@@ -108,6 +110,7 @@ class Hop:
     state_detail: str
     group: str | None = None
     consumers: tuple[ConsumerState, ...] = ()
+    note: str | None = None  # e.g. which DLQ record a resent copy came from
 
     @property
     def topic(self) -> str:
@@ -163,6 +166,7 @@ class Hop:
             "retryTopic": p.get(PROPERTY_RETRY_TOPIC),
             "originMessageId": p.get(PROPERTY_ORIGIN_MESSAGE_ID),
             "consumers": [c.to_json() for c in self.consumers],
+            "note": self.note,
         }
 
 
@@ -673,12 +677,12 @@ def _build_hops(ctx: _Context, msgs: list[CommitLogMessage]) -> list[Hop]:
                 break
     hops: list[Hop] = []
     prev: CommitLogMessage | None = None
-    seen_dlq = False
-    seen_half = False
+    seen_dlq = resent = seen_half = False
     for i, m in enumerate(msgs):
         later = msgs[i + 1:]
         since = None if prev is None else m.store_timestamp - prev.store_timestamp
         prev = m
+        note: str | None = None
         delay_prop = _int_prop(m, PROPERTY_DELAY_TIME_LEVEL)
         level: int | None = delay_prop
         delay_ms: int | None = None
@@ -702,7 +706,7 @@ def _build_hops(ctx: _Context, msgs: list[CommitLogMessage]) -> list[Hop]:
             due, state, detail = _timer_state(ctx, m, any(x.topic == real for x in later))
         elif t.startswith(DLQ_GROUP_TOPIC_PREFIX):
             kind = "dlq"
-            seen_dlq = True
+            seen_dlq, resent = True, False
             group = t[len(DLQ_GROUP_TOPIC_PREFIX):]
             state = "dead-lettered"
             retries = max(0, m.reconsume_times - 1)
@@ -731,11 +735,14 @@ def _build_hops(ctx: _Context, msgs: list[CommitLogMessage]) -> list[Hop]:
         elif t == TRANS_OP_HALF_TOPIC:
             kind, state, detail = "op", "op", "transaction op record (half message closed)"
         else:
+            pop = False
             if t.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 group, pop = _retry_group(t, original_topic)
+            if (seen_dlq and not resent) or (_is_resend(m) and m.reconsume_times == 0):
+                kind = "resend"  # the first copy after a DLQ hop, or marked by `dlq resend`
+                resent = True
+            elif t.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 kind = "pop-retry" if pop or PROPERTY_FIRST_POP_TIME in m.properties else "retry"
-            elif seen_dlq or _is_resend(m):
-                kind = "resend"
             elif seen_half:
                 kind = "commit"
             elif hops and hops[-1].kind in ("schedule", "timer"):
@@ -743,11 +750,15 @@ def _build_hops(ctx: _Context, msgs: list[CommitLogMessage]) -> list[Hop]:
             else:
                 kind = "original"
             state, detail, cons = _consumption_state(ctx, m, group)
+            if kind == "resend":
+                origin = m.properties.get(RESEND_PROPERTY_NAMES[0])
+                note = (f"resent from DLQ record {origin}" if origin else
+                        "stored after the DLQ copy: a resend")
             back = _sent_back(m, later, original_topic)
             if back is not None:
                 state, detail = "consumed", f"consumed by {back} and sent back" + (
                     "" if ctx.consumer_offsets is None else f"; {detail}")
-        hops.append(Hop(kind, m, since, level, delay_ms, due, state, detail, group, cons))
+        hops.append(Hop(kind, m, since, level, delay_ms, due, state, detail, group, cons, note))
     return hops
 
 
@@ -882,10 +893,10 @@ def _make_trace(
 
         d = dlqs[-1]
         tr.dlq_group = d.group
-        tr.dlq_msg_id = d.message.uniq_key or d.offset_msg_id
+        tr.dlq_msg_id = d.offset_msg_id  # exact even when the message was dead-lettered twice
         tr.resend_command = (
             f"mqtool dlq resend {shlex.quote(store_label)} --group {shlex.quote(d.group or '')} "
-            f"--msg-id {tr.dlq_msg_id}"
+            f"--msg-id {tr.dlq_msg_id} --target {RESEND_TARGET_PLACEHOLDER}"
         )
     if finder.via == "index" and finder.tail_bytes:
         tr.notes.append(f"scanned {finder.tail_bytes} bytes written after the last indexed record")

@@ -84,6 +84,8 @@ def _hop_node(n: int, h: Hop) -> Tree:
         bits.append(f"real topic {h.real_topic}")
     if bits:
         node.add(Text(" · ".join(bits)))
+    if h.note:
+        node.add(Text(h.note))
     node.add(Text(h.state_detail, style=_STATE_STYLE.get(h.state, "")))
     return node
 
@@ -106,7 +108,8 @@ def render_trace(tr: Trace, console: Console) -> None:
              "scheduled": "bold yellow"}.get(tr.verdict_kind, "bold")
     con.print(Text.assemble(("verdict: ", "bold"), (tr.verdict, style)), highlight=False)
     if tr.resend_command:
-        con.print(Text.assemble(("resend:  ", "bold"), tr.resend_command), highlight=False)
+        con.print(Text.assemble(("resend:  ", "bold"), tr.resend_command), highlight=False,
+                  soft_wrap=True)  # one line: copy and paste
     src = "store's latest store time" if tr.now_source == "store" else "given"
     con.print(Text(f"now:     {fmt_time(tr.now)} UTC ({src})"), highlight=False)
     for note in tr.notes:

@@ -152,8 +152,31 @@ def test_dlq_trace_gives_the_resend_command(journey: Store) -> None:
     tr = trace_id(journey, recs[-1]["offsetMsgId"], delay_levels=LEVELS, store_label="/s t/store")
     assert tr.dlq_group == "cg_journey"
     assert tr.resend_command == (
-        f"mqtool dlq resend '/s t/store' --group cg_journey --msg-id {recs[0]['uniqKey']}"
+        f"mqtool dlq resend '/s t/store' --group cg_journey --msg-id {recs[-1]['offsetMsgId']} "
+        "--target TARGET_STORE"
     )
+
+
+def test_resent_copy_is_a_resend_hop(store_copy: Callable[[str], Path]) -> None:
+    """`mqtool dlq resend` into a copy of the store; the trace shows the resent copy."""
+    root = store_copy(JOURNEY)
+    recs = _records_of("j-always-0")
+    before = trace_id(Store.open(root), recs[0]["uniqKey"], delay_levels=LEVELS)
+    cmd = before.resend_command
+    assert cmd is not None
+    args = cmd.split()[1:]
+    args[args.index("TARGET_STORE")] = str(root)
+    res = _cli(args)
+    assert res.exit_code == 0, res.output
+    after = trace_id(Store.open(root), recs[0]["offsetMsgId"], delay_levels=LEVELS)
+    assert [h.kind for h in after.hops] == [h.kind for h in before.hops] + ["resend"]
+    hop = after.hops[-1]
+    assert (hop.topic, hop.reconsume_times, hop.group) == (R, 0, "cg_journey")
+    assert hop.message.properties["DLQ_ORIGIN_MESSAGE_ID"] == recs[-1]["offsetMsgId"]
+    assert hop.note == f"resent from DLQ record {recs[-1]['offsetMsgId']}"
+    assert after.verdict.startswith("resent from %DLQ%cg_journey at ")
+    assert after.verdict.endswith("; delivered; consumption unknown (no consumerOffset.json)")
+    assert after.via == "index"
 
 
 def test_default_delay_levels_change_only_the_delay_text(journey: Store) -> None:
