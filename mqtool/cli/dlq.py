@@ -294,6 +294,10 @@ def resend_cmd(
         float | None, typer.Option("--rate", help="At most this many messages per second, "
                                    "e.g. 200."),
     ] = None,
+    batch: Annotated[
+        int, typer.Option("--batch", help="Group commit: journal fsyncs once per this many "
+                          "puts (a kill leaves at most one batch to resolve), e.g. 16."),
+    ] = 64,
     body: BodyOpt = "utf8",
     json_: JsonOpt = False,
 ) -> None:
@@ -336,7 +340,7 @@ def resend_cmd(
         tgt = RefStoreTarget(target, read_only=dry_run)
         jr = ResendJournal.read(jpath) if dry_run else ResendJournal.open(jpath)
         try:
-            report = resend(st, sel, tgt, jr, to=to, dry_run=dry_run, rate=rate,
+            report = resend(st, sel, tgt, jr, to=to, dry_run=dry_run, rate=rate, batch=batch,
                             on_outcome=show_outcome)
         finally:
             jr.close()
