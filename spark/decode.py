@@ -1,0 +1,672 @@
+"""Vectorised decoders for the bulk path: store file ranges to Arrow record batches.
+
+No pyspark here: these are plain functions over a file path and a byte range, used inside
+Spark executors (:mod:`mqtool.spark.source`) and usable (and tested) without Spark.
+
+Commitlog ranges (:func:`decode_commitlog_range`): the file is memory-mapped read-only and
+walked window by window (never read whole into Python memory; pages behind the walk are
+released with ``madvise(MADV_DONTNEED)``). Per window, one short Python loop follows the
+TOTALSIZE chain (the only inherently sequential part); every field is then decoded with numpy
+over the whole window at once (gathers of the fixed header, big-endian views, vectorised
+consistency checks against ``MessageExtEncoder#calMsgLength`` and PHYSICALOFFSET), the variable
+parts (topic, properties) are cut out with one gather each, and the property maps are built
+with Arrow compute. The result is proven equal to
+:func:`mqtool.formats.commitlog.parse_message` on every record of the real stores.
+
+Anything that is not a record becomes an ``unreadable`` row naming the file and offset; the
+decoder then resynchronises on the next valid record and keeps going.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import mmap
+import os
+import struct
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from mqtool.formats.commitlog import (
+    BORNHOST_V6_FLAG,
+    MAGIC_BLANK,
+    MAGIC_V1,
+    MAGIC_V2,
+    STOREHOSTADDRESS_V6_FLAG,
+    BlankRecord,
+    parse_message,
+)
+from mqtool.formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE
+from mqtool.formats.errors import FormatError
+from mqtool.formats.indexfile import INDEX_SIZE, index_geometry, parse_header
+from mqtool.spark.schema import (
+    CQ_SCHEMA,
+    INDEX_SCHEMA,
+    MESSAGE_SCHEMA,
+    RECORD_KIND_BLANK,
+    RECORD_KIND_MESSAGE,
+    RECORD_KIND_UNREADABLE,
+    RECORD_SCHEMA,
+)
+
+WINDOW = 16 * 1024 * 1024
+"""Bytes of commitlog decoded per Arrow batch (one Python walk + one vectorised decode)."""
+
+MIN_RECORD_SIZE = 91  # calMsgLength(V1, IPv4 hosts, empty body/topic/properties)
+_SIZE_MAGIC = struct.Struct(">iI")
+_MAGIC_PREFIX = b"\xda\xa3\x20"  # V1 0xDAA320A7 and V2 0xDAA320AB share these bytes
+_BLANK_BYTES = struct.pack(">I", MAGIC_BLANK)
+
+_HEAD_DTYPE = np.dtype(
+    [
+        ("size", ">i4"), ("magic", ">u4"), ("crc", ">i4"), ("qid", ">i4"), ("flag", ">i4"),
+        ("qoff", ">i8"), ("phys", ">i8"), ("sysflag", ">i4"), ("born", ">i8"),
+    ]
+)
+_HEAD_LEN = _HEAD_DTYPE.itemsize  # 48
+_AR = {w: np.arange(w, dtype=np.int64) for w in (1, 2, 4, 8, 20, _HEAD_LEN)}
+_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+_HEX2 = np.stack([_HEX[np.arange(256) >> 4], _HEX[np.arange(256) & 15]], axis=1)  # (256, 2)
+_PAIR_RE = r"(?s)^(?P<k>[^\x01]+)\x01(?P<v>.+)$"
+
+
+# --- small numpy helpers ---------------------------------------------------------------------
+def _be_int(a: np.ndarray, idx: np.ndarray, width: int) -> np.ndarray:
+    """Signed big-endian ints of ``width`` bytes at positions ``idx`` of uint8 array ``a``."""
+    m = a[idx[:, None] + _AR[width]]
+    return m.view(f">i{width}").reshape(-1).astype(np.int64)
+
+
+def _gather(mv: memoryview, starts: np.ndarray, lengths: np.ndarray) -> tuple[bytes, np.ndarray]:
+    """Concatenate ``mv[s:s+l]`` for every (s, l): (the bytes, int32 Arrow offsets).
+
+    A join of memoryview slices: measured faster than a numpy repeat/arange gather for the
+    short variable parts of a record (topic, properties).
+    """
+    n = len(starts)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    ends = (starts + lengths).tolist()
+    data = b"".join([mv[s:e] for s, e in zip(starts.tolist(), ends, strict=True)])
+    return data, offsets
+
+
+def _binary(data: bytes | np.ndarray, offsets: np.ndarray) -> pa.Array:
+    n = len(offsets) - 1
+    return pa.Array.from_buffers(
+        pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
+
+
+def _host_strings(a: np.ndarray, pos: np.ndarray, v6: np.ndarray) -> pa.Array:
+    """``ip:port`` / ``[v6]:port`` strings of the host fields at ``pos`` (v6 rows: 16+4)."""
+    n = len(pos)
+    raw = a[np.minimum(pos[:, None] + _AR[20], len(a) - 1)]
+    raw[~v6, 8:] = 0
+    key = np.empty((n, 21), dtype=np.uint8)
+    key[:, :20] = raw
+    key[:, 20] = v6
+    uniq, inverse = np.unique(key.view("V21").reshape(-1), return_inverse=True)
+    texts = []
+    for u in uniq:
+        b = bytes(u)
+        if b[20]:
+            ip = str(ipaddress.IPv6Address(b[:16]))
+            texts.append(f"[{ip}]:{int.from_bytes(b[16:20], 'big', signed=True)}")
+        else:
+            port = int.from_bytes(b[4:8], "big", signed=True)
+            texts.append(f"{b[0]}.{b[1]}.{b[2]}.{b[3]}:{port}")
+    return pa.array(texts, pa.string()).take(pa.array(inverse.reshape(-1), pa.int32()))
+
+
+def _offset_msg_ids(
+    a: np.ndarray, store_host_pos: np.ndarray, pos: np.ndarray, v6: np.ndarray
+) -> pa.Array:
+    """``MessageDecoder#createMessageId``: upper hex of store IP + port + commitlog offset."""
+    n = len(pos)
+    last = len(a) - 1
+    if not v6.any():
+        raw = np.empty((n, 16), dtype=np.uint8)
+        raw[:, :8] = a[np.minimum(store_host_pos[:, None] + _AR[8], last)]
+        raw[:, 8:] = a[pos[:, None] + 28 + _AR[8]]
+        text = _HEX2[raw].reshape(-1)
+        offsets = np.arange(0, 32 * n + 1, 32, dtype=np.int32)
+        return _binary(text, offsets).cast(pa.string())
+    ids = []
+    for hp, p, is6 in zip(store_host_pos.tolist(), pos.tolist(), v6.tolist(), strict=True):
+        host = a[hp : hp + (20 if is6 else 8)].tobytes()
+        ids.append((host + a[p + 28 : p + 36].tobytes()).hex().upper())
+    return pa.array(ids, pa.string())
+
+
+def _first_bad_utf8(arr: pa.Array) -> int:
+    for i, b in enumerate(arr.to_pylist()):
+        try:
+            b.decode("utf-8")
+        except UnicodeDecodeError:
+            return i
+    return -1
+
+
+def _to_string(arr: pa.Array) -> tuple[pa.Array, int]:
+    """(string array, -1) or (None-equivalent, index of the first row that is not UTF-8)."""
+    try:
+        return arr.cast(pa.string()), -1
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        return arr, _first_bad_utf8(arr)
+
+
+# --- properties -------------------------------------------------------------------------------
+def property_maps(props: pa.Array) -> tuple[pa.Array, dict[str, pa.Array]]:
+    """``MessageDecoder#string2messageProperties`` over a string array, vectorised.
+
+    Returns the ``map<string,string>`` array (last duplicate wins, as in the Java HashMap) and,
+    for TAGS / KEYS / UNIQ_KEY, a string array with the value or null per row.
+    """
+    n = len(props)
+    segs = pc.split_pattern(props, "\x02")
+    parent = np.asarray(pc.list_parent_indices(segs), dtype=np.int64)
+    pairs = pc.extract_regex(pc.list_flatten(segs), _PAIR_RE)
+    valid = np.asarray(pairs.is_valid(), dtype=bool)
+    keys = pairs.field("k").filter(pa.array(valid))
+    values = pairs.field("v").filter(pa.array(valid))
+    parent = parent[valid]
+    m = len(keys)
+    keep = np.ones(m, dtype=bool)
+    if m:
+        enc = pc.dictionary_encode(keys)
+        codes = np.asarray(enc.indices, dtype=np.int64)
+        ndistinct = len(enc.dictionary)
+        counts = np.bincount(parent, minlength=n)
+        starts = np.zeros(n, dtype=np.int64)
+        np.cumsum(counts[:-1], out=starts[1:])
+        nonempty = counts > 0
+        if ndistinct <= 64:
+            bits = np.left_shift(np.uint64(1), codes.astype(np.uint64))
+            ored = np.bitwise_or.reduceat(bits, starts[nonempty]) if m else bits[:0]
+            distinct = np.zeros(n, dtype=np.int64)
+            distinct[nonempty] = np.bitwise_count(ored)
+            dup_rows = np.flatnonzero(distinct != counts)
+        else:
+            order = np.lexsort((codes, parent))
+            sp, sc = parent[order], codes[order]
+            same = (sp[1:] == sp[:-1]) & (sc[1:] == sc[:-1])
+            dup_rows = np.unique(sp[1:][same])
+        for r in dup_rows:  # rare: batch messages carry WAIT twice
+            seen: set[int] = set()
+            for j in range(int(starts[r] + counts[r] - 1), int(starts[r]) - 1, -1):
+                c = int(codes[j])
+                if c in seen:
+                    keep[j] = False
+                seen.add(c)
+        if not keep.all():
+            mask = pa.array(keep)
+            keys, values, parent = keys.filter(mask), values.filter(mask), parent[keep]
+    counts = np.bincount(parent, minlength=n) if len(parent) else np.zeros(n, dtype=np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    maps = pa.MapArray.from_arrays(pa.array(offsets), keys, values)
+    picked: dict[str, pa.Array] = {}
+    for name in ("TAGS", "KEYS", "UNIQ_KEY"):
+        hit = np.asarray(pc.equal(keys, name), dtype=bool) if len(keys) else np.zeros(0, bool)
+        idx = np.full(n, -1, dtype=np.int64)
+        idx[parent[hit]] = np.flatnonzero(hit)
+        picked[name] = values.take(pa.array(idx, mask=idx < 0))
+    return maps, picked
+
+
+# --- commitlog ----------------------------------------------------------------------------
+class _Decoded:
+    """Result of decoding one window: a batch of the first ``good`` records."""
+
+    def __init__(self, batch: pa.RecordBatch | None, good: int) -> None:
+        self.batch = batch
+        self.good = good
+
+
+def _decode_records(
+    a: np.ndarray,
+    pos: np.ndarray,
+    mv: memoryview,
+    *,
+    store: str,
+    name: str,
+    file_start: int,
+    check_crc: bool,
+) -> _Decoded:
+    """Vectorised decode of the records at file positions ``pos`` (already chain-walked).
+
+    Stops at the first record that is not self-consistent: ``good`` is how many leading
+    records were decoded (the caller treats ``pos[good]`` as the start of an unreadable region).
+    """
+    fsize = len(a)
+    last = fsize - 1
+    n = len(pos)
+    h = a[pos[:, None] + _AR[_HEAD_LEN]].view(_HEAD_DTYPE).reshape(-1)
+    size = h["size"].astype(np.int64)
+    magic = h["magic"].astype(np.int64)
+    sysflag = h["sysflag"].astype(np.int64)
+    phys = h["phys"].astype(np.int64)
+    bl = np.where(sysflag & BORNHOST_V6_FLAG, 20, 8)
+    sl = np.where(sysflag & STOREHOSTADDRESS_V6_FLAG, 20, 8)
+    born_host_pos = pos + 48
+    store_ts_pos = born_host_pos + bl
+    store_host_pos = store_ts_pos + 8
+    recon_pos = store_host_pos + sl
+    body_len_pos = recon_pos + 12
+    ends = pos + size
+
+    def clip(x: np.ndarray) -> np.ndarray:
+        clipped: np.ndarray = np.minimum(x, last - 8)
+        return clipped
+
+    body_len = _be_int(a, clip(body_len_pos), 4)
+    body_pos = body_len_pos + 4
+    v2 = magic == MAGIC_V2
+    tl_pos = clip(np.clip(body_pos + body_len, 0, None))
+    topic_len = np.where(v2, _be_int(a, tl_pos, 2), _be_int(a, tl_pos, 1))
+    topic_pos = tl_pos + np.where(v2, 2, 1)
+    pl_pos = clip(np.clip(topic_pos + topic_len, 0, None))
+    props_len = _be_int(a, pl_pos, 2)
+    props_pos = pl_pos + 2
+    ok = (
+        (phys == file_start + pos)
+        & (body_len >= 0)
+        & (topic_len >= 0)
+        & (props_len >= 0)
+        & (props_pos + props_len == ends)
+        & (ends <= fsize)
+    )
+    bad = np.flatnonzero(~ok)
+    good = int(bad[0]) if bad.size else n
+    if good < n:
+        sel = slice(0, good)
+        pos, size, magic, sysflag, phys = pos[sel], size[sel], magic[sel], sysflag[sel], phys[sel]
+        h, bl, sl = h[sel], bl[sel], sl[sel]
+        born_host_pos, store_ts_pos, store_host_pos = (
+            born_host_pos[sel], store_ts_pos[sel], store_host_pos[sel]
+        )
+        recon_pos, body_len, body_pos = recon_pos[sel], body_len[sel], body_pos[sel]
+        topic_len, topic_pos, props_len, props_pos = (
+            topic_len[sel], topic_pos[sel], props_len[sel], props_pos[sel]
+        )
+        n = good
+    if n == 0:
+        return _Decoded(None, 0)
+    topics, t_bad = _to_string(_binary(*_gather(mv, topic_pos, topic_len)))
+    props, p_bad = _to_string(_binary(*_gather(mv, props_pos, props_len)))
+    first_bad = min((x for x in (t_bad, p_bad) if x >= 0), default=-1)
+    if first_bad >= 0:  # not UTF-8: that record starts an unreadable region
+        if first_bad == 0:
+            return _Decoded(None, 0)
+        sub = _decode_records(
+            a, pos[:first_bad], mv, store=store, name=name, file_start=file_start,
+            check_crc=check_crc,
+        )
+        return _Decoded(sub.batch, first_bad)
+    maps, picked = property_maps(props)
+    v6b = (sysflag & BORNHOST_V6_FLAG) != 0
+    v6s = (sysflag & STOREHOSTADDRESS_V6_FLAG) != 0
+    msg_ids = _offset_msg_ids(a, store_host_pos, pos, v6s)
+    if check_crc:
+        bp = body_pos.tolist()
+        bln = body_len.tolist()
+        crc = np.fromiter(
+            (zlib.crc32(mv[s : s + ln]) & 0x7FFFFFFF for s, ln in zip(bp, bln, strict=True)),
+            dtype=np.int64, count=n,
+        )
+        crc_ok = pa.array(crc == h["crc"].astype(np.int64))
+    else:
+        crc_ok = pa.nulls(n, pa.bool_())
+    cols: dict[str, Any] = {
+        "store": pa.repeat(store, n),
+        "file": pa.repeat(name, n),
+        "fileOffset": pa.array(pos),
+        "commitLogOffset": pa.array(phys),
+        "storeSize": pa.array(size.astype(np.int32)),
+        "magic": pa.array(magic),
+        "topic": topics,
+        "queueId": pa.array(h["qid"].astype(np.int32)),
+        "queueOffset": pa.array(h["qoff"].astype(np.int64)),
+        "flag": pa.array(h["flag"].astype(np.int32)),
+        "sysFlag": pa.array(sysflag.astype(np.int32)),
+        "bodyCRC": pa.array(h["crc"].astype(np.int32)),
+        "bornTimestamp": pa.array(h["born"].astype(np.int64)),
+        "bornHost": _host_strings(a, born_host_pos, v6b),
+        "storeTimestamp": pa.array(_be_int(a, store_ts_pos, 8)),
+        "storeHost": _host_strings(a, store_host_pos, v6s),
+        "reconsumeTimes": pa.array(_be_int(a, recon_pos, 4).astype(np.int32)),
+        "preparedTransactionOffset": pa.array(_be_int(a, recon_pos + 4, 8)),
+        "bodyLength": pa.array(body_len.astype(np.int32)),
+        "propertiesRaw": props,
+        "properties": maps,
+        "tags": picked["TAGS"],
+        "keys": picked["KEYS"],
+        "uniqKey": picked["UNIQ_KEY"],
+        "offsetMsgId": msg_ids,
+        "crcOk": crc_ok,
+    }
+    batch = pa.RecordBatch.from_arrays(
+        [cols[f.name] for f in MESSAGE_SCHEMA], schema=MESSAGE_SCHEMA
+    )
+    return _Decoded(batch, n)
+
+
+def _records(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A message batch widened to RECORD_SCHEMA (recordType = msg)."""
+    n = batch.num_rows
+    arrays = [pa.repeat(RECORD_KIND_MESSAGE, n), pa.nulls(n, pa.string())]
+    arrays += [batch.column(i) for i in range(batch.num_columns)]
+    return pa.RecordBatch.from_arrays(arrays, schema=RECORD_SCHEMA)
+
+
+def _special(kind: str, detail: str, *, store: str, name: str, file_start: int, offset: int,
+             length: int) -> pa.RecordBatch:
+    """A one-row RECORD_SCHEMA batch for a BLANK record or an unreadable region."""
+    values: dict[str, Any] = {
+        "recordType": kind, "detail": detail, "store": store, "file": name,
+        "fileOffset": offset, "commitLogOffset": file_start + offset, "storeSize": length,
+    }
+    return pa.RecordBatch.from_pylist([values], schema=RECORD_SCHEMA)
+
+
+def _valid_at(mm: mmap.mmap, q: int, *, file_start: int, fsize: int) -> bool:
+    """Whether a complete, self-consistent record (or the file's BLANK) starts at ``q``."""
+    if q < 0 or q + 8 > fsize:
+        return False
+    size, magic = _SIZE_MAGIC.unpack_from(mm, q)
+    if magic == MAGIC_BLANK:
+        return bool(size == fsize - q)
+    if magic != MAGIC_V1 and magic != MAGIC_V2:
+        return False
+    if size < MIN_RECORD_SIZE or q + size > fsize:
+        return False
+    try:
+        rec = parse_message(mm, q, file_start=file_start)
+    except FormatError:
+        return False
+    return not isinstance(rec, BlankRecord) and rec.physical_offset == file_start + q
+
+
+def resync(mm: mmap.mmap, start: int, *, file_start: int, fsize: int) -> int | None:
+    """The first position >= ``start`` where a valid record or the file's BLANK starts.
+
+    Candidates are found with ``mmap.find`` on the magic bytes (fast over zeros and garbage),
+    then checked with :func:`mqtool.formats.commitlog.parse_message` and PHYSICALOFFSET.
+    """
+    q = max(start, 0)
+    next_magic = next_blank = -2  # cached find results, recomputed once passed
+
+    while q < fsize:
+        if next_magic != -1 and next_magic < q + 4:
+            next_magic = mm.find(_MAGIC_PREFIX, q + 4)
+        if next_blank != -1 and next_blank < q + 4:
+            # a BLANK only matters before the next message candidate: bound the search
+            bound = next_magic + 4 if next_magic >= 0 else fsize
+            next_blank = mm.find(_BLANK_BYTES, q + 4, bound)
+            if next_blank == -1 and next_magic >= 0:
+                next_blank = -2 if bound < fsize else -1
+        cands = [x for x in (next_magic, next_blank) if x >= 0]
+        if not cands:
+            return None
+        i = min(cands)
+        c = i - 4
+        if i == next_magic and (i + 3 >= fsize or mm[i + 3] not in (0xA7, 0xAB)):
+            q = c + 1
+            continue
+        if _valid_at(mm, c, file_start=file_start, fsize=fsize):
+            return c
+        q = c + 1
+    return None
+
+
+def _nonzero_end(mm: mmap.mmap, start: int, stop: int, chunk: int = WINDOW) -> int:
+    """One past the last non-zero byte in ``[start, stop)`` (``start`` if all zero)."""
+    hi = stop
+    while hi > start:
+        lo = max(start, hi - chunk)
+        a = np.frombuffer(mm, dtype=np.uint8, count=hi - lo, offset=lo)
+        if a.any():
+            end = hi - int(np.argmax(a[::-1] != 0))
+            del a
+            return end
+        del a
+        hi = lo
+    return start
+
+
+def _walk(mm: mmap.mmap, p: int, stop: int, fsize: int, limit: int) -> tuple[list[int], int, str]:
+    """Follow TOTALSIZE from ``p`` while records start before ``stop`` (at most ``limit``).
+
+    Returns (record positions, where the walk stopped, why): ``done`` (next start >= stop),
+    ``window`` (``limit`` reached), ``blank``, ``zeros``, ``bad`` (not a record start),
+    ``tail`` (fewer than 8 bytes left).
+    """
+    out: list[int] = []
+    append = out.append
+    unpack = _SIZE_MAGIC.unpack_from
+    v1, v2, blank = MAGIC_V1, MAGIC_V2, MAGIC_BLANK
+    while p < stop:
+        if len(out) >= limit:
+            return out, p, "window"
+        if p + 8 > fsize:
+            return out, p, "tail"
+        size, magic = unpack(mm, p)
+        if magic == v1 or magic == v2:
+            if size < MIN_RECORD_SIZE or p + size > fsize:
+                return out, p, "bad"
+            append(p)
+            p += size
+        elif magic == blank:
+            return out, p, "blank"
+        elif size == 0 and magic == 0:
+            return out, p, "zeros"
+        else:
+            return out, p, "bad"
+    return out, p, "done"
+
+
+def _bad_detail(mm: mmap.mmap, c: int, file_start: int, fsize: int) -> str:
+    if c + 8 > fsize:
+        return f"{fsize - c} stray bytes at the end of the file"
+    try:
+        rec = parse_message(mm, c, file_start=file_start)
+    except FormatError as e:
+        return str(e.detail)
+    if isinstance(rec, BlankRecord):
+        return f"BLANK record with TOTALSIZE {rec.total_size}, {fsize - c} bytes left in the file"
+    if rec.physical_offset != file_start + c:
+        return f"PHYSICALOFFSET field says {rec.physical_offset}, record sits at {file_start + c}"
+    return "record does not decode"
+
+
+def decode_commitlog_range(
+    path: str,
+    *,
+    store: str,
+    name: str,
+    file_start: int,
+    start: int,
+    end: int,
+    check_crc: bool = True,
+    window: int = WINDOW,
+) -> Iterator[pa.RecordBatch]:
+    """Record batches (RECORD_SCHEMA) for the records that start in ``[start, end)``.
+
+    ``file_start`` is the commitlog offset of the file's first byte (its name). The first
+    record is found by :func:`resync`; the last one may extend past ``end``. A BLANK ends the
+    file; zeros to the end of the file end the data. Anything else that is not a record is
+    reported as one ``unreadable`` row (offset and length of the region, and what was found)
+    by the range in which the region starts.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fsize = os.fstat(fd).st_size
+        if fsize == 0 or start >= fsize:
+            return
+        mm = mmap.mmap(fd, fsize, access=mmap.ACCESS_READ)
+    finally:
+        os.close(fd)
+    a = np.frombuffer(mm, dtype=np.uint8)
+    mv = memoryview(mm)
+    released = 0
+    def special(kind: str, detail: str, offset: int, length: int) -> pa.RecordBatch:
+        return _special(
+            kind, detail, store=store, name=name, file_start=file_start, offset=offset,
+            length=length,
+        )
+
+    try:
+        p = resync(mm, start, file_start=file_start, fsize=fsize)
+        limit_records = max(window // 256, 1024)
+        while p is not None and p < end:
+            stop = min(end, p + window)
+            positions, q, why = _walk(mm, p, stop, fsize, limit_records)
+            if why == "done" and q < end:  # window boundary inside the range
+                why = "window"
+            if positions:
+                dec = _decode_records(
+                    a, np.asarray(positions, dtype=np.int64), mv, store=store, name=name,
+                    file_start=file_start, check_crc=check_crc,
+                )
+                if dec.batch is not None:
+                    yield _records(dec.batch)
+                if dec.good < len(positions):
+                    q, why = positions[dec.good], "bad"
+            if why in ("done", "window") and q >= end:
+                break
+            if why == "window":
+                p = q
+            elif why == "blank":
+                size = _SIZE_MAGIC.unpack_from(mm, q)[0]
+                if size == fsize - q:
+                    yield special(RECORD_KIND_BLANK, "", q, size)
+                    break
+                why = "bad"
+            if why in ("zeros", "bad", "tail"):
+                r = resync(mm, q + 1, file_start=file_start, fsize=fsize)
+                stop_at = r if r is not None else fsize
+                region_end = _nonzero_end(mm, q, stop_at) if r is None else r
+                if why in ("zeros", "tail") and r is None and region_end <= q:
+                    break  # end of written data: zeros to the end of the file
+                if r is None:
+                    detail = _bad_detail(mm, q, file_start, fsize)
+                    if region_end <= q:
+                        region_end = min(q + 8, fsize)
+                elif why == "zeros":
+                    detail = f"{r - q} zero bytes, then records again at file offset {r}"
+                else:
+                    detail = _bad_detail(mm, q, file_start, fsize)
+                yield special(RECORD_KIND_UNREADABLE, detail, q, region_end - q)
+                p = r
+            elif why != "window":
+                break
+            # give back pages we are done with (keeps RSS flat on big files)
+            if p is not None and p - released > 4 * window:
+                cut = (p - 2 * window) & ~(mmap.PAGESIZE - 1)
+                if cut > released:
+                    mm.madvise(mmap.MADV_DONTNEED, released, cut - released)
+                    released = cut
+    finally:
+        del a
+        mv.release()
+        mm.close()
+
+
+def decode_commitlog_file_messages(
+    path: str, *, store: str = "", name: str = "", file_start: int | None = None,
+    check_crc: bool = True,
+) -> pa.Table:
+    """All message rows (MESSAGE_SCHEMA) of one whole commitlog file (tests, benchmarks)."""
+    base = int(os.path.basename(path)) if file_start is None else file_start
+    size = os.path.getsize(path)
+    batches = decode_commitlog_range(
+        path, store=store, name=name or f"commitlog/{os.path.basename(path)}", file_start=base,
+        start=0, end=size, check_crc=check_crc,
+    )
+    table = pa.Table.from_batches(list(batches), schema=RECORD_SCHEMA)
+    msgs = table.filter(pc.equal(table["recordType"], RECORD_KIND_MESSAGE))
+    return msgs.select(MESSAGE_SCHEMA.names).cast(MESSAGE_SCHEMA)
+
+
+# --- consume queues -------------------------------------------------------------------------
+def decode_cq_file(
+    path: str, *, store: str, name: str, topic: str, queue_id: int, base: int,
+    chunk_units: int = 1 << 20,
+) -> Iterator[pa.RecordBatch]:
+    """CQ_SCHEMA batches of the written units of one consume-queue file.
+
+    ``base`` is the file's start byte offset in the queue (its name); the logical offset of a
+    unit is (base + position) / 20. Reading stops at the first all-zero unit (unwritten space).
+    """
+    fsize = os.path.getsize(path)
+    units = fsize // CQ_STORE_UNIT_SIZE
+    with open(path, "rb") as f:
+        done = 0
+        while done < units:
+            count = min(chunk_units, units - done)
+            arr = np.fromfile(f, dtype=CQ_DTYPE, count=count)
+            if len(arr) == 0:
+                break
+            empty = (arr["offset"] == 0) & (arr["size"] == 0) & (arr["tags"] == 0)
+            cut = np.flatnonzero(empty)
+            if cut.size:
+                arr = arr[: cut[0]]
+            k = len(arr)
+            if k:
+                file_off = (done + np.arange(k, dtype=np.int64)) * CQ_STORE_UNIT_SIZE
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        pa.repeat(store, k), pa.repeat(name, k), pa.array(file_off),
+                        pa.repeat(topic, k), pa.array(np.full(k, queue_id, dtype=np.int32)),
+                        pa.array((base + file_off) // CQ_STORE_UNIT_SIZE),
+                        pa.array(arr["offset"].astype(np.int64)),
+                        pa.array(arr["size"].astype(np.int32)),
+                        pa.array(arr["tags"].astype(np.int64)),
+                    ],
+                    schema=CQ_SCHEMA,
+                )
+            if cut.size:
+                break
+            done += count
+
+
+# --- index files ----------------------------------------------------------------------------
+def decode_index_file(
+    path: str, *, store: str, name: str, chunk_entries: int = 1 << 20
+) -> Iterator[pa.RecordBatch]:
+    """INDEX_SCHEMA batches of the used entries (1 .. indexCount-1) of one index file."""
+    fsize = os.path.getsize(path)
+    if fsize == 0:
+        return
+    with open(path, "rb") as f:
+        mm = mmap.mmap(f.fileno(), fsize, access=mmap.ACCESS_READ)
+    try:
+        header = parse_header(mm, file=name)
+        geo = index_geometry(fsize, file=name, buf=mm)
+        count = min(header.index_count, geo.index_num)
+        dtype = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
+        first = 1
+        while first < count:
+            k = min(chunk_entries, count - first)
+            off = geo.entry_pos(first)
+            arr = np.frombuffer(mm, dtype=dtype, count=k, offset=off).copy()
+            entry = np.arange(first, first + k, dtype=np.int32)
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.repeat(store, k), pa.repeat(name, k),
+                    pa.array(off + (entry - first).astype(np.int64) * INDEX_SIZE),
+                    pa.array(entry), pa.array(arr["hash"].astype(np.int32)),
+                    pa.array(arr["phy"].astype(np.int64)), pa.array(arr["diff"].astype(np.int32)),
+                    pa.array(arr["prev"].astype(np.int32)),
+                    pa.array(np.full(k, header.begin_timestamp, dtype=np.int64)),
+                ],
+                schema=INDEX_SCHEMA,
+            )
+            del arr
+            first += k
+    finally:
+        mm.close()

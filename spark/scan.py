@@ -1,0 +1,256 @@
+"""``mqtool scan`` as a library call: decode stores with Spark, run the audits, summarise.
+
+:func:`run_scan` is what the CLI calls; it returns a :class:`ScanResult` whose ``summary`` is
+the JSON contract of ``mqtool scan --json``::
+
+    {"queues": [{"store", "topic", "queueId", "count", "bytes", "firstStoreTimestamp",
+                 "lastStoreTimestamp", ...}],
+     "dlq": [{"store", "group", "count", "originalTopics", "byOriginalTopic"}],
+     "retry": [{"store", "group", "reconsumeTimes", "count"}],
+     "schedule": [{"store", "delayLevel", "queueId", "pending", "overdue", "delayOffset",
+                   "maxOffset", "minOffset", "beyondMax", "nextDeliverTimestamp"}],
+     "integrity": [{"store", "kind", "file", "offset", "detail"}],
+     "lag": [{"store", "group", "topic", "queueId", "consumerOffset", "maxOffset", "lag"}],
+     "rate": [{"store", "topic", "bucketStart", "count", "bytes", "perSecond"}],
+     "totals": {...}, "stores": [...], "audits": [...], "now": <epoch ms>}
+
+How the work is shared: the commitlog is decoded once for the audits (a narrow projection of
+it is cached); ``--out`` writes the full ``messages`` table in a second pass; ``--sql`` runs
+over views of the full tables (``messages``, ``records``, ``consumequeue``, ``index``) and of
+every audit result.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mqtool.formats.errors import FormatError
+from mqtool.spark import splits
+from mqtool.spark.errors import SparkScanError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+AUDITS = ("queues", "rate", "dlq", "retry", "schedule", "integrity", "lag")
+"""Every audit ``mqtool scan`` knows, in the order the summary shows them."""
+
+FORMATS = ("parquet", "json")
+
+# The columns of the commitlog the audits need (the cached projection).
+AUDIT_COLUMNS = (
+    "recordType", "detail", "store", "file", "fileOffset", "commitLogOffset", "storeSize",
+    "topic", "queueId", "queueOffset", "sysFlag", "bodyCRC", "bodyLength", "storeTimestamp",
+    "reconsumeTimes", "crcOk",
+)
+
+
+@dataclass
+class ScanResult:
+    """What :func:`run_scan` found: the summary (JSON contract), SQL rows, written paths."""
+
+    summary: dict[str, Any]
+    sql_columns: list[str] = field(default_factory=list)
+    sql_rows: list[dict[str, Any]] = field(default_factory=list)
+    outputs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class StoreConfig:
+    """The config JSONs of one store the audits use, and what went wrong reading them."""
+
+    delay_offsets: dict[int, int] = field(default_factory=dict)
+    consumer_offsets: list[tuple[str, str, int, int]] = field(default_factory=list)
+    has_consumer_offsets: bool = False
+    findings: list[tuple[str, str, str, int, str]] = field(default_factory=list)
+
+
+def _read_config(root: Path, name: str, store: str, cfg: StoreConfig) -> str | None:
+    """Text of ``config/<name>``, falling back to ``.bak`` as the broker does."""
+    path = root / "config" / name
+    for candidate in (path, path.with_name(name + ".bak")):
+        if not candidate.is_file():
+            continue
+        text = candidate.read_text(encoding="utf-8", errors="replace")
+        if text.strip():
+            if candidate != path:
+                cfg.findings.append(
+                    (store, "config", f"config/{name}", 0,
+                     f"empty or missing; the broker would load config/{name}.bak")
+                )
+            return text
+    return None
+
+
+def load_store_config(store: str) -> StoreConfig:
+    """delayOffset.json and consumerOffset.json of a store (findings for damaged files)."""
+    from mqtool.formats.config import parse_consumer_offset, parse_delay_offset
+
+    root = splits.find_store_root(store)
+    cfg = StoreConfig()
+    text = _read_config(root, "delayOffset.json", store, cfg)
+    if text is not None:
+        try:
+            cfg.delay_offsets = dict(
+                parse_delay_offset(text, file="config/delayOffset.json").offset_table
+            )
+        except FormatError as e:
+            cfg.findings.append((store, "config", "config/delayOffset.json", 0, e.detail))
+    text = _read_config(root, "consumerOffset.json", store, cfg)
+    if text is not None:
+        try:
+            parsed = parse_consumer_offset(text, file="config/consumerOffset.json")
+        except FormatError as e:
+            cfg.findings.append((store, "config", "config/consumerOffset.json", 0, e.detail))
+        else:
+            cfg.has_consumer_offsets = True
+            for key, queues in parsed.offset_table.items():
+                topic, group = parsed.topic_group(key)
+                if "@" in group:  # "topic@group@broadcast"-style extra keys: not a group offset
+                    continue
+                cfg.consumer_offsets += [(group, topic, q, o) for q, o in queues.items()]
+    return cfg
+
+
+def _rows(df: DataFrame) -> list[dict[str, Any]]:
+    return [r.asDict(recursive=True) for r in df.collect()]
+
+
+def _write(df: DataFrame, path: Path, fmt: str) -> str:
+    df.write.mode("overwrite").format(fmt).save(str(path))
+    return str(path)
+
+
+def run_scan(
+    spark: SparkSession,
+    stores: Sequence[str],
+    *,
+    audits: Sequence[str] = AUDITS,
+    out: str | Path | None = None,
+    fmt: str = "parquet",
+    sql: str | None = None,
+    now_ms: int | None = None,
+    check_crc: bool = True,
+    split_size: int = splits.DEFAULT_SPLIT_SIZE,
+    partition_bytes: int = splits.DEFAULT_PARTITION_BYTES,
+    rate_bucket_ms: int = 60_000,
+    sql_limit: int = 1000,
+) -> ScanResult:
+    """Decode ``stores`` with ``spark`` and run ``audits``; see the module docstring."""
+    from mqtool.spark import audits as A
+    from mqtool.spark import source
+    from pyspark import StorageLevel
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    unknown = [a for a in audits if a not in AUDITS]
+    if unknown:
+        raise SparkScanError(f"unknown audit(s) {', '.join(unknown)}; known: {', '.join(AUDITS)}")
+    if fmt not in FORMATS:
+        raise SparkScanError(f"unknown output format {fmt!r}; use parquet or json")
+    if not stores:
+        raise SparkScanError("no store given")
+    stores = [str(s) for s in stores]
+    for s in stores:
+        splits.find_store_root(s)  # StoreError (an MqtoolError) for a path that is no store
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    started = time.monotonic()
+    configs = {s: load_store_config(s) for s in stores}
+
+    opts = {"split_size": split_size, "partition_bytes": partition_bytes}
+    records = source.load(spark, stores, "records", check_crc=check_crc, **opts)
+    cq = source.load(spark, stores, "consumequeue", **opts)
+    index = source.load(spark, stores, "index", **opts)
+
+    # One decode pass for every audit: a narrow projection, cached. Properties are kept for
+    # dead-lettered messages only (the DLQ audit reads RETRY_TOPIC from them).
+    keep_props = F.when(F.col("topic").startswith(A.DLQ_PREFIX), F.col("properties"))
+    lean = records.select(*AUDIT_COLUMNS, keep_props.alias("properties")).persist(
+        StorageLevel.MEMORY_AND_DISK
+    )
+    cq_cached = cq.persist(StorageLevel.MEMORY_AND_DISK)
+    cached = [lean, cq_cached]
+    try:
+        lean_msgs = A.messages(lean)
+        tables: dict[str, DataFrame] = {}
+        want = set(audits)
+        if "queues" in want:
+            tables["queues"] = A.queue_stats(lean_msgs)
+        if "rate" in want:
+            tables["rate"] = A.message_rate(lean_msgs, rate_bucket_ms)
+        if "dlq" in want:
+            tables["dlqByTopic"] = A.dlq_by_group(lean_msgs)
+            tables["dlq"] = A.dlq_summary(tables["dlqByTopic"])
+        if "retry" in want:
+            tables["retry"] = A.retry_depth(lean_msgs)
+        if "schedule" in want:
+            delay = A.delay_offsets_df(spark, {s: c.delay_offsets for s, c in configs.items()})
+            tables["schedule"] = A.schedule_backlog(cq_cached, delay, now_ms)
+        if "lag" in want:
+            offs = A.consumer_offsets_df(
+                spark, {s: c.consumer_offsets for s, c in configs.items()}
+            )
+            tables["lagByQueue"] = A.consumer_lag(cq_cached, offs)
+            tables["lag"] = tables["lagByQueue"]
+        if "integrity" in want:
+            extra = A.findings_df(spark, [f for c in configs.values() for f in c.findings])
+            tables["integrity"] = A.integrity(lean, cq_cached, index, extra)
+
+        summary: dict[str, Any] = {"stores": stores, "audits": list(audits), "now": now_ms}
+        totals = _rows(
+            lean.groupBy().agg(
+                F.sum((F.col("recordType") == A.RECORD_KIND_MESSAGE).cast("long")).alias(
+                    "messages"
+                ),
+                F.sum(
+                    F.when(F.col("recordType") == A.RECORD_KIND_MESSAGE, F.col("storeSize"))
+                ).alias("bytes"),
+                F.sum((F.col("recordType") == A.RECORD_KIND_UNREADABLE).cast("long")).alias(
+                    "unreadableRegions"
+                ),
+            )
+        )[0]
+        summary["totals"] = {k: int(v or 0) for k, v in totals.items()}
+        summary["totals"]["consumeQueueUnits"] = cq_cached.count()
+        for name in ("queues", "rate", "retry", "schedule", "integrity", "lag"):
+            if name in tables:
+                summary[name] = _rows(tables[name])
+        if "dlq" in tables:
+            per_topic: dict[tuple[str, str], dict[str, int]] = {}
+            for r in _rows(tables["dlqByTopic"]):
+                per_topic.setdefault((r["store"], r["group"]), {})[r["originalTopic"]] = r["count"]
+            summary["dlq"] = [
+                {**r, "byOriginalTopic": per_topic.get((r["store"], r["group"]), {})}
+                for r in _rows(tables["dlq"])
+            ]
+        summary["elapsedSeconds"] = round(time.monotonic() - started, 3)
+        result = ScanResult(summary)
+
+        full_msgs = A.messages(records)
+        if out is not None:
+            out_dir = Path(out)
+            out_dir.mkdir(parents=True, exist_ok=True)
+            result.outputs["messages"] = _write(full_msgs, out_dir / "messages", fmt)
+            result.outputs["consumequeue"] = _write(cq_cached, out_dir / "consumequeue", fmt)
+            for name, df in tables.items():
+                result.outputs[name] = _write(df, out_dir / name, fmt)
+        if sql is not None:
+            views = {"messages": full_msgs, "records": records, "consumequeue": cq,
+                     "index": index, **tables}
+            for name, df in views.items():
+                df.createOrReplaceTempView(name)
+            try:
+                answer = spark.sql(sql)
+                result.sql_columns = list(answer.columns)
+                if out is not None:
+                    result.outputs["sql"] = _write(answer, Path(out) / "sql", fmt)
+                result.sql_rows = _rows(answer.limit(sql_limit))
+            except AnalysisException as e:
+                raise SparkScanError(f"--sql: {str(e).splitlines()[0]}") from e
+        return result
+    finally:
+        for df in cached:
+            df.unpersist()

@@ -1,0 +1,197 @@
+"""A quiet Spark session for mqtool, and a progress bar that follows Spark's stages.
+
+pyspark is imported inside the functions only: importing this module (or ``mqtool.spark``)
+stays cheap, so ``mqtool --help`` and the non-Spark commands never load it.
+
+What :func:`get_session` arranges:
+
+- ``master`` defaults to ``local[*]``; anything Spark accepts works (``local[2]``,
+  ``spark://host:7077``, ``yarn``); ``conf`` pairs are passed through and win over mqtool's
+  defaults.
+- The Python workers run this very interpreter (``PYSPARK_PYTHON`` and
+  ``PYSPARK_DRIVER_PYTHON`` = ``sys.executable``), so executors see the same mqtool and numpy.
+  On a cluster whose nodes keep Python elsewhere, pass ``--conf spark.pyspark.python=...``.
+- Start-up noise stays off the user's terminal: the driver JVM's stdout and stderr go to a log
+  file (:func:`spark_log_path`), the JVMs use the ``log4j2.properties`` shipped beside this
+  module (errors only), and the SparkContext log level is ``ERROR``.
+- The web UI and Spark's own console progress bar are off; few shuffle partitions.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
+"""The log4j2 configuration mqtool hands to every Spark JVM it starts."""
+
+DEFAULT_MASTER = "local[*]"
+
+_UID = os.getuid() if hasattr(os, "getuid") else 0
+_LOG_DIR = Path(tempfile.gettempdir()) / f"mqtool-spark-{_UID}"
+
+
+def spark_log_path() -> Path:
+    """Where the driver JVM of this process writes its console output (log4j, warnings)."""
+    return _LOG_DIR / f"driver-{os.getpid()}.log"
+
+
+def default_conf(master: str) -> dict[str, str]:
+    """mqtool's Spark defaults for ``master`` (user ``--conf`` pairs override them)."""
+    java_opts = f"-Dlog4j2.configurationFile=file:{LOG4J2_PROPERTIES} -Dlog4j2.level=ERROR"
+    conf = {
+        "spark.app.name": "mqtool scan",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.driver.extraJavaOptions": java_opts,
+        "spark.executor.extraJavaOptions": java_opts,
+        "spark.sql.session.timeZone": "UTC",
+        # Python data sources hand Arrow batches to the JVM: keep them whole.
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "65536",
+    }
+    if master.startswith("local"):
+        # A laptop's hostname often resolves to a loopback address; say so instead of warning.
+        conf["spark.driver.host"] = "127.0.0.1"
+        conf["spark.driver.bindAddress"] = "127.0.0.1"
+    return conf
+
+
+def parse_conf(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """``["k=v", ...]`` (the CLI's ``--conf``) to a dict; a pair without ``=`` is an error."""
+    from mqtool.spark.errors import SparkScanError
+
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise SparkScanError(f"--conf expects key=value, got {pair!r}")
+        out[key.strip()] = value
+    return out
+
+
+def get_session(
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """A SparkSession for mqtool (reused if this process already has one).
+
+    ``master``: ``local[*]`` by default; ``conf``: extra Spark settings (``k -> v``).
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    master = master or DEFAULT_MASTER
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    settings = default_conf(master)
+    settings.update(conf or {})
+    spark_conf = SparkConf()
+    spark_conf.setMaster(master)
+    for key, value in settings.items():
+        spark_conf.set(key, value)
+    if SparkContext._active_spark_context is None:  # noqa: SLF001 - pyspark's own registry
+        _start_context(spark_conf)
+    session = SparkSession.builder.config(conf=spark_conf).getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def _start_context(spark_conf: Any) -> None:
+    """Launch the driver JVM with its console redirected to :func:`spark_log_path`."""
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    _LOG_DIR.mkdir(parents=True, exist_ok=True)
+    log_path = spark_log_path()
+    with open(log_path, "ab") as log:
+        gateway = launch_gateway(  # type: ignore[no-untyped-call]
+            spark_conf, popen_kwargs={"stdout": log, "stderr": log}
+        )
+    SparkContext(conf=spark_conf, gateway=gateway)
+
+
+def stop_session() -> None:
+    """Stop this process's Spark session, if any (the JVM exits with it)."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+
+
+@contextmanager
+def stage_progress(
+    spark: SparkSession, description: str = "scan", *, enabled: bool | None = None
+) -> Iterator[None]:
+    """Show a rich progress bar on stderr that follows the running Spark stages.
+
+    A daemon thread polls the ``StatusTracker`` every 0.2 s and shows finished / total tasks
+    of the active stages. ``enabled`` defaults to "stderr is a terminal" (nothing is drawn
+    into pipes or logs). Nothing is ever written to stdout.
+    """
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    if not enabled:
+        yield
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    tracker = spark.sparkContext.statusTracker()
+    console = Console(stderr=True)
+    stop = threading.Event()
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("tasks"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+
+    def poll() -> None:
+        tasks: dict[int, Any] = {}
+        while not stop.is_set():
+            try:
+                for stage_id in tracker.getActiveStageIds():
+                    info = tracker.getStageInfo(stage_id)
+                    if info is None:
+                        continue
+                    if stage_id not in tasks:
+                        tasks[stage_id] = progress.add_task(
+                            f"{description}: stage {stage_id}", total=max(info.numTasks, 1)
+                        )
+                    progress.update(
+                        tasks[stage_id], completed=info.numCompletedTasks, total=info.numTasks
+                    )
+                for stage_id, task in list(tasks.items()):
+                    info = tracker.getStageInfo(stage_id)
+                    if info is not None and info.numCompletedTasks >= info.numTasks:
+                        progress.update(task, completed=info.numTasks)
+            except Exception:  # noqa: BLE001 - the tracker may vanish while the JVM stops
+                return
+            time.sleep(0.2)
+
+    thread = threading.Thread(target=poll, name="mqtool-spark-progress", daemon=True)
+    with progress:
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(timeout=2)

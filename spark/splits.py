@@ -1,0 +1,159 @@
+"""How ``mqtool scan`` cuts store directories into units of work (no pyspark here).
+
+- A commitlog file is cut into byte ranges (``split_size``). A range owns the records that
+  *start* inside it; the decoder resynchronises at the range start on the first valid record
+  (a record is self-identifying: its PHYSICALOFFSET equals its position) and reads past the
+  range end to finish its last record. Records never cross files.
+- Every consume-queue file and every index file is a split of its own.
+- Splits are packed into partitions of about ``partition_bytes`` each, so that thousands of
+  small consume-queue files do not become thousands of Spark tasks.
+
+Store roots are found by their layout: a directory with ``commitlog/`` (a broker store root),
+or a directory holding such a root as ``store/`` (the fixtures' layout).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from mqtool.spark.errors import SparkScanError
+
+DEFAULT_SPLIT_SIZE = 128 * 1024 * 1024
+DEFAULT_PARTITION_BYTES = 128 * 1024 * 1024
+
+KIND_COMMITLOG = "commitlog"
+KIND_CONSUMEQUEUE = "consumequeue"
+KIND_INDEX = "index"
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """One unit of decoding work: a byte range of one store file.
+
+    ``name`` is the file's path relative to the store root (``commitlog/000...``), ``path`` the
+    absolute path executors open, ``base`` the commitlog offset of the file's first byte (for
+    commitlog files) or its first byte's position in the queue (consume-queue files).
+    """
+
+    kind: str
+    store: str
+    path: str
+    name: str
+    base: int
+    start: int
+    end: int
+    file_size: int
+    topic: str = ""
+    queue_id: int = -1
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start
+
+
+def find_store_root(path: str | os.PathLike[str]) -> Path:
+    """The broker store root at or directly under ``path`` (as :meth:`Store.open` finds it).
+
+    Raises :class:`mqtool.store.StoreError` when ``path`` is not a store.
+    """
+    from mqtool.store import Store
+
+    store = Store.open(path)
+    try:
+        return store.root
+    finally:
+        store.close()
+
+
+def _numbered_files(directory: Path) -> list[Path]:
+    if not directory.is_dir():
+        return []
+    files = [f for f in directory.iterdir() if f.is_file() and f.name.isdigit()]
+    return sorted(files, key=lambda f: int(f.name))
+
+
+def commitlog_splits(store: str, root: Path, split_size: int) -> list[Split]:
+    """Byte-range splits of every commitlog file of ``root``."""
+    out: list[Split] = []
+    for f in _numbered_files(root / "commitlog"):
+        size = f.stat().st_size
+        for start in range(0, max(size, 1), split_size):
+            out.append(
+                Split(
+                    KIND_COMMITLOG, store, str(f.resolve()), f"commitlog/{f.name}",
+                    int(f.name), start, min(start + split_size, size), size,
+                )
+            )
+    return out
+
+
+def consumequeue_splits(store: str, root: Path) -> list[Split]:
+    """One split per consume-queue file (``consumequeue/<topic>/<queueId>/<offset>``)."""
+    out: list[Split] = []
+    cq_root = root / "consumequeue"
+    if not cq_root.is_dir():
+        return out
+    for topic_dir in sorted(cq_root.iterdir()):
+        if not topic_dir.is_dir():
+            continue
+        for queue_dir in sorted(topic_dir.iterdir(), key=lambda d: d.name):
+            if not queue_dir.is_dir() or not queue_dir.name.lstrip("-").isdigit():
+                continue
+            for f in _numbered_files(queue_dir):
+                size = f.stat().st_size
+                out.append(
+                    Split(
+                        KIND_CONSUMEQUEUE, store, str(f.resolve()),
+                        f"consumequeue/{topic_dir.name}/{queue_dir.name}/{f.name}",
+                        int(f.name), 0, size, size, topic_dir.name, int(queue_dir.name),
+                    )
+                )
+    return out
+
+
+def index_splits(store: str, root: Path) -> list[Split]:
+    """One split per index file (``index/<yyyyMMddHHmmssSSS>``)."""
+    out: list[Split] = []
+    for f in _numbered_files(root / "index"):
+        size = f.stat().st_size
+        out.append(Split(KIND_INDEX, store, str(f.resolve()), f"index/{f.name}", 0, 0, size, size))
+    return out
+
+
+def plan_splits(
+    stores: Sequence[str], kind: str, *, split_size: int = DEFAULT_SPLIT_SIZE
+) -> list[Split]:
+    """All splits of one ``kind`` over the given store paths, in store and file order."""
+    out: list[Split] = []
+    for store in stores:
+        root = find_store_root(store)
+        if kind == KIND_COMMITLOG:
+            out += commitlog_splits(store, root, split_size)
+        elif kind == KIND_CONSUMEQUEUE:
+            out += consumequeue_splits(store, root)
+        elif kind == KIND_INDEX:
+            out += index_splits(store, root)
+        else:
+            raise SparkScanError(f"unknown split kind {kind!r}")
+    return out
+
+
+def pack(
+    splits: Iterable[Split], partition_bytes: int = DEFAULT_PARTITION_BYTES
+) -> list[list[Split]]:
+    """Group consecutive splits into partitions of about ``partition_bytes`` (at least one)."""
+    parts: list[list[Split]] = []
+    current: list[Split] = []
+    size = 0
+    for s in splits:
+        if current and size + s.length > partition_bytes:
+            parts.append(current)
+            current, size = [], 0
+        current.append(s)
+        size += s.length
+    if current:
+        parts.append(current)
+    return parts
