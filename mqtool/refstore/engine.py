@@ -105,6 +105,9 @@ __all__ = [
 
 END_FILE_MIN_BLANK_LENGTH = 8
 _CP3 = struct.Struct(">qqq")  # physicMsgTimestamp, logicsMsgTimestamp, indexMsgTimestamp
+_I64 = struct.Struct(">q")
+PROGRESS_FILE = "mqtool-delay-progress"  # per-level delivery progress, 8 bytes per level
+PROGRESS_FILE_SIZE = 4096
 CONFIG_FILE = "mqtool-refstore.json"  # our own settings, beside the broker's config files
 _LOCKED_ROOTS: set[str] = set()  # POSIX locks do not conflict inside one process
 
@@ -138,6 +141,7 @@ class StoreConfig:
     default_queue_nums: int = 4
     default_max_reconsume_times: int = B.DEFAULT_MAX_RECONSUME_TIMES
     dialect: str = "4.9.7"
+    fsync_configs: bool = False
 
     def __post_init__(self) -> None:
         if self.dialect not in ("4.9.7", "5.3.3"):
@@ -424,6 +428,7 @@ class RefStore:
         self._versions: dict[str, int] = {}
         self._offsets_dirty = False
         self._cp_mf: MappedFile | None = None
+        self._progress_mf: MappedFile | None = None
         self._cp_ts = 0
         self._store_ip = packed_ip(self._store_host)
         self._store_v6 = len(self._store_ip) == 16
@@ -535,6 +540,8 @@ class RefStore:
                 ix.close()
         if self._cp_mf is not None:
             self._cp_mf.close()
+        if self._progress_mf is not None:
+            self._progress_mf.close()
         self._closed = True
         self._release(abort_file=False)
 
@@ -577,6 +584,7 @@ class RefStore:
         self._load_index()
         self._load_checkpoint()
         self._load_configs()
+        self._load_progress()
         self._closed = False
         self._recover()
 
@@ -716,6 +724,7 @@ class RefStore:
             and sched.reconsume_times == last.reconsume_times
         ):
             self.delay_offsets[level] = off + 1
+            self._note_progress(level, off + 1)
             self._persist_delay_offsets()
 
     # -- config files -------------------------------------------------------------------------
@@ -764,7 +773,7 @@ class RefStore:
         dv = self._data_version("delayOffset") if self.config.v5 else None
         _atomic_write(
             self.root / "config" / "delayOffset.json",
-            build_delay_offset(self.delay_offsets, dv),
+            build_delay_offset(self.delay_offsets, dv), fsync=self.config.fsync_configs,
         )
 
     def _persist_consumer_offsets(self) -> None:
@@ -778,7 +787,9 @@ class RefStore:
             )
         else:
             text = build_consumer_offset(ConsumerOffsets(table))
-        _atomic_write(self.root / "config" / "consumerOffset.json", text)
+        _atomic_write(
+            self.root / "config" / "consumerOffset.json", text, fsync=self.config.fsync_configs
+        )
         self._offsets_dirty = False
 
     def _persist_topics(self) -> None:
@@ -787,7 +798,7 @@ class RefStore:
         text = build_topics(
             TopicConfigs({n: self.topics[n] for n in names}, self._data_version("topics"))
         )
-        _atomic_write(self.root / "config" / "topics.json", text)
+        _atomic_write(self.root / "config" / "topics.json", text, fsync=self.config.fsync_configs)
 
     def _persist_groups(self) -> None:
         self._versions["subscriptionGroup"] = self._versions.get("subscriptionGroup", 0) + 1
@@ -799,7 +810,9 @@ class RefStore:
                 {} if self.config.v5 else None,
             )
         )
-        _atomic_write(self.root / "config" / "subscriptionGroup.json", text)
+        _atomic_write(
+            self.root / "config" / "subscriptionGroup.json", text, fsync=self.config.fsync_configs
+        )
 
     # -- topics and groups --------------------------------------------------------------------
 
@@ -1103,6 +1116,10 @@ class RefStore:
         self._check_open()
         return self._commitlog.read(commit_log_offset)
 
+    def queue_topics(self) -> list[str]:
+        """Topics that have consume queues, sorted."""
+        return sorted({t for t, _ in self._cqs})
+
     def queue_ids(self, topic: str) -> list[int]:
         """Queue ids of ``topic`` that have a consume queue."""
         return sorted(q for (t, q) in self._cqs if t == topic)
@@ -1147,35 +1164,57 @@ class RefStore:
         """Deliver due delayed messages (``ScheduleMessageService``), level by level.
 
         ``now`` defaults to the clock. ``levels`` restricts the levels run, ``limit`` the number
-        delivered. ``delayOffset.json`` is rewritten after every delivery (crash-exact).
+        delivered. Progress is recorded after every delivery in a small mapped side file
+        (``config/mqtool-delay-progress``, no syscall) and ``delayOffset.json`` is rewritten at
+        the end, so a kill at any point neither loses nor repeats a delivery.
         """
         self._check_open()
         if now is None:
             now = self.clock()
         out: list[PutResult] = []
-        for level in sorted(levels) if levels is not None else sorted(self._delay_table):
-            delay = self._delay_table.get(level)
-            if delay is None:
-                continue
-            cq = self._cqs.get((B.SCHEDULE_TOPIC, B.delay_level_to_queue_id(level)))
-            if cq is None:
-                continue
-            off = self.delay_offsets.get(level, 0)
-            if off < cq.min_offset:
-                off = cq.min_offset
-            while off < cq.max_offset:
-                if limit is not None and len(out) >= limit:
-                    return out
-                unit = cq.get(off)
-                assert unit is not None
-                deliver = B.correct_deliver_timestamp(now, unit[2], delay)
-                if deliver - now > 0:
-                    break
-                out.append(self._deliver(unit[0], now))
-                off += 1
-                self.delay_offsets[level] = off
+        try:
+            for level in sorted(levels) if levels is not None else sorted(self._delay_table):
+                delay = self._delay_table.get(level)
+                if delay is None:
+                    continue
+                cq = self._cqs.get((B.SCHEDULE_TOPIC, B.delay_level_to_queue_id(level)))
+                if cq is None:
+                    continue
+                off = max(self.delay_offsets.get(level, 0), cq.min_offset)
+                while off < cq.max_offset:
+                    if limit is not None and len(out) >= limit:
+                        return out
+                    unit = cq.get(off)
+                    assert unit is not None
+                    deliver = B.correct_deliver_timestamp(now, unit[2], delay)
+                    if deliver - now > 0:
+                        break
+                    out.append(self._deliver(unit[0], now))
+                    off += 1
+                    self.delay_offsets[level] = off
+                    self._note_progress(level, off)
+        finally:
+            if out:
                 self._persist_delay_offsets()
         return out
+
+    def _note_progress(self, level: int, offset: int) -> None:
+        if self._progress_mf is None:
+            path = self.root / "config" / PROGRESS_FILE
+            self._progress_mf = MappedFile(path, 0, PROGRESS_FILE_SIZE, create=True)
+        if 0 < level < PROGRESS_FILE_SIZE // 8:
+            _I64.pack_into(self._progress_mf.mm, level * 8, offset + 1)
+
+    def _load_progress(self) -> None:
+        path = self.root / "config" / PROGRESS_FILE
+        if not path.exists():
+            return
+        self._progress_mf = MappedFile(path, 0, PROGRESS_FILE_SIZE, create=True)
+        for level in self._delay_table:
+            if level < PROGRESS_FILE_SIZE // 8:
+                v = _I64.unpack_from(self._progress_mf.mm, level * 8)[0] - 1
+                if v > self.delay_offsets.get(level, -1):
+                    self.delay_offsets[level] = v
 
     def _deliver(self, phy: int, now: int) -> PutResult:
         ext = self._commitlog.read(phy)
@@ -1357,14 +1396,19 @@ def _read_config(path: Path, parse: Callable[..., Any]) -> Any:
     return None
 
 
-def _atomic_write(path: Path, text: str, *, bak: bool = True) -> None:
-    """``MixAll.string2File``, made atomic: tmp + fsync, previous content to ``.bak``, rename."""
+def _atomic_write(path: Path, text: str, *, bak: bool = True, fsync: bool = False) -> None:
+    """``MixAll.string2File``, made atomic: tmp, previous content to ``.bak``, rename.
+
+    A killed process leaves the old or the new file, never a torn one; ``fsync`` also makes the
+    new content survive a power loss (RocketMQ itself never fsyncs these files).
+    """
     tmp = path.with_name(path.name + ".tmp")
     data = text.encode("utf-8")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, data)
-        os.fsync(fd)
+        if fsync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     if bak:
