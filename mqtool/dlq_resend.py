@@ -31,7 +31,7 @@ The journal (exactly once across kills)
 ---------------------------------------
 Each target keeps an append-only JSON-lines journal, by default
 ``<target store>/config/mqtool-resend/journal.jsonl`` (:func:`default_journal_path`). Per
-message, in this order, each line fsynced before the next step:
+message, in this order, each step durable before the next:
 
 1. ``intent`` (resend id, DLQ record, destination, the target's write position before the put);
 2. the put into the target;
@@ -272,7 +272,7 @@ def _infer_config(root: Path) -> Any:
             kw["store_host"] = str(m.store_host)
             break
         for t, q in st.queue_ids():
-            files = st._cq_files(t, q)
+            files = st.queue_info(t, q).files
             if files:
                 kw["cq_entries_per_file"] = files[0].stat().st_size // 20
                 break
