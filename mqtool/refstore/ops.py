@@ -112,15 +112,17 @@ class FailurePolicy:
         if keys & self.dlq_keys:
             return -1
         behavior = m.properties.get("behavior") if self.honour_behavior else None
-        if behavior is not None:
-            rt = m.reconsume_times
-            return {
-                "OK": True,
-                "FAIL_ONCE": rt >= 1,
-                "FAIL_TWICE": rt >= 2,
-                "FAIL_ALWAYS": False,
-                "DLQ_DIRECT": -1 if rt == 0 else True,
-            }.get(behavior, True)
+        rt = m.reconsume_times
+        if behavior == "OK":
+            return True
+        if behavior == "FAIL_ONCE":
+            return rt >= 1
+        if behavior == "FAIL_TWICE":
+            return rt >= 2
+        if behavior == "FAIL_ALWAYS":
+            return False
+        if behavior == "DLQ_DIRECT":
+            return -1 if rt == 0 else True
         hit = self.fail_all or bool(keys & self.fail_keys) or (m.tags in self.fail_tags)
         if hit and (self.fail_times is None or m.reconsume_times < self.fail_times):
             return False
