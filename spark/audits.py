@@ -312,7 +312,7 @@ def cq_problems(records: DataFrame, msgs: DataFrame, cq: DataFrame) -> DataFrame
             (F.col("mTopic") != F.col("topic"))
             | (F.col("mQueueId") != F.col("queueId"))
             | (F.col("mQueueOffset") != F.col("queueOffset"))
-            | (F.col("mSize") != F.col("size"))
+            | (F.col("mSize") != F.col("storeSize"))
         )
     ).select(
         *_finding(
@@ -320,7 +320,7 @@ def cq_problems(records: DataFrame, msgs: DataFrame, cq: DataFrame) -> DataFrame
             F.concat(
                 where,
                 F.format_string(
-                    " (size %d): the message there is %s/%d@%d (size %d)", F.col("size"),
+                    " (size %d): the message there is %s/%d@%d (size %d)", F.col("storeSize"),
                     F.col("mTopic"), F.col("mQueueId"), F.col("mQueueOffset"), F.col("mSize"),
                 ),
             ),

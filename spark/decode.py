@@ -32,6 +32,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from mqtool.formats.commitlog import (
     BORNHOST_V6_FLAG,
+    COMPRESSED_FLAG,
+    COMPRESSION_NAMES,
     MAGIC_BLANK,
     MAGIC_V1,
     MAGIC_V2,
@@ -140,6 +142,24 @@ def _offset_msg_ids(
         host = a[hp : hp + (20 if is6 else 8)].tobytes()
         ids.append((host + a[p + 28 : p + 36].tobytes()).hex().upper())
     return pa.array(ids, pa.string())
+
+
+def _magic_strings(magic: np.ndarray) -> pa.Array:
+    """``"0xdaa320a7"`` / ``"0xdaa320ab"`` per row (as ``mqtool messages --json`` shows it)."""
+    names = pa.array([f"{MAGIC_V1:#010x}", f"{MAGIC_V2:#010x}"], pa.string())
+    return names.take(pa.array((magic == MAGIC_V2).astype(np.int8)))
+
+
+_COMPRESSION_NAMES = pa.array(
+    [COMPRESSION_NAMES.get(i, "ZLIB") for i in range(8)], pa.string()
+)
+
+
+def _compression_types(sysflag: np.ndarray) -> pa.Array:
+    """ZLIB / LZ4 / ZSTD for compressed bodies (sysFlag bits 8-10), null otherwise."""
+    kind = (sysflag >> 8) & 7
+    compressed = (sysflag & COMPRESSED_FLAG) != 0
+    return _COMPRESSION_NAMES.take(pa.array(kind, mask=~compressed))
 
 
 def _first_bad_utf8(arr: pa.Array) -> int:
@@ -327,7 +347,7 @@ def _decode_records(
         "fileOffset": pa.array(pos),
         "commitLogOffset": pa.array(phys),
         "storeSize": pa.array(size.astype(np.int32)),
-        "magic": pa.array(magic),
+        "magic": _magic_strings(magic),
         "topic": topics,
         "queueId": pa.array(h["qid"].astype(np.int32)),
         "queueOffset": pa.array(h["qoff"].astype(np.int64)),
@@ -348,6 +368,7 @@ def _decode_records(
         "uniqKey": picked["UNIQ_KEY"],
         "offsetMsgId": msg_ids,
         "crcOk": crc_ok,
+        "compressionType": _compression_types(sysflag),
     }
     batch = pa.RecordBatch.from_arrays(
         [cols[f.name] for f in MESSAGE_SCHEMA], schema=MESSAGE_SCHEMA

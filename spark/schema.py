@@ -1,8 +1,9 @@
 """The tables ``mqtool scan`` produces, defined once (as Arrow schemas).
 
 The executors build Arrow record batches of exactly these schemas; the Spark schemas are
-derived from them (:func:`spark_schema`), so the two can never drift apart. Field names are the
-JSON contract's (camelCase, as in RocketMQ's ``MessageExt`` and the fixtures' manifests).
+derived from them (:func:`spark_schema`), so the two can never drift apart. Field names and value
+shapes are those of the JSON contracts of ``mqtool messages --jsonl`` and ``mqtool cq --jsonl``
+(:mod:`mqtool.jsonview`), plus where each row comes from (``store``, ``file``, ``fileOffset``).
 
 ``MESSAGE_FIELDS`` mirrors :class:`mqtool.formats.commitlog.CommitLogMessage` (plus its derived
 properties ``properties``, ``tags``, ``keys``, ``uniq_key``, ``offset_msg_id``, ``crc_ok`` and
@@ -28,7 +29,7 @@ MESSAGE_FIELDS: list[pa.Field] = [
     pa.field("fileOffset", pa.int64(), False),  # byte position of the record in its file
     pa.field("commitLogOffset", pa.int64(), False),  # PHYSICALOFFSET (= file start + fileOffset)
     pa.field("storeSize", pa.int32(), False),  # TOTALSIZE
-    pa.field("magic", pa.int64(), False),  # unsigned: 0xDAA320A7 (V1) / 0xDAA320AB (V2)
+    pa.field("magic", pa.string(), False),  # "0xdaa320a7" (V1) / "0xdaa320ab" (V2)
     pa.field("topic", pa.string(), False),
     pa.field("queueId", pa.int32(), False),
     pa.field("queueOffset", pa.int64(), False),
@@ -49,6 +50,7 @@ MESSAGE_FIELDS: list[pa.Field] = [
     pa.field("uniqKey", pa.string(), True),
     pa.field("offsetMsgId", pa.string(), False),
     pa.field("crcOk", pa.bool_(), True),  # null when the scan was told not to check CRCs
+    pa.field("compressionType", pa.string(), True),  # ZLIB / LZ4 / ZSTD, null if not compressed
 ]
 MESSAGE_SCHEMA = pa.schema(MESSAGE_FIELDS)
 """One row per message record (the ``messages`` table and view)."""
@@ -81,7 +83,7 @@ CQ_SCHEMA = pa.schema(
         pa.field("queueId", pa.int32(), False),
         pa.field("queueOffset", pa.int64(), False),  # logical offset = absolute byte pos / 20
         pa.field("commitLogOffset", pa.int64(), False),
-        pa.field("size", pa.int32(), False),
+        pa.field("storeSize", pa.int32(), False),
         pa.field("tagsCode", pa.int64(), False),  # deliver time (ms) in SCHEDULE_TOPIC_XXXX
     ]
 )

@@ -124,6 +124,22 @@ def _start_context(spark_conf: Any) -> None:
     SparkContext(conf=spark_conf, gateway=gateway)
 
 
+@contextmanager
+def session_scope(
+    master: str | None = None, conf: Mapping[str, str] | None = None
+) -> Iterator[SparkSession]:
+    """:func:`get_session` for the duration of a block; stops it after only if it started it."""
+    from pyspark.sql import SparkSession
+
+    existed = SparkSession.getActiveSession() is not None
+    spark = get_session(master, conf)
+    try:
+        yield spark
+    finally:
+        if not existed:
+            spark.stop()
+
+
 def stop_session() -> None:
     """Stop this process's Spark session, if any (the JVM exits with it)."""
     from pyspark.sql import SparkSession

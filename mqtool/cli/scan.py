@@ -1,0 +1,251 @@
+"""``mqtool scan``: Spark-backed bulk audits over one or more stores.
+
+The command parses options, makes one library call (:func:`mqtool.spark.scan.run_scan`) and
+renders the summary. pyspark is imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from mqtool.cli.common import (
+    JsonOpt,
+    err_console,
+    fmt_time,
+    handle_errors,
+    out_console,
+    parse_time,
+    print_json,
+)
+
+AUDIT_NAMES = ("queues", "rate", "dlq", "retry", "schedule", "integrity", "lag")
+MAX_TABLE_ROWS = 200
+
+
+def _audits(values: list[str] | None) -> list[str]:
+    if not values:
+        return list(AUDIT_NAMES)
+    out: list[str] = []
+    for v in values:
+        for name in v.split(","):
+            name = name.strip()
+            if name and name not in out:
+                out.append(name)
+    bad = [a for a in out if a not in AUDIT_NAMES]
+    if bad:
+        raise typer.BadParameter(
+            f"unknown audit {', '.join(bad)}; choose from {', '.join(AUDIT_NAMES)}",
+            param_hint="--audit",
+        )
+    return out
+
+
+def scan(
+    stores: Annotated[
+        list[Path],
+        typer.Argument(
+            help="One or more broker store roots (directories holding commitlog/), "
+            "e.g. /data/broker-a/store /data/broker-b/store. On a cluster every executor must "
+            "see them at the same path (a shared filesystem).",
+            show_default=False,
+        ),
+    ],
+    master: Annotated[
+        str,
+        typer.Option(
+            help="Spark master: local[*] (embedded, default), local[2], spark://host:7077, "
+            "yarn, ...",
+        ),
+    ] = "local[*]",
+    conf: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--conf",
+            help="Extra Spark setting key=value, repeatable, e.g. --conf spark.executor.memory=4g",
+            metavar="K=V",
+        ),
+    ] = None,
+    audit: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--audit",
+            help="Audits to run (repeatable or comma-separated; default all): "
+            "queues,rate,dlq,retry,schedule,integrity,lag, e.g. --audit dlq,schedule",
+            metavar="NAME",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write the full tables (messages, consumequeue and every audit) under this "
+            "directory, e.g. --out /tmp/scan-out",
+        ),
+    ] = None,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format", help="Format of --out tables: parquet or json, e.g. --format json"
+        ),
+    ] = "parquet",
+    sql: Annotated[
+        str | None,
+        typer.Option(
+            help="Spark SQL over the views messages, records, consumequeue, index and the "
+            "audit tables, e.g. --sql \"select topic, count(*) from messages group by topic\"",
+            metavar="QUERY",
+        ),
+    ] = None,
+    now: Annotated[
+        str | None,
+        typer.Option(
+            help="The time 'overdue' is judged against (epoch ms or ISO-8601; default: now), "
+            "e.g. --now 2026-11-21T22:00:00Z",
+        ),
+    ] = None,
+    no_crc: Annotated[
+        bool,
+        typer.Option(
+            "--no-crc", help="Skip body CRC checks (faster; crcOk is null), e.g. --no-crc"
+        ),
+    ] = False,
+    split_mib: Annotated[
+        int,
+        typer.Option(
+            "--split-mib", help="Commitlog split size in MiB (one Spark task each), e.g. 64",
+            min=1,
+        ),
+    ] = 128,
+    json_: JsonOpt = False,
+) -> None:
+    """Audit whole stores with Apache Spark: queues, rates, DLQ, retries, schedule, integrity, lag.
+
+    Runs an embedded local Spark by default (--master for a cluster). Exits 1 on integrity findings.
+
+    Example: mqtool scan ~/store --audit dlq,schedule --json
+    """
+    chosen = _audits(audit)
+    if fmt not in ("parquet", "json"):
+        raise typer.BadParameter("must be parquet or json", param_hint="--format")
+    now_ms = parse_time(now, "--now")
+    with handle_errors():
+        from mqtool.spark.scan import run_scan
+        from mqtool.spark.session import parse_conf, session_scope, stage_progress
+
+        settings = parse_conf(conf or [])
+        with session_scope(master, settings) as spark, stage_progress(spark, "scan"):
+            result = run_scan(
+                spark, [str(s) for s in stores], audits=chosen, out=out, fmt=fmt, sql=sql,
+                now_ms=now_ms, check_crc=not no_crc, split_size=split_mib * 1024 * 1024,
+            )
+        if json_:
+            doc = dict(result.summary)
+            if sql is not None:
+                doc["sql"] = {"columns": result.sql_columns, "rows": result.sql_rows}
+            if result.outputs:
+                doc["outputs"] = result.outputs
+            print_json(doc)
+        else:
+            render(result.summary, result.sql_columns, result.sql_rows, result.outputs)
+        if result.summary.get("integrity"):
+            raise typer.Exit(1)
+
+
+def _table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
+    t = Table(title=title, title_justify="left")
+    for c in columns:
+        t.add_column(c, overflow="fold")
+    for r in rows[:MAX_TABLE_ROWS]:
+        t.add_row(*("-" if v is None else str(v) for v in r))
+    if len(rows) > MAX_TABLE_ROWS:
+        t.caption = f"{len(rows) - MAX_TABLE_ROWS} more rows: use --out or --json"
+    return t
+
+
+def render(
+    summary: dict[str, Any], sql_columns: list[str], sql_rows: list[dict[str, Any]],
+    outputs: dict[str, str],
+) -> None:
+    """Rich tables of a scan summary on stdout."""
+    console = out_console()
+    multi = len(summary.get("stores", [])) > 1
+
+    def cols(*names: str) -> list[str]:
+        return (["store"] if multi else []) + list(names)
+
+    def pick(r: dict[str, Any], *names: str) -> list[Any]:
+        return ([r["store"]] if multi else []) + [r.get(n) for n in names]
+
+    tot = summary.get("totals", {})
+    console.print(
+        f"{tot.get('messages', 0)} messages, {tot.get('bytes', 0)} bytes, "
+        f"{tot.get('consumeQueueUnits', 0)} consume-queue units in "
+        f"{len(summary.get('stores', []))} store(s); {summary.get('elapsedSeconds')} s",
+        highlight=False,
+    )
+    if "queues" in summary:
+        console.print(_table(
+            "queues", cols("topic", "queue", "count", "bytes", "first stored", "last stored"),
+            [pick(r, "topic", "queueId", "count", "bytes") + [
+                fmt_time(r["firstStoreTimestamp"]), fmt_time(r["lastStoreTimestamp"])]
+             for r in summary["queues"]],
+        ))
+    if "rate" in summary:
+        console.print(_table(
+            "rate (per minute of store time)", cols("topic", "minute (UTC)", "count", "msg/s"),
+            [pick(r, "topic") + [fmt_time(r["bucketStart"]), r["count"],
+                                 f"{r['perSecond']:.2f}"] for r in summary["rate"]],
+        ))
+    if "dlq" in summary:
+        console.print(_table(
+            "dead-letter queues", cols("group", "count", "original topics"),
+            [pick(r, "group", "count") + [", ".join(
+                f"{t} ({n})" for t, n in sorted(r["byOriginalTopic"].items()))]
+             for r in summary["dlq"]],
+        ))
+    if "retry" in summary:
+        console.print(_table(
+            "retry depth (reconsumeTimes in %RETRY%<group>)",
+            cols("group", "reconsumeTimes", "count"),
+            [pick(r, "group", "reconsumeTimes", "count") for r in summary["retry"]],
+        ))
+    if "schedule" in summary:
+        console.print(_table(
+            "schedule backlog (SCHEDULE_TOPIC_XXXX)",
+            cols("level", "pending", "overdue", "delayOffset", "maxOffset", "beyond max",
+                 "next delivery"),
+            [pick(r, "delayLevel", "pending", "overdue", "delayOffset", "maxOffset") + [
+                "YES" if r["beyondMax"] else "", fmt_time(r["nextDeliverTimestamp"])]
+             for r in summary["schedule"]],
+        ))
+    if "lag" in summary:
+        console.print(_table(
+            "consumer lag (consumerOffset.json)",
+            cols("group", "topic", "queue", "offset", "max", "lag"),
+            [pick(r, "group", "topic", "queueId", "consumerOffset", "maxOffset", "lag")
+             for r in summary["lag"]],
+        ))
+    if "integrity" in summary:
+        findings = summary["integrity"]
+        if findings:
+            console.print(_table(
+                f"integrity: {len(findings)} finding(s)", cols("kind", "file", "offset", "detail"),
+                [pick(r, "kind", "file") + [hex(r["offset"]), r["detail"]] for r in findings],
+            ))
+        else:
+            console.print("integrity: no findings", highlight=False)
+    if sql_columns:
+        console.print(_table(
+            "sql", sql_columns, [[r.get(c) for c in sql_columns] for r in sql_rows]
+        ))
+    for name, path in outputs.items():
+        err_console().print(f"wrote {name}: {path}", highlight=False, markup=False)
+    sys.stdout.flush()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("scan")(scan)

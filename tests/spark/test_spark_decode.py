@@ -1,0 +1,195 @@
+"""The bulk decoders (no Spark): equal to the single-process decoder and to the manifests."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from conftest import SCENARIOS, manifest_jsonl, store_dir
+from mqtool.formats.commitlog import CommitLogMessage, parse_properties, scan_file
+from mqtool.spark import decode, splits
+from mqtool.spark.schema import CQ_SCHEMA, INDEX_SCHEMA, MESSAGE_SCHEMA, RECORD_SCHEMA
+
+from mqtool.jsonview import message_dict
+
+
+def _commitlog_files(scenario: str) -> list[Path]:
+    return sorted((store_dir(scenario) / "commitlog").iterdir())
+
+
+def _records(path: Path, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
+    size = path.stat().st_size
+    batches = decode.decode_commitlog_range(
+        str(path), store="s", name=f"commitlog/{path.name}", file_start=int(path.name),
+        start=start, end=size if end is None else end,
+    )
+    return pa.Table.from_batches(list(batches), schema=RECORD_SCHEMA).to_pylist()
+
+
+def expected_row(m: CommitLogMessage, file: str, file_start: int) -> dict[str, Any]:
+    """What the messages table must hold for a record of the single-process decoder."""
+    d = message_dict(m)
+    d.update(
+        file=file, fileOffset=m.physical_offset - file_start, propertiesRaw=m.properties_raw
+    )
+    return d
+
+
+def test_schema_is_the_json_contract() -> None:
+    assert RECORD_SCHEMA.names[2:] == MESSAGE_SCHEMA.names
+    assert {"commitLogOffset", "storeSize", "tagsCode", "queueOffset"} <= set(CQ_SCHEMA.names)
+    assert {"keyHash", "commitLogOffset", "prevIndex"} <= set(INDEX_SCHEMA.names)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_vectorised_decoder_equals_parse_message(scenario: str) -> None:
+    n = 0
+    for path in _commitlog_files(scenario):
+        base = int(path.name)
+        ref = [
+            r for r in scan_file(path.read_bytes(), file=path.name, file_start=base)
+            if isinstance(r, CommitLogMessage)
+        ]
+        table = decode.decode_commitlog_file_messages(str(path), store="s")
+        assert table.schema == MESSAGE_SCHEMA
+        rows = table.to_pylist()
+        assert len(rows) == len(ref)
+        for row, m in zip(rows, ref, strict=True):
+            row["properties"] = dict(row["properties"])
+            exp = expected_row(m, f"commitlog/{path.name}", base)
+            assert {k: row[k] for k in exp} == exp
+            n += 1
+    assert n == sum(1 for r in manifest_jsonl(scenario, "commitlog.jsonl") if r["kind"] == "msg")
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_decoder_matches_the_manifest(scenario: str) -> None:
+    """Independent truth: RocketMQ's own MessageDecoder output for every record."""
+    got: dict[tuple[str, int], dict[str, Any]] = {}
+    for path in _commitlog_files(scenario):
+        for r in _records(path):
+            got[(path.name, r["fileOffset"])] = r
+    manifest = manifest_jsonl(scenario, "commitlog.jsonl")
+    assert len(got) == len(manifest)
+    for m in manifest:
+        r = got[(m["file"], m["fileOffset"])]
+        if m["kind"] == "blank":
+            assert (r["recordType"], r["storeSize"]) == ("blank", m["totalSize"])
+            continue
+        assert r["recordType"] == "msg"
+        assert dict(r["properties"]) == m["properties"]
+        for ours, theirs in [
+            ("commitLogOffset", "phyOffset"), ("storeSize", "size"), ("magic", "magic"),
+            ("bodyCRC", "bodyCRC"), ("topic", "topic"), ("queueId", "queueId"),
+            ("flag", "flag"), ("queueOffset", "queueOffset"), ("sysFlag", "sysFlag"),
+            ("bornTimestamp", "bornTimestamp"), ("storeTimestamp", "storeTimestamp"),
+            ("reconsumeTimes", "reconsumeTimes"),
+            ("preparedTransactionOffset", "preparedTransactionOffset"),
+            ("bodyLength", "bodyLength"), ("propertiesRaw", "propertiesRaw"), ("tags", "tags"),
+            ("keys", "keys"), ("uniqKey", "uniqKey"), ("offsetMsgId", "offsetMsgId"),
+            ("crcOk", "crcOk"),
+        ]:
+            assert r[ours] == m[theirs], (m["file"], m["fileOffset"], ours)
+        assert r["storeHost"].endswith(f":{m['storeHostPort']}")
+
+
+@pytest.mark.parametrize("split", [97, 1000, 4096, 65536 + 13])
+def test_any_split_size_yields_every_record_once(split: int) -> None:
+    for path in _commitlog_files("4.9.7/plain"):
+        whole = [(r["recordType"], r["fileOffset"]) for r in _records(path)]
+        size = path.stat().st_size
+        pieces = []
+        for start in range(0, size, split):
+            pieces += [
+                (r["recordType"], r["fileOffset"]) for r in _records(path, start, start + split)
+            ]
+        assert pieces == whole
+
+
+def test_split_plan_covers_each_file_exactly() -> None:
+    planned = splits.plan_splits([str(store_dir("4.9.7/plain"))], "commitlog", split_size=100_000)
+    by_file: dict[str, list[tuple[int, int]]] = {}
+    for s in planned:
+        by_file.setdefault(s.name, []).append((s.start, s.end))
+    for name, ranges in by_file.items():
+        size = (store_dir("4.9.7/plain") / name).stat().st_size
+        assert ranges[0][0] == 0 and ranges[-1][1] == size
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
+    packed = splits.pack(planned, 300_000)
+    assert [s for p in packed for s in p] == planned
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "", "a\x01b", "a\x01b\x02", "\x01b\x02a\x01", "ab\x02a\x01b\x01c",
+        "WAIT\x01true\x02K\x01v\x02WAIT\x01false", "k\x01\x02x\x01y", "é\x01ü\x02😀\x01🚀",
+        "\x02\x02\x02", "ab", "k\x01v\nw\x02x\x01\x01y",
+    ],
+)
+def test_property_maps_follow_string2messageProperties(raw: str) -> None:
+    maps, picked = decode.property_maps(pa.array([raw, "TAGS\x01t\x02KEYS\x01a b"], pa.string()))
+    assert dict(maps.to_pylist()[0]) == parse_properties(raw)
+    assert picked["TAGS"].to_pylist()[1] == "t" and picked["KEYS"].to_pylist()[1] == "a b"
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_consume_queue_units_match_the_manifest(scenario: str) -> None:
+    rows = []
+    for s in splits.plan_splits([str(store_dir(scenario))], "consumequeue"):
+        for b in decode.decode_cq_file(
+            s.path, store=s.store, name=s.name, topic=s.topic, queue_id=s.queue_id, base=s.base
+        ):
+            rows += b.to_pylist()
+    got = {(r["topic"], r["queueId"], r["queueOffset"]): r for r in rows}
+    manifest = manifest_jsonl(scenario, "consumequeue.jsonl")
+    assert len(got) == len(rows) == len(manifest)
+    for m in manifest:
+        r = got[(m["topic"], m["queueId"], m["index"])]
+        assert (r["commitLogOffset"], r["storeSize"], r["tagsCode"]) == (
+            m["phyOffset"], m["size"], m["tagsCode"]
+        )
+        assert r["file"].endswith(m["file"]) and r["fileOffset"] == m["fileOffset"]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_index_entries_match_the_manifest(scenario: str) -> None:
+    rows = []
+    for s in splits.plan_splits([str(store_dir(scenario))], "index"):
+        for b in decode.decode_index_file(s.path, store=s.store, name=s.name):
+            rows += b.to_pylist()
+    got = {(r["file"], r["entry"]): r for r in rows}
+    manifest = manifest_jsonl(scenario, "index_entries.jsonl")
+    assert len(got) == len(manifest)
+    for m in manifest:
+        r = got[(f"index/{m['file']}", m["index"])]
+        assert (r["keyHash"], r["commitLogOffset"], r["timeDiff"], r["prevIndex"]) == (
+            m["keyHash"], m["phyOffset"], m["timeDiffSec"], m["prevIndex"]
+        )
+
+
+def test_damage_becomes_unreadable_regions_and_decoding_goes_on(tmp_path: Path) -> None:
+    src = store_dir("4.9.7/journey") / "commitlog" / "00000000000000004096"
+    data = bytearray(src.read_bytes())
+    ref = [
+        r for r in scan_file(bytes(data), file_start=4096) if isinstance(r, CommitLogMessage)
+    ]
+    second, fourth = ref[1], ref[3]
+    p2, p4 = second.physical_offset - 4096, fourth.physical_offset - 4096
+    data[p2 + 4 : p2 + 8] = b"\xde\xad\xbe\xef"  # bad magic
+    data[p4 : p4 + 40] = bytes(40)  # a hole of zeros over a header
+    path = tmp_path / "00000000000000004096"
+    path.write_bytes(bytes(data))
+    os.sync()
+    rows = _records(path)
+    bad = [
+        (r["fileOffset"], r["storeSize"], r["detail"])
+        for r in rows if r["recordType"] == "unreadable"
+    ]
+    assert [b[:2] for b in bad] == [(p2, second.total_size), (p4, fourth.total_size)]
+    assert "bad magic" in bad[0][2] and "zero" in bad[1][2]
+    msgs = [r["fileOffset"] for r in rows if r["recordType"] == "msg"]
+    assert msgs == [m.physical_offset - 4096 for m in ref if m not in (second, fourth)]
