@@ -13,10 +13,11 @@ inner-batch bookkeeping), so the copy is neither delayed nor re-routed again.
 Tie properties (what ``mqtool trace`` reads to show the resend as a hop)
 -----------------------------------------------------------------------
 * ``ORIGIN_MESSAGE_ID`` (kept): offsetMsgId of the message's very first stored copy;
-* ``DLQ_ORIGIN_TOPIC`` = the DLQ topic the record was taken from (``%DLQ%<group>``);
-* ``DLQ_ORIGIN_MESSAGE_ID`` = the offsetMsgId of that DLQ record;
-  (both are RocketMQ 5.x ``MessageConst`` names, read by the 5.x gRPC proxy as the message's
-  dead-letter origin; RocketMQ's broker itself never sets them);
+* ``MQTOOL_DLQ_TOPIC`` = the DLQ topic the record was taken from (``%DLQ%<group>``);
+* ``MQTOOL_DLQ_MSG_ID`` = the offsetMsgId of that DLQ record;
+  (deliberately not RocketMQ 5.x's ``DLQ_ORIGIN_TOPIC`` / ``DLQ_ORIGIN_MESSAGE_ID``: the 5.x
+  gRPC proxy reads those to present a message *as a dead letter* of its original topic, which
+  a resent copy is not);
 * ``MQTOOL_RESEND_ID`` (:data:`RESEND_ID_PROPERTY`) = a 32-hex id derived only from the DLQ
   record (:func:`resend_id`): the same record always gets the same id, which is what makes a
   resend idempotent and checkable in the target.
@@ -75,8 +76,8 @@ from mqtool.formats.errors import MqtoolError
 from mqtool.store import DLQ_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC, Store
 
 __all__ = [
-    "DLQ_ORIGIN_MESSAGE_ID",
-    "DLQ_ORIGIN_TOPIC",
+    "RESEND_DLQ_MSG_ID",
+    "RESEND_DLQ_TOPIC",
     "DROPPED_PROPERTIES",
     "RESEND_ID_PROPERTY",
     "Outcome",
@@ -96,8 +97,10 @@ __all__ = [
 ]
 
 RESEND_ID_PROPERTY = "MQTOOL_RESEND_ID"
-DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"  # MessageConst.PROPERTY_DLQ_ORIGIN_TOPIC (5.1.0+)
-DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"  # MessageConst.PROPERTY_DLQ_ORIGIN_MESSAGE_ID
+# Not 5.x's DLQ_ORIGIN_TOPIC / DLQ_ORIGIN_MESSAGE_ID (the gRPC proxy would mark the copy as a
+# dead letter): mqtool's own names.
+RESEND_DLQ_TOPIC = "MQTOOL_DLQ_TOPIC"
+RESEND_DLQ_MSG_ID = "MQTOOL_DLQ_MSG_ID"
 
 DROPPED_PROPERTIES = frozenset({
     "DELAY", "REAL_TOPIC", "REAL_QID", "CLUSTER", "__CRC32#", "RECONSUME_TIME",
@@ -194,10 +197,10 @@ def build_outgoing(m: CommitLogMessage, group: str, to: str = TO_RETRY) -> Outgo
     topic = destination_topic(to, group, m)
     rid = resend_id(m)
     props = [(k, v) for k, v in m.properties.items() if k not in DROPPED_PROPERTIES
-             and k not in (DLQ_ORIGIN_TOPIC, DLQ_ORIGIN_MESSAGE_ID, RESEND_ID_PROPERTY)]
+             and k not in (RESEND_DLQ_TOPIC, RESEND_DLQ_MSG_ID, RESEND_ID_PROPERTY)]
     props += [
-        (DLQ_ORIGIN_TOPIC, m.topic),
-        (DLQ_ORIGIN_MESSAGE_ID, m.offset_msg_id),
+        (RESEND_DLQ_TOPIC, m.topic),
+        (RESEND_DLQ_MSG_ID, m.offset_msg_id),
         (RESEND_ID_PROPERTY, rid),
     ]
     return OutgoingMessage(

@@ -304,7 +304,7 @@ def resend_cmd(
     """Resend DLQ records into a store, exactly once per record and target.
 
     Each resent copy keeps body, tags, keys, user properties and UNIQ_KEY, has its reconsume
-    count reset, and carries DLQ_ORIGIN_TOPIC, DLQ_ORIGIN_MESSAGE_ID and MQTOOL_RESEND_ID. A
+    count reset, and carries MQTOOL_DLQ_TOPIC, MQTOOL_DLQ_MSG_ID and MQTOOL_RESEND_ID. A
     journal in the target records every resend (write-ahead intent, put, done, each fsynced):
     running the same command again sends nothing twice, and a killed run can simply be re-run.
     Exit status 1 when any record failed.

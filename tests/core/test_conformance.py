@@ -13,9 +13,9 @@ import json
 import re
 
 import pytest
-from conftest import manifest_json, manifest_jsonl, scenario_dir, store_dir
 from typer.testing import CliRunner
 
+from conftest import manifest_json, manifest_jsonl, scenario_dir, store_dir
 from mqtool.cli import app
 from mqtool.jsonview import cq_dict, message_dict
 from mqtool.overview import inspect_store

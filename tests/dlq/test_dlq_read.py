@@ -7,12 +7,12 @@ import io
 import json
 from typing import Any
 
-from conftest import manifest_jsonl, store_dir
-from mqtool.formats.commitlog import HostPort
 from typer.testing import CliRunner
 
+from conftest import manifest_jsonl, store_dir
 from mqtool.cli import app
 from mqtool.dlq import CSV_COLUMNS, DlqSelection, export_dict, list_groups, select_dlq
+from mqtool.formats.commitlog import HostPort
 from mqtool.store import Store
 
 JOURNEY = "4.9.7/journey"

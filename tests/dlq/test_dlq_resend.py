@@ -14,16 +14,15 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import manifest_jsonl, store_dir
-from mqtool.formats.commitlog import CommitLogMessage
 from typer.testing import CliRunner
 
+from conftest import manifest_jsonl, store_dir
 from mqtool.cli import app
 from mqtool.dlq import DlqSelection
 from mqtool.dlq_resend import (
-    DLQ_ORIGIN_MESSAGE_ID,
-    DLQ_ORIGIN_TOPIC,
     DROPPED_PROPERTIES,
+    RESEND_DLQ_MSG_ID,
+    RESEND_DLQ_TOPIC,
     RESEND_ID_PROPERTY,
     RefStoreTarget,
     ResendJournal,
@@ -31,6 +30,7 @@ from mqtool.dlq_resend import (
     default_journal_path,
     resend,
 )
+from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.refstore.engine import ManualClock, Message, RefStore, StoreConfig
 from mqtool.store import Store
 
@@ -103,8 +103,8 @@ def test_resent_copy_keeps_the_message_and_ties_it_to_the_dlq_record(tmp_path: P
             assert p["behavior"] == dlq.properties["behavior"] and p["用户"] == "张三"
             assert p["ORIGIN_MESSAGE_ID"] == w["properties"]["ORIGIN_MESSAGE_ID"]
             assert p["RETRY_TOPIC"] == "JourneyTopic"
-            assert p[DLQ_ORIGIN_TOPIC] == "%DLQ%cg_journey"
-            assert p[DLQ_ORIGIN_MESSAGE_ID] == w["offsetMsgId"]
+            assert p[RESEND_DLQ_TOPIC] == "%DLQ%cg_journey"
+            assert p[RESEND_DLQ_MSG_ID] == w["offsetMsgId"]
             assert p[RESEND_ID_PROPERTY] == o["resendId"]
             assert not ({"DELAY", "REAL_TOPIC", "REAL_QID"} & set(p))
     # a consumer of the group pulling its retry topic on the target sees exactly these
@@ -137,7 +137,7 @@ def test_resend_into_a_copy_of_the_broker_store(tmp_path: Path) -> None:
         assert [m.topic for m in found][-2:] == ["%DLQ%cg_journey", "%RETRY%cg_journey"]
         copy = found[-1]
         assert str(copy.store_host) == "192.168.1.10:10911"
-        assert copy.properties[DLQ_ORIGIN_MESSAGE_ID] == found[-2].offset_msg_id
+        assert copy.properties[RESEND_DLQ_MSG_ID] == found[-2].offset_msg_id
         assert not st.findings
 
 

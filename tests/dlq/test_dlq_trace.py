@@ -7,11 +7,11 @@ import json
 import shutil
 from pathlib import Path
 
-from conftest import store_dir
 from typer.testing import CliRunner
 
+from conftest import store_dir
 from mqtool.cli import app
-from mqtool.dlq_resend import DLQ_ORIGIN_MESSAGE_ID
+from mqtool.dlq_resend import RESEND_DLQ_MSG_ID
 from mqtool.store import Store
 from mqtool.trace import trace_id
 
@@ -35,7 +35,7 @@ def test_trace_shows_the_resend_as_the_last_hop(tmp_path: Path) -> None:
             dlq, copy = t.hops[-2], t.hops[-1]
             assert dlq.offset_msg_id == o["dlqMsgId"]
             assert copy.offset_msg_id == o["msgId"]
-            assert copy.message.properties[DLQ_ORIGIN_MESSAGE_ID] == o["dlqMsgId"]
+            assert copy.message.properties[RESEND_DLQ_MSG_ID] == o["dlqMsgId"]
             assert copy.topic == "%RETRY%cg_journey" and copy.reconsume_times == 0
             if o["dlqMsgId"] != "C0A8010A00002A9F0000000000001342":  # not the delayLevel -1 one
                 assert kinds.count("retry") == 3

@@ -6,9 +6,10 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, SCENARIOS, manifest_jsonl, store_dir
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from conftest import FIXTURES, SCENARIOS, manifest_jsonl, store_dir
 from mqtool.formats.commitlog import (
     MAGIC_V2,
     BlankRecord,

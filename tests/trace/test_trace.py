@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, manifest_jsonl, store_dir
 from typer.testing import CliRunner
 
+from conftest import ROOT, manifest_jsonl, store_dir
 from mqtool.cli import app
 from mqtool.store import Store
 from mqtool.trace import Trace, TraceError, scan_for, trace_id, trace_key
@@ -172,7 +172,7 @@ def test_resent_copy_is_a_resend_hop(store_copy: Callable[[str], Path]) -> None:
     assert [h.kind for h in after.hops] == [h.kind for h in before.hops] + ["resend"]
     hop = after.hops[-1]
     assert (hop.topic, hop.reconsume_times, hop.group) == (R, 0, "cg_journey")
-    assert hop.message.properties["DLQ_ORIGIN_MESSAGE_ID"] == recs[-1]["offsetMsgId"]
+    assert hop.message.properties["MQTOOL_DLQ_MSG_ID"] == recs[-1]["offsetMsgId"]
     assert hop.note == f"resent from DLQ record {recs[-1]['offsetMsgId']}"
     assert after.verdict.startswith("resent from %DLQ%cg_journey at ")
     assert after.verdict.endswith("; delivered; consumption unknown (no consumerOffset.json)")
