@@ -69,10 +69,10 @@ def demo(
         f"mqtool dlq list {d_}",
         f"mqtool dlq show {d_} --group cg_orders",
     ]
+    tries.append(f"mqtool trace {d_} --key demo-dlq-0")
+    tries.append(f"mqtool trace {d_} --key demo-retry-twice-0")
     if summary.sample_dlq_uniq_key:
         tries.append(f"mqtool trace {d_} {summary.sample_dlq_uniq_key}")
-    if summary.sample_retried_uniq_key:
-        tries.append(f"mqtool trace {d_} {summary.sample_retried_uniq_key}")
     tries += [
         f"mqtool store tick {d_} --advance 2h",
         f"mqtool store consume {d_} -g cg_orders -t OrderTopic",

@@ -9,6 +9,9 @@
 * messages whose consumers succeed, fail once, fail twice, fail until the DLQ, send them
   straight to the DLQ (delay level -1), and delayed messages: delivered ones and ones still
   pending in ``SCHEDULE_TOPIC_XXXX`` (1 h / 2 h levels, and retries that are not due yet);
+* named messages to try first: KEYS ``demo-ok-0``, ``demo-retry-once-0``,
+  ``demo-retry-twice-0``, ``demo-dlq-0`` (DLQ after 3 retries), ``demo-dlq-direct-0`` (level -1)
+  and ``demo-pending-0`` (a 1 h delayed message still in the schedule topic);
 * with ``size_bytes``, bulk ``BenchTopic`` traffic (1 KiB bodies) until the commitlog holds that
   many bytes.
 """
@@ -106,6 +109,19 @@ def build_demo(
             s.create_topic(topic, queues)
             s.create_group(group, retry_max_times=max_times)
         step = max(1, span // max(1, messages)) // 2
+        # named messages the README and `make demo` point at (trace --key demo-dlq-0, ...)
+        for name, behavior in (
+            ("demo-ok-0", "OK"), ("demo-retry-once-0", "FAIL_ONCE"),
+            ("demo-retry-twice-0", "FAIL_TWICE"), ("demo-dlq-0", "FAIL_ALWAYS"),
+            ("demo-dlq-direct-0", "DLQ_DIRECT"),
+        ):
+            clock.advance(5)
+            behaviors[behavior] += 1
+            s.put(Message.create(
+                "OrderTopic", f'{{"order":"{name}"}}', tags="created", keys=[name],
+                properties={"behavior": behavior, "source": "mqtool-demo"},
+                born_host="192.168.0.20:51000",
+            ))
         names = ["张三", "Alice", "Bob", "Zoë", "李四"]
         for i in range(messages):
             clock.advance(rnd.randint(1, 2 * step))
@@ -128,7 +144,7 @@ def build_demo(
                 delay_level=delay,
                 born_host=f"192.168.0.{20 + i % 5}:5{1000 + i % 7}",
             ))
-            if i % 200 == 199:
+            if i % 25 == 24:
                 _consume_all(s)
                 tick_until(s, clock.now)
                 if progress:
@@ -147,7 +163,8 @@ def build_demo(
         for i in range(max(2, messages // 500)):
             clock.advance(100)
             s.put(Message.create(
-                "NotifyTopic", f'{{"reminder":{i}}}', tags="notify", keys=f"remind-{i}",
+                "NotifyTopic", f'{{"reminder":{i}}}', tags="notify",
+                keys=[f"remind-{i}"] + (["demo-pending-0"] if i == 0 else []),
                 delay_level=17 + i % 2, properties={"behavior": "OK", "source": "mqtool-demo"},
             ))
         for i in range(max(2, messages // 500)):
@@ -158,7 +175,7 @@ def build_demo(
             ))
             s.send_back("cg_orders", r.physical_offset)
             behaviors["FAIL_ONCE"] += 1
-        summary.messages = messages + 2 * max(2, messages // 500)
+        summary.messages = 5 + messages + 2 * max(2, messages // 500)
         if size_bytes:
             _fill(s, clock, size_bytes, rnd, progress)
         clock.set(max(clock.now, end))

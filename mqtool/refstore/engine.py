@@ -45,7 +45,6 @@ from mqtool.formats.commitlog import (
     CommitLogMessage,
     FileEnd,
     HostPort,
-    encode_properties,
     parse_message,
     parse_properties,
     scan_file,
@@ -628,7 +627,7 @@ class RefStore:
             )
         if opened:
             self._index = opened[-1]
-            self._index.repair_last_slot()
+            self._index.repair_slots()
             self._prev_index = opened[-2] if len(opened) > 1 else None
 
     def _recovery_start_file(self) -> int:
@@ -915,9 +914,8 @@ class RefStore:
             if len(self._prop_orders) > 10_000:
                 self._prop_orders.clear()
             self._prop_orders[keys] = ordered
-        return encode_properties(
-            [(k, props[k]) for k in ordered], trailing_separator=self._trailing_sep
-        )
+        text = "\x02".join([k + "\x01" + props[k] for k in ordered])  # encode_properties
+        return text + "\x02" if self._trailing_sep and text else text
 
     def _topic_header(self, topic: str) -> tuple[bytes, int]:
         hit = self._topic_hdrs.get(topic)
@@ -976,13 +974,10 @@ class RefStore:
         mf, pos = cl.reserve(size)
         phys = mf.file_from_offset + pos
         pack_record_into(
-            mf.mm, pos, size, magic=magic_for(topic_len), queue_id=queue_id, flag=flag,
-            queue_offset=queue_offset, physical_offset=phys, sys_flag=sf,
-            born_timestamp=born_timestamp, born_ip=born_ip, born_port=born_host.port,
-            store_timestamp=store_timestamp, store_ip=self._store_ip,
-            store_port=self._store_host.port, reconsume_times=reconsume_times,
-            prepared_transaction_offset=prepared_transaction_offset, body=body,
-            topic_hdr=topic_hdr, props_b=props_b,
+            mf.mm, pos, size, magic_for(topic_len), queue_id, flag, queue_offset, phys, sf,
+            born_timestamp, born_ip, born_host.port, store_timestamp, self._store_ip,
+            self._store_host.port, reconsume_times, prepared_transaction_offset, body,
+            topic_hdr, props_b,
         )
         cl.write_pos = phys + size
         if normal:
@@ -1082,11 +1077,12 @@ class RefStore:
                     else:
                         missing.append(h)
                 hashes = missing
-        for h in hashes:
+        while hashes:
             ix = self._index
             if ix is None or ix.is_full:
                 ix = self._index_file(phys, store_timestamp)
-            ix.put_key("", phys, store_timestamp, h)
+            done = ix.put_hashes(hashes, phys, store_timestamp)
+            hashes = hashes[done:]
 
     def _index_file(self, end_phy: int, end_ts: int) -> IndexFileWriter:
         ix = self._index

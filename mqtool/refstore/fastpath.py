@@ -75,7 +75,6 @@ def pack_record_into(
     mm: mmap | bytearray,
     pos: int,
     size: int,
-    *,
     magic: int,
     queue_id: int,
     flag: int,
@@ -145,6 +144,7 @@ class JavaHashCache:
         self._tags: dict[str, int] = {}
         self._part: dict[str, int] = {}
         self._uprefix: dict[tuple[str, str], int] = {}
+        self._topic_prefix: dict[str, int] = {}
 
     def pow31(self, n: int) -> int:
         p = self._pow
@@ -183,8 +183,15 @@ class JavaHashCache:
 
     def index_hash(self, topic: str, key: str) -> int:
         """``indexKeyHashMethod(topic + "#" + key)``: abs of the signed hash, MIN -> 0."""
-        h = self.prefix(topic + "#")
-        h = (h * self.pow31(utf16_len(key)) + java_hash_unsigned(key)) & _MASK
+        h = self._topic_prefix.get(topic)
+        if h is None:
+            h = java_hash_unsigned(topic + "#")
+            self._topic_prefix[topic] = h
+        if key.isascii():
+            for c in key.encode("ascii"):
+                h = (31 * h + c) & _MASK
+        else:
+            h = java_hash_unsigned(key, h)
         return _abs32(h)
 
     def prefix_uniq(self, topic: str, fix: str) -> int:

@@ -274,6 +274,61 @@ class IndexFileWriter:
         _I32.pack_into(mm, abs_slot, n)
         return True
 
+    def put_hashes(self, hashes: list[int], phy_offset: int, store_timestamp: int) -> int:
+        """Add several keys (by hash) of one record; returns how many fit (the rest: roll).
+
+        Entries first, then the header once (the commit point), then the slots; a kill before
+        the slots are written is repaired on reopen by :meth:`repair_slots`.
+        """
+        room = self.index_num - self.index_count
+        if room <= 0:
+            return 0
+        if len(hashes) > room:
+            hashes = hashes[:room]
+        mm = self.mf.mm
+        slots = self.hash_slot_num
+        count = self.index_count
+        base = INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE
+        if self.begin_timestamp <= 0:
+            time_diff = 0
+        else:
+            time_diff = (store_timestamp - self.begin_timestamp) // 1000
+            time_diff = 0 if time_diff < 0 else min(time_diff, 0x7FFFFFFF)
+        heads: dict[int, int] = {}
+        n = count
+        for h in hashes:
+            abs_slot = INDEX_HEADER_SIZE + (h % slots) * HASH_SLOT_SIZE
+            prev = heads.get(abs_slot)
+            if prev is None:
+                prev = _I32.unpack_from(mm, abs_slot)[0]
+                if prev <= INVALID_INDEX or prev > count:
+                    prev = INVALID_INDEX
+                    self.hash_slot_count += 1
+            _IDX_ENTRY.pack_into(mm, base + n * INDEX_SIZE, h, phy_offset, time_diff, prev)
+            heads[abs_slot] = n
+            n += 1
+        if count <= 1:
+            self.begin_phy_offset = phy_offset
+            self.begin_timestamp = store_timestamp
+        self.index_count = n
+        self.end_phy_offset = phy_offset
+        self.end_timestamp = store_timestamp
+        self._write_header()
+        for abs_slot, head in heads.items():
+            _I32.pack_into(mm, abs_slot, head)
+        return len(hashes)
+
+    def repair_slots(self, window: int = 256) -> None:
+        """After a kill between the header and the slot writes: every recent entry must be
+        (or precede) the head of its slot's chain."""
+        mm = self.mf.mm
+        for n in range(max(1, self.index_count - window), self.index_count):
+            key_hash = self.entry(n)[0]
+            abs_slot = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
+            cur = _I32.unpack_from(mm, abs_slot)[0]
+            if cur < n or cur >= self.index_count:
+                _I32.pack_into(mm, abs_slot, n)
+
     def entry(self, n: int) -> tuple[int, int, int, int]:
         pos = INDEX_HEADER_SIZE + self.hash_slot_num * HASH_SLOT_SIZE + n * INDEX_SIZE
         return _IDX_ENTRY.unpack_from(self.mf.mm, pos)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from mqtool.formats.commitlog import (
     MAGIC_V1,
     MAGIC_V2,
@@ -20,7 +21,6 @@ from mqtool.formats.commitlog import (
 )
 from mqtool.formats.config import parse_consumer_offset, parse_subscription_groups, parse_topics
 from mqtool.formats.javastr import java_string_hash
-
 from mqtool.refstore import broker as B
 from mqtool.refstore.engine import (
     ManualClock,

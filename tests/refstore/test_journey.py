@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from mqtool.formats.commitlog import HostPort, parse_properties
 from mqtool.formats.consumequeue import iter_cq
 from mqtool.formats.indexfile import IndexReader
-
 from mqtool.refstore.engine import ManualClock, Message, RefStore, StoreConfig
 from mqtool.refstore.uniqkey import UniqKeyGenerator
 from mqtool.store import Store
