@@ -88,6 +88,13 @@ def map_readonly(path: Path) -> bytes | mmap.mmap:
         os.close(fd)
 
 
+# names at a store root that, when present, must be a directory (True) or a file (False)
+_ROOT_ENTRIES = (
+    ("consumequeue", True), ("index", True), ("config", True), ("checkpoint", False),
+    ("abort", False), ("lock", False),
+)
+
+
 def _is_offset_name(name: str) -> bool:
     return len(name) == 20 and name.isdigit()
 
@@ -165,6 +172,13 @@ class Store:
                 f"{r}: not a RocketMQ store root (no commitlog/ directory; "
                 "expected commitlog/, consumequeue/, index/, checkpoint, config/)"
             )
+        for name, want_dir in _ROOT_ENTRIES:
+            p = r / name
+            if p.exists() and p.is_dir() != want_dir:
+                raise StoreError(
+                    f"{p}: expected a {'directory' if want_dir else 'file'}, found a "
+                    f"{'directory' if p.is_dir() else 'file'}"
+                )
         files: list[CommitLogFile] = []
         findings: list[Finding] = []
         for p in sorted(cl.iterdir()):
@@ -178,12 +192,6 @@ class Store:
         files.sort(key=lambda f: f.start)
         store = cls(r, cl, files, findings)
         store._starts = [f.start for f in files]
-        for a, b in zip(files, files[1:], strict=False):
-            if a.start + a.size != b.start:
-                store.findings.append(Finding(
-                    "layout", b.rel, None,
-                    f"file starts at {b.start} but the previous one ends at {a.start + a.size}",
-                ))
         return store
 
     def close(self) -> None:
@@ -249,7 +257,15 @@ class Store:
         return out
 
     def _check_early_end(self, ends: list[tuple[CommitLogFile, FileEnd, int]]) -> None:
-        """Zeros are the normal end of data, but only if no later file holds messages."""
+        """Zeros are the normal end of data, but only if no later file holds messages; a file
+        that ends cleanly must be followed by one starting where it ends (no gap)."""
+        for (a, end, _), (b, _, _) in zip(ends, ends[1:], strict=False):
+            if a.start + a.size != b.start and end.clean:
+                self._note(Finding(
+                    "gap", b.rel, a.start + a.size,
+                    f"file starts at {b.start} but the previous one ends at {a.start + a.size}"
+                    " (commitlog data missing)",
+                ))
         for i, (f, end, _) in enumerate(ends[:-1]):
             if end.kind == "zeros" and any(c for _, _, c in ends[i + 1 :]):
                 self._note(Finding(
@@ -351,10 +367,16 @@ class Store:
             return out
         for t in base.iterdir():
             if not t.is_dir():
+                self._note(Finding("cq", f"consumequeue/{t.name}", None,
+                                   "expected a topic directory, found a file"))
                 continue
             for q in t.iterdir():
-                if q.is_dir() and q.name.lstrip("-").isdigit():
-                    out.append((t.name, int(q.name)))
+                if q.name.lstrip("-").isdigit():
+                    if q.is_dir():
+                        out.append((t.name, int(q.name)))
+                    else:
+                        self._note(Finding("cq", f"consumequeue/{t.name}/{q.name}", None,
+                                           "expected a queue directory, found a file"))
         return sorted(out)
 
     def topics(self) -> list[str]:
@@ -375,23 +397,35 @@ class Store:
             rel = f"consumequeue/{topic}/{queue_id}/{p.name}"
             base = int(p.name)
             size = p.stat().st_size
+            self._check_cq_size(rel, size)
             if (base + size) // CQ_STORE_UNIT_SIZE <= start:
                 continue
             buf = map_readonly(p)
+            first = max(0, start * CQ_STORE_UNIT_SIZE - base)
+            first -= first % CQ_STORE_UNIT_SIZE
+            view = memoryview(buf)[first:]
             try:
-                first = max(0, start * CQ_STORE_UNIT_SIZE - base)
-                first -= first % CQ_STORE_UNIT_SIZE
-                view = memoryview(buf)[first:]
                 for pos, e in iter_cq(view, file=rel, file_start=base + first):
                     abs_pos = base + first + pos
                     qoff = abs_pos // CQ_STORE_UNIT_SIZE
                     yield QueueEntry(topic, queue_id, qoff, e, rel, abs_pos)
-                view.release()
             except FormatError as e:
                 self._note(Finding("cq", rel, e.offset, e.detail))
-            finally:
+            finally:  # release the view first: closing a map with a live view is a BufferError
+                view.release()
                 if isinstance(buf, mmap.mmap):
                     buf.close()
+
+    def _check_cq_size(self, rel: str, size: int) -> None:
+        """An empty consume-queue file, or one that is not whole units, is damage."""
+        base = int(rel.rsplit("/", 1)[1])
+        if size == 0:
+            self._note(Finding("cq", rel, base, "empty consume-queue file (0 bytes)"))
+        elif size % CQ_STORE_UNIT_SIZE:
+            self._note(Finding(
+                "cq", rel, base + size - size % CQ_STORE_UNIT_SIZE,
+                f"consume-queue file size {size} is not a multiple of {CQ_STORE_UNIT_SIZE}",
+            ))
 
     def queue_info(self, topic: str, queue_id: int) -> QueueInfo:
         """Min/max logical offsets of a queue (max = next offset to write)."""
@@ -402,6 +436,7 @@ class Store:
         for p in files:
             base = int(p.name) // CQ_STORE_UNIT_SIZE
             buf = map_readonly(p)
+            self._check_cq_size(f"consumequeue/{topic}/{queue_id}/{p.name}", len(buf))
             try:
                 n = len(buf) // CQ_STORE_UNIT_SIZE
                 units = [struct.unpack_from(">qiq", buf, i * CQ_STORE_UNIT_SIZE) for i in range(n)]
