@@ -18,12 +18,18 @@ dev: $(BIN)/.installed
 test: dev
 	$(BIN)/python -m pytest
 
+# The main job on the built-in reference store: build a demo store, look inside it, follow a
+# dead-lettered order through its retries, resend it (dry run first), trace it again, audit it.
 demo: dev
 	rm -rf $(DEMO)
 	$(BIN)/mqtool demo $(DEMO)
 	$(BIN)/mqtool inspect $(DEMO)
-	$(BIN)/mqtool trace $(DEMO) --key demo-dlq-0
+	$(BIN)/mqtool trace $(DEMO) --key ORD-100006
 	$(BIN)/mqtool dlq list $(DEMO)
+	$(BIN)/mqtool dlq show $(DEMO) --group cg_orders --limit 5
+	$(BIN)/mqtool dlq resend $(DEMO) --group cg_orders --key ORD-100006 --target $(DEMO) --dry-run
+	$(BIN)/mqtool dlq resend $(DEMO) --group cg_orders --key ORD-100006 --target $(DEMO)
+	$(BIN)/mqtool trace $(DEMO) --key ORD-100006
 	$(BIN)/mqtool scan $(DEMO)
 
 lint: dev
