@@ -6,9 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import manifest_jsonl, store_dir
 from typer.testing import CliRunner
 
+from conftest import manifest_jsonl, store_dir
 from mqtool.cli import app
 from mqtool.query import MessageFilter, select_messages
 from mqtool.store import Store
@@ -91,3 +91,11 @@ def test_since_skips_whole_files_but_keeps_results() -> None:
         fast = [m.physical_offset for m in st.messages(since=t) if m.store_timestamp >= t]
         assert fast == [m.physical_offset for m in allm if m.store_timestamp >= t]
         assert next(iter(st.messages(since=t))).physical_offset > allm[0].physical_offset
+
+
+def test_queue_entry_stops_early_without_leaking_the_mapping() -> None:
+    with Store.open(store_dir("4.9.7/plain")) as st:
+        for _ in range(3):
+            qe = st.queue_entry("TopicA", 0, 150)
+            assert qe is not None and qe.queue_offset == 150
+        assert st.queue_entry("TopicA", 0, 10**9) is None
