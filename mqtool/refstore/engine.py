@@ -285,9 +285,13 @@ class _CommitLog:
         self.file_size = file_size
         self.files: list[MappedFile] = []
         directory.mkdir(parents=True, exist_ok=True)
-        for name in sorted(p.name for p in directory.iterdir() if p.name.isdigit()):
+        names = sorted(p.name for p in directory.iterdir() if p.name.isdigit())
+        for i, name in enumerate(names):
             path = directory / name
             size = path.stat().st_size
+            if size < file_size and i == len(names) - 1:
+                path.unlink()  # killed while creating it (before it was sized): nothing in it
+                break
             if size != file_size:
                 raise RefStoreError(
                     f"{path}: {size} bytes, but the store's commitlog files are {file_size} "
@@ -612,6 +616,9 @@ class RefStore:
         names = sorted(p.name for p in d.iterdir() if p.name.isdigit())
         size = 40 + self.config.index_hash_slots * 4 + self.config.index_max_entries * 20
         opened: list[IndexFileWriter] = []
+        if names and (d / names[-1]).stat().st_size < size:
+            (d / names[-1]).unlink()  # killed while creating it: nothing was written to it
+            names.pop()
         for name in names[-2:]:
             path = d / name
             if path.stat().st_size != size:
@@ -625,6 +632,10 @@ class RefStore:
                     create=False,
                 )
             )
+        if opened and opened[-1].index_count <= 1 and opened[-1].end_phy_offset == 0:
+            empty = opened.pop()  # created but never written (or killed before its header)
+            empty.close()
+            empty.path.unlink()
         if opened:
             self._index = opened[-1]
             self._index.repair_slots()
