@@ -1,0 +1,153 @@
+"""``run_scan`` on the real stores: every audit equals what the manifests imply."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from sparkfix import NOW_MS, fixture_scan, rows_for, spark, store_of  # noqa: F401
+from test_spark_decode import expected_row
+
+from conftest import FIXTURES, SCENARIOS, manifest_jsonl, store_dir
+from mqtool.formats.commitlog import CommitLogMessage, scan_file
+from mqtool.formats.config import loads_fastjson
+
+pytestmark = pytest.mark.slow
+
+
+def _messages(scenario: str) -> list[dict[str, Any]]:
+    return [r for r in manifest_jsonl(scenario, "commitlog.jsonl") if r["kind"] == "msg"]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_queue_counts_bytes_and_times_match_the_manifest(fixture_scan, scenario: str) -> None:  # noqa: F811
+    expected: dict[tuple[str, int], dict[str, Any]] = {}
+    for m in _messages(scenario):
+        e = expected.setdefault(
+            (m["topic"], m["queueId"]),
+            {"count": 0, "bytes": 0, "first": m["storeTimestamp"], "last": m["storeTimestamp"]},
+        )
+        e["count"] += 1
+        e["bytes"] += m["size"]
+        e["first"] = min(e["first"], m["storeTimestamp"])
+        e["last"] = max(e["last"], m["storeTimestamp"])
+    got = {
+        (r["topic"], r["queueId"]): {
+            "count": r["count"], "bytes": r["bytes"], "first": r["firstStoreTimestamp"],
+            "last": r["lastStoreTimestamp"],
+        }
+        for r in rows_for(fixture_scan.summary, "queues", scenario)
+    }
+    assert got == expected
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_dlq_per_group_with_original_topics_matches_the_manifest(fixture_scan, scenario: str) -> None:  # noqa: F811,E501
+    by_group: dict[str, Counter[str]] = defaultdict(Counter)
+    for m in _messages(scenario):
+        if m["topic"].startswith("%DLQ%"):
+            by_group[m["topic"][len("%DLQ%"):]][m["properties"]["RETRY_TOPIC"]] += 1
+    got = rows_for(fixture_scan.summary, "dlq", scenario)
+    assert {r["group"]: r["byOriginalTopic"] for r in got} == {
+        g: dict(c) for g, c in by_group.items()
+    }
+    for r in got:
+        assert r["count"] == sum(by_group[r["group"]].values())
+        assert r["originalTopics"] == sorted(by_group[r["group"]])
+    if scenario == "4.9.7/journey":  # the scenario's own account: 4 messages in the DLQ
+        assert [(r["group"], r["count"], r["originalTopics"]) for r in got] == [
+            ("cg_journey", 4, ["JourneyTopic"])
+        ]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_retry_depth_matches_the_manifest(fixture_scan, scenario: str) -> None:  # noqa: F811
+    expected = Counter(
+        (m["topic"][len("%RETRY%"):], m["reconsumeTimes"])
+        for m in _messages(scenario) if m["topic"].startswith("%RETRY%")
+    )
+    got = {
+        (r["group"], r["reconsumeTimes"]): r["count"]
+        for r in rows_for(fixture_scan.summary, "retry", scenario)
+    }
+    assert got == dict(expected)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_schedule_backlog_matches_the_manifest(fixture_scan, scenario: str) -> None:  # noqa: F811
+    text = (FIXTURES / scenario / "manifest" / "delayOffset.json").read_text(encoding="utf-8")
+    offsets = {int(k): int(v) for k, v in loads_fastjson(text)["offsetTable"].items()}
+    units: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for u in manifest_jsonl(scenario, "consumequeue.jsonl"):
+        if u["topic"] == "SCHEDULE_TOPIC_XXXX":
+            units[u["queueId"] + 1].append(u)
+    expected = {}
+    for level in set(units) | set(offsets):
+        off = offsets.get(level, 0)
+        pending = [u for u in units.get(level, []) if u["index"] >= off]
+        expected[level] = {
+            "pending": len(pending),
+            "overdue": sum(1 for u in pending if u["tagsCode"] < NOW_MS),
+            "delayOffset": offsets.get(level),
+            "maxOffset": max((u["index"] + 1 for u in units.get(level, [])), default=0),
+            "beyondMax": False,
+        }
+    got = {
+        r["delayLevel"]: {k: r[k] for k in ("pending", "overdue", "delayOffset", "maxOffset",
+                                            "beyondMax")}
+        for r in rows_for(fixture_scan.summary, "schedule", scenario)
+    }
+    assert got == expected
+    total_pending = sum(e["pending"] for e in expected.values())
+    assert total_pending == {"4.9.7/journey": 4, "5.3.3/plain": 1}.get(scenario, total_pending)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_real_stores_have_no_integrity_findings(fixture_scan, scenario: str) -> None:  # noqa: F811
+    assert rows_for(fixture_scan.summary, "integrity", scenario) == []
+
+
+def test_totals_and_sql_view(fixture_scan) -> None:  # noqa: F811
+    manifest_total = sum(len(_messages(s)) for s in SCENARIOS)
+    assert fixture_scan.summary["totals"]["messages"] == manifest_total
+    assert fixture_scan.summary["totals"]["unreadableRegions"] == 0
+    assert fixture_scan.summary["totals"]["consumeQueueUnits"] == sum(
+        len(manifest_jsonl(s, "consumequeue.jsonl")) for s in SCENARIOS
+    )
+    got = {(r["store"], r["topic"]): r["n"] for r in fixture_scan.sql_rows}
+    expected = {
+        (store_of(s), t): n for s in SCENARIOS
+        for t, n in Counter(m["topic"] for m in _messages(s)).items()
+    }
+    assert got == expected
+    assert fixture_scan.sql_columns == ["store", "topic", "n"]
+
+
+def test_summary_is_plain_json(fixture_scan) -> None:  # noqa: F811
+    text = json.dumps(fixture_scan.summary)
+    assert json.loads(text) == fixture_scan.summary
+    for key in ("queues", "dlq", "schedule", "integrity"):
+        assert key in fixture_scan.summary
+
+
+def test_parquet_messages_round_trip_to_the_single_process_decoder(fixture_scan) -> None:  # noqa: F811
+    table = pq.read_table(Path(fixture_scan.outputs["messages"]))
+    rows = {(r["store"], r["commitLogOffset"]): r for r in table.to_pylist()}
+    n = 0
+    for scenario in SCENARIOS:
+        for path in sorted((store_dir(scenario) / "commitlog").iterdir()):
+            base = int(path.name)
+            for rec in scan_file(path.read_bytes(), file_start=base):
+                if not isinstance(rec, CommitLogMessage):
+                    continue
+                row = dict(rows.pop((store_of(scenario), rec.physical_offset)))
+                row["properties"] = dict(row["properties"])
+                exp = expected_row(rec, f"commitlog/{path.name}", base)
+                assert {k: row[k] for k in exp} == exp
+                assert set(row) == set(exp) | {"store"}
+                n += 1
+    assert not rows and n == fixture_scan.summary["totals"]["messages"]
