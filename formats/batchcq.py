@@ -35,6 +35,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import construct as cs
+
+from mqtool.formats.buffers import Buffer
 from mqtool.formats.errors import FormatError, TruncatedError
 
 __all__ = [
@@ -102,7 +104,6 @@ _BATCH = struct.Struct(">qiqqqhii")
 _EXT_HEAD = struct.Struct(">hqqh")
 _I16 = struct.Struct(">h")
 
-Buffer = bytes | bytearray | memoryview
 
 
 @dataclass(frozen=True, slots=True)

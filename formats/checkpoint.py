@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import construct as cs
+
+from mqtool.formats.buffers import Buffer
 from mqtool.formats.errors import FormatError, TruncatedError
 
 __all__ = [
@@ -70,7 +72,7 @@ class Checkpoint:
         return max(0, min(self.physic_msg_timestamp, self.logics_msg_timestamp) - 3000)
 
 
-def parse_checkpoint(buf: bytes | bytearray | memoryview, *, file: str | None = None) -> Checkpoint:
+def parse_checkpoint(buf: Buffer, *, file: str | None = None) -> Checkpoint:
     """Decode a checkpoint file's bytes; raises :class:`FormatError` on short input."""
     data = bytes(buf)
     if len(data) < CHECKPOINT_HEADER_SIZE:

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import construct as cs
+
+from mqtool.formats.buffers import Buffer
 from mqtool.formats.errors import FormatError
 
 # --- constants, spelled as in the Java source -----------------------------------------------
@@ -329,7 +331,7 @@ def _err(file: str | None, file_start: int, pos: int, detail: str) -> FormatErro
 
 
 def parse_message(
-    buf: bytes | bytearray | memoryview,
+    buf: Buffer,
     pos: int = 0,
     *,
     file: str | None = None,
@@ -516,7 +518,7 @@ def build_blank(total_size: int) -> bytes:
 
 
 def scan_file(
-    buf: bytes | bytearray | memoryview, *, file: str | None = None, file_start: int = 0
+    buf: Buffer, *, file: str | None = None, file_start: int = 0
 ) -> Iterator[CommitLogMessage | BlankRecord | FileEnd]:
     """Records of one commitlog file in physical order; the last item is always a FileEnd.
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import construct as cs
 import numpy as np
+
+from mqtool.formats.buffers import Buffer
 from mqtool.formats.errors import FormatError
 
 CQ_STORE_UNIT_SIZE = 20
@@ -57,7 +59,7 @@ class CqEntry:
 
 
 def parse_cq_entry(
-    buf: bytes | bytearray | memoryview, pos: int = 0, *, file: str | None = None,
+    buf: Buffer, pos: int = 0, *, file: str | None = None,
     file_start: int = 0,
 ) -> CqEntry:
     """Decode the unit at ``buf[pos:pos+20]``."""
@@ -75,7 +77,7 @@ def build_cq_entry(e: CqEntry) -> bytes:
 
 
 def iter_cq(
-    buf: bytes | bytearray | memoryview, *, file: str | None = None, file_start: int = 0
+    buf: Buffer, *, file: str | None = None, file_start: int = 0
 ) -> Iterator[tuple[int, CqEntry]]:
     """``(byte position in buf, entry)`` for every written unit, stopping at the first zero one.
 
@@ -95,7 +97,7 @@ def iter_cq(
         )
 
 
-def cq_array(buf: bytes | bytearray | memoryview) -> np.ndarray:
+def cq_array(buf: Buffer) -> np.ndarray:
     """All written units of a file as a numpy structured array (zero tail cut)."""
     n = len(buf) // CQ_STORE_UNIT_SIZE
     arr = np.frombuffer(buf, dtype=CQ_DTYPE, count=n)

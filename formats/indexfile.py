@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import construct as cs
+
+from mqtool.formats.buffers import Buffer
 from mqtool.formats.errors import FormatError
 from mqtool.formats.javastr import java_string_hash
 
@@ -90,7 +92,7 @@ def index_geometry(
     hash_slot_num: int | None = None,
     *,
     file: str | None = None,
-    buf: bytes | bytearray | memoryview | None = None,
+    buf: Buffer | None = None,
 ) -> IndexGeometry:
     """Slots and entries of an index file of ``file_size`` bytes.
 
@@ -138,7 +140,7 @@ def index_geometry(
     raise FormatError(file, None, f"cannot tell the slot/entry geometry of {file_size}-byte index")
 
 
-def _plausible(buf: bytes | bytearray | memoryview, h: IndexHeader, g: IndexGeometry) -> bool:
+def _plausible(buf: Buffer, h: IndexHeader, g: IndexGeometry) -> bool:
     """Cheap test: the last few entries written must sit in chains their slots lead to."""
     if h.index_count > g.index_num:
         return False
@@ -155,7 +157,7 @@ def _plausible(buf: bytes | bytearray | memoryview, h: IndexHeader, g: IndexGeom
     return True
 
 
-def _proven(buf: bytes | bytearray | memoryview, h: IndexHeader, g: IndexGeometry) -> bool:
+def _proven(buf: Buffer, h: IndexHeader, g: IndexGeometry) -> bool:
     """Full test: the number of non-empty slots equals the header's hashSlotCount."""
     import numpy as np
 
@@ -176,7 +178,7 @@ def build_key(topic: str, key: str) -> str:
     return f"{topic}#{key}"
 
 
-def parse_header(buf: bytes | bytearray | memoryview, *, file: str | None = None) -> IndexHeader:
+def parse_header(buf: Buffer, *, file: str | None = None) -> IndexHeader:
     if len(buf) < INDEX_HEADER_SIZE:
         raise FormatError(file, 0, f"truncated index header: {len(buf)} of 40 bytes")
     return IndexHeader(*_HEADER.unpack_from(buf, 0))
@@ -197,7 +199,7 @@ class IndexReader:
     """Read-only view of one index file held in ``buf`` (bytes or a read-only mmap)."""
 
     def __init__(
-        self, buf: bytes | bytearray | memoryview, *, file: str | None = None,
+        self, buf: Buffer, *, file: str | None = None,
         hash_slot_num: int | None = None,
     ) -> None:
         self.buf = buf

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import construct as cs
 import numpy as np
+
+from mqtool.formats.buffers import Buffer
 from mqtool.formats.errors import FormatError, TruncatedError
 
 __all__ = [
@@ -125,7 +127,6 @@ _BLANK = struct.Struct(">iqi")
 _SLOT = struct.Struct(">qqqii")
 _I32 = struct.Struct(">i")
 
-Buffer = bytes | bytearray | memoryview
 
 
 # --------------------------------------------------------------------------------------------

@@ -122,7 +122,8 @@ def inspect_store(store: Store, delay_levels: str = DEFAULT_DELAY_LEVELS) -> Ove
         info = store.queue_info(t, q)
         queue_max[(t, q)] = info.max_offset
         tk = topics.setdefault(t, {"topic": t, "kind": topic_kind(t), "queues": [], "messages": 0})
-        tk["queues"].append({
+        queues: list[dict[str, Any]] = tk["queues"]
+        queues.append({
             "queueId": q, "minOffset": info.min_offset, "maxOffset": info.max_offset,
             "count": info.max_offset - info.min_offset, "files": len(info.files),
             "lastCommitLogOffset": info.last_commit_log_offset,
@@ -157,10 +158,10 @@ def inspect_store(store: Store, delay_levels: str = DEFAULT_DELAY_LEVELS) -> Ove
     groups = []
     for (topic, group), table in sorted((offsets or {}).items()):
         for qid, off in sorted(table.items()):
-            mx = queue_max.get((topic, qid))
+            qmax = queue_max.get((topic, qid))
             groups.append({
                 "group": group, "topic": topic, "queueId": qid, "offset": off,
-                "maxOffset": mx, "lag": None if mx is None else max(0, mx - off),
+                "maxOffset": qmax, "lag": None if qmax is None else max(0, qmax - off),
             })
     data["consumerGroups"] = groups
 

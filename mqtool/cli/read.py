@@ -198,7 +198,7 @@ def index(
     with handle_errors():
         st = open_store(store)
         if key is None:
-            rows = []
+            rows: list[dict[str, Any]] = []
             for rel, r in st.index_files():
                 h = r.header
                 rows.append({
