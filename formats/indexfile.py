@@ -130,14 +130,39 @@ def index_geometry(
         or (_plausible(buf, header, ratio4) and _proven(buf, header, ratio4))
     ):
         return ratio4
-    for slots in range(1, body // HASH_SLOT_SIZE + 1):
-        rest = body - slots * HASH_SLOT_SIZE
-        if rest % INDEX_SIZE or rest // INDEX_SIZE < max(header.index_count, 1):
-            continue
-        g = IndexGeometry(slots, rest // INDEX_SIZE)
+    for g in _candidate_geometries(buf, header, body):
         if header.index_count <= 1 or (_plausible(buf, header, g) and _proven(buf, header, g)):
             return g
     raise FormatError(file, None, f"cannot tell the slot/entry geometry of {file_size}-byte index")
+
+
+def _candidate_geometries(
+    buf: bytes | bytearray | memoryview, h: IndexHeader, body: int, chunk: int = 1 << 20
+) -> Iterator[IndexGeometry]:
+    """Every split of ``body`` into slots and at least indexCount entries, fewest slots first,
+    in which the newest entry heads its slot's chain (a numpy prefilter over all the splits:
+    a hostile 420 MB file has ~21 million of them, too many to test one by one)."""
+    import numpy as np
+
+    if body % HASH_SLOT_SIZE:
+        return
+    need = max(h.index_count, 1)
+    # rest = body - 4*slots must be a multiple of 20: slots = body/4 (mod 5)
+    first = (body // HASH_SLOT_SIZE) % 5 or 5
+    most = (body - need * INDEX_SIZE) // HASH_SLOT_SIZE
+    last = h.index_count - 1
+    a = np.frombuffer(buf, dtype=np.uint8)
+    four = np.arange(4, dtype=np.int64)
+    for lo in range(first, most + 1, 5 * chunk):
+        slots = np.arange(lo, min(most + 1, lo + 5 * chunk), 5, dtype=np.int64)
+        if h.index_count > 1:
+            epos = INDEX_HEADER_SIZE + HASH_SLOT_SIZE * slots + INDEX_SIZE * last
+            key_hash = a[epos[:, None] + four].view(">i4").reshape(-1).astype(np.int64)
+            spos = INDEX_HEADER_SIZE + HASH_SLOT_SIZE * (key_hash % slots)
+            head = a[spos[:, None] + four].view(">i4").reshape(-1)
+            slots = slots[head == last]
+        for n in slots.tolist():
+            yield IndexGeometry(n, (body - n * HASH_SLOT_SIZE) // INDEX_SIZE)
 
 
 def _plausible(buf: Buffer, h: IndexHeader, g: IndexGeometry) -> bool:

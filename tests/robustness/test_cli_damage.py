@@ -428,3 +428,18 @@ def test_damaged_store_subprocess(
 
 def test_stores_are_the_fixtures() -> None:
     assert all(p.is_dir() for p in STORES.values())
+
+
+def test_hostile_large_index_file_does_not_hang(tmp_path: Path) -> None:
+    """fix: index_geometry tried every slot count one by one (~8 million for this 168 MB
+    file, minutes): a large index of non-default size with a bogus header hung every command."""
+    root = copy_store("4.9.7/journey", tmp_path)
+    for p in (root / "index").iterdir():
+        p.unlink()
+    p = root / "index" / "20261121210445514"
+    with open(p, "wb") as f:  # sparse: costs no disk
+        f.write(struct.pack(">qqqqii", 1, 2, 3, 4, 7, 9))
+        f.truncate(168_000_040 + 20)
+    run = run_subprocess(["index", str(root), "--json"])  # TIMEOUT_S bounds it
+    assert_clean_failure(run, file="index/20261121210445514", offset=False)
+    assert "cannot tell the slot/entry geometry" in run.stderr
