@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from mqtool.formats.checkpoint import CHECKPOINT_FILE_SIZE, Checkpoint, build_checkpoint
 from mqtool.formats.checkpoint import parse_checkpoint as _parse_checkpoint
@@ -248,10 +248,9 @@ class Message:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class PutResult:
+class PutResult(NamedTuple):
     """Where a put landed. ``topic``/``queue_id`` are the stored ones (SCHEDULE_TOPIC_XXXX for
-    a delayed message); ``msg_id`` is the offsetMsgId."""
+    a delayed message); ``msg_id`` is the offsetMsgId. (A NamedTuple: cheap on the hot path.)"""
 
     physical_offset: int
     size: int
@@ -438,12 +437,16 @@ class RefStore:
         self._msg_id_prefix = (
             self._store_ip + self._store_host.port.to_bytes(4, "big", signed=True)
         ).hex().upper()
-        self._topic_hdrs: dict[str, tuple[bytes, int]] = {}
+        self._topic_hdrs: dict[str, tuple[bytes, int, int]] = {}
+        self._max_body = config.max_message_size
+        self._store_port = self._store_host.port
         self._hashes = JavaHashCache()
         self._prop_orders: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._props_capacity = config.properties_capacity
         self._trailing_sep = config.v5
         self._born_hosts: dict[str, HostPort] = {}
+        self._cluster = config.cluster_name
+        self._index_enable = config.message_index_enable
         self._cp = Checkpoint(0, 0, 0)
         self.recovered_abnormally = False
 
@@ -888,16 +891,14 @@ class RefStore:
                 f"queue {qid} of topic {msg.topic} does not exist "
                 f"(writeQueueNums {tc.write_queue_nums})"
             )
-        props: dict[str, str] = {}
-        for k, v in msg.properties:
-            props[k] = v
+        props: dict[str, str] = dict(msg.properties)
         uniq_parts: tuple[str, str, str] | None = None
         if B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
             t, c = self.uniq.next_parts()
             uniq_parts = (self.uniq.fix_string, t, c)
             props[B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self.uniq.fix_string + t + c
-        if self.config.cluster_name:
-            props[B.PROPERTY_CLUSTER] = self.config.cluster_name
+        if self._cluster:
+            props[B.PROPERTY_CLUSTER] = self._cluster
         now = self.clock()
         born = _DEFAULT_BORN
         if msg.born_host:
@@ -905,10 +906,9 @@ class RefStore:
             if len(self._born_hosts) < 1024:
                 self._born_hosts[msg.born_host] = born
         return self._put_inner(
-            msg.topic, qid, msg.body, props, flag=msg.flag, sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp if msg.born_timestamp is not None else now,
-            born_host=born, reconsume_times=msg.reconsume_times, store_timestamp=now,
-            uniq_parts=uniq_parts,
+            msg.topic, qid, msg.body, props, msg.flag, msg.sys_flag,
+            msg.born_timestamp if msg.born_timestamp is not None else now, born,
+            msg.reconsume_times, now, True, 0, uniq_parts,
         )
 
     def put_batch(self, msgs: Sequence[Message]) -> list[PutResult]:
@@ -928,13 +928,13 @@ class RefStore:
         text = "\x02".join([k + "\x01" + props[k] for k in ordered])  # encode_properties
         return text + "\x02" if self._trailing_sep and text else text
 
-    def _topic_header(self, topic: str) -> tuple[bytes, int]:
+    def _topic_header(self, topic: str) -> tuple[bytes, int, int]:
         hit = self._topic_hdrs.get(topic)
         if hit is None:
             tb = topic.encode("utf-8")
             if len(tb) > 32767:
                 raise RefStoreError(f"topic of {len(tb)} bytes is too long")
-            hit = (topic_header(tb), len(tb))
+            hit = (topic_header(tb), len(tb), magic_for(len(tb)))
             self._topic_hdrs[topic] = hit
         return hit
 
@@ -944,7 +944,6 @@ class RefStore:
         queue_id: int,
         body: bytes,
         props: dict[str, str],
-        *,
         flag: int,
         sys_flag: int,
         born_timestamp: int,
@@ -969,12 +968,11 @@ class RefStore:
         props_b = self._encode_props(props).encode("utf-8")
         if len(props_b) > 32767:
             raise RefStoreError(f"properties of {len(props_b)} bytes exceed 32767")
-        if len(body) > self.config.max_message_size:
+        if len(body) > self._max_body:
             raise RefStoreError(
-                f"message body of {len(body)} bytes exceeds maxMessageSize "
-                f"{self.config.max_message_size}"
+                f"message body of {len(body)} bytes exceeds maxMessageSize {self._max_body}"
             )
-        topic_hdr, topic_len = self._topic_header(topic)
+        topic_hdr, topic_len, magic = self._topic_header(topic)
         born_ip = packed_ip(born_host)
         sf = (sys_flag | 0x10) if len(born_ip) == 16 else (sys_flag & ~0x10)
         sf = (sf | 0x20) if self._store_v6 else (sf & ~0x20)
@@ -985,9 +983,9 @@ class RefStore:
         mf, pos = cl.reserve(size)
         phys = mf.file_from_offset + pos
         pack_record_into(
-            mf.mm, pos, size, magic_for(topic_len), queue_id, flag, queue_offset, phys, sf,
+            mf.mm, pos, size, magic, queue_id, flag, queue_offset, phys, sf,
             born_timestamp, born_ip, born_host.port, store_timestamp, self._store_ip,
-            self._store_host.port, reconsume_times, prepared_transaction_offset, body,
+            self._store_port, reconsume_times, prepared_transaction_offset, body,
             topic_hdr, props_b,
         )
         cl.write_pos = phys + size
@@ -1002,7 +1000,7 @@ class RefStore:
         if self._cp_mf is not None:
             _CP3.pack_into(
                 self._cp_mf.mm, 0, store_timestamp, store_timestamp,
-                store_timestamp if self.config.message_index_enable else 0,
+                store_timestamp if self._index_enable else 0,
             )
         return PutResult(
             phys, size, topic, queue_id, queue_offset, store_timestamp,

@@ -9,7 +9,7 @@ import base64
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from mqtool.formats.commitlog import CommitLogMessage
@@ -79,7 +79,7 @@ def produce_lines(
 
 def put_result_dict(r: PutResult) -> dict[str, Any]:
     """A PutResult as the CLI's JSON (camelCase, like RocketMQ's SendResult)."""
-    d = asdict(r)
+    d = r._asdict()
     return {
         "msgId": d["msg_id"], "uniqKey": d["uniq_key"], "topic": d["topic"],
         "queueId": d["queue_id"], "queueOffset": d["queue_offset"],
