@@ -1,0 +1,175 @@
+"""A deliberately damaged copy of the journey store: each damage is found with file and offset.
+
+Also: the CLI's ``--json`` equals the library's result, and ``--out``/``--sql`` errors.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sparkfix import NOW_MS, spark  # noqa: F401
+from typer.testing import CliRunner
+
+from conftest import manifest_jsonl, store_dir
+from mqtool.cli import app
+from mqtool.formats.indexfile import index_geometry
+
+pytestmark = pytest.mark.slow
+
+SCENARIO = "4.9.7/journey"
+
+
+def _msg(topic: str, queue_id: int, queue_offset: int) -> dict[str, Any]:
+    for m in manifest_jsonl(SCENARIO, "commitlog.jsonl"):
+        if m["kind"] == "msg" and (m["topic"], m["queueId"], m["queueOffset"]) == (
+            topic, queue_id, queue_offset
+        ):
+            return m
+    raise AssertionError((topic, queue_id, queue_offset))
+
+
+def _unit(topic: str, queue_id: int, index: int) -> dict[str, Any]:
+    for u in manifest_jsonl(SCENARIO, "consumequeue.jsonl"):
+        if (u["topic"], u["queueId"], u["index"]) == (topic, queue_id, index):
+            return u
+    raise AssertionError((topic, queue_id, index))
+
+
+def _patch(path: Path, offset: int, data: bytes) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
+@pytest.fixture(scope="module")
+def damaged(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, set[tuple[str, str, int]]]:
+    """(store root, the findings each damage must produce: kind, file, offset)."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("damaged") / "store"
+    shutil.copytree(store_dir(SCENARIO), root)
+    cl = root / "commitlog"
+    expected: set[tuple[str, str, int]] = set()
+
+    # 1. a flipped body byte: CRC failure
+    a = _msg("JourneyTopic", 0, 0)
+    body_pos = a["fileOffset"] + 88  # IPv4 hosts: BODYLEN at 84, body at 88
+    with open(cl / a["file"], "r+b") as f:
+        f.seek(body_pos)
+        byte = f.read(1)
+        f.seek(body_pos)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    expected.add(("crc", f"commitlog/{a['file']}", a["phyOffset"]))
+
+    # 2. a destroyed magic: an unreadable region; its CQ unit and index entries now dangle
+    b = _msg("%RETRY%cg_journey", 0, 0)
+    _patch(cl / b["file"], b["fileOffset"] + 4, b"\x00\x11\x22\x33")
+    expected.add(("unreadable", f"commitlog/{b['file']}", b["phyOffset"]))
+    ub = _unit("%RETRY%cg_journey", 0, 0)
+    expected.add(("cq-dangling", f"consumequeue/%RETRY%cg_journey/0/{ub['file']}",
+                  ub["fileOffset"]))
+
+    # 3. a CQ unit pointing one byte off: dangling unit, and its message has no unit
+    c = _msg("DelayTopic", 0, 0)
+    uc = _unit("DelayTopic", 0, 0)
+    cq_c = root / "consumequeue" / "DelayTopic" / "0" / uc["file"]
+    _patch(cq_c, uc["fileOffset"], struct.pack(">q", c["phyOffset"] + 1))
+    expected.add(("cq-dangling", f"consumequeue/DelayTopic/0/{uc['file']}", uc["fileOffset"]))
+    expected.add(("cq-missing", f"commitlog/{c['file']}", c["phyOffset"]))
+
+    # 4. a CQ unit pointing at another queue's message (same size): wrong message
+    d = _msg("JourneyTopic", 1, 0)
+    other = _msg("JourneyTopic", 0, 0)
+    ud = _unit("JourneyTopic", 1, 0)
+    _patch(root / "consumequeue" / "JourneyTopic" / "1" / ud["file"], ud["fileOffset"],
+           struct.pack(">q", other["phyOffset"]))
+    expected.add(("cq-mismatch", f"consumequeue/JourneyTopic/1/{ud['file']}", ud["fileOffset"]))
+    expected.add(("cq-missing", f"commitlog/{d['file']}", d["phyOffset"]))
+
+    # 5. an index entry pointing into the middle of a record
+    index_file = next((root / "index").iterdir())
+    geo = index_geometry(index_file.stat().st_size, buf=index_file.read_bytes())
+    _patch(index_file, geo.entry_pos(1) + 4, struct.pack(">q", 5))
+    expected.add(("index-dangling", f"index/{index_file.name}", geo.entry_pos(1)))
+    for e in manifest_jsonl(SCENARIO, "index_entries.jsonl"):
+        if e["phyOffset"] == b["phyOffset"]:
+            expected.add(("index-dangling", f"index/{e['file']}", geo.entry_pos(e["index"])))
+
+    # 6. garbage after the last record of the last file (a torn write)
+    last = sorted(cl.iterdir())[-1]
+    data_end = max(
+        m["fileOffset"] + m["size"] for m in manifest_jsonl(SCENARIO, "commitlog.jsonl")
+        if m["kind"] == "msg" and m["file"] == last.name
+    )
+    _patch(last, data_end, b"\x01" * 12)
+    expected.add(("unreadable", f"commitlog/{last.name}", int(last.name) + data_end))
+
+    # 7. delayOffset.json beyond the queue's max; a consumerOffset.json for the lag audit
+    (root / "config" / "delayOffset.json").write_text(
+        '{\n\t"offsetTable":{2:99,3:6,4:4,5:3,16:1\n\t}\n}', encoding="utf-8"
+    )
+    (root / "config" / "consumerOffset.json").write_text(
+        '{\n\t"offsetTable":{\n\t\t"JourneyTopic@cg_journey":{0:3,1:5}\n\t}\n}', encoding="utf-8"
+    )
+    return root, expected
+
+
+@pytest.fixture(scope="module")
+def damaged_scan(spark, damaged) -> Any:  # noqa: F811
+    from mqtool.spark.scan import run_scan
+
+    return run_scan(spark, [str(damaged[0])], now_ms=NOW_MS, split_size=1000)
+
+
+def test_each_damage_is_found_with_file_and_offset(damaged, damaged_scan) -> None:
+    found = {(f["kind"], f["file"], f["offset"]) for f in damaged_scan.summary["integrity"]}
+    assert found == damaged[1]
+    for f in damaged_scan.summary["integrity"]:
+        assert f["detail"] and f["store"] == str(damaged[0])
+    torn = [f for f in damaged_scan.summary["integrity"] if f["file"].endswith("16384")]
+    assert torn[0]["detail"].startswith("12 bytes")
+
+
+def test_delay_offset_beyond_max_and_consumer_lag(damaged_scan) -> None:
+    level2 = [r for r in damaged_scan.summary["schedule"] if r["delayLevel"] == 2][0]
+    assert (level2["delayOffset"], level2["maxOffset"], level2["beyondMax"], level2["pending"]) == (
+        99, 1, True, 0
+    )
+    assert [r for r in damaged_scan.summary["schedule"] if r["beyondMax"]] == [level2]
+    lag = {(r["group"], r["topic"], r["queueId"]): (r["consumerOffset"], r["maxOffset"], r["lag"])
+           for r in damaged_scan.summary["lag"]}
+    assert lag == {
+        ("cg_journey", "JourneyTopic", 0): (3, 7, 4),
+        ("cg_journey", "JourneyTopic", 1): (5, 5, 0),
+    }
+
+
+def test_cli_json_equals_the_library_result(spark, damaged, damaged_scan) -> None:  # noqa: F811
+    res = CliRunner().invoke(
+        app,
+        ["scan", str(damaged[0]), "--master", "local[2]", "--now", str(NOW_MS), "--json",
+         "--split-mib", "1"],
+    )
+    assert res.exit_code == 1, res.output  # integrity findings set the exit status
+    doc = json.loads(res.stdout)
+    lib = json.loads(json.dumps(damaged_scan.summary))
+    for d in (doc, lib):
+        d.pop("elapsedSeconds")
+    assert doc == lib
+
+
+def test_cli_reports_bad_sql_and_bad_stores_in_one_line(spark, damaged, tmp_path: Path) -> None:  # noqa: F811
+    res = CliRunner().invoke(
+        app, ["scan", str(damaged[0]), "--audit", "queues", "--sql", "select nope from nowhere"]
+    )
+    assert res.exit_code == 1 and "error: --sql" in res.stderr
+    res = CliRunner().invoke(app, ["scan", str(tmp_path)])
+    assert res.exit_code == 1 and "not a RocketMQ store root" in res.stderr
+    res = CliRunner().invoke(app, ["scan", str(damaged[0]), "--audit", "bogus"])
+    assert res.exit_code == 2
+    res = CliRunner().invoke(app, ["scan", str(damaged[0]), "--conf", "novalue"])
+    assert res.exit_code == 1 and "key=value" in res.stderr
