@@ -1297,6 +1297,65 @@ class RefStore:
             reconsume_times=ext.reconsume_times + 1, store_timestamp=now,
         )
 
+    def send_back_orderly(
+        self,
+        group: str,
+        commit_log_offset: int,
+        *,
+        max_reconsume_times: int | None = None,
+        consume_start_time: int | None = None,
+        client_host: str = "127.0.0.1:50001",
+    ) -> PutResult:
+        """The orderly consumer's path: after its own local retries reach the max, the client
+        re-sends the message to ``%RETRY%<group>`` (``ConsumeMessageOrderlyService
+        #sendMessageBack``) and the broker dead-letters it when ``reconsumeTimes >=
+        maxReconsumeTimes`` (``SendMessageProcessor#handleRetryAndDLQ``).
+
+        As the Java client does: the new message takes the consumed message's property map
+        (which the pull added MIN_OFFSET/MAX_OFFSET and the orderly service CONSUME_START_TIME
+        to), RETRY_TOPIC, RECONSUME_TIME, MAX_RECONSUME_TIMES and DELAY = 3 + reconsumeTimes;
+        it is stored with the consumed reconsumeTimes (not + 1), born at the client. The body
+        and compression flag are kept as stored (the Java client would re-compress bodies over
+        4 KiB itself).
+        """
+        self._check_open()
+        cfg = self._group(group)
+        ext = self._commitlog.read(commit_log_offset)
+        props = parse_properties(ext.properties_raw)
+        cq = self._cqs.get((ext.topic, ext.queue_id))
+        props["MIN_OFFSET"] = str(cq.min_offset if cq else 0)
+        props["MAX_OFFSET"] = str(cq.max_offset if cq else 0)
+        now = self.clock()
+        props["CONSUME_START_TIME"] = str(consume_start_time if consume_start_time else now)
+        topic = ext.topic
+        if topic == B.retry_topic(group) and B.PROPERTY_RETRY_TOPIC in props:
+            topic = props[B.PROPERTY_RETRY_TOPIC]  # resetRetryAndNamespace
+        max_times = cfg.retry_max_times if max_reconsume_times is None else max_reconsume_times
+        rt = ext.reconsume_times
+        props[B.PROPERTY_RECONSUME_TIME] = str(rt)  # checkReconsumeTimes
+        props[B.PROPERTY_RETRY_TOPIC] = topic
+        props[B.PROPERTY_MAX_RECONSUME_TIMES] = str(max_times)
+        props.pop("TRAN_MSG", None)
+        props[B.PROPERTY_DELAY_TIME_LEVEL] = str(3 + rt)
+        # the producer sends messageProperties2String(map); the broker decodes a fresh map
+        wire = parse_properties(self._encode_props(props))
+        if self._cluster:
+            wire[B.PROPERTY_CLUSTER] = self._cluster
+        retry = B.retry_topic(group)
+        if rt >= max_times:
+            new_topic = B.dlq_topic(group)
+            self.create_topic(new_topic, B.DLQ_NUMS_PER_GROUP, perm=6)
+            qid = self._rnd.randrange(99999999) % B.DLQ_NUMS_PER_GROUP
+            wire[B.PROPERTY_DELAY_TIME_LEVEL] = "0"
+        else:
+            new_topic = retry
+            tc = self.create_topic(retry, max(1, cfg.retry_queue_nums), perm=6)
+            qid = self._rnd.randrange(max(1, tc.write_queue_nums))
+        born = HostPort.parse(client_host)
+        return self._put_inner(
+            new_topic, qid, ext.body, wire, ext.flag, ext.sys_flag & ~0x30, now, born, rt, now,
+        )
+
     def get_consumer_offset(self, group: str, topic: str, queue_id: int) -> int:
         """Committed offset of a group on a queue (-1 when none)."""
         return self.consumer_offsets.get(f"{topic}@{group}", {}).get(queue_id, -1)

@@ -355,3 +355,26 @@ def test_recovery_cuts_torn_tail(tmp_path: Path) -> None:
         assert not st.findings
     raw = (root / "commitlog" / "00000000000000000000").read_bytes()
     assert parse_message(raw, r.physical_offset % 4096).body == b"again"  # type: ignore[union-attr]
+
+
+def test_orderly_consumer_path(tmp_path: Path) -> None:
+    clock = ManualClock(1_795_000_000_000)
+    with _open(tmp_path / "s", clock) as s:
+        s.create_group("og", retry_max_times=2, consume_orderly=True)
+        m = s.put(Message.create("T", b"ordered", tags="O", keys="o-1", queue_id=0))
+        r = s.send_back_orderly("og", m.physical_offset)  # rt 0 < 2: retry via schedule
+        assert (r.topic, r.queue_id) == (B.SCHEDULE_TOPIC, 2)
+        sched = s.read_message(r.physical_offset)
+        p = sched.properties
+        assert sched.reconsume_times == 0  # the client's header value, not + 1
+        assert p["RETRY_TOPIC"] == "T" and p["REAL_TOPIC"] == "%RETRY%og"
+        assert p["RECONSUME_TIME"] == "0" and p["MAX_RECONSUME_TIMES"] == "2"
+        assert {"MIN_OFFSET", "MAX_OFFSET", "CONSUME_START_TIME", "UNIQ_KEY"} <= set(p)
+        clock.advance(5000)
+        (retry,) = s.tick()
+        again = s.read_message(retry.physical_offset)
+        # a later attempt of a message already at the max: the broker dead-letters it
+        s3 = s.send_back_orderly("og", again.physical_offset, max_reconsume_times=0)
+        assert s3.topic == "%DLQ%og"
+        dl = s.read_message(s3.physical_offset)
+        assert dl.properties["DELAY"] == "0" and dl.properties["RETRY_TOPIC"] == "T"
