@@ -378,3 +378,34 @@ def test_orderly_consumer_path(tmp_path: Path) -> None:
         assert s3.topic == "%DLQ%og"
         dl = s.read_message(s3.physical_offset)
         assert dl.properties["DELAY"] == "0" and dl.properties["RETRY_TOPIC"] == "T"
+
+
+def test_batch_matches_real_4_9_7_batch_records(tmp_path: Path) -> None:
+    """The plain store's TopicBatch batch 0: ten messages of one client MessageBatch."""
+    import base64
+    import re
+
+    real = [r for r in _manifest("4.9.7", "plain") if r["topic"] == "TopicBatch"][:10]
+    msgs = [
+        Message.create(
+            "TopicBatch", base64.b64decode(str(r["bodyBase64"])), tags="batchTag",
+            keys=str(r["keys"]), properties={"batchNo": "0"},
+            born_host=str(r["bornHost"]),
+        )
+        for r in real
+    ]
+    with _open(tmp_path / "s", cfg=StoreConfig(commitlog_file_size=1 << 16,
+                                               store_host="192.168.1.10:10911")) as s:
+        s.create_topic("TopicBatch", 4)
+        rs = s.put_batch(msgs, queue_id=0)
+        got = [s.read_message(r.physical_offset) for r in rs]
+    def mask(raw: object) -> str:
+        return re.sub("UNIQ_KEY\x01[0-9A-F]+", "UNIQ_KEY\x01*", str(raw))
+
+    for g, r in zip(got, real, strict=True):
+        assert g.total_size == r["size"]
+        assert mask(g.properties_raw) == mask(r["propertiesRaw"])
+        assert g.queue_offset == r["queueOffset"]
+    assert [r.physical_offset - rs[0].physical_offset for r in rs] == [
+        int(str(r["phyOffset"])) - int(str(real[0]["phyOffset"])) for r in real
+    ]
