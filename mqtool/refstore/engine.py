@@ -853,8 +853,9 @@ class RefStore:
         fields: dict[str, Any]
         if cur is None:
             fields = default_subscription_group_fields(group)
-            if not self.config.v5:
-                for k in ("attributes", "groupRetryPolicy", "consumeTimeoutMinute"):
+            if not self.config.v5:  # 4.9.x SubscriptionGroupConfig has 9 bean fields
+                for k in ("attributes", "groupRetryPolicy", "consumeTimeoutMinute",
+                          "consumeMessageOrderly", "groupSysFlag"):
                     fields.pop(k, None)
             fields["retryMaxTimes"] = self.config.default_max_reconsume_times
         else:
@@ -862,7 +863,8 @@ class RefStore:
         if retry_max_times is not None:
             fields["retryMaxTimes"] = retry_max_times
         fields["retryQueueNums"] = retry_queue_nums
-        fields["consumeMessageOrderly"] = consume_orderly
+        if self.config.v5 or "consumeMessageOrderly" in fields:
+            fields["consumeMessageOrderly"] = consume_orderly
         cfg = SubscriptionGroupConfig(fields)
         if cur is None or dict(cur.fields) != fields:
             self.groups[group] = cfg
