@@ -107,6 +107,7 @@ _CP3 = struct.Struct(">qqq")  # physicMsgTimestamp, logicsMsgTimestamp, indexMsg
 _I64 = struct.Struct(">q")
 PROGRESS_FILE = "mqtool-delay-progress"  # per-level delivery progress, 8 bytes per level
 PROGRESS_FILE_SIZE = 4096
+STATE_FILE = "mqtool-refstore-state.json"  # written on clean close, consumed on open
 CONFIG_FILE = "mqtool-refstore.json"  # our own settings, beside the broker's config files
 _LOCKED_ROOTS: set[str] = set()  # POSIX locks do not conflict inside one process
 
@@ -358,6 +359,19 @@ class _CommitLog:
             raise RefStoreError(f"commitlog offset {offset} is an end-of-file BLANK record")
         return rec
 
+    def read_any(self, offset: int) -> CommitLogMessage:
+        """The record at ``offset`` whatever the write position (used before it is known)."""
+        mf = self.file_at(offset)
+        if mf is None:
+            raise RefStoreError(f"no commitlog file holds offset {offset}")
+        rec = parse_message(
+            _buf(mf.mm), offset - mf.file_from_offset, file=str(mf.path),
+            file_start=mf.file_from_offset,
+        )
+        if not isinstance(rec, CommitLogMessage):
+            raise RefStoreError(f"commitlog offset {offset} is a BLANK record")
+        return rec
+
     def truncate(self, end: int, zero_window: int) -> None:
         """Cut everything from absolute offset ``end`` on (zero the tail of its file)."""
         keep: list[MappedFile] = []
@@ -432,6 +446,7 @@ class RefStore:
         self._cp_mf: MappedFile | None = None
         self._progress_mf: MappedFile | None = None
         self._cp_ts = 0
+        self._last_record = -1
         self._store_ip = packed_ip(self._store_host)
         self._store_v6 = len(self._store_ip) == 16
         self._msg_id_prefix = (
@@ -538,6 +553,7 @@ class RefStore:
         if self._closed:
             return
         self.flush()
+        self._save_clean_state()
         self._commitlog.close()
         for cq in self._cqs.values():
             cq.close()
@@ -666,7 +682,54 @@ class RefStore:
                 return i
         return 0
 
+    def _clean_state_ok(self) -> bool:
+        """After a clean close by this engine: the saved end is still the end (nobody wrote
+        since), so the commitlog need not be scanned and nothing needs re-dispatching."""
+        path = self.root / "config" / STATE_FILE
+        try:
+            state = json.loads(path.read_text("utf-8"))
+            path.unlink()
+        except (OSError, ValueError):
+            return False
+        if self.recovered_abnormally or not isinstance(state, dict):
+            return False
+        cl = self._commitlog
+        try:
+            end, last, ts = int(state["writePosition"]), int(state["lastRecord"]), int(
+                state["lastStoreTimestamp"])
+        except (KeyError, TypeError, ValueError):
+            return False
+        if not cl.files:
+            return end == 0
+        tail = cl.files[-1]
+        if not tail.file_from_offset <= end <= tail.file_from_offset + cl.file_size:
+            return False
+        pos = end - tail.file_from_offset
+        if pos + 8 <= cl.file_size and tail.mm[pos : pos + 8] != bytes(8):
+            return False  # someone (a broker) wrote after us
+        if last >= 0:
+            try:
+                m = cl.read_any(last)
+            except (RefStoreError, FormatError):
+                return False
+            if m.end_offset != end or m.store_timestamp != ts:
+                return False
+        cl.write_pos = end
+        self._queue_table = {k: cq.max_offset for k, cq in self._cqs.items()}
+        self._cp_ts = ts
+        return True
+
+    def _save_clean_state(self) -> None:
+        state = {
+            "writePosition": self._commitlog.write_pos,
+            "lastRecord": self._last_record,
+            "lastStoreTimestamp": self._cp_ts,
+        }
+        _atomic_write(self.root / "config" / STATE_FILE, json.dumps(state), bak=False)
+
     def _recover(self) -> None:
+        if self._clean_state_ok():
+            return
         cl = self._commitlog
         start = self._recovery_start_file()
         end = cl.min_offset
@@ -707,6 +770,7 @@ class RefStore:
             self._reconcile_schedule(last)
         if last is not None:
             self._cp_ts = last.store_timestamp
+            self._last_record = last.physical_offset
         self._write_checkpoint()
 
     def _reconcile_schedule(self, last: CommitLogMessage) -> None:
@@ -981,6 +1045,7 @@ class RefStore:
                 m.body, topic_hdr, props_b,
             )
             cl.write_pos = phys + size
+            self._last_record = phys
             self._queue_table[key] = qoff + 1
             props = parse_properties(raw)
             self._dispatch_fast(
@@ -1071,6 +1136,7 @@ class RefStore:
             topic_hdr, props_b,
         )
         cl.write_pos = phys + size
+        self._last_record = phys
         if normal:
             self._queue_table[key] = queue_offset + 1
         tags_code = self._tags_code(topic, props, store_timestamp)
