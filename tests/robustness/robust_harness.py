@@ -86,13 +86,19 @@ def _limit_memory() -> None:  # runs in the child before exec
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
-def run_subprocess(args: list[str]) -> Run:
-    """``python -m mqtool`` in a child with a memory cap and a timeout (a hang fails)."""
+def run_subprocess(
+    args: list[str], *, limit_memory: bool = True, timeout: float = TIMEOUT_S
+) -> Run:
+    """``python -m mqtool`` in a child with a memory cap and a timeout (a hang fails).
+
+    ``limit_memory=False`` for commands that start a JVM (Spark reserves far more address
+    space than it uses).
+    """
     env = dict(os.environ, NO_COLOR="1", COLUMNS="200", PYTHONDONTWRITEBYTECODE="1")
     proc = subprocess.run(
         [sys.executable, "-m", "mqtool", *map(str, args)],
-        capture_output=True, text=True, timeout=TIMEOUT_S, env=env, cwd=REPO,
-        preexec_fn=_limit_memory, check=False,
+        capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO,
+        preexec_fn=_limit_memory if limit_memory else None, check=False,
     )
     return Run(proc.returncode, proc.stdout, proc.stderr)
 
