@@ -299,6 +299,7 @@ class _CommitLog:
                 )
             self.files.append(MappedFile(path, int(name), file_size, create=False))
         self.write_pos = self.files[0].file_from_offset if self.files else 0
+        self._cur: MappedFile | None = None  # the file the last reserve() returned
 
     @property
     def min_offset(self) -> int:
@@ -321,6 +322,16 @@ class _CommitLog:
 
     def reserve(self, size: int) -> tuple[MappedFile, int]:
         """(file, position in file) for a record of ``size`` bytes, rolling with a BLANK."""
+        cur = self._cur
+        if cur is not None:
+            pos = self.write_pos - cur.file_from_offset
+            if 0 <= pos and pos + size + END_FILE_MIN_BLANK_LENGTH <= self.file_size:
+                return cur, pos
+        mf, pos = self._reserve_slow(size)
+        self._cur = mf
+        return mf, pos
+
+    def _reserve_slow(self, size: int) -> tuple[MappedFile, int]:
         if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             raise RefStoreError(
                 f"a {size}-byte record does not fit a {self.file_size}-byte commitlog file"
@@ -382,6 +393,7 @@ class _CommitLog:
             else:
                 keep.append(mf)
         self.files = keep
+        self._cur = None
         mf0 = self.file_at(end)
         if mf0 is not None:
             pos = end - mf0.file_from_offset
@@ -399,6 +411,7 @@ class _CommitLog:
         for mf in self.files:
             mf.close()
         self.files = []
+        self._cur = None
 
 
 B_BLANK_MAGIC = (0xCBD43194).to_bytes(4, "big")
@@ -1205,7 +1218,7 @@ class RefStore:
                 if recovering:
                     key = (topic, queue_id)
                     self._queue_table[key] = max(self._queue_table.get(key, 0), queue_offset + 1)
-        if not self.config.message_index_enable or tran == TRANSACTION_ROLLBACK_TYPE:
+        if not self._index_enable or tran == TRANSACTION_ROLLBACK_TYPE:
             return
         hashes: list[int] = []
         uniq = props.get(B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
@@ -1236,7 +1249,7 @@ class RefStore:
                 hashes = missing
         while hashes:
             ix = self._index
-            if ix is None or ix.is_full:
+            if ix is None or ix.index_count >= ix.index_num:
                 ix = self._index_file(phys, store_timestamp)
             done = ix.put_hashes(hashes, phys, store_timestamp)
             hashes = hashes[done:]
