@@ -13,6 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
 from mqtool.formats.consumequeue import SCHEDULE_TOPIC
 from mqtool.spark.schema import (
     FINDING_SCHEMA,
@@ -20,9 +24,6 @@ from mqtool.spark.schema import (
     RECORD_KIND_UNREADABLE,
     spark_schema,
 )
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"

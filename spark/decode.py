@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from mqtool.formats.commitlog import (
     BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
@@ -53,6 +54,10 @@ from mqtool.spark.schema import (
     RECORD_KIND_UNREADABLE,
     RECORD_SCHEMA,
 )
+
+MESSAGE_FIELDS = list(MESSAGE_SCHEMA)
+MESSAGE_NAMES = frozenset(MESSAGE_SCHEMA.names)
+_NULLABLE_MESSAGE_SCHEMA = pa.schema([f.with_nullable(True) for f in MESSAGE_FIELDS])
 
 WINDOW = 16 * 1024 * 1024
 """Bytes of commitlog decoded per Arrow batch (one Python walk + one vectorised decode)."""
@@ -162,6 +167,34 @@ def _compression_types(sysflag: np.ndarray) -> pa.Array:
     return _COMPRESSION_NAMES.take(pa.array(kind, mask=~compressed))
 
 
+def _crc_ok(
+    mv: memoryview, body_pos: np.ndarray, body_len: np.ndarray, stored: np.ndarray
+) -> pa.Array:
+    """BODYCRC check: ``crc32(body) & 0x7FFFFFFF == BODYCRC`` per record (``UtilAll.crc32``)."""
+    crc = np.fromiter(
+        (
+            zlib.crc32(mv[s : s + ln]) & 0x7FFFFFFF
+            for s, ln in zip(body_pos.tolist(), body_len.tolist(), strict=True)
+        ),
+        dtype=np.int64, count=len(body_pos),
+    )
+    return pa.array(crc == stored.astype(np.int64))
+
+
+def _maps_for(props: pa.Array, sel: np.ndarray) -> pa.Array:
+    """Property maps for the rows where ``sel`` is true, null elsewhere."""
+    n = len(props)
+    idx = np.flatnonzero(sel)
+    maps, _ = property_maps(props.take(pa.array(idx)))
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    counts = np.zeros(n, dtype=np.int32)
+    counts[idx] = np.diff(np.asarray(maps.offsets, dtype=np.int32))
+    np.cumsum(counts, out=offsets[1:])
+    return pa.MapArray.from_arrays(
+        pa.array(offsets), maps.keys, maps.items, mask=pa.array(~sel)
+    )
+
+
 def _first_bad_utf8(arr: pa.Array) -> int:
     for i, b in enumerate(arr.to_pylist()):
         try:
@@ -256,11 +289,15 @@ def _decode_records(
     name: str,
     file_start: int,
     check_crc: bool,
+    columns: frozenset[str] | None = None,
+    properties_for: tuple[str, ...] = (),
 ) -> _Decoded:
     """Vectorised decode of the records at file positions ``pos`` (already chain-walked).
 
     Stops at the first record that is not self-consistent: ``good`` is how many leading
     records were decoded (the caller treats ``pos[good]`` as the start of an unreadable region).
+    ``columns`` (None: all) names the message columns to compute, the others are null;
+    ``properties_for``: compute ``properties`` only for topics with these prefixes.
     """
     fsize = len(a)
     last = fsize - 1
@@ -324,54 +361,57 @@ def _decode_records(
             return _Decoded(None, 0)
         sub = _decode_records(
             a, pos[:first_bad], mv, store=store, name=name, file_start=file_start,
-            check_crc=check_crc,
+            check_crc=check_crc, columns=columns, properties_for=properties_for,
         )
         return _Decoded(sub.batch, first_bad)
-    maps, picked = property_maps(props)
+    want = MESSAGE_NAMES if columns is None else columns
     v6b = (sysflag & BORNHOST_V6_FLAG) != 0
     v6s = (sysflag & STOREHOSTADDRESS_V6_FLAG) != 0
-    msg_ids = _offset_msg_ids(a, store_host_pos, pos, v6s)
-    if check_crc:
-        bp = body_pos.tolist()
-        bln = body_len.tolist()
-        crc = np.fromiter(
-            (zlib.crc32(mv[s : s + ln]) & 0x7FFFFFFF for s, ln in zip(bp, bln, strict=True)),
-            dtype=np.int64, count=n,
-        )
-        crc_ok = pa.array(crc == h["crc"].astype(np.int64))
-    else:
-        crc_ok = pa.nulls(n, pa.bool_())
     cols: dict[str, Any] = {
-        "store": pa.repeat(store, n),
-        "file": pa.repeat(name, n),
-        "fileOffset": pa.array(pos),
-        "commitLogOffset": pa.array(phys),
-        "storeSize": pa.array(size.astype(np.int32)),
-        "magic": _magic_strings(magic),
-        "topic": topics,
-        "queueId": pa.array(h["qid"].astype(np.int32)),
-        "queueOffset": pa.array(h["qoff"].astype(np.int64)),
-        "flag": pa.array(h["flag"].astype(np.int32)),
-        "sysFlag": pa.array(sysflag.astype(np.int32)),
-        "bodyCRC": pa.array(h["crc"].astype(np.int32)),
-        "bornTimestamp": pa.array(h["born"].astype(np.int64)),
-        "bornHost": _host_strings(a, born_host_pos, v6b),
-        "storeTimestamp": pa.array(_be_int(a, store_ts_pos, 8)),
-        "storeHost": _host_strings(a, store_host_pos, v6s),
-        "reconsumeTimes": pa.array(_be_int(a, recon_pos, 4).astype(np.int32)),
-        "preparedTransactionOffset": pa.array(_be_int(a, recon_pos + 4, 8)),
-        "bodyLength": pa.array(body_len.astype(np.int32)),
-        "propertiesRaw": props,
-        "properties": maps,
-        "tags": picked["TAGS"],
-        "keys": picked["KEYS"],
-        "uniqKey": picked["UNIQ_KEY"],
-        "offsetMsgId": msg_ids,
-        "crcOk": crc_ok,
-        "compressionType": _compression_types(sysflag),
+        "store": lambda: pa.repeat(store, n),
+        "file": lambda: pa.repeat(name, n),
+        "fileOffset": lambda: pa.array(pos),
+        "commitLogOffset": lambda: pa.array(phys),
+        "storeSize": lambda: pa.array(size.astype(np.int32)),
+        "magic": lambda: _magic_strings(magic),
+        "topic": lambda: topics,
+        "queueId": lambda: pa.array(h["qid"].astype(np.int32)),
+        "queueOffset": lambda: pa.array(h["qoff"].astype(np.int64)),
+        "flag": lambda: pa.array(h["flag"].astype(np.int32)),
+        "sysFlag": lambda: pa.array(sysflag.astype(np.int32)),
+        "bodyCRC": lambda: pa.array(h["crc"].astype(np.int32)),
+        "bornTimestamp": lambda: pa.array(h["born"].astype(np.int64)),
+        "bornHost": lambda: _host_strings(a, born_host_pos, v6b),
+        "storeTimestamp": lambda: pa.array(_be_int(a, store_ts_pos, 8)),
+        "storeHost": lambda: _host_strings(a, store_host_pos, v6s),
+        "reconsumeTimes": lambda: pa.array(_be_int(a, recon_pos, 4).astype(np.int32)),
+        "preparedTransactionOffset": lambda: pa.array(_be_int(a, recon_pos + 4, 8)),
+        "bodyLength": lambda: pa.array(body_len.astype(np.int32)),
+        "propertiesRaw": lambda: props,
+        "offsetMsgId": lambda: _offset_msg_ids(a, store_host_pos, pos, v6s),
+        "crcOk": lambda: _crc_ok(mv, body_pos, body_len, h["crc"]) if check_crc
+        else pa.nulls(n, pa.bool_()),
+        "compressionType": lambda: _compression_types(sysflag),
     }
+    arrays: dict[str, pa.Array] = {}
+    if want & {"properties", "tags", "keys", "uniqKey"}:
+        if properties_for and not want & {"tags", "keys", "uniqKey"}:
+            sel = np.zeros(n, dtype=bool)
+            for prefix in properties_for:
+                sel |= np.asarray(pc.starts_with(topics, prefix), dtype=bool)
+            arrays["properties"] = _maps_for(props, sel)
+        else:
+            maps, picked = property_maps(props)
+            arrays.update(
+                properties=maps, tags=picked["TAGS"], keys=picked["KEYS"],
+                uniqKey=picked["UNIQ_KEY"],
+            )
+    for f in MESSAGE_FIELDS:
+        if f.name in arrays:
+            continue
+        arrays[f.name] = cols[f.name]() if f.name in want else pa.nulls(n, f.type)
     batch = pa.RecordBatch.from_arrays(
-        [cols[f.name] for f in MESSAGE_SCHEMA], schema=MESSAGE_SCHEMA
+        [arrays[f.name] for f in MESSAGE_FIELDS], schema=_NULLABLE_MESSAGE_SCHEMA
     )
     return _Decoded(batch, n)
 
@@ -514,6 +554,8 @@ def decode_commitlog_range(
     end: int,
     check_crc: bool = True,
     window: int = WINDOW,
+    columns: frozenset[str] | None = None,
+    properties_for: tuple[str, ...] = (),
 ) -> Iterator[pa.RecordBatch]:
     """Record batches (RECORD_SCHEMA) for the records that start in ``[start, end)``.
 
@@ -521,7 +563,8 @@ def decode_commitlog_range(
     record is found by :func:`resync`; the last one may extend past ``end``. A BLANK ends the
     file; zeros to the end of the file end the data. Anything else that is not a record is
     reported as one ``unreadable`` row (offset and length of the region, and what was found)
-    by the range in which the region starts.
+    by the range in which the region starts. ``columns`` / ``properties_for``: see
+    :func:`_decode_records` (column pruning for the audits' pass).
     """
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -551,7 +594,8 @@ def decode_commitlog_range(
             if positions:
                 dec = _decode_records(
                     a, np.asarray(positions, dtype=np.int64), mv, store=store, name=name,
-                    file_start=file_start, check_crc=check_crc,
+                    file_start=file_start, check_crc=check_crc, columns=columns,
+                    properties_for=properties_for,
                 )
                 if dec.batch is not None:
                     yield _records(dec.batch)

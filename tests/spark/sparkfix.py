@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from conftest import SCENARIOS, store_dir
 
 # Late in every fixture store's life: every schedule entry with a deliver time is overdue
