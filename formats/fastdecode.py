@@ -49,7 +49,7 @@ HEAD_DTYPE = np.dtype(
 
 _HEAD_LEN = HEAD_DTYPE.itemsize
 _I32 = struct.Struct(">i")
-_AR = {w: np.arange(w, dtype=np.int64) for w in (1, 2, 4, 8, 16, _HEAD_LEN)}
+_AR = {16: np.arange(16, dtype=np.int64)}
 
 Buffer = bytes | bytearray | memoryview
 
@@ -92,12 +92,17 @@ class Columns:
     """
 
     arrays: dict[str, np.ndarray] = field(default_factory=lambda: _empty_arrays())
-    body: Binary = field(default_factory=lambda: Binary(np.zeros(1, np.int64), b""))
     topic: Binary = field(default_factory=lambda: Binary(np.zeros(1, np.int64), b""))
     properties: Binary = field(default_factory=lambda: Binary(np.zeros(1, np.int64), b""))
+    buf: Buffer = b""  # the decoded buffer: bodies are cut from it on request
 
     def __len__(self) -> int:
         return len(self.topic)
+
+    @property
+    def body(self) -> Binary:
+        """Bodies as stored (copied out of the buffer now: they are most of the bytes)."""
+        return _cut(memoryview(self.buf), self.arrays["body_position"], self.arrays["body_length"])
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.arrays[name]
@@ -120,8 +125,12 @@ class Columns:
             int(a["physical_offset"][i]), int(a["sys_flag"][i]), int(a["born_timestamp"][i]),
             self.host("born", i), int(a["store_timestamp"][i]), self.host("store", i),
             int(a["reconsume_times"][i]), int(a["prepared_transaction_offset"][i]),
-            self.body[i], self.topic[i].decode("utf-8"), self.properties[i].decode("utf-8"),
+            self.body_at(i), self.topic[i].decode("utf-8"), self.properties[i].decode("utf-8"),
         )
+
+    def body_at(self, i: int) -> bytes:
+        p = int(self.arrays["body_position"][i])
+        return bytes(memoryview(self.buf)[p : p + int(self.arrays["body_length"][i])])
 
     @classmethod
     def concat(cls, parts: list[Columns]) -> Columns:
@@ -140,15 +149,15 @@ class Columns:
                 base += int(b.offsets[-1])
             return Binary(np.concatenate(offs), b"".join(b.data for b in bins))
 
-        return cls(arrays, cat([p.body for p in parts]), cat([p.topic for p in parts]),
-                   cat([p.properties for p in parts]))
+        return cls(arrays, cat([p.topic for p in parts]), cat([p.properties for p in parts]),
+                   parts[0].buf)
 
 
 COLUMN_NAMES = (
     "position", "total_size", "magic", "body_crc", "queue_id", "flag", "queue_offset",
     "physical_offset", "sys_flag", "born_timestamp", "born_ip", "born_v6", "born_port",
     "store_timestamp", "store_ip", "store_v6", "store_port", "reconsume_times",
-    "prepared_transaction_offset", "body_length",
+    "prepared_transaction_offset", "body_position", "body_length",
 )
 
 
@@ -184,9 +193,15 @@ def walk(buf: Buffer, start: int = 0, stop: int | None = None) -> tuple[list[int
     return out, p
 
 
-def _be(a: np.ndarray, idx: np.ndarray, width: int) -> np.ndarray:
-    """Signed big-endian ints of ``width`` bytes at byte positions ``idx`` of ``a``, as int64."""
-    return a[idx[:, None] + _AR[width]].view(f">i{width}").reshape(-1).astype(np.int64)
+def _views(a: np.ndarray) -> dict[str, np.ndarray]:
+    """Big-endian int views of ``a`` starting at every byte (stride 1): ``v[w][i]`` is the
+    w-byte int at byte ``i``. A gather from them reads each field with one fancy index."""
+    n = len(a)
+    out = {}
+    for code, w in (("i1", 1), ("i2", 2), ("i4", 4), ("i8", 8), ("u4", 4)):
+        out[code] = np.ndarray(shape=(max(n - w + 1, 0),), dtype=f">{code}", buffer=a,
+                               strides=(1,))
+    return out
 
 
 def _cut(mv: memoryview, starts: np.ndarray, lengths: np.ndarray) -> Binary:
@@ -248,10 +263,16 @@ def decode_records(
     n = len(a)
     clip = n - 8
 
-    head = a[pos[:, None] + _AR[_HEAD_LEN]].view(HEAD_DTYPE).reshape(-1)
-    size = head["total_size"].astype(np.int64)
-    magic = head["magic"].astype(np.int64)
-    sys_flag = head["sys_flag"].astype(np.int64)
+    v = _views(a)
+    i4, i8 = v["i4"], v["i8"]
+
+    def be4(at: np.ndarray) -> np.ndarray:
+        return i4[at].astype(np.int64)
+
+    size = be4(pos)
+    magic = v["u4"][pos + 4].astype(np.int64)
+    sys_flag = be4(pos + 36)
+    phys = i8[pos + 28].astype(np.int64)
     born_len = np.where(sys_flag & BORNHOST_V6_FLAG, 16, 4)
     store_len = np.where(sys_flag & STOREHOSTADDRESS_V6_FLAG, 16, 4)
     born_pos = pos + 48
@@ -261,17 +282,17 @@ def decode_records(
     blen_pos = recon_pos + 12
     ends = pos + size
     v2 = magic == MAGIC_V2
-    body_len = _be(a, np.minimum(blen_pos, clip), 4)
+    body_len = be4(np.minimum(blen_pos, clip))
     body_pos = blen_pos + 4
     tl_pos = np.clip(body_pos + body_len, 0, clip)
-    topic_len = np.where(v2, _be(a, tl_pos, 2), _be(a, tl_pos, 1))
+    topic_len = np.where(v2, v["i2"][tl_pos], v["i1"][tl_pos]).astype(np.int64)
     topic_pos = tl_pos + np.where(v2, 2, 1)
     pl_pos = np.clip(topic_pos + topic_len, 0, clip)
-    props_len = _be(a, pl_pos, 2)
+    props_len = v["i2"][pl_pos].astype(np.int64)
     props_pos = pl_pos + 2
     ok = (
         ((magic == MAGIC_V1) | v2)
-        & (head["physical_offset"] == file_start + pos)
+        & (phys == file_start + pos)
         & (body_len >= 0) & (body_pos + body_len <= ends)
         & (topic_len >= 0) & (topic_pos + topic_len <= ends)
         & (props_len >= 0)
@@ -287,41 +308,41 @@ def decode_records(
                     default=-1)
     if first_bad >= 0:
         return decode_records(buf, pos[:first_bad], file_start=file_start)[0], first_bad
-    pos, head = pos[sel], head[sel]
+    pos = pos[sel]
     born_v6 = (sys_flag[sel] & BORNHOST_V6_FLAG) != 0
     store_v6 = (sys_flag[sel] & STOREHOSTADDRESS_V6_FLAG) != 0
 
     def ip(at: np.ndarray, v6: np.ndarray) -> np.ndarray:
-        raw = a[np.minimum(at, n - 16)[:, None] + _AR[16]]
-        if not v6.all():  # an IPv4 row: 4 address bytes, the rest zero
-            raw[~v6, 4:] = 0
-            raw[~v6, :4] = a[at[~v6][:, None] + _AR[4]]
+        raw = np.zeros((len(at), 16), dtype=np.uint8)
+        raw[:, :4] = v["u4"][at].astype(">u4").view(np.uint8).reshape(-1, 4)
+        if v6.any():  # rare: whole 16-byte addresses for those rows
+            raw[v6] = a[at[v6][:, None] + _AR[16]]
         return raw
 
     arrays = {
         "position": pos,
         "total_size": size[sel],
         "magic": magic[sel],
-        "body_crc": head["body_crc"].astype(np.int64),
-        "queue_id": head["queue_id"].astype(np.int64),
-        "flag": head["flag"].astype(np.int64),
-        "queue_offset": head["queue_offset"].astype(np.int64),
-        "physical_offset": head["physical_offset"].astype(np.int64),
+        "body_crc": be4(pos + 8),
+        "queue_id": be4(pos + 12),
+        "flag": be4(pos + 16),
+        "queue_offset": i8[pos + 20].astype(np.int64),
+        "physical_offset": phys[sel],
         "sys_flag": sys_flag[sel],
-        "born_timestamp": head["born_timestamp"].astype(np.int64),
+        "born_timestamp": i8[pos + 40].astype(np.int64),
         "born_ip": ip(born_pos[sel], born_v6),
         "born_v6": born_v6,
-        "born_port": _be(a, born_pos[sel] + born_len[sel], 4),
-        "store_timestamp": _be(a, store_ts_pos[sel], 8),
+        "born_port": be4(born_pos[sel] + born_len[sel]),
+        "store_timestamp": i8[store_ts_pos[sel]].astype(np.int64),
         "store_ip": ip(store_pos[sel], store_v6),
         "store_v6": store_v6,
-        "store_port": _be(a, store_pos[sel] + store_len[sel], 4),
-        "reconsume_times": _be(a, recon_pos[sel], 4),
-        "prepared_transaction_offset": _be(a, recon_pos[sel] + 4, 8),
+        "store_port": be4(store_pos[sel] + store_len[sel]),
+        "reconsume_times": be4(recon_pos[sel]),
+        "prepared_transaction_offset": i8[recon_pos[sel] + 4].astype(np.int64),
+        "body_position": body_pos[sel],
         "body_length": body_len[sel],
     }
-    body = _cut(mv, body_pos[sel], body_len[sel])
-    return Columns(arrays, body, topic, props), good
+    return Columns(arrays, topic, props, buf), good
 
 
 def decode_file(
