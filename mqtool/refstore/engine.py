@@ -107,6 +107,7 @@ _CP3 = struct.Struct(">qqq")  # physicMsgTimestamp, logicsMsgTimestamp, indexMsg
 _I64 = struct.Struct(">q")
 PROGRESS_FILE = "mqtool-delay-progress"  # per-level delivery progress, 8 bytes per level
 PROGRESS_FILE_SIZE = 4096
+INDEX_BATCH = 1024  # index keys buffered before a vectorised write
 STATE_FILE = "mqtool-refstore-state.json"  # written on clean close, consumed on open
 CONFIG_FILE = "mqtool-refstore.json"  # our own settings, beside the broker's config files
 _LOCKED_ROOTS: set[str] = set()  # POSIX locks do not conflict inside one process
@@ -459,6 +460,10 @@ class RefStore:
         self._cp_mf: MappedFile | None = None
         self._progress_mf: MappedFile | None = None
         self._cp_ts = 0
+        self._index_ts = 0
+        self._ix_h: list[int] = []
+        self._ix_off: list[int] = []
+        self._ix_ts: list[int] = []
         self._last_record = -1
         self._store_ip = packed_ip(self._store_host)
         self._store_v6 = len(self._store_ip) == 16
@@ -583,6 +588,7 @@ class RefStore:
     def flush(self) -> None:
         """msync data files, persist dirty offsets and the checkpoint."""
         self._check_open()
+        self._flush_index()
         self._commitlog.flush()
         for cq in self._cqs.values():
             cq.flush()
@@ -636,7 +642,7 @@ class RefStore:
             ts = self._cp_ts
             self._cp = replace(
                 self._cp, physic_msg_timestamp=ts, logics_msg_timestamp=ts,
-                index_msg_timestamp=ts if self.config.message_index_enable else 0,
+                index_msg_timestamp=self._index_ts,
             )
         if self._cp_mf is not None:
             data = build_checkpoint(self._cp)
@@ -730,6 +736,8 @@ class RefStore:
         cl.write_pos = end
         self._queue_table = {k: cq.max_offset for k, cq in self._cqs.items()}
         self._cp_ts = ts
+        if self._index_enable:
+            self._index_ts = ts
         return True
 
     def _save_clean_state(self) -> None:
@@ -781,9 +789,12 @@ class RefStore:
                         self._dispatch(item, recovering=True)
         if last is not None and last.end_offset == end:
             self._reconcile_schedule(last)
+        self._flush_index()
         if last is not None:
             self._cp_ts = last.store_timestamp
             self._last_record = last.physical_offset
+            if self._index_enable:
+                self._index_ts = last.store_timestamp
         self._write_checkpoint()
 
     def _reconcile_schedule(self, last: CommitLogMessage) -> None:
@@ -1072,7 +1083,7 @@ class RefStore:
             pos += size
         self._cp_ts = now
         if self._cp_mf is not None:
-            _CP3.pack_into(self._cp_mf.mm, 0, now, now, now if self._index_enable else 0)
+            _CP3.pack_into(self._cp_mf.mm, 0, now, now, self._index_ts)
         return out
 
     def _encode_props(self, props: Mapping[str, str]) -> str:
@@ -1160,8 +1171,7 @@ class RefStore:
         self._cp_ts = store_timestamp
         if self._cp_mf is not None:
             _CP3.pack_into(
-                self._cp_mf.mm, 0, store_timestamp, store_timestamp,
-                store_timestamp if self._index_enable else 0,
+                self._cp_mf.mm, 0, store_timestamp, store_timestamp, self._index_ts,
             )
         return PutResult(
             phys, size, topic, queue_id, queue_offset, store_timestamp,
@@ -1247,12 +1257,29 @@ class RefStore:
                     else:
                         missing.append(h)
                 hashes = missing
-        while hashes:
+        ih = self._ix_h
+        for h in hashes:
+            ih.append(h)
+            self._ix_off.append(phys)
+            self._ix_ts.append(store_timestamp)
+        if len(ih) >= INDEX_BATCH:
+            self._flush_index()
+
+    def _flush_index(self) -> None:
+        """Write the buffered index keys (``IndexService#buildIndex``, batched like RocketMQ's
+        asynchronous dispatch; the checkpoint's indexMsgTimestamp only covers written ones, so
+        recovery re-indexes whatever a kill lost)."""
+        h, off, ts = self._ix_h, self._ix_off, self._ix_ts
+        if not h:
+            return
+        start = 0
+        while start < len(h):
             ix = self._index
             if ix is None or ix.index_count >= ix.index_num:
-                ix = self._index_file(phys, store_timestamp)
-            done = ix.put_hashes(hashes, phys, store_timestamp)
-            hashes = hashes[done:]
+                ix = self._index_file(off[start], ts[start])
+            start += ix.put_many(h, off, ts, start)
+        self._index_ts = ts[-1]
+        self._ix_h, self._ix_off, self._ix_ts = [], [], []
 
     def _index_file(self, end_phy: int, end_ts: int) -> IndexFileWriter:
         ix = self._index

@@ -14,6 +14,8 @@ import os
 import struct
 from pathlib import Path
 
+import numpy as np
+
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from mqtool.formats.indexfile import (
     HASH_SLOT_SIZE,
@@ -27,6 +29,7 @@ from mqtool.store import StoreError
 _CQ = struct.Struct(">qiq")
 _IDX_HEADER = struct.Struct(">qqqqii")
 _IDX_ENTRY = struct.Struct(">iqii")
+_ENTRY_DTYPE = np.dtype([("h", ">i4"), ("p", ">i8"), ("t", ">i4"), ("v", ">i4")])
 _I32 = struct.Struct(">i")
 
 
@@ -318,7 +321,75 @@ class IndexFileWriter:
             _I32.pack_into(mm, abs_slot, head)
         return len(hashes)
 
-    def repair_slots(self, window: int = 256) -> None:
+    def put_many(
+        self, hashes: list[int], offsets: list[int], stamps: list[int], start: int = 0
+    ) -> int:
+        """``putKey`` for ``hashes[start:]`` (commitlog offsets and store times alongside), in
+        order, vectorised; returns how many fit (the caller rolls to a new file for the rest).
+
+        Same bytes as one ``putKey`` after another: each entry's prev is the head of its slot
+        at that moment (an earlier entry of the same batch, or the slot table's value); the
+        timeDiff is relative to the header's beginTimestamp, which the first entry of a fresh
+        file sets. Entries first, then the header (the commit point), then the slots.
+        """
+        k = min(self.index_num - self.index_count, len(hashes) - start)
+        if k <= 0:
+            return 0
+        mm = self.mf.mm
+        nslots = self.hash_slot_num
+        count = self.index_count
+        h = np.asarray(hashes[start : start + k], dtype=np.int64)
+        off = np.asarray(offsets[start : start + k], dtype=np.int64)
+        ts = np.asarray(stamps[start : start + k], dtype=np.int64)
+        n = np.arange(count, count + k, dtype=np.int64)
+        slot = h % nslots
+        table = np.frombuffer(mm, dtype=">i4", count=nslots, offset=INDEX_HEADER_SIZE)
+        # timeDiff: the first entry of a fresh file is measured against the old begin, then
+        # becomes the begin itself
+        begin = self.begin_timestamp
+        diff = np.empty(k, dtype=np.int64)
+        first = 0
+        if count <= 1:
+            diff[0] = 0 if begin <= 0 else max(0, min((int(ts[0]) - begin) // 1000, 0x7FFFFFFF))
+            begin = int(ts[0])
+            self.begin_timestamp = begin
+            self.begin_phy_offset = int(off[0])
+            first = 1
+        if begin <= 0:
+            diff[first:] = 0
+        else:
+            diff[first:] = np.clip((ts[first:] - begin) // 1000, 0, 0x7FFFFFFF)
+        order = np.lexsort((n, slot))
+        s_sorted = slot[order]
+        n_sorted = n[order]
+        head = np.ones(k, dtype=bool)
+        head[1:] = s_sorted[1:] != s_sorted[:-1]
+        old = table[s_sorted[head]].astype(np.int64)
+        old[(old <= INVALID_INDEX) | (old > count)] = INVALID_INDEX
+        prev_sorted = np.empty(k, dtype=np.int64)
+        prev_sorted[1:] = n_sorted[:-1]
+        prev_sorted[head] = old
+        prev = np.empty(k, dtype=np.int64)
+        prev[order] = prev_sorted
+        entries = np.empty(k, dtype=_ENTRY_DTYPE)
+        entries["h"] = h
+        entries["p"] = off
+        entries["t"] = diff
+        entries["v"] = prev
+        pos = INDEX_HEADER_SIZE + nslots * HASH_SLOT_SIZE + count * INDEX_SIZE
+        mm[pos : pos + k * INDEX_SIZE] = entries.tobytes()
+        self.hash_slot_count += int(np.count_nonzero(old == INVALID_INDEX))
+        self.index_count = count + k
+        self.end_phy_offset = int(off[-1])
+        self.end_timestamp = int(ts[-1])
+        self._write_header()
+        last = np.ones(k, dtype=bool)
+        last[:-1] = s_sorted[1:] != s_sorted[:-1]
+        table[s_sorted[last]] = n_sorted[last]
+        del table
+        return k
+
+    def repair_slots(self, window: int = 4096) -> None:
         """After a kill between the header and the slot writes: every recent entry must be
         (or precede) the head of its slot's chain."""
         mm = self.mf.mm
