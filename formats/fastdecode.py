@@ -20,6 +20,8 @@ is handed to ``scan_file`` for the verdict). The columns are proven equal, field
 
 from __future__ import annotations
 
+import codecs
+import mmap
 import struct
 from dataclasses import dataclass, field
 
@@ -56,29 +58,50 @@ Buffer = bytes | bytearray | memoryview
 
 @dataclass
 class Binary:
-    """An Arrow-style binary column: item ``i`` is ``data[offsets[i]:offsets[i+1]]``."""
+    """A binary column: item ``i`` is ``data[starts[i]:starts[i]+lengths[i]]``.
 
-    offsets: np.ndarray  # int64, n + 1
+    :meth:`contiguous` gives Arrow's layout (``int64`` offsets into one buffer) for
+    ``pyarrow.Array.from_buffers``; :meth:`strings` decodes every item.
+    """
+
+    starts: np.ndarray  # int64
+    lengths: np.ndarray  # int64
     data: bytes
 
     def __len__(self) -> int:
-        return len(self.offsets) - 1
+        return len(self.starts)
 
     def __getitem__(self, i: int) -> bytes:
-        return self.data[int(self.offsets[i]) : int(self.offsets[i + 1])]
+        s = int(self.starts[i])
+        return self.data[s : s + int(self.lengths[i])]
 
     def to_pylist(self) -> list[bytes]:
-        o = self.offsets.tolist()
         d = self.data
-        return [d[a:b] for a, b in zip(o, o[1:], strict=False)]
+        s = self.starts.tolist()
+        return [d[a:b] for a, b in zip(s, (self.starts + self.lengths).tolist(), strict=True)]
 
     def strings(self) -> list[str]:
         """Every item as ``str`` (the column was checked to be UTF-8 item by item)."""
-        text = self.data.decode("utf-8")
-        if text.isascii():  # byte offsets are character offsets: slice the decoded text
-            o = self.offsets.tolist()
-            return [text[a:b] for a, b in zip(o, o[1:], strict=False)]
+        if self.data.isascii():  # byte offsets are character offsets: slice decoded text
+            text = self.data.decode("ascii")
+            s = self.starts.tolist()
+            e = (self.starts + self.lengths).tolist()
+            return [text[a:b] for a, b in zip(s, e, strict=True)]
         return [b.decode("utf-8") for b in self.to_pylist()]
+
+    def contiguous(self) -> tuple[np.ndarray, bytes]:
+        """(offsets, data) with item ``i`` at ``data[offsets[i]:offsets[i+1]]`` (Arrow)."""
+        n = len(self.starts)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(self.lengths, out=offsets[1:])
+        s = self.starts.tolist()
+        e = (self.starts + self.lengths).tolist()
+        d = self.data
+        return offsets, b"".join([d[a:b] for a, b in zip(s, e, strict=True)])
+
+
+def _empty_binary() -> Binary:
+    return Binary(np.zeros(0, np.int64), np.zeros(0, np.int64), b"")
 
 
 @dataclass
@@ -92,8 +115,8 @@ class Columns:
     """
 
     arrays: dict[str, np.ndarray] = field(default_factory=lambda: _empty_arrays())
-    topic: Binary = field(default_factory=lambda: Binary(np.zeros(1, np.int64), b""))
-    properties: Binary = field(default_factory=lambda: Binary(np.zeros(1, np.int64), b""))
+    topic: Binary = field(default_factory=_empty_binary)
+    properties: Binary = field(default_factory=_empty_binary)
     buf: Buffer = b""  # the decoded buffer: bodies are cut from it on request
 
     def __len__(self) -> int:
@@ -102,7 +125,12 @@ class Columns:
     @property
     def body(self) -> Binary:
         """Bodies as stored (copied out of the buffer now: they are most of the bytes)."""
-        return _cut(memoryview(self.buf), self.arrays["body_position"], self.arrays["body_length"])
+        pos, ln = self.arrays["body_position"], self.arrays["body_length"]
+        offsets = np.zeros(len(pos) + 1, dtype=np.int64)
+        np.cumsum(ln, out=offsets[1:])
+        src = _sliceable(self.buf)
+        data = b"".join([src[a:b] for a, b in zip(pos.tolist(), (pos + ln).tolist(), strict=True)])
+        return Binary(offsets[:-1], ln, data)
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.arrays[name]
@@ -142,12 +170,13 @@ class Columns:
         arrays = {k: np.concatenate([p.arrays[k] for p in parts]) for k in parts[0].arrays}
 
         def cat(bins: list[Binary]) -> Binary:
-            offs = [bins[0].offsets]
-            base = int(bins[0].offsets[-1])
-            for b in bins[1:]:
-                offs.append(b.offsets[1:] + base)
-                base += int(b.offsets[-1])
-            return Binary(np.concatenate(offs), b"".join(b.data for b in bins))
+            starts = []
+            base = 0
+            for b in bins:
+                starts.append(b.starts + base)
+                base += len(b.data)
+            return Binary(np.concatenate(starts), np.concatenate([b.lengths for b in bins]),
+                          b"".join(b.data for b in bins))
 
         return cls(arrays, cat([p.topic for p in parts]), cat([p.properties for p in parts]),
                    parts[0].buf)
@@ -204,45 +233,53 @@ def _views(a: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
-def _cut(mv: memoryview, starts: np.ndarray, lengths: np.ndarray) -> Binary:
-    """One Binary of ``mv[s:s+l]`` for every (s, l) (a join of memoryview slices)."""
-    offsets = np.zeros(len(starts) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    s = starts.tolist()
-    e = (starts + lengths).tolist()
-    return Binary(offsets, b"".join([mv[x:y] for x, y in zip(s, e, strict=True)]))
+def _sliceable(buf: Buffer) -> bytes | bytearray | mmap.mmap:
+    """Something whose slices are ``bytes`` (a memoryview's slices are views: slow to join)."""
+    if isinstance(buf, bytes | bytearray | mmap.mmap):
+        return buf
+    return bytes(buf)
 
 
-def _first_non_utf8(col: Binary) -> int:
-    """Index of the first item that is not UTF-8 on its own, or -1.
+def _tails(
+    buf: Buffer, topic_pos: np.ndarray, topic_len: np.ndarray, props_len: np.ndarray,
+    ends: np.ndarray,
+) -> tuple[Binary, Binary, int]:
+    """Topic and properties columns from one slice per record (topic .. record end, the
+    properties length field included), and the index of the first record whose topic or
+    properties are not UTF-8 on their own (-1: none).
 
-    Checked in bulk: the concatenation must decode, and no non-empty item may start with a
-    continuation byte (then every item boundary is a character boundary). Only when that fails
-    are the items decoded one by one.
+    UTF-8 is checked in bulk: with the two length bytes blanked, the joined tails must decode
+    and no topic or properties may start with a continuation byte (so every boundary between
+    items is a character boundary); only on failure are the records decoded one by one.
     """
-    data = col.data
-    try:
-        data.decode("utf-8")
-        ok = True
-    except UnicodeDecodeError:
-        ok = False
-    if ok:
-        starts = col.offsets[:-1]
-        nonempty = col.offsets[1:] > starts
-        if not nonempty.any():
-            return -1
-        first = np.frombuffer(data, dtype=np.uint8)[starts[nonempty]]
-        ends = col.offsets[1:][nonempty]
-        inner = ends < len(data)
-        after = np.frombuffer(data, dtype=np.uint8)[ends[inner]]
-        if not ((first & 0xC0) == 0x80).any() and not ((after & 0xC0) == 0x80).any():
-            return -1
-    for i, b in enumerate(col.to_pylist()):
+    src = _sliceable(buf)
+    tl = ends - topic_pos
+    toff = np.zeros(len(tl), dtype=np.int64)
+    np.cumsum(tl[:-1], out=toff[1:])
+    data = b"".join([src[a:b] for a, b in zip(topic_pos.tolist(), ends.tolist(), strict=True)])
+    topic = Binary(toff, topic_len, data)
+    props = Binary(toff + topic_len + 2, props_len, data)
+    bad = -1
+    if len(data) and not data.isascii():
+        arr = np.frombuffer(data, dtype=np.uint8).copy()
+        arr[toff + topic_len] = 0x20  # the PROPERTIESLEN bytes are binary
+        arr[toff + topic_len + 1] = 0x20
         try:
-            b.decode("utf-8")
+            codecs.utf_8_decode(memoryview(arr), "strict", True)
+            starts = np.concatenate([toff, props.starts])
+            starts = starts[starts < len(arr)]
+            ok = not ((arr[starts] & 0xC0) == 0x80).any()
         except UnicodeDecodeError:
-            return i
-    return -1
+            ok = False
+        if not ok:
+            for i, (t, p) in enumerate(zip(topic.to_pylist(), props.to_pylist(), strict=True)):
+                try:
+                    t.decode("utf-8")
+                    p.decode("utf-8")
+                except UnicodeDecodeError:
+                    bad = i
+                    break
+    return topic, props, bad
 
 
 def decode_records(
@@ -258,7 +295,6 @@ def decode_records(
     n_all = len(pos)
     if n_all == 0:
         return Columns(), 0
-    mv = memoryview(buf).cast("B") if not isinstance(buf, bytes) else memoryview(buf)
     a = np.frombuffer(buf, dtype=np.uint8)
     n = len(a)
     clip = n - 8
@@ -302,10 +338,8 @@ def decode_records(
     bad = np.flatnonzero(~ok)
     good = int(bad[0]) if bad.size else n_all
     sel = slice(0, good)
-    topic = _cut(mv, topic_pos[sel], topic_len[sel])
-    props = _cut(mv, props_pos[sel], props_len[sel])
-    first_bad = min((i for i in (_first_non_utf8(topic), _first_non_utf8(props)) if i >= 0),
-                    default=-1)
+    topic, props, first_bad = _tails(buf, topic_pos[sel], topic_len[sel], props_len[sel],
+                                     ends[sel])
     if first_bad >= 0:
         return decode_records(buf, pos[:first_bad], file_start=file_start)[0], first_bad
     pos = pos[sel]
@@ -346,7 +380,7 @@ def decode_records(
 
 
 def decode_file(
-    buf: Buffer, *, file: str | None = None, file_start: int = 0, batch: int = 1 << 18
+    buf: Buffer, *, file: str | None = None, file_start: int = 0, batch: int = 1 << 20
 ) -> tuple[Columns, FileEnd]:
     """Every message of one commitlog file as columns, and how the file ends.
 
