@@ -31,7 +31,7 @@ from mqtool.formats.commitlog import (
 )
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from mqtool.formats.errors import FormatError, MqtoolError
-from mqtool.formats.msgid import classify_id, decode_offset_msg_id
+from mqtool.formats.msgid import classify_id
 from mqtool.overview import (
     DEFAULT_DELAY_LEVELS,
     load_consumer_offsets,
@@ -390,7 +390,7 @@ class _Finder:
                 copy_topics = [t for t in topics if t == SCHEDULE_TOPIC or t.startswith(
                     (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX))]
                 for o in origin_ids:
-                    m = find_by_offset_msg_id(self.store, o)
+                    m = self.store.find_by_offset_msg_id(o)
                     for k in m.key_list if m else []:
                         cands += self._indexed(copy_topics, k)
             cands += self.tail()
@@ -399,18 +399,6 @@ class _Finder:
             if wanted(m):
                 seen[m.physical_offset] = m
         return [seen[k] for k in sorted(seen)]
-
-
-def find_by_offset_msg_id(store: Store, msg_id: str) -> CommitLogMessage | None:
-    """The record an offsetMsgId names: one starting at its offset, with the same store host
-    (or any record starting there when the host differs, e.g. after an IP change)."""
-    try:
-        off = decode_offset_msg_id(msg_id).commit_log_offset
-    except FormatError:
-        return None
-    if off < 0:
-        return None
-    return store.try_message_at(off)
 
 
 def _collect(
@@ -430,7 +418,7 @@ def _collect(
                 new_u.add(u)
             o = m.properties.get(PROPERTY_ORIGIN_MESSAGE_ID)
             if o and o.upper() not in done_o:
-                first = find_by_offset_msg_id(store, o)
+                first = store.find_by_offset_msg_id(o)
                 done_o.add(o.upper())
                 if first is not None and first.offset_msg_id.upper() == o.upper():
                     got.setdefault(first.physical_offset, first)
@@ -866,12 +854,12 @@ def _resolve(
             "5.x id: 34 characters starting 01)"
         )
     if kind != "v5":
-        m = find_by_offset_msg_id(store, t)
+        m = store.find_by_offset_msg_id(t)
         if m is not None and m.offset_msg_id == t.upper():
             return [m], set()
     found = finder.find({t, t.upper()}, set(), set())
     if not found and kind != "v5":
-        m = find_by_offset_msg_id(store, t)
+        m = store.find_by_offset_msg_id(t)
         if m is not None:  # the offset names a record, stored under another host address
             return [m], set()
     return found, {t, t.upper()}
