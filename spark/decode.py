@@ -74,10 +74,16 @@ _HEAD_DTYPE = np.dtype(
     ]
 )
 _HEAD_LEN = _HEAD_DTYPE.itemsize  # 48
-_AR = {w: np.arange(w, dtype=np.int64) for w in (1, 2, 4, 8, 20, _HEAD_LEN)}
+_FIXED_DTYPE = np.dtype(  # + bytes 48..88 as they are when both hosts are IPv4
+    [
+        *_HEAD_DTYPE.descr, ("bornhost", "V8"), ("storets", ">i8"), ("storehost", "V8"),
+        ("recon", ">i4"), ("prepared", ">i8"), ("bodylen", ">i4"),
+    ]
+)
+_FIXED_LEN = _FIXED_DTYPE.itemsize  # 88
+_AR = {w: np.arange(w, dtype=np.int64) for w in (1, 2, 4, 8, 20, _HEAD_LEN, _FIXED_LEN)}
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 _HEX2 = np.stack([_HEX[np.arange(256) >> 4], _HEX[np.arange(256) & 15]], axis=1)  # (256, 2)
-_PAIR_RE = r"(?s)^(?P<k>[^\x01]+)\x01(?P<v>.+)$"
 
 
 # --- small numpy helpers ---------------------------------------------------------------------
@@ -87,18 +93,33 @@ def _be_int(a: np.ndarray, idx: np.ndarray, width: int) -> np.ndarray:
     return m.view(f">i{width}").reshape(-1).astype(np.int64)
 
 
-def _gather(mv: memoryview, starts: np.ndarray, lengths: np.ndarray) -> tuple[bytes, np.ndarray]:
-    """Concatenate ``mv[s:s+l]`` for every (s, l): (the bytes, int32 Arrow offsets).
+def _slices(mv: memoryview, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    """A binary array of ``mv[s:s+l]`` for every (s, l), cut by Arrow in C++.
 
-    A join of memoryview slices: measured faster than a numpy repeat/arange gather for the
-    short variable parts of a record (topic, properties).
+    The slices are ordered and do not overlap (they come from consecutive records), so the
+    file window holding them is viewed, without a copy, as a binary array whose elements
+    alternate slice / gap; Arrow's ``take`` of the even elements then copies the slices.
     """
     n = len(starts)
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    ends = (starts + lengths).tolist()
-    data = b"".join([mv[s:e] for s, e in zip(starts.tolist(), ends, strict=True)])
-    return data, offsets
+    if n == 0:
+        return pa.array([], pa.binary())
+    lo = int(starts[0])
+    ends = starts + lengths
+    hi = int(ends.max())
+    offsets = np.empty(2 * n + 1, dtype=np.int64)
+    offsets[0:-1:2] = starts - lo
+    offsets[1::2] = ends - lo
+    offsets[-1] = hi - lo
+    if hi - lo >= 2**31 - 1 or (np.diff(offsets) < 0).any():  # not ordered: copy in Python
+        data = b"".join([mv[s:e] for s, e in zip(starts.tolist(), ends.tolist(), strict=True)])
+        offs = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(lengths, out=offs[1:])
+        return _binary(data, offs)
+    window = pa.py_buffer(mv[lo:hi])
+    alternating = pa.Array.from_buffers(
+        pa.binary(), 2 * n, [None, pa.py_buffer(offsets.astype(np.int32)), window]
+    )
+    return alternating.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
 
 
 def _binary(data: bytes | np.ndarray, offsets: np.ndarray) -> pa.Array:
@@ -111,6 +132,20 @@ def _binary(data: bytes | np.ndarray, offsets: np.ndarray) -> pa.Array:
 def _host_strings(a: np.ndarray, pos: np.ndarray, v6: np.ndarray) -> pa.Array:
     """``ip:port`` / ``[v6]:port`` strings of the host fields at ``pos`` (v6 rows: 16+4)."""
     n = len(pos)
+    if n and not v6.any():  # IPv4 only: one uint64 per host (ip, port), usually one value
+        key = a[pos[:, None] + _AR[8]].view(">u8").reshape(-1)
+
+        def v4(k: int) -> str:
+            ip, port = k >> 32, k & 0xFFFFFFFF
+            port = port - (1 << 32) if port & 0x80000000 else port
+            return f"{ip >> 24}.{(ip >> 16) & 255}.{(ip >> 8) & 255}.{ip & 255}:{port}"
+
+        if (key == key[0]).all():
+            return pa.repeat(v4(int(key[0])), n)
+        u, inv = np.unique(key, return_inverse=True)
+        return pa.array([v4(int(k)) for k in u], pa.string()).take(
+            pa.array(inv.reshape(-1).astype(np.int32))
+        )
     raw = a[np.minimum(pos[:, None] + _AR[20], len(a) - 1)]
     raw[~v6, 8:] = 0
     key = np.empty((n, 21), dtype=np.uint8)
@@ -213,6 +248,59 @@ def _to_string(arr: pa.Array) -> tuple[pa.Array, int]:
 
 
 # --- properties -------------------------------------------------------------------------------
+def _property_pairs(props: pa.Array) -> tuple[pa.Array, pa.Array, np.ndarray]:
+    """Every ``key\x01value`` pair of every row: (keys, values, row of each pair).
+
+    Byte-level and vectorised: the separators are found with numpy over the rows' UTF-8 data
+    (``\x01``/``\x02`` are ASCII, never inside a multi-byte character), segments are the
+    spans between row bounds and ``\x02``; a segment is a pair when its first ``\x01`` has a
+    non-empty key before it and a non-empty value after it (Java: ``kvSepIndex > index &&
+    kvSepIndex < newIndex - 1``). Keys and values are cut by Arrow from the data buffer.
+    """
+    n = len(props)
+    empty = pa.array([], pa.string())
+    if n == 0:
+        return empty, empty, np.zeros(0, dtype=np.int64)
+    offsets = np.frombuffer(props.buffers()[1], dtype=np.int32)[props.offset : props.offset + n + 1]
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    data_buf = props.buffers()[2]
+    if data_buf is None or hi == lo:
+        return empty, empty, np.zeros(0, dtype=np.int64)
+    data = np.frombuffer(data_buf, dtype=np.uint8)[:hi]
+    rows = offsets.astype(np.int64)
+    sep2 = np.flatnonzero(data[lo:hi] == 2) + lo
+    # segment bounds: row start / after each \x02 .. each \x02 / row end, in order
+    # The i-th start and the i-th end (both in row, then position order) bound segment i.
+    # Both lists are merges of sorted arrays: np.insert at searchsorted places, no sort. A
+    # segment start right after a row's last \x02 goes before the next rows' starts; a \x02
+    # on a row's first byte goes after the previous row's end.
+    at = np.searchsorted(rows[:-1], sep2 + 1, side="left")
+    starts = np.insert(rows[:-1], at, sep2 + 1)
+    seg_row = np.insert(np.arange(n, dtype=np.int64), at, at - 1)
+    ends = np.insert(rows[1:], np.searchsorted(rows[1:], sep2, side="right"), sep2)
+    sep1 = np.flatnonzero(data[lo:hi] == 1) + lo
+    k = np.searchsorted(sep1, starts, side="left")
+    has = k < len(sep1)
+    kv = np.where(has, sep1[np.minimum(k, max(len(sep1) - 1, 0))] if len(sep1) else 0, -1)
+    ok = has & (kv > starts) & (kv < ends - 1)
+    starts, ends, kv, seg_row = starts[ok], ends[ok], kv[ok], seg_row[ok]
+    m = len(starts)
+    if m == 0:
+        return empty, empty, np.zeros(0, dtype=np.int64)
+    bounds = np.empty(4 * m + 1, dtype=np.int64)
+    bounds[0:-1:4] = starts
+    bounds[1::4] = kv
+    bounds[2::4] = kv + 1
+    bounds[3::4] = ends
+    bounds[-1] = ends[-1]
+    alternating = pa.Array.from_buffers(
+        pa.string(), 4 * m, [None, pa.py_buffer(bounds.astype(np.int32)), data_buf]
+    )
+    keys = alternating.take(pa.array(np.arange(0, 4 * m, 4, dtype=np.int64)))
+    values = alternating.take(pa.array(np.arange(2, 4 * m, 4, dtype=np.int64)))
+    return keys, values, seg_row
+
+
 def property_maps(props: pa.Array) -> tuple[pa.Array, dict[str, pa.Array]]:
     """``MessageDecoder#string2messageProperties`` over a string array, vectorised.
 
@@ -220,13 +308,7 @@ def property_maps(props: pa.Array) -> tuple[pa.Array, dict[str, pa.Array]]:
     for TAGS / KEYS / UNIQ_KEY, a string array with the value or null per row.
     """
     n = len(props)
-    segs = pc.split_pattern(props, "\x02")
-    parent = np.asarray(pc.list_parent_indices(segs), dtype=np.int64)
-    pairs = pc.extract_regex(pc.list_flatten(segs), _PAIR_RE)
-    valid = np.asarray(pairs.is_valid(), dtype=bool)
-    keys = pairs.field("k").filter(pa.array(valid))
-    values = pairs.field("v").filter(pa.array(valid))
-    parent = parent[valid]
+    keys, values, parent = _property_pairs(props)
     m = len(keys)
     keep = np.ones(m, dtype=bool)
     if m:
@@ -302,7 +384,9 @@ def _decode_records(
     fsize = len(a)
     last = fsize - 1
     n = len(pos)
-    h = a[pos[:, None] + _AR[_HEAD_LEN]].view(_HEAD_DTYPE).reshape(-1)
+    # The walk guarantees pos + 91 <= file size: the first 88 bytes are in one gather.
+    hv = a[pos[:, None] + _AR[_FIXED_LEN]]
+    h = hv.view(_FIXED_DTYPE).reshape(-1)
     size = h["size"].astype(np.int64)
     magic = h["magic"].astype(np.int64)
     sysflag = h["sysflag"].astype(np.int64)
@@ -320,11 +404,22 @@ def _decode_records(
         clipped: np.ndarray = np.minimum(x, last - 8)
         return clipped
 
-    body_len = _be_int(a, clip(body_len_pos), 4)
+    if not (sysflag & (BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)).any():
+        # IPv4 hosts everywhere (the common case): the rest of the fixed part in one gather
+        body_len = h["bodylen"].astype(np.int64)
+        store_ts, recon, prepared = h["storets"], h["recon"], h["prepared"]
+    else:
+        body_len = _be_int(a, clip(body_len_pos), 4)
+        store_ts = _be_int(a, store_ts_pos, 8)
+        recon = _be_int(a, recon_pos, 4)
+        prepared = _be_int(a, recon_pos + 4, 8)
     body_pos = body_len_pos + 4
     v2 = magic == MAGIC_V2
     tl_pos = clip(np.clip(body_pos + body_len, 0, None))
-    topic_len = np.where(v2, _be_int(a, tl_pos, 2), _be_int(a, tl_pos, 1))
+    if v2.any():
+        topic_len = np.where(v2, _be_int(a, tl_pos, 2), _be_int(a, tl_pos, 1))
+    else:
+        topic_len = _be_int(a, tl_pos, 1)
     topic_pos = tl_pos + np.where(v2, 2, 1)
     pl_pos = clip(np.clip(topic_pos + topic_len, 0, None))
     props_len = _be_int(a, pl_pos, 2)
@@ -353,8 +448,8 @@ def _decode_records(
         n = good
     if n == 0:
         return _Decoded(None, 0)
-    topics, t_bad = _to_string(_binary(*_gather(mv, topic_pos, topic_len)))
-    props, p_bad = _to_string(_binary(*_gather(mv, props_pos, props_len)))
+    topics, t_bad = _to_string(_slices(mv, topic_pos, topic_len))
+    props, p_bad = _to_string(_slices(mv, props_pos, props_len))
     first_bad = min((x for x in (t_bad, p_bad) if x >= 0), default=-1)
     if first_bad >= 0:  # not UTF-8: that record starts an unreadable region
         if first_bad == 0:
@@ -382,10 +477,10 @@ def _decode_records(
         "bodyCRC": lambda: pa.array(h["crc"].astype(np.int32)),
         "bornTimestamp": lambda: pa.array(h["born"].astype(np.int64)),
         "bornHost": lambda: _host_strings(a, born_host_pos, v6b),
-        "storeTimestamp": lambda: pa.array(_be_int(a, store_ts_pos, 8)),
+        "storeTimestamp": lambda: pa.array(store_ts.astype(np.int64)),
         "storeHost": lambda: _host_strings(a, store_host_pos, v6s),
-        "reconsumeTimes": lambda: pa.array(_be_int(a, recon_pos, 4).astype(np.int32)),
-        "preparedTransactionOffset": lambda: pa.array(_be_int(a, recon_pos + 4, 8)),
+        "reconsumeTimes": lambda: pa.array(recon.astype(np.int32)),
+        "preparedTransactionOffset": lambda: pa.array(prepared.astype(np.int64)),
         "bodyLength": lambda: pa.array(body_len.astype(np.int32)),
         "propertiesRaw": lambda: props,
         "offsetMsgId": lambda: _offset_msg_ids(a, store_host_pos, pos, v6s),

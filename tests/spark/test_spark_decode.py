@@ -8,6 +8,8 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import SCENARIOS, manifest_jsonl, store_dir
 from mqtool.formats.commitlog import CommitLogMessage, parse_properties, scan_file
@@ -217,3 +219,11 @@ def test_pruned_columns_equal_the_full_decode() -> None:
                 assert dict(n["properties"]) == dict(f["properties"])
             else:
                 assert n["properties"] is None
+
+
+@given(st.lists(st.text(alphabet="ab\x01\x02é😀 ", max_size=12), min_size=1, max_size=20))
+@settings(max_examples=300, deadline=None)
+def test_property_maps_equal_parse_properties_on_any_text(raws: list[str]) -> None:
+    maps, picked = decode.property_maps(pa.array(raws, pa.string()))
+    for raw, got in zip(raws, maps.to_pylist(), strict=True):
+        assert dict(got) == parse_properties(raw)
