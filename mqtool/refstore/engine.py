@@ -88,6 +88,7 @@ from mqtool.refstore.mapped import (
     RefStoreError,
     index_file_name,
     offset_name,
+    populate,
 )
 from mqtool.refstore.uniqkey import UniqKeyGenerator
 
@@ -107,6 +108,7 @@ _CP3 = struct.Struct(">qqq")  # physicMsgTimestamp, logicsMsgTimestamp, indexMsg
 _I64 = struct.Struct(">q")
 PROGRESS_FILE = "mqtool-delay-progress"  # per-level delivery progress, 8 bytes per level
 PROGRESS_FILE_SIZE = 4096
+POPULATE_CHUNK = 4 << 20  # commitlog bytes pre-faulted at a time
 INDEX_BATCH = 1024  # index keys buffered before a vectorised write
 STATE_FILE = "mqtool-refstore-state.json"  # written on clean close, consumed on open
 CONFIG_FILE = "mqtool-refstore.json"  # our own settings, beside the broker's config files
@@ -301,6 +303,7 @@ class _CommitLog:
             self.files.append(MappedFile(path, int(name), file_size, create=False))
         self.write_pos = self.files[0].file_from_offset if self.files else 0
         self._cur: MappedFile | None = None  # the file the last reserve() returned
+        self._populated = 0  # bytes of _cur already pre-faulted
 
     @property
     def min_offset(self) -> int:
@@ -327,10 +330,21 @@ class _CommitLog:
         if cur is not None:
             pos = self.write_pos - cur.file_from_offset
             if 0 <= pos and pos + size + END_FILE_MIN_BLANK_LENGTH <= self.file_size:
+                if pos + size > self._populated:
+                    self._populate(cur, pos + size)
                 return cur, pos
         mf, pos = self._reserve_slow(size)
         self._cur = mf
+        self._populated = pos
+        self._populate(mf, pos + size)
         return mf, pos
+
+    def _populate(self, mf: MappedFile, upto: int) -> None:
+        """Pre-fault the next chunk of the file in one call instead of a fault per page."""
+        start = self._populated
+        end = min(self.file_size, max(upto, start) + POPULATE_CHUNK)
+        populate(mf.mm, start, end - start)
+        self._populated = end
 
     def _reserve_slow(self, size: int) -> tuple[MappedFile, int]:
         if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
