@@ -103,7 +103,7 @@ def _open(
 ) -> Iterator[object]:
     from dataclasses import replace
 
-    from mqtool.refstore.engine import CONFIG_FILE, ManualClock, RefStore, StoreConfig
+    from mqtool.refstore.engine import ManualClock, RefStore, StoreConfig
     from mqtool.refstore.engine import system_clock as wall
 
     overrides: dict[str, Any] = {
@@ -120,10 +120,6 @@ def _open(
         if (root / "commitlog").is_dir() and any((root / "commitlog").iterdir()):
             raise typer.BadParameter("geometry options only apply to a new store")
         config = replace(StoreConfig(), **overrides)
-    elif not (root / "config" / CONFIG_FILE).exists() and (root / "commitlog").is_dir():
-        from mqtool.dlq_resend import _infer_config
-
-        config = _infer_config(root)
     t = parse_time(now, "--now")
     clock = ManualClock(t) if t is not None else None
     s = RefStore.open(root, config, clock=clock or wall)

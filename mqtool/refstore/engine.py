@@ -93,6 +93,7 @@ from mqtool.refstore.mapped import (
 from mqtool.refstore.uniqkey import UniqKeyGenerator
 
 __all__ = [
+    "infer_config",
     "Message",
     "ManualClock",
     "PullResult",
@@ -512,8 +513,9 @@ class RefStore:
     ) -> RefStore:
         """Lock, load and recover the store at ``root`` (created when missing and ``create``).
 
-        ``config`` defaults to the one saved in ``config/mqtool-refstore.json`` (else
-        RocketMQ's defaults) and is saved there. Raises :class:`StoreLockedError` when another
+        ``config`` defaults to the one saved in ``config/mqtool-refstore.json``, else to what
+        :func:`infer_config` reads from an existing (broker-written) store, else RocketMQ's
+        defaults; it is saved there. Raises :class:`StoreLockedError` when another
         process holds the store's lock.
         """
         rootp = Path(root)
@@ -529,7 +531,7 @@ class RefStore:
                 except (ValueError, TypeError) as e:
                     raise RefStoreError(f"{saved}: unreadable refstore settings: {e}") from e
             else:
-                config = StoreConfig()
+                config = infer_config(rootp) or StoreConfig()
         clk = clock or system_clock
         if uniq is None:
             uniq = UniqKeyGenerator("127.0.0.1", clock=clk, seed=seed)
@@ -1644,6 +1646,68 @@ _DEFAULT_BORN = HostPort("127.0.0.1", 50000)
 def _buf(mm: mmap.mmap) -> bytes:
     """An mmap where the formats API takes a buffer (it only slices and unpacks)."""
     return cast(bytes, mm)
+
+
+def infer_config(root: str | os.PathLike[str]) -> StoreConfig | None:
+    """Settings of an existing store that has no saved refstore settings (e.g. a broker's):
+    commitlog file size, consume-queue units per file and index geometry from the files, the
+    broker's address from its records, the dialect from the properties' trailing separator.
+    None when there is no commitlog to learn from. Delay levels cannot be read from a store
+    (they are broker configuration): RocketMQ's default is assumed.
+    """
+    from mqtool.store import Store
+
+    rootp = Path(root)
+    if not (rootp / "commitlog").is_dir():
+        return None
+    with Store.open(rootp) as st:
+        size = st.mapped_file_size
+        if size is None:
+            return None
+        kw: dict[str, Any] = {"commitlog_file_size": size}
+        for m in st.messages():
+            kw["store_host"] = str(m.store_host)
+            if m.properties_raw.endswith("\x02"):
+                kw["dialect"] = "5.3.3"
+            break
+        cq_root = rootp / "consumequeue"
+        if cq_root.is_dir():
+            for f in sorted(cq_root.glob("*/*/*")):
+                if f.is_file() and f.name.isdigit() and f.stat().st_size % 20 == 0:
+                    kw["cq_entries_per_file"] = f.stat().st_size // 20
+                    break
+        ix = st.index_files()
+        if ix:
+            g = ix[-1][1].geometry
+            kw["index_hash_slots"], kw["index_max_entries"] = g.hash_slot_num, g.index_num
+        # delay levels: a SCHEDULE_TOPIC_XXXX unit's tagsCode is storeTime + the level's delay
+        levels = B.parse_delay_levels()
+        seen = False
+        for topic, qid in st.queue_ids():
+            if topic != B.SCHEDULE_TOPIC:
+                continue
+            last = None
+            for e in st.queue_entries(topic, qid):
+                last = e
+            if last is None:
+                continue
+            m = st.try_message_at(last.entry.commit_log_offset)
+            if m is not None and last.entry.tags_code > m.store_timestamp:
+                levels[B.queue_id_to_delay_level(qid)] = last.entry.tags_code - m.store_timestamp
+                seen = True
+        if seen:
+            top = max(levels)
+            kw["message_delay_level"] = " ".join(
+                _level_text(levels.get(i, 1000)) for i in range(1, top + 1)
+            )
+        return StoreConfig(**kw)
+
+
+def _level_text(ms: int) -> str:
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000)):
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{max(1, round(ms / 1000))}s"
 
 
 def _read_config(path: Path, parse: Callable[..., Any]) -> Any:

@@ -409,3 +409,44 @@ def test_batch_matches_real_4_9_7_batch_records(tmp_path: Path) -> None:
     assert [r.physical_offset - rs[0].physical_offset for r in rs] == [
         int(str(r["phyOffset"])) - int(str(real[0]["phyOffset"])) for r in real
     ]
+
+
+def test_open_a_real_broker_store(tmp_path: Path) -> None:
+    """A copy of the real journey store: settings inferred, opening changes no data byte, and
+    the schedule service delivers what RocketMQ left pending."""
+    import shutil
+
+    from mqtool.refstore.engine import infer_config
+
+    root = tmp_path / "store"
+    shutil.copytree(FIXTURES / "4.9.7/journey/store", root)
+    cfg = infer_config(root)
+    assert cfg is not None
+    assert (cfg.commitlog_file_size, cfg.cq_entries_per_file) == (4096, 8)
+    assert (cfg.index_hash_slots, cfg.index_max_entries) == (64, 256)
+    assert cfg.store_host == "192.168.1.10:10911" and cfg.dialect == "4.9.7"
+    assert cfg.message_delay_level.split()[15:] == ["10s", "1h", "2h"]
+
+    def data_files() -> dict[str, bytes]:
+        return {
+            str(p.relative_to(root)): p.read_bytes()
+            for sub in ("commitlog", "consumequeue", "index")
+            for p in sorted((root / sub).rglob("*")) if p.is_file()
+        }
+
+    before = data_files()
+    clock = ManualClock(1_795_294_984_603 + 1)
+    with RefStore.open(root, clock=clock) as s:
+        assert s.delay_offsets == {2: 1, 3: 6, 4: 4, 5: 3, 16: 1}
+        assert s.pending_delayed() == {16: 2, 17: 1, 18: 1}
+    assert data_files() == before  # open + close: not a byte of data changed
+    with RefStore.open(root, clock=clock) as s:
+        clock.advance(3 * 3600 * 1000)
+        delivered = s.tick()
+        assert sorted(r.topic for r in delivered) == [
+            "%RETRY%cg_journey", "%RETRY%cg_journey", "DelayTopic", "DelayTopic"
+        ]
+        assert s.pending_delayed() == {}
+    with Store.open(root) as st:
+        assert not st.findings
+        assert sum(1 for _ in st.messages()) == 54
