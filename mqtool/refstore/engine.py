@@ -1691,9 +1691,9 @@ def infer_config(root: str | os.PathLike[str]) -> StoreConfig | None:
                 last = e
             if last is None:
                 continue
-            m = st.try_message_at(last.entry.commit_log_offset)
-            if m is not None and last.entry.tags_code > m.store_timestamp:
-                levels[B.queue_id_to_delay_level(qid)] = last.entry.tags_code - m.store_timestamp
+            sm = st.try_message_at(last.entry.commit_log_offset)
+            if sm is not None and last.entry.tags_code > sm.store_timestamp:
+                levels[B.queue_id_to_delay_level(qid)] = last.entry.tags_code - sm.store_timestamp
                 seen = True
         if seen:
             top = max(levels)
