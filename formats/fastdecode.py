@@ -265,7 +265,7 @@ def _tails(
         arr[toff + topic_len] = 0x20  # the PROPERTIESLEN bytes are binary
         arr[toff + topic_len + 1] = 0x20
         try:
-            codecs.utf_8_decode(memoryview(arr), "strict", True)
+            codecs.utf_8_decode(arr.tobytes(), "strict", True)
             starts = np.concatenate([toff, props.starts])
             starts = starts[starts < len(arr)]
             ok = not ((arr[starts] & 0xC0) == 0x80).any()
@@ -303,7 +303,8 @@ def decode_records(
     i4, i8 = v["i4"], v["i8"]
 
     def be4(at: np.ndarray) -> np.ndarray:
-        return i4[at].astype(np.int64)
+        out: np.ndarray = i4[at].astype(np.int64)
+        return out
 
     size = be4(pos)
     magic = v["u4"][pos + 4].astype(np.int64)

@@ -137,7 +137,7 @@ def index_geometry(
 
 
 def _candidate_geometries(
-    buf: bytes | bytearray | memoryview, h: IndexHeader, body: int, chunk: int = 1 << 20
+    buf: Buffer, h: IndexHeader, body: int, chunk: int = 1 << 20
 ) -> Iterator[IndexGeometry]:
     """Every split of ``body`` into slots and at least indexCount entries, fewest slots first,
     in which the newest entry heads its slot's chain (a numpy prefilter over all the splits:

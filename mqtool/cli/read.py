@@ -24,6 +24,7 @@ from mqtool.cli.common import (
     parse_time,
     print_json,
     print_jsonl,
+    report_error,
 )
 from mqtool.jsonview import body_value, cq_dict, message_dict
 from mqtool.query import MessageFilter, select_messages
@@ -163,8 +164,6 @@ def msg(
             print_json([message_dict(m, body) for m in found])
         else:
             con = out_console()
-            if not found:
-                con.print(f"no message for {msg_id} ({how})", markup=False)
             for m in found:
                 t = Table(title=f"{m.topic} @ {m.physical_offset} (found by {how})",
                           show_header=False)
@@ -178,6 +177,7 @@ def msg(
                         t.add_row(k, "-" if v is None else str(v))
                 con.print(t)
         if not found:
+            report_error(f"no message for {msg_id} in {st.root} ({how})")
             raise typer.Exit(1)
 
 
