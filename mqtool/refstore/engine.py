@@ -26,15 +26,13 @@ from __future__ import annotations
 
 import fcntl
 import json
-import mmap
 import os
 import random
 import struct
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import Any
 
 from mqtool.formats.checkpoint import CHECKPOINT_FILE_SIZE, Checkpoint, build_checkpoint
 from mqtool.formats.checkpoint import parse_checkpoint as _parse_checkpoint
@@ -45,7 +43,6 @@ from mqtool.formats.commitlog import (
     CommitLogMessage,
     FileEnd,
     HostPort,
-    parse_message,
     parse_properties,
     scan_file,
 )
@@ -81,357 +78,56 @@ from mqtool.refstore.fastpath import (
     topic_header,
 )
 from mqtool.refstore.javautil import hashmap_key_order
+from mqtool.refstore.logfiles import (
+    B_BLANK_MAGIC,
+    CommitLogFiles,
+)
+from mqtool.refstore.logfiles import (
+    buf as _buf,
+)
 from mqtool.refstore.mapped import (
     ConsumeQueueFiles,
     IndexFileWriter,
     MappedFile,
     RefStoreError,
     index_file_name,
-    offset_name,
-    populate,
 )
+from mqtool.refstore.model import (
+    ManualClock,
+    Message,
+    PullResult,
+    PutResult,
+    StoreConfig,
+    StoreLockedError,
+    system_clock,
+)
+from mqtool.refstore.persist import atomic_write as _atomic_write
+from mqtool.refstore.persist import infer_config
+from mqtool.refstore.persist import read_config as _read_config
 from mqtool.refstore.uniqkey import UniqKeyGenerator
 
-__all__ = [
-    "infer_config",
-    "Message",
+__all__ = [  # the public API (model types re-exported from mqtool.refstore.model)
+    "CONFIG_FILE",
     "ManualClock",
+    "Message",
     "PullResult",
     "PutResult",
     "RefStore",
-    "StoreConfig",
     "RefStoreError",
+    "StoreConfig",
     "StoreLockedError",
+    "infer_config",
+    "system_clock",
 ]
 
-END_FILE_MIN_BLANK_LENGTH = 8
 _CP3 = struct.Struct(">qqq")  # physicMsgTimestamp, logicsMsgTimestamp, indexMsgTimestamp
 _I64 = struct.Struct(">q")
 PROGRESS_FILE = "mqtool-delay-progress"  # per-level delivery progress, 8 bytes per level
 PROGRESS_FILE_SIZE = 4096
-POPULATE_CHUNK = 4 << 20  # commitlog bytes pre-faulted at a time
 INDEX_BATCH = 1024  # index keys buffered before a vectorised write
 STATE_FILE = "mqtool-refstore-state.json"  # written on clean close, consumed on open
 CONFIG_FILE = "mqtool-refstore.json"  # our own settings, beside the broker's config files
 _LOCKED_ROOTS: set[str] = set()  # POSIX locks do not conflict inside one process
-
-
-class StoreLockedError(RefStoreError):
-    """The store's ``lock`` file is held by another writer (a running broker or refstore)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# configuration, clock, messages
-
-
-@dataclass(frozen=True)
-class StoreConfig:
-    """Store geometry and broker settings. Defaults are RocketMQ's (``MessageStoreConfig``).
-
-    ``dialect``: ``"4.9.7"`` (property map ``new HashMap<>()``, no trailing ``\\x02``, 4.x config
-    JSON) or ``"5.3.3"`` (``HashMap(128)``, trailing ``\\x02``, ``dataVersion`` everywhere).
-    """
-
-    commitlog_file_size: int = 1024 * 1024 * 1024
-    cq_entries_per_file: int = 300_000
-    index_hash_slots: int = 5_000_000
-    index_max_entries: int = 5_000_000 * 4
-    message_index_enable: bool = True
-    message_delay_level: str = B.DEFAULT_MESSAGE_DELAY_LEVEL
-    max_message_size: int = 4 * 1024 * 1024
-    store_host: str = "127.0.0.1:10911"
-    cluster_name: str | None = "DefaultCluster"
-    broker_name: str = "broker-a"
-    default_queue_nums: int = 4
-    default_max_reconsume_times: int = B.DEFAULT_MAX_RECONSUME_TIMES
-    dialect: str = "4.9.7"
-    fsync_configs: bool = False
-
-    def __post_init__(self) -> None:
-        if self.dialect not in ("4.9.7", "5.3.3"):
-            raise RefStoreError(f"unknown dialect {self.dialect!r} (4.9.7 or 5.3.3)")
-        if self.commitlog_file_size < 256:
-            raise RefStoreError("commitlog_file_size must be at least 256 bytes")
-        if self.cq_entries_per_file < 1 or self.index_hash_slots < 1 or self.index_max_entries < 2:
-            raise RefStoreError("consume-queue and index sizes must be positive")
-        B.parse_delay_levels(self.message_delay_level)
-
-    @property
-    def v5(self) -> bool:
-        return self.dialect.startswith("5")
-
-    @property
-    def properties_capacity(self) -> int | None:
-        """Initial capacity of the property HashMap RocketMQ encodes from."""
-        return 128 if self.v5 else None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> StoreConfig:
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in obj.items() if k in known})
-
-
-class ManualClock:
-    """A clock for tests and replays: epoch ms, moved only by :meth:`set` / :meth:`advance`."""
-
-    def __init__(self, now_ms: int = 1_795_294_972_000) -> None:
-        self.now = now_ms
-
-    def __call__(self) -> int:
-        return self.now
-
-    def set(self, now_ms: int) -> None:
-        self.now = now_ms
-
-    def advance(self, ms: int) -> int:
-        self.now += ms
-        return self.now
-
-
-def system_clock() -> int:
-    """Wall-clock epoch ms."""
-    return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True)
-class Message:
-    """A message to put, as a producer hands it to the broker.
-
-    ``properties`` are the property map's puts *in insertion order* (it decides RocketMQ's byte
-    order for colliding keys); use :meth:`create` for the Java client's order. The broker adds
-    UNIQ_KEY (when absent, as the client does) and CLUSTER.
-    """
-
-    topic: str
-    body: bytes = b""
-    properties: tuple[tuple[str, str], ...] = ()
-    queue_id: int | None = None
-    flag: int = 0
-    sys_flag: int = 0
-    born_timestamp: int | None = None
-    born_host: str | None = None
-    reconsume_times: int = 0
-
-    @classmethod
-    def create(
-        cls,
-        topic: str,
-        body: bytes | str = b"",
-        *,
-        tags: str | None = None,
-        keys: str | Sequence[str] | None = None,
-        properties: Mapping[str, str] | Iterable[tuple[str, str]] = (),
-        delay_level: int = 0,
-        wait_store_msg_ok: bool | None = True,
-        uniq_key: str | None = None,
-        queue_id: int | None = None,
-        flag: int = 0,
-        sys_flag: int = 0,
-        born_timestamp: int | None = None,
-        born_host: str | None = None,
-    ) -> Message:
-        """The puts ``new Message(topic, tags, keys, body)`` + user properties + delay make."""
-        pairs: list[tuple[str, str]] = []
-        if tags:
-            pairs.append((B.PROPERTY_TAGS, tags))
-        if keys:
-            pairs.append((B.PROPERTY_KEYS, keys if isinstance(keys, str) else " ".join(keys)))
-        if wait_store_msg_ok is not None:
-            pairs.append((B.PROPERTY_WAIT_STORE_MSG_OK, "true" if wait_store_msg_ok else "false"))
-        items = properties.items() if isinstance(properties, Mapping) else properties
-        pairs.extend((str(k), str(v)) for k, v in items)
-        if delay_level:
-            pairs.append((B.PROPERTY_DELAY_TIME_LEVEL, str(delay_level)))
-        if uniq_key:
-            pairs.append((B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, uniq_key))
-        return cls(
-            topic, body.encode("utf-8") if isinstance(body, str) else body, tuple(pairs),
-            queue_id, flag, sys_flag, born_timestamp, born_host,
-        )
-
-
-class PutResult(NamedTuple):
-    """Where a put landed. ``topic``/``queue_id`` are the stored ones (SCHEDULE_TOPIC_XXXX for
-    a delayed message); ``msg_id`` is the offsetMsgId. (A NamedTuple: cheap on the hot path.)"""
-
-    physical_offset: int
-    size: int
-    topic: str
-    queue_id: int
-    queue_offset: int
-    store_timestamp: int
-    msg_id: str
-    uniq_key: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class PullResult:
-    """Messages of one queue from ``offset``; ``next_offset`` is where the next pull starts."""
-
-    topic: str
-    queue_id: int
-    offset: int
-    next_offset: int
-    max_offset: int
-    messages: list[CommitLogMessage] = field(default_factory=list)
-
-
-# ---------------------------------------------------------------------------------------------
-# commitlog
-
-
-class _CommitLog:
-    def __init__(self, directory: Path, file_size: int) -> None:
-        self.dir = directory
-        self.file_size = file_size
-        self.files: list[MappedFile] = []
-        directory.mkdir(parents=True, exist_ok=True)
-        names = sorted(p.name for p in directory.iterdir() if p.name.isdigit())
-        for i, name in enumerate(names):
-            path = directory / name
-            size = path.stat().st_size
-            if size < file_size and i == len(names) - 1:
-                path.unlink()  # killed while creating it (before it was sized): nothing in it
-                break
-            if size != file_size:
-                raise RefStoreError(
-                    f"{path}: {size} bytes, but the store's commitlog files are {file_size} "
-                    "bytes (pass the matching StoreConfig)"
-                )
-            self.files.append(MappedFile(path, int(name), file_size, create=False))
-        self.write_pos = self.files[0].file_from_offset if self.files else 0
-        self._cur: MappedFile | None = None  # the file the last reserve() returned
-        self._populated = 0  # bytes of _cur already pre-faulted
-
-    @property
-    def min_offset(self) -> int:
-        return self.files[0].file_from_offset if self.files else 0
-
-    def file_at(self, offset: int) -> MappedFile | None:
-        if not self.files:
-            return None
-        i = (offset - self.files[0].file_from_offset) // self.file_size
-        if 0 <= i < len(self.files):
-            mf = self.files[i]
-            if mf.file_from_offset <= offset < mf.file_from_offset + self.file_size:
-                return mf
-        return None
-
-    def _new_file(self, start: int) -> MappedFile:
-        mf = MappedFile(self.dir / offset_name(start), start, self.file_size, create=True)
-        self.files.append(mf)
-        return mf
-
-    def reserve(self, size: int) -> tuple[MappedFile, int]:
-        """(file, position in file) for a record of ``size`` bytes, rolling with a BLANK."""
-        cur = self._cur
-        if cur is not None:
-            pos = self.write_pos - cur.file_from_offset
-            if 0 <= pos and pos + size + END_FILE_MIN_BLANK_LENGTH <= self.file_size:
-                if pos + size > self._populated:
-                    self._populate(cur, pos + size)
-                return cur, pos
-        mf, pos = self._reserve_slow(size)
-        self._cur = mf
-        self._populated = pos
-        self._populate(mf, pos + size)
-        return mf, pos
-
-    def _populate(self, mf: MappedFile, upto: int) -> None:
-        """Pre-fault the next chunk of the file in one call instead of a fault per page."""
-        start = self._populated
-        end = min(self.file_size, max(upto, start) + POPULATE_CHUNK)
-        populate(mf.mm, start, end - start)
-        self._populated = end
-
-    def _reserve_slow(self, size: int) -> tuple[MappedFile, int]:
-        if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            raise RefStoreError(
-                f"a {size}-byte record does not fit a {self.file_size}-byte commitlog file"
-            )
-        mf = self.file_at(self.write_pos) if self.files else None
-        if mf is None:
-            mf = self._new_file(self.write_pos - self.write_pos % self.file_size)
-        pos = self.write_pos - mf.file_from_offset
-        left = self.file_size - pos
-        if size + END_FILE_MIN_BLANK_LENGTH > left:
-            mm = mf.mm
-            mm[pos + 4 : pos + 8] = B_BLANK_MAGIC
-            mm[pos : pos + 4] = left.to_bytes(4, "big")
-            self.write_pos = mf.file_from_offset + self.file_size
-            mf = self._new_file(self.write_pos)
-            pos = 0
-        return mf, pos
-
-    def write(self, mf: MappedFile, pos: int, record: bytes) -> None:
-        """Copy the record in, TOTALSIZE last: a torn copy reads as the end of the data."""
-        mm = mf.mm
-        n = len(record)
-        mm[pos + 4 : pos + n] = record[4:]
-        mm[pos : pos + 4] = record[:4]
-        self.write_pos = mf.file_from_offset + pos + n
-
-    def read(self, offset: int) -> CommitLogMessage:
-        mf = self.file_at(offset)
-        if mf is None or offset >= self.write_pos:
-            raise RefStoreError(f"no message at commitlog offset {offset}")
-        rec = parse_message(
-            _buf(mf.mm), offset - mf.file_from_offset, file=str(mf.path),
-            file_start=mf.file_from_offset,
-        )
-        if not isinstance(rec, CommitLogMessage):
-            raise RefStoreError(f"commitlog offset {offset} is an end-of-file BLANK record")
-        return rec
-
-    def read_any(self, offset: int) -> CommitLogMessage:
-        """The record at ``offset`` whatever the write position (used before it is known)."""
-        mf = self.file_at(offset)
-        if mf is None:
-            raise RefStoreError(f"no commitlog file holds offset {offset}")
-        rec = parse_message(
-            _buf(mf.mm), offset - mf.file_from_offset, file=str(mf.path),
-            file_start=mf.file_from_offset,
-        )
-        if not isinstance(rec, CommitLogMessage):
-            raise RefStoreError(f"commitlog offset {offset} is a BLANK record")
-        return rec
-
-    def truncate(self, end: int, zero_window: int) -> None:
-        """Cut everything from absolute offset ``end`` on (zero the tail of its file)."""
-        keep: list[MappedFile] = []
-        for mf in self.files:
-            if mf.file_from_offset > end or (mf.file_from_offset == end and keep):
-                mf.close()
-                mf.path.unlink()
-            else:
-                keep.append(mf)
-        self.files = keep
-        self._cur = None
-        mf0 = self.file_at(end)
-        if mf0 is not None:
-            pos = end - mf0.file_from_offset
-            stop = min(self.file_size, pos + zero_window)
-            chunk = mf0.mm[pos:stop]
-            if any(chunk):
-                mf0.mm[pos:stop] = bytes(stop - pos)
-        self.write_pos = end
-
-    def flush(self) -> None:
-        for mf in self.files[-2:]:
-            mf.flush()
-
-    def close(self) -> None:
-        for mf in self.files:
-            mf.close()
-        self.files = []
-        self._cur = None
-
-
-B_BLANK_MAGIC = (0xCBD43194).to_bytes(4, "big")
-
 
 # ---------------------------------------------------------------------------------------------
 # the store
@@ -629,7 +325,7 @@ class RefStore:
         abort = self.root / "abort"
         self.recovered_abnormally = abort.exists()
         abort.touch()
-        self._commitlog = _CommitLog(self.root / "commitlog", self.config.commitlog_file_size)
+        self._commitlog = CommitLogFiles(self.root / "commitlog", self.config.commitlog_file_size)
         cq_root = self.root / "consumequeue"
         if cq_root.is_dir():
             for tdir in sorted(cq_root.iterdir()):
@@ -1640,115 +1336,5 @@ class RefStore:
         return counts
 
 
+
 _DEFAULT_BORN = HostPort("127.0.0.1", 50000)
-
-
-def _buf(mm: mmap.mmap) -> bytes:
-    """An mmap where the formats API takes a buffer (it only slices and unpacks)."""
-    return cast(bytes, mm)
-
-
-def infer_config(root: str | os.PathLike[str]) -> StoreConfig | None:
-    """Settings of an existing store that has no saved refstore settings (e.g. a broker's):
-    commitlog file size, consume-queue units per file and index geometry from the files, the
-    broker's address from its records, the dialect from the properties' trailing separator.
-    None when there is no commitlog to learn from. Delay levels cannot be read from a store
-    (they are broker configuration): RocketMQ's default is assumed.
-    """
-    from mqtool.store import Store
-
-    rootp = Path(root)
-    if not (rootp / "commitlog").is_dir():
-        return None
-    with Store.open(rootp) as st:
-        size = st.mapped_file_size
-        if size is None:
-            return None
-        kw: dict[str, Any] = {"commitlog_file_size": size}
-        for m in st.messages():
-            kw["store_host"] = str(m.store_host)
-            if m.properties_raw.endswith("\x02"):
-                kw["dialect"] = "5.3.3"
-            break
-        cq_root = rootp / "consumequeue"
-        if cq_root.is_dir():
-            for f in sorted(cq_root.glob("*/*/*")):
-                if f.is_file() and f.name.isdigit() and f.stat().st_size % 20 == 0:
-                    kw["cq_entries_per_file"] = f.stat().st_size // 20
-                    break
-        ix = st.index_files()
-        if ix:
-            g = ix[-1][1].geometry
-            kw["index_hash_slots"], kw["index_max_entries"] = g.hash_slot_num, g.index_num
-        # delay levels: a SCHEDULE_TOPIC_XXXX unit's tagsCode is storeTime + the level's delay
-        levels = B.parse_delay_levels()
-        seen = False
-        for topic, qid in st.queue_ids():
-            if topic != B.SCHEDULE_TOPIC:
-                continue
-            last = None
-            for e in st.queue_entries(topic, qid):
-                last = e
-            if last is None:
-                continue
-            sm = st.try_message_at(last.entry.commit_log_offset)
-            if sm is not None and last.entry.tags_code > sm.store_timestamp:
-                levels[B.queue_id_to_delay_level(qid)] = last.entry.tags_code - sm.store_timestamp
-                seen = True
-        if seen:
-            top = max(levels)
-            kw["message_delay_level"] = " ".join(
-                _level_text(levels.get(i, 1000)) for i in range(1, top + 1)
-            )
-        return StoreConfig(**kw)
-
-
-def _level_text(ms: int) -> str:
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000)):
-        if ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{max(1, round(ms / 1000))}s"
-
-
-def _read_config(path: Path, parse: Callable[..., Any]) -> Any:
-    """ConfigManager#load: the file, or its .bak when the file is missing/garbled."""
-    for p in (path, path.with_name(path.name + ".bak")):
-        try:
-            text = p.read_text("utf-8")
-        except FileNotFoundError:
-            continue
-        if not text.strip():
-            continue
-        try:
-            return parse(text, file=str(p))
-        except FormatError:
-            continue
-    return None
-
-
-def _atomic_write(path: Path, text: str, *, bak: bool = True, fsync: bool = False) -> None:
-    """``MixAll.string2File``, made atomic: tmp, previous content to ``.bak``, rename.
-
-    A killed process leaves the old or the new file, never a torn one; ``fsync`` also makes the
-    new content survive a power loss (RocketMQ itself never fsyncs these files).
-    """
-    tmp = path.with_name(path.name + ".tmp")
-    data = text.encode("utf-8")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        if fsync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    if bak:
-        try:
-            prev = path.read_bytes()
-        except FileNotFoundError:
-            prev = None
-        if prev is not None:
-            btmp = path.with_name(path.name + ".bak.tmp")
-            btmp.write_bytes(prev)
-            os.replace(btmp, path.with_name(path.name + ".bak"))
-    os.replace(tmp, path)
-

@@ -1,0 +1,184 @@
+"""The commitlog as a queue of mapped files: append with BLANK roll, read, truncate."""
+
+from __future__ import annotations
+
+import mmap
+from pathlib import Path
+from typing import cast
+
+from mqtool.formats.commitlog import (
+    CommitLogMessage,
+    parse_message,
+)
+from mqtool.refstore.mapped import (
+    MappedFile,
+    RefStoreError,
+    offset_name,
+    populate,
+)
+
+END_FILE_MIN_BLANK_LENGTH = 8  # CommitLog.END_FILE_MIN_BLANK_LENGTH
+POPULATE_CHUNK = 4 << 20  # commitlog bytes pre-faulted at a time
+
+
+
+class CommitLogFiles:
+    """The commitlog's files (``MappedFileQueue``); one writer."""
+
+    def __init__(self, directory: Path, file_size: int) -> None:
+        self.dir = directory
+        self.file_size = file_size
+        self.files: list[MappedFile] = []
+        directory.mkdir(parents=True, exist_ok=True)
+        names = sorted(p.name for p in directory.iterdir() if p.name.isdigit())
+        for i, name in enumerate(names):
+            path = directory / name
+            size = path.stat().st_size
+            if size < file_size and i == len(names) - 1:
+                path.unlink()  # killed while creating it (before it was sized): nothing in it
+                break
+            if size != file_size:
+                raise RefStoreError(
+                    f"{path}: {size} bytes, but the store's commitlog files are {file_size} "
+                    "bytes (pass the matching StoreConfig)"
+                )
+            self.files.append(MappedFile(path, int(name), file_size, create=False))
+        self.write_pos = self.files[0].file_from_offset if self.files else 0
+        self._cur: MappedFile | None = None  # the file the last reserve() returned
+        self._populated = 0  # bytes of _cur already pre-faulted
+
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].file_from_offset if self.files else 0
+
+    def file_at(self, offset: int) -> MappedFile | None:
+        if not self.files:
+            return None
+        i = (offset - self.files[0].file_from_offset) // self.file_size
+        if 0 <= i < len(self.files):
+            mf = self.files[i]
+            if mf.file_from_offset <= offset < mf.file_from_offset + self.file_size:
+                return mf
+        return None
+
+    def _new_file(self, start: int) -> MappedFile:
+        mf = MappedFile(self.dir / offset_name(start), start, self.file_size, create=True)
+        self.files.append(mf)
+        return mf
+
+    def reserve(self, size: int) -> tuple[MappedFile, int]:
+        """(file, position in file) for a record of ``size`` bytes, rolling with a BLANK."""
+        cur = self._cur
+        if cur is not None:
+            pos = self.write_pos - cur.file_from_offset
+            if 0 <= pos and pos + size + END_FILE_MIN_BLANK_LENGTH <= self.file_size:
+                if pos + size > self._populated:
+                    self._populate(cur, pos + size)
+                return cur, pos
+        mf, pos = self._reserve_slow(size)
+        self._cur = mf
+        self._populated = pos
+        self._populate(mf, pos + size)
+        return mf, pos
+
+    def _populate(self, mf: MappedFile, upto: int) -> None:
+        """Pre-fault the next chunk of the file in one call instead of a fault per page."""
+        start = self._populated
+        end = min(self.file_size, max(upto, start) + POPULATE_CHUNK)
+        populate(mf.mm, start, end - start)
+        self._populated = end
+
+    def _reserve_slow(self, size: int) -> tuple[MappedFile, int]:
+        if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            raise RefStoreError(
+                f"a {size}-byte record does not fit a {self.file_size}-byte commitlog file"
+            )
+        mf = self.file_at(self.write_pos) if self.files else None
+        if mf is None:
+            mf = self._new_file(self.write_pos - self.write_pos % self.file_size)
+        pos = self.write_pos - mf.file_from_offset
+        left = self.file_size - pos
+        if size + END_FILE_MIN_BLANK_LENGTH > left:
+            mm = mf.mm
+            mm[pos + 4 : pos + 8] = B_BLANK_MAGIC
+            mm[pos : pos + 4] = left.to_bytes(4, "big")
+            self.write_pos = mf.file_from_offset + self.file_size
+            mf = self._new_file(self.write_pos)
+            pos = 0
+        return mf, pos
+
+    def write(self, mf: MappedFile, pos: int, record: bytes) -> None:
+        """Copy the record in, TOTALSIZE last: a torn copy reads as the end of the data."""
+        mm = mf.mm
+        n = len(record)
+        mm[pos + 4 : pos + n] = record[4:]
+        mm[pos : pos + 4] = record[:4]
+        self.write_pos = mf.file_from_offset + pos + n
+
+    def read(self, offset: int) -> CommitLogMessage:
+        mf = self.file_at(offset)
+        if mf is None or offset >= self.write_pos:
+            raise RefStoreError(f"no message at commitlog offset {offset}")
+        rec = parse_message(
+            buf(mf.mm), offset - mf.file_from_offset, file=str(mf.path),
+            file_start=mf.file_from_offset,
+        )
+        if not isinstance(rec, CommitLogMessage):
+            raise RefStoreError(f"commitlog offset {offset} is an end-of-file BLANK record")
+        return rec
+
+    def read_any(self, offset: int) -> CommitLogMessage:
+        """The record at ``offset`` whatever the write position (used before it is known)."""
+        mf = self.file_at(offset)
+        if mf is None:
+            raise RefStoreError(f"no commitlog file holds offset {offset}")
+        rec = parse_message(
+            buf(mf.mm), offset - mf.file_from_offset, file=str(mf.path),
+            file_start=mf.file_from_offset,
+        )
+        if not isinstance(rec, CommitLogMessage):
+            raise RefStoreError(f"commitlog offset {offset} is a BLANK record")
+        return rec
+
+    def truncate(self, end: int, zero_window: int) -> None:
+        """Cut everything from absolute offset ``end`` on (zero the tail of its file)."""
+        keep: list[MappedFile] = []
+        for mf in self.files:
+            if mf.file_from_offset > end or (mf.file_from_offset == end and keep):
+                mf.close()
+                mf.path.unlink()
+            else:
+                keep.append(mf)
+        self.files = keep
+        self._cur = None
+        mf0 = self.file_at(end)
+        if mf0 is not None:
+            pos = end - mf0.file_from_offset
+            stop = min(self.file_size, pos + zero_window)
+            chunk = mf0.mm[pos:stop]
+            if any(chunk):
+                mf0.mm[pos:stop] = bytes(stop - pos)
+        self.write_pos = end
+
+    def flush(self) -> None:
+        for mf in self.files[-2:]:
+            mf.flush()
+
+    def close(self) -> None:
+        for mf in self.files:
+            mf.close()
+        self.files = []
+        self._cur = None
+
+
+B_BLANK_MAGIC = (0xCBD43194).to_bytes(4, "big")
+
+
+
+
+
+def buf(mm: mmap.mmap) -> bytes:
+    """An mmap where the formats API takes a buffer (it only slices and unpacks)."""
+    return cast(bytes, mm)
+
+
