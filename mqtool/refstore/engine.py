@@ -681,7 +681,8 @@ class RefStore:
 
     def put(self, msg: Message) -> PutResult:
         """Put one message (``SendMessageProcessor`` + ``DefaultMessageStore#putMessage``)."""
-        self._check_open()
+        if self._closed:
+            self._check_open()
         tc = self.topics.get(msg.topic) or self.create_topic(msg.topic)
         qid = msg.queue_id
         if qid is None:
@@ -695,10 +696,12 @@ class RefStore:
             )
         props: dict[str, str] = dict(msg.properties)
         uniq_parts: tuple[str, str, str] | None = None
-        if B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
-            t, c = self.uniq.next_parts()
-            uniq_parts = (self.uniq.fix_string, t, c)
-            props[B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self.uniq.fix_string + t + c
+        if _UNIQ not in props:
+            uniq = self.uniq
+            t, c = uniq.next_parts()
+            fix = uniq.fix_string
+            uniq_parts = (fix, t, c)
+            props[_UNIQ] = fix + t + c
         if self._cluster:
             props[B.PROPERTY_CLUSTER] = self._cluster
         now = self.clock()
@@ -1338,3 +1341,4 @@ class RefStore:
 
 
 _DEFAULT_BORN = HostPort("127.0.0.1", 50000)
+_UNIQ = B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX

@@ -99,6 +99,7 @@ class ConsumeQueueFiles:
         self.max_offset = 0  # logical: next unit to write
         self.max_physic_end = 0  # commitlog offset + size of the last unit
         self.min_offset = 0
+        self._last: MappedFile | None = None  # the file the last put() wrote to
         self._load()
 
     def _load(self) -> None:
@@ -130,6 +131,7 @@ class ConsumeQueueFiles:
         self._drop_files_after(end)
 
     def _drop_files_after(self, end_byte: int) -> None:
+        self._last = None
         keep: list[MappedFile] = []
         for mf in self.files:
             if mf.file_from_offset > end_byte:
@@ -155,7 +157,9 @@ class ConsumeQueueFiles:
     def put(self, cq_offset: int, phy_offset: int, size: int, tags_code: int) -> None:
         """``putMessagePositionInfo``: write the unit for logical offset ``cq_offset``."""
         pos = cq_offset * CQ_STORE_UNIT_SIZE
-        mf = self._file_for(pos)
+        mf = self._last
+        if mf is None or not mf.file_from_offset <= pos < mf.file_from_offset + self.file_size:
+            mf = self._last = self._file_for(pos)
         _CQ.pack_into(mf.mm, pos - mf.file_from_offset, phy_offset, size, tags_code)
         if cq_offset >= self.max_offset:
             self.max_offset = cq_offset + 1
@@ -194,6 +198,7 @@ class ConsumeQueueFiles:
         for mf in self.files:
             mf.close()
         self.files = []
+        self._last = None
 
 
 def index_file_name(ts_ms: int) -> str:
