@@ -4,20 +4,27 @@ One :class:`RefStore` owns one store root while it is open: it holds the broker'
 (POSIX record lock on byte 0, as ``FileChannel.tryLock(0, 1, false)``), keeps ``abort`` present
 until a clean :meth:`RefStore.close`, and writes
 
-* ``commitlog/`` records through :func:`mqtool.formats.commitlog.build_message` (V1, V2 for long
-  topics, IPv4/IPv6 hosts), rolling files with a BLANK end-of-file record when a record plus
-  8 bytes does not fit (``CommitLog.DefaultAppendMessageCallback#doAppend``);
-* ``consumequeue/`` units (tagsCode = ``String.hashCode`` of TAGS, the deliver time for
-  ``SCHEDULE_TOPIC_XXXX``) and ``index/`` entries (UNIQ_KEY and every KEYS token) synchronously,
-  then the ``checkpoint`` timestamps, so everything a put returned for is dispatched;
+* ``commitlog/`` records byte for byte as :func:`mqtool.formats.commitlog.build_message` builds
+  them (written by :func:`mqtool.refstore.fastpath.pack_record_into` straight into the mapping;
+  a test proves the two agree): V1, V2 for long topics, IPv4/IPv6 hosts; files roll with a BLANK
+  end-of-file record when a record plus 8 bytes does not fit
+  (``CommitLog.DefaultAppendMessageCallback#doAppend``);
+* ``consumequeue/`` units synchronously (tagsCode = ``String.hashCode`` of TAGS, the deliver
+  time for ``SCHEDULE_TOPIC_XXXX``) and ``index/`` entries (UNIQ_KEY and every KEYS token) in
+  vectorised batches of 1,024 keys (RocketMQ dispatches asynchronously too), then the
+  ``checkpoint`` timestamps: physic/logics per put, index per written batch;
 * ``config/delayOffset.json``, ``consumerOffset.json``, ``topics.json``,
   ``subscriptionGroup.json`` in fastjson's dialect, with a ``.bak`` of the previous content,
-  atomically (temporary file, fsync, rename).
+  atomically (temporary file + rename; fsync with ``StoreConfig.fsync_configs``).
 
 Reopening recovers as RocketMQ does: the commitlog is scanned from the file the checkpoint
 points at (``recoverAbnormally`` / ``isMappedFileMatchedRecover``), the torn tail is cut
 (TOTALSIZE is written last, so a torn record reads as end of data), consume-queue units past the
-valid end are dropped, and consume queues and index are re-dispatched past the checkpoint.
+valid end are dropped, and consume queues and index are re-dispatched past the checkpoint; a kill
+between an index batch's header and slot writes is repaired. Schedule progress is recorded per
+delivery in ``config/mqtool-delay-progress`` (delayOffset.json is rewritten per tick), so a kill
+neither loses nor repeats a delivery. After a clean close the saved end
+(``config/mqtool-refstore-state.json``) makes reopening O(1) when the files still agree.
 
 Time comes from an injectable clock (epoch ms), so journeys replay deterministically.
 """
