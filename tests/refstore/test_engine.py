@@ -450,3 +450,37 @@ def test_open_a_real_broker_store(tmp_path: Path) -> None:
     with Store.open(root) as st:
         assert not st.findings
         assert sum(1 for _ in st.messages()) == 54
+
+
+@pytest.mark.parametrize("name", ["4.9.7/plain", "4.9.7/plain-crashed", "5.3.3/plain"])
+def test_open_close_other_real_stores_changes_no_data(tmp_path: Path, name: str) -> None:
+    import shutil
+
+    root = tmp_path / "store"
+    shutil.copytree(FIXTURES / name / "store", root)
+
+    def data_files() -> dict[str, bytes]:
+        out = {}
+        for sub in ("commitlog", "consumequeue", "index"):
+            for p in sorted((root / sub).rglob("*")):
+                if p.is_file():
+                    data = p.read_bytes()
+                    # a crashed broker's pre-allocated next file is all zeros: keep its length
+                    out[str(p.relative_to(root))] = data if any(data) else bytes(len(data))
+        return out
+
+    before = data_files()
+    with RefStore.open(root, clock=ManualClock(1_795_400_000_000)) as s:
+        dialect = s.config.dialect
+        pos = s.write_position
+    assert dialect == ("5.3.3" if name.startswith("5") else "4.9.7")
+    after = data_files()
+    if name.endswith("crashed"):  # recovery may only drop the empty pre-allocated file
+        assert {k: v for k, v in after.items() if any(v)} == {
+            k: v for k, v in before.items() if any(v)
+        }
+    else:
+        assert after == before
+    with Store.open(root) as st:
+        assert st.max_physical_offset() == pos
+        assert not [f for f in st.findings if f.kind != "layout"]
