@@ -15,10 +15,12 @@ from mqtool.refstore.mapped import (
     RefStoreError,
     offset_name,
     populate,
+    release,
 )
 
 END_FILE_MIN_BLANK_LENGTH = 8  # CommitLog.END_FILE_MIN_BLANK_LENGTH
 POPULATE_CHUNK = 4 << 20  # commitlog bytes pre-faulted at a time
+KEEP_MAPPED = 64 << 20  # bytes behind the write position kept in the resident set
 
 
 
@@ -46,6 +48,7 @@ class CommitLogFiles:
         self.write_pos = self.files[0].file_from_offset if self.files else 0
         self._cur: MappedFile | None = None  # the file the last reserve() returned
         self._populated = 0  # bytes of _cur already pre-faulted
+        self._dropped = 0  # bytes of _cur released from this process's mapping
 
     @property
     def min_offset(self) -> int:
@@ -75,9 +78,13 @@ class CommitLogFiles:
                 if pos + size > self._populated:
                     self._populate(cur, pos + size)
                 return cur, pos
+        prev = self._cur
         mf, pos = self._reserve_slow(size)
+        if prev is not None and prev is not mf:
+            release(prev.mm, 0, self.file_size)
         self._cur = mf
         self._populated = pos
+        self._dropped = 0
         self._populate(mf, pos + size)
         return mf, pos
 
@@ -87,6 +94,12 @@ class CommitLogFiles:
         end = min(self.file_size, max(upto, start) + POPULATE_CHUNK)
         populate(mf.mm, start, end - start)
         self._populated = end
+        # drop our mapping of what lies well behind the write position: the data stays in the
+        # page cache / file (shared mapping), the process's resident set stays bounded
+        behind = start - KEEP_MAPPED
+        if behind > self._dropped:
+            release(mf.mm, self._dropped, behind - self._dropped)
+            self._dropped = behind
 
     def _reserve_slow(self, size: int) -> tuple[MappedFile, int]:
         if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:

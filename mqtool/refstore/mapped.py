@@ -59,6 +59,20 @@ def populate(mm: mmap.mmap, start: int, length: int) -> None:
         pass
 
 
+def release(mm: mmap.mmap, start: int, length: int) -> None:
+    """``MADV_DONTNEED`` a range of a *shared* file mapping: the pages leave the process's
+    resident set; their (dirty) contents stay in the page cache and reach the file."""
+    page = mmap.PAGESIZE
+    begin = start - start % page
+    length = min(len(mm) - begin, length + (start - begin))
+    if length <= 0:
+        return
+    try:
+        mm.madvise(mmap.MADV_DONTNEED, begin, length)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 class MappedFile:
     """One fixed-size file mapped read-write."""
 
