@@ -1329,8 +1329,8 @@ class RefStore:
         done = 0
         for t in topics:
             for qid in self.queue_ids(t):
-                res = self.pull(group, t, qid, max_nums=1 << 30)
-                for m in res.messages:
+                start = self.get_consumer_offset(group, t, qid)
+                for _, m in self.iter_queue(t, qid, max(start, 0)):  # streaming
                     if max_nums is not None and done >= max_nums:
                         break
                     verdict = handler(m)
