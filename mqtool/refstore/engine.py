@@ -77,6 +77,7 @@ from mqtool.formats.config import (
 from mqtool.formats.errors import FormatError
 from mqtool.refstore import broker as B
 from mqtool.refstore.fastpath import (
+    CRC32_PLACEHOLDER,
     JavaHashCache,
     magic_for,
     pack_record_into,
@@ -197,6 +198,7 @@ class RefStore:
         self._trailing_sep = config.v5
         self._born_hosts: dict[str, HostPort] = {}
         self._cluster = config.cluster_name
+        self._prop_crc = config.append_prop_crc
         self._index_enable = config.message_index_enable
         self._cp = Checkpoint(0, 0, 0)
         self.recovered_abnormally = False
@@ -858,7 +860,11 @@ class RefStore:
             topic, queue_id = B.rewrite_for_schedule(
                 props, topic=topic, queue_id=queue_id, max_delay_level=self.max_delay_level
             )
+        if _CRC_KEY in props:  # a copy of a 5.x record: its CRC belongs to the old record
+            del props[_CRC_KEY]
         props_b = self._encode_props(props).encode("utf-8")
+        if self._prop_crc:
+            props_b += _CRC_PLACEHOLDER
         if len(props_b) > 32767:
             raise RefStoreError(f"properties of {len(props_b)} bytes exceed 32767")
         if len(body) > self._max_body:
@@ -879,7 +885,7 @@ class RefStore:
             mf.mm, pos, size, magic, queue_id, flag, queue_offset, phys, sf,
             born_timestamp, born_ip, born_host.port, store_timestamp, self._store_ip,
             self._store_port, reconsume_times, prepared_transaction_offset, body,
-            topic_hdr, props_b,
+            topic_hdr, props_b, self._prop_crc,
         )
         cl.write_pos = phys + size
         self._last_record = phys
@@ -1349,3 +1355,5 @@ class RefStore:
 
 _DEFAULT_BORN = HostPort("127.0.0.1", 50000)
 _UNIQ = B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_CRC_PLACEHOLDER = CRC32_PLACEHOLDER.encode("ascii")
+_CRC_KEY = "__CRC32#"

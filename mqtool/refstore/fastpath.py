@@ -92,6 +92,7 @@ def pack_record_into(
     body: bytes,
     topic_hdr: bytes,
     props_b: bytes,
+    prop_crc: bool = False,
 ) -> int:
     """Write one record at ``mm[pos:pos+size]``; returns its BODYCRC."""
     crc = zlib.crc32(body) & 0x7FFFFFFF
@@ -111,8 +112,29 @@ def pack_record_into(
     _I16.pack_into(mm, p, len(props_b))
     p += 2
     mm[p : p + len(props_b)] = props_b
+    if prop_crc:
+        fill_prop_crc(mm, pos, size)
     _I32.pack_into(mm, pos, size)  # TOTALSIZE last
     return crc
+
+
+PROPERTY_CRC32 = "__CRC32#"
+CRC32_RESERVED_LEN = len(PROPERTY_CRC32) + 1 + 10 + 1  # CommitLog.CRC32_RESERVED_LEN = 20
+CRC32_PLACEHOLDER = PROPERTY_CRC32 + "\x01" + "0" * 10 + "\x02"
+
+
+def fill_prop_crc(mm: mmap | bytearray, pos: int, size: int) -> None:
+    """5.2+ ``enabledAppendPropCRC``: the record's last 20 bytes (a ``__CRC32#`` placeholder)
+    get the CRC32 (& 0x7FFFFFFF) of everything before them, 10 digits least significant first
+    (``MessageDecoder#createCrc32``). TOTALSIZE is counted with its final value."""
+    crc = zlib.crc32(_I32.pack(size))
+    crc = zlib.crc32(memoryview(mm)[pos + 4 : pos + size - CRC32_RESERVED_LEN], crc) & 0x7FFFFFFF
+    digits = bytearray(10)
+    for i in range(10):
+        digits[i] = 48 + crc % 10
+        crc //= 10
+    start = pos + size - 11
+    mm[start : start + 10] = bytes(digits)
 
 
 _MASK = 0xFFFFFFFF

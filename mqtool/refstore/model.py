@@ -47,6 +47,7 @@ class StoreConfig:
     default_max_reconsume_times: int = B.DEFAULT_MAX_RECONSUME_TIMES
     dialect: str = "4.9.7"
     fsync_configs: bool = False
+    append_prop_crc: bool = False  # 5.2+ enabledAppendPropCRC: a __CRC32# property per record
 
     def __post_init__(self) -> None:
         if self.dialect not in ("4.9.7", "5.3.3"):
