@@ -35,6 +35,8 @@ def infer_config(root: str | os.PathLike[str]) -> StoreConfig | None:
             kw["store_host"] = str(m.store_host)
             if m.properties_raw.endswith("\x02"):
                 kw["dialect"] = "5.3.3"
+            if "__CRC32#\x01" in m.properties_raw:
+                kw["append_prop_crc"] = True
             break
         cq_root = rootp / "consumequeue"
         if cq_root.is_dir():

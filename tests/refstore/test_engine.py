@@ -471,9 +471,10 @@ def test_open_close_other_real_stores_changes_no_data(tmp_path: Path, name: str)
 
     before = data_files()
     with RefStore.open(root, clock=ManualClock(1_795_400_000_000)) as s:
-        dialect = s.config.dialect
+        dialect, crc = s.config.dialect, s.config.append_prop_crc
         pos = s.write_position
     assert dialect == ("5.3.3" if name.startswith("5") else "4.9.7")
+    assert crc == name.startswith("5")
     after = data_files()
     if name.endswith("crashed"):  # recovery may only drop the empty pre-allocated file
         assert {k: v for k, v in after.items() if any(v)} == {
