@@ -63,6 +63,8 @@ class UniqKeyGenerator:
         self.counter = counter & 0xFFFF
         self._start = 0
         self._next_start = 0
+        self._last_ms = -1
+        self._last_part = ""
         self._set_start_time(self._clock())
 
     def _set_start_time(self, now_ms: int) -> None:
@@ -73,15 +75,22 @@ class UniqKeyGenerator:
         current = self._clock()
         if current >= self._next_start:
             self._set_start_time(current)
-        diff = (current - self._start) & 0xFFFFFFFF
         ctr = self.counter
         self.counter = (ctr + 1) & 0xFFFF
-        return f"{diff:08X}", f"{ctr:04X}"
+        if current != self._last_ms or current < self._start:
+            self._last_ms = current
+            self._last_part = f"{(current - self._start) & 0xFFFFFFFF:08X}"
+        if not _COUNTER_HEX:
+            _COUNTER_HEX.extend(f"{i:04X}" for i in range(0x10000))
+        return self._last_part, _COUNTER_HEX[ctr]
 
     def create(self) -> str:
         """The next UNIQ_KEY."""
         t, c = self.next_parts()
         return self.fix_string + t + c
+
+
+_COUNTER_HEX: list[str] = []  # "0000".."FFFF", built on first use
 
 
 def _now_ms() -> int:
