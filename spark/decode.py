@@ -19,6 +19,7 @@ decoder then resynchronises on the next valid record and keeps going.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import mmap
 import os
@@ -435,15 +436,16 @@ def _decode_records(
     bad = np.flatnonzero(~ok)
     good = int(bad[0]) if bad.size else n
     if good < n:
-        sel = slice(0, good)
-        pos, size, magic, sysflag, phys = pos[sel], size[sel], magic[sel], sysflag[sel], phys[sel]
-        h, bl, sl = h[sel], bl[sel], sl[sel]
+        g = slice(0, good)
+        pos, size, magic, sysflag, phys = pos[g], size[g], magic[g], sysflag[g], phys[g]
+        h, bl, sl = h[g], bl[g], sl[g]
         born_host_pos, store_ts_pos, store_host_pos = (
-            born_host_pos[sel], store_ts_pos[sel], store_host_pos[sel]
+            born_host_pos[g], store_ts_pos[g], store_host_pos[g]
         )
-        recon_pos, body_len, body_pos = recon_pos[sel], body_len[sel], body_pos[sel]
+        recon_pos, body_len, body_pos = recon_pos[g], body_len[g], body_pos[g]
+        store_ts, recon, prepared = store_ts[g], recon[g], prepared[g]
         topic_len, topic_pos, props_len, props_pos = (
-            topic_len[sel], topic_pos[sel], props_len[sel], props_pos[sel]
+            topic_len[g], topic_pos[g], props_len[g], props_pos[g]
         )
         n = good
     if n == 0:
@@ -547,24 +549,74 @@ def _valid_at(mm: mmap.mmap, q: int, *, file_start: int, fsize: int) -> bool:
     return not isinstance(rec, BlankRecord) and rec.physical_offset == file_start + q
 
 
-def resync(mm: mmap.mmap, start: int, *, file_start: int, fsize: int) -> int | None:
+def _data_extents(fd: int | None, start: int, stop: int) -> Iterator[tuple[int, int]]:
+    """The parts of ``[start, stop)`` that hold data, skipping holes of a sparse file.
+
+    RocketMQ pre-allocates commitlog files; where that left holes (``SEEK_DATA``/``SEEK_HOLE``),
+    nothing needs to be read to know they are zeros. Without support, one extent.
+    """
+    if fd is None or not hasattr(os, "SEEK_DATA"):
+        if start < stop:
+            yield start, stop
+        return
+    pos = start
+    while pos < stop:
+        try:
+            d = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError as e:
+            if e.errno != errno.ENXIO:  # no SEEK_DATA support here: read everything
+                yield pos, stop
+            return  # ENXIO: only a hole is left
+        if d >= stop:
+            return
+        try:
+            h = os.lseek(fd, d, os.SEEK_HOLE)
+        except OSError:
+            h = stop
+        yield d, min(h, stop)
+        pos = h
+
+
+def _release(mm: mmap.mmap, lo: int, hi: int) -> None:
+    """Drop the mapped pages of ``[lo, hi)`` from this process (they stay in the page cache)."""
+    page = mmap.PAGESIZE
+    lo = (lo + page - 1) // page * page
+    hi = hi // page * page
+    if hi > lo:
+        mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+
+
+def resync(
+    mm: mmap.mmap, start: int, *, file_start: int, fsize: int, fd: int | None = None
+) -> int | None:
     """The first position >= ``start`` where a valid record or the file's BLANK starts.
 
-    Candidates are found with ``mmap.find`` on the magic bytes (fast over zeros and garbage),
-    then checked with :func:`mqtool.formats.commitlog.parse_message` and PHYSICALOFFSET.
+    Candidates are found with ``mmap.find`` on the magic bytes (fast over zeros and garbage;
+    holes of sparse files are skipped with ``SEEK_DATA`` when ``fd`` is given), then checked
+    with :func:`mqtool.formats.commitlog.parse_message` and PHYSICALOFFSET.
     """
-    q = max(start, 0)
-    next_magic = next_blank = -2  # cached find results, recomputed once passed
+    for lo, hi in _data_extents(fd, max(start, 0), fsize):
+        q = max(start, lo)
+        found = _resync_in(mm, q, hi, file_start=file_start, fsize=fsize)
+        if hi - lo > 4 * WINDOW:
+            _release(mm, lo, found if found is not None else hi)
+        if found is not None:
+            return found
+    return None
 
-    while q < fsize:
+
+def _resync_in(mm: mmap.mmap, q: int, hi: int, *, file_start: int, fsize: int) -> int | None:
+    """:func:`resync` within one data extent: records whose magic lies in ``[q + 4, hi)``."""
+    next_magic = next_blank = -2  # cached find results, recomputed once passed
+    while q < hi:
         if next_magic != -1 and next_magic < q + 4:
-            next_magic = mm.find(_MAGIC_PREFIX, q + 4)
+            next_magic = mm.find(_MAGIC_PREFIX, q + 4, hi)
         if next_blank != -1 and next_blank < q + 4:
             # a BLANK only matters before the next message candidate: bound the search
-            bound = next_magic + 4 if next_magic >= 0 else fsize
+            bound = next_magic + 4 if next_magic >= 0 else hi
             next_blank = mm.find(_BLANK_BYTES, q + 4, bound)
             if next_blank == -1 and next_magic >= 0:
-                next_blank = -2 if bound < fsize else -1
+                next_blank = -2 if bound < hi else -1
         cands = [x for x in (next_magic, next_blank) if x >= 0]
         if not cands:
             return None
@@ -579,18 +631,23 @@ def resync(mm: mmap.mmap, start: int, *, file_start: int, fsize: int) -> int | N
     return None
 
 
-def _nonzero_end(mm: mmap.mmap, start: int, stop: int, chunk: int = WINDOW) -> int:
+def _nonzero_end(
+    mm: mmap.mmap, start: int, stop: int, fd: int | None = None, chunk: int = WINDOW
+) -> int:
     """One past the last non-zero byte in ``[start, stop)`` (``start`` if all zero)."""
-    hi = stop
-    while hi > start:
-        lo = max(start, hi - chunk)
-        a = np.frombuffer(mm, dtype=np.uint8, count=hi - lo, offset=lo)
-        if a.any():
-            end = hi - int(np.argmax(a[::-1] != 0))
+    for lo, hi0 in reversed(list(_data_extents(fd, start, stop))):
+        hi = hi0
+        while hi > lo:
+            c_lo = max(lo, hi - chunk)
+            a = np.frombuffer(mm, dtype=np.uint8, count=hi - c_lo, offset=c_lo)
+            if a.any():
+                end = hi - int(np.argmax(a[::-1] != 0))
+                del a
+                return end
             del a
-            return end
-        del a
-        hi = lo
+            hi = c_lo
+        if hi0 - lo > 4 * chunk:
+            _release(mm, lo, hi0)
     return start
 
 
@@ -665,10 +722,12 @@ def decode_commitlog_range(
     try:
         fsize = os.fstat(fd).st_size
         if fsize == 0 or start >= fsize:
+            os.close(fd)
             return
         mm = mmap.mmap(fd, fsize, access=mmap.ACCESS_READ)
-    finally:
+    except BaseException:
         os.close(fd)
+        raise
     a = np.frombuffer(mm, dtype=np.uint8)
     mv = memoryview(mm)
     released = 0
@@ -679,7 +738,7 @@ def decode_commitlog_range(
         )
 
     try:
-        p = resync(mm, start, file_start=file_start, fsize=fsize)
+        p = resync(mm, start, file_start=file_start, fsize=fsize, fd=fd)
         limit_records = max(window // 256, 1024)
         while p is not None and p < end:
             stop = min(end, p + window)
@@ -707,9 +766,9 @@ def decode_commitlog_range(
                     break
                 why = "bad"
             if why in ("zeros", "bad", "tail"):
-                r = resync(mm, q + 1, file_start=file_start, fsize=fsize)
+                r = resync(mm, q + 1, file_start=file_start, fsize=fsize, fd=fd)
                 stop_at = r if r is not None else fsize
-                region_end = _nonzero_end(mm, q, stop_at) if r is None else r
+                region_end = _nonzero_end(mm, q, stop_at, fd) if r is None else r
                 if why in ("zeros", "tail") and r is None and region_end <= q:
                     break  # end of written data: zeros to the end of the file
                 if r is None:
@@ -734,6 +793,7 @@ def decode_commitlog_range(
         del a
         mv.release()
         mm.close()
+        os.close(fd)
 
 
 def decode_commitlog_file_messages(

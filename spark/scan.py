@@ -162,13 +162,12 @@ def run_scan(
     configs = {s: load_store_config(s) for s in stores}
 
     opts = {"split_size": split_size, "partition_bytes": partition_bytes}
-    records = source.load(spark, stores, "records", check_crc=check_crc, **opts)
     narrow = source.load(
         spark, stores, "records", check_crc=check_crc, columns=[*AUDIT_COLUMNS[2:], "properties"],
         properties_for=[A.DLQ_PREFIX], **opts,
     )
     cq = source.load(spark, stores, "consumequeue", **opts)
-    index = source.load(spark, stores, "index", **opts)
+    index = source.load(spark, stores, "index", **opts) if "integrity" in audits or sql else None
 
     # One decode pass for every audit: only the columns they need are computed, and the
     # properties only of dead-lettered messages (the DLQ audit reads RETRY_TOPIC); cached.
@@ -231,6 +230,10 @@ def run_scan(
         summary["elapsedSeconds"] = round(time.monotonic() - started, 3)
         result = ScanResult(summary)
 
+        if out is None and sql is None:
+            return result
+        # the full tables: a second decode pass, all columns
+        records = source.load(spark, stores, "records", check_crc=check_crc, **opts)
         full_msgs = A.messages(records)
         if out is not None:
             out_dir = Path(out)

@@ -73,6 +73,17 @@ For a ``blank`` row ``commitLogOffset``/``fileOffset`` are the BLANK record's pl
 its length; the message columns are null.
 """
 
+
+
+def record_schema(columns: frozenset[str] | None = None) -> pa.Schema:
+    """RECORD_SCHEMA, or its projection on ``columns`` (recordType and detail always kept)."""
+    if columns is None:
+        return RECORD_SCHEMA
+    return pa.schema(
+        [f for f in RECORD_SCHEMA if f.name in ("recordType", "detail") or f.name in columns]
+    )
+
+
 # --- consume queues -------------------------------------------------------------------------
 CQ_SCHEMA = pa.schema(
     [

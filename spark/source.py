@@ -24,7 +24,13 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqtool.spark import decode, splits
-from mqtool.spark.schema import CQ_SCHEMA, INDEX_SCHEMA, RECORD_SCHEMA, spark_schema
+from mqtool.spark.schema import (
+    CQ_SCHEMA,
+    INDEX_SCHEMA,
+    RECORD_SCHEMA,
+    record_schema,
+    spark_schema,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -55,12 +61,18 @@ def read_splits(
     properties_for: tuple[str, ...] = (),
 ) -> Iterator[pa.RecordBatch]:
     """Decode ``parts`` into record batches of ``table``'s schema (runs in executors)."""
+    names = record_schema(columns).names
     for s in parts:
         if table == "records":
-            yield from decode.decode_commitlog_range(
+            batches = decode.decode_commitlog_range(
                 s.path, store=s.store, name=s.name, file_start=s.base, start=s.start,
                 end=s.end, check_crc=check_crc, columns=columns, properties_for=properties_for,
             )
+            if columns is None:
+                yield from batches
+            else:
+                for b in batches:
+                    yield b.select(names)
         elif table == "consumequeue":
             yield from decode.decode_cq_file(
                 s.path, store=s.store, name=s.name, topic=s.topic, queue_id=s.queue_id,
@@ -106,6 +118,9 @@ class MqtoolDataSource(DataSource):
 
     def schema(self) -> StructType:
         table = str(self.options.get("table", "records"))
+        cols = str(self.options.get("columns", ""))
+        if table == "records" and cols:
+            return spark_schema(record_schema(frozenset(c for c in cols.split(",") if c)))
         return spark_schema(TABLES[table][0])
 
     def reader(self, schema: StructType) -> MqtoolReader:
@@ -130,9 +145,10 @@ def load(
 ) -> DataFrame:
     """The DataFrame of ``table`` (``records``, ``consumequeue``, ``index``) over ``stores``.
 
-    For ``records``, ``columns`` limits the message columns the executors compute (the rest
-    are null; the schema stays the same) and ``properties_for`` computes ``properties`` only
-    for topics with those prefixes: a narrow, faster pass for the audits.
+    For ``records``, ``columns`` limits the message columns the executors compute and hand
+    over (the schema is RECORD_SCHEMA projected on them, see
+    :func:`~mqtool.spark.schema.record_schema`) and ``properties_for`` computes
+    ``properties`` only for topics with those prefixes: a narrow, faster pass for the audits.
     """
     register(spark)
     options: dict[str, Any] = {

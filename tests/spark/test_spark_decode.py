@@ -227,3 +227,22 @@ def test_property_maps_equal_parse_properties_on_any_text(raws: list[str]) -> No
     maps, picked = decode.property_maps(pa.array(raws, pa.string()))
     for raw, got in zip(raws, maps.to_pylist(), strict=True):
         assert dict(got) == parse_properties(raw)
+
+
+def test_records_that_lie_about_themselves_are_unreadable(tmp_path: Path) -> None:
+    """Magic and TOTALSIZE fine, but PHYSICALOFFSET or the field lengths wrong."""
+    src = store_dir("4.9.7/journey") / "commitlog" / "00000000000000008192"
+    data = bytearray(src.read_bytes())
+    ref = [r for r in scan_file(bytes(data), file_start=8192) if isinstance(r, CommitLogMessage)]
+    p1, p3 = ref[1].physical_offset - 8192, ref[3].physical_offset - 8192
+    data[p1 + 28 : p1 + 36] = (ref[1].physical_offset + 1).to_bytes(8, "big")  # PHYSICALOFFSET
+    data[p3 + 84 : p3 + 88] = (ref[3].body_length + 1).to_bytes(4, "big")  # BODYLEN
+    path = tmp_path / "00000000000000008192"
+    path.write_bytes(bytes(data))
+    rows = _records(path)
+    bad = [(r["fileOffset"], r["storeSize"]) for r in rows if r["recordType"] == "unreadable"]
+    assert bad == [(p1, ref[1].total_size), (p3, ref[3].total_size)]
+    details = [r["detail"] for r in rows if r["recordType"] == "unreadable"]
+    assert "PHYSICALOFFSET" in details[0] and details[1].startswith("bad ")
+    msgs = [r["fileOffset"] for r in rows if r["recordType"] == "msg"]
+    assert msgs == [m.physical_offset - 8192 for m in ref if m not in (ref[1], ref[3])]

@@ -1,0 +1,322 @@
+"""bench/scan: ``mqtool scan`` throughput and memory, as ratios to a sequential read, one run.
+
+Usage::
+
+    .venv/bin/python bench/scan/bench_scan.py [--store DIR] [--size 2GiB] [--cores 2]
+
+Builds the store once with the reference store (``mqtool demo DIR --size SIZE``: the demo's
+business messages plus 1 KiB BenchTopic messages up to SIZE), then measures on warm files, in
+one run (a benchmark, not a test; do not loop it on a shared machine):
+
+* ``read``: sequential ``readinto`` of every commitlog file (8 MiB buffer): the ceiling;
+* ``reference decoder``: :func:`mqtool.formats.commitlog.scan_file` (one record at a time,
+  struct-based), single process, on the first 300,000 records;
+* ``vectorised decode (full)`` / ``(audit columns)``: :mod:`mqtool.spark.decode` over every
+  commitlog file, single process (all columns; the audits' narrow pass; both with body CRCs);
+* ``spark local[N]``: in this process: start-up time of the session, then the audits' decode
+  pass alone (throughput after start-up), ``run_scan`` with every audit, and the messages
+  table written to Parquet (the ``--out`` pass);
+* ``mqtool scan`` CLI: a fresh process, wall time including start-up;
+* peak anonymous RSS (``RssAnon``: heap, not mapped store pages) of the driver (this Python
+  process and its JVM) and of the Python workers (sampled from /proc every 0.2 s).
+
+The goal is RocketMQ's own Java decoder: about 3 M msgs/s single-threaded on 1 KiB messages,
+roughly 0.2 of a warm sequential read on these machines. Results go to stdout and to
+``bench/scan/last-run.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+JAVA_MSGS_PER_S = 3_000_000
+JAVA_READ_RATIO = 0.2
+
+
+# --- memory sampling -------------------------------------------------------------------------
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        kids.setdefault(ppid, []).append(int(d))
+    return kids
+
+
+RSS_FIELD = "RssAnon:"  # anonymous memory: what the process really holds
+# (mapped store pages, RssFile, are page cache the kernel can drop at any time)
+
+
+def _rss(pid: int, field: str = RSS_FIELD) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+class MemorySampler:
+    """Peak anonymous RSS of a process tree by role: driver python, JVM(s), python workers."""
+
+    def __init__(self, root_pid: int) -> None:
+        self.root = root_pid
+        self.peak = {"driverPython": 0, "jvm": 0, "workersTotal": 0, "workerMax": 0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        kids = _children()
+        tree, todo = [], [self.root]
+        while todo:
+            p = todo.pop()
+            tree.append(p)
+            todo += kids.get(p, [])
+        jvm = workers = wmax = 0
+        for p in tree:
+            cmd, rss = _cmdline(p), _rss(p)
+            if p == self.root:
+                self.peak["driverPython"] = max(self.peak["driverPython"], rss)
+            elif "java" in cmd.split(" ")[0]:
+                jvm += rss
+            elif "pyspark.daemon" in cmd or "pyspark.worker" in cmd or "pyspark/daemon" in cmd:
+                workers += rss
+                wmax = max(wmax, rss)
+            elif p != self.root and "python" in cmd and "-m mqtool" in cmd:
+                self.peak["driverPython"] = max(self.peak["driverPython"], rss)
+        self.peak["jvm"] = max(self.peak["jvm"], jvm)
+        self.peak["workersTotal"] = max(self.peak["workersTotal"], workers)
+        self.peak["workerMax"] = max(self.peak["workerMax"], wmax)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            time.sleep(0.2)
+
+    def __enter__(self) -> MemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+
+    def mib(self) -> dict[str, float]:
+        return {k: round(v / 2**20, 1) for k, v in self.peak.items()}
+
+
+# --- helpers ---------------------------------------------------------------------------------
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t = time.perf_counter()
+    r = fn()
+    return time.perf_counter() - t, r
+
+
+def _parse_size(text: str) -> int:
+    units = {"KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "K": 2**10, "M": 2**20, "G": 2**30}
+    t = text.strip().upper()
+    for u, f in sorted(units.items(), key=lambda kv: -len(kv[0])):
+        if t.endswith(u):
+            return int(float(t[: -len(u)]) * f)
+    return int(t)
+
+
+def build_store(store: Path, size: str) -> float | None:
+    """``mqtool demo STORE --size SIZE`` unless the store is there already (seconds or None)."""
+    if (store / "commitlog").is_dir():
+        return None
+    store.parent.mkdir(parents=True, exist_ok=True)
+    t, _ = _timed(lambda: subprocess.run(
+        [sys.executable, "-m", "mqtool", "demo", str(store), "--size", size, "--json"],
+        check=True, stdout=subprocess.DEVNULL,
+    ))
+    return t
+
+
+def commitlog_files(store: Path) -> list[Path]:
+    return sorted((store / "commitlog").iterdir(), key=lambda p: int(p.name))
+
+
+def sequential_read(files: list[Path]) -> tuple[float, int]:
+    buf = bytearray(8 * 2**20)
+    mv = memoryview(buf)
+    total = 0
+    t = time.perf_counter()
+    for f in files:
+        with open(f, "rb", buffering=0) as fh:
+            while True:
+                n = fh.readinto(mv)
+                if not n:
+                    break
+                total += n
+    return time.perf_counter() - t, total
+
+
+def reference_decode(files: list[Path], limit: int) -> tuple[float, int, int]:
+    import mmap
+
+    from mqtool.formats.commitlog import CommitLogMessage, scan_file
+
+    n = nbytes = 0
+    t = time.perf_counter()
+    for f in files:
+        with open(f, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            for rec in scan_file(mm, file_start=int(f.name)):
+                if isinstance(rec, CommitLogMessage):
+                    n += 1
+                    nbytes += rec.total_size
+                    if n >= limit:
+                        return time.perf_counter() - t, n, nbytes
+    return time.perf_counter() - t, n, nbytes
+
+
+def vectorised_decode(
+    files: list[Path], columns: frozenset[str] | None, props_for: tuple[str, ...]
+) -> tuple[float, int, int]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from mqtool.spark.decode import decode_commitlog_range
+
+    n = nbytes = 0
+    t = time.perf_counter()
+    for f in files:
+        for b in decode_commitlog_range(
+            str(f), store="s", name=f.name, file_start=int(f.name), start=0,
+            end=f.stat().st_size, columns=columns, properties_for=props_for,
+        ):
+            is_msg = pc.equal(b.column(0), "msg")
+            n += int(pc.sum(pc.cast(is_msg, pa.int64())).as_py() or 0)
+            nbytes += int(pc.sum(pc.filter(b.column("storeSize"), is_msg)).as_py() or 0)
+    return time.perf_counter() - t, n, nbytes
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--store", type=Path, default=ROOT / "bench" / "out" / "scan" / "store")
+    ap.add_argument("--size", default="2GiB")
+    ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--json", action="store_true", help="print the results as JSON only")
+    args = ap.parse_args()
+    master = f"local[{args.cores}]"
+    res: dict[str, Any] = {"store": str(args.store), "master": master}
+    res["buildSeconds"] = build_store(args.store, args.size)
+    files = commitlog_files(args.store)
+    res["commitlogBytes"] = sum(f.stat().st_size for f in files)
+
+    sequential_read(files)  # warm the page cache: every figure below is on warm files
+    t_read, nread = sequential_read(files)
+
+    from mqtool.spark.scan import AUDIT_COLUMNS
+
+    narrow = frozenset([*AUDIT_COLUMNS[2:], "properties"])
+    t_full, n_msgs, data_bytes = vectorised_decode(files, None, ())
+    t_narrow, n2, _ = vectorised_decode(files, narrow, ("%DLQ%",))
+    assert n2 == n_msgs
+    t_ref, n_ref, _ = reference_decode(files, 300_000)
+    read_bps = nread / t_read
+    # the read rate in messages: reading the bytes that hold the messages at that rate
+    read_mps = n_msgs / (data_bytes / read_bps)
+    res.update(messages=n_msgs, dataBytes=data_bytes, avgRecordBytes=round(data_bytes / n_msgs, 1))
+
+    rows: list[tuple[str, float, float]] = []  # (what, seconds, msgs/s)
+
+    def add(what: str, seconds: float, msgs: int) -> None:
+        rows.append((what, seconds, msgs / seconds))
+
+    add("sequential read (warm)", data_bytes / read_bps, n_msgs)
+    add("reference decoder, 1 process (scan_file)", t_ref, n_ref)
+    add("vectorised decode, 1 process, all columns", t_full, n_msgs)
+    add("vectorised decode, 1 process, audit columns", t_narrow, n_msgs)
+
+    from pyspark.sql import functions as F
+
+    from mqtool.spark import source
+    from mqtool.spark.audits import messages
+    from mqtool.spark.scan import run_scan
+    from mqtool.spark.session import get_session
+
+    with MemorySampler(os.getpid()) as mem:
+        t_start, spark = _timed(lambda: get_session(master))
+        t_pass, got = _timed(lambda: source.load(
+            spark, [str(args.store)], "records", columns=sorted(narrow),
+            properties_for=["%DLQ%"],
+        ).filter(F.col("recordType") == "msg").agg(F.count(F.lit(1))).collect()[0][0])
+        assert got == n_msgs, (got, n_msgs)
+        t_scan, result = _timed(lambda: run_scan(spark, [str(args.store)]))
+        out = args.store.parent / "scan-parquet"
+        t_parquet, _ = _timed(lambda: messages(source.load(spark, [str(args.store)], "records"))
+                              .write.mode("overwrite").parquet(str(out)))
+        spark.stop()
+    res["sparkStartSeconds"] = round(t_start, 2)
+    res["inProcessPeakMiB"] = mem.mib()
+    add(f"spark {master}: audit decode pass (after start-up)", t_pass, n_msgs)
+    add(f"spark {master}: run_scan, every audit (after start-up)", t_scan, n_msgs)
+    add(f"spark {master}: messages -> Parquet (--out pass)", t_parquet, n_msgs)
+    res["integrityFindings"] = len(result.summary["integrity"])
+
+    cli = [sys.executable, "-m", "mqtool", "scan", str(args.store), "--master", master, "--json"]
+    proc = subprocess.Popen(cli, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    t0 = time.perf_counter()
+    with MemorySampler(proc.pid) as cli_mem:
+        stdout, _ = proc.communicate()
+    t_cli = time.perf_counter() - t0
+    cli_doc = json.loads(stdout)
+    assert cli_doc["totals"]["messages"] == n_msgs
+    add(f"mqtool scan CLI {master}: wall time incl. start-up", t_cli, n_msgs)
+    res["cliPeakMiB"] = cli_mem.mib()
+
+    res["rates"] = [
+        {"what": w, "seconds": round(s, 2), "msgsPerSecond": round(r),
+         "ofSequentialRead": round(r / read_mps, 4), "ofJavaDecoder": round(r / JAVA_MSGS_PER_S, 4)}
+        for w, s, r in rows
+    ]
+    res["readGBps"] = round(read_bps / 1e9, 2)
+    res["javaGoalMsgsPerSecond"] = JAVA_MSGS_PER_S
+    res["javaGoalOfSequentialRead"] = JAVA_READ_RATIO
+    (HERE / "last-run.json").write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+    if args.json:
+        print(json.dumps(res, indent=2))
+        return
+    print(f"store {args.store}: {n_msgs:,} messages, {data_bytes:,} bytes of records "
+          f"(avg {res['avgRecordBytes']} B), {len(files)} commitlog files; "
+          f"built in {res['buildSeconds']} s" if res["buildSeconds"] else "")
+    print(f"{'what':58} {'seconds':>8} {'msgs/s':>12} {'x read':>8} {'x Java':>8}")
+    for r in res["rates"]:
+        print(f"{r['what']:58} {r['seconds']:8.2f} {r['msgsPerSecond']:12,} "
+              f"{r['ofSequentialRead']:8.4f} {r['ofJavaDecoder']:8.4f}")
+    print(f"Spark start-up {res['sparkStartSeconds']} s; peak RssAnon MiB in-process "
+          f"{res['inProcessPeakMiB']}, CLI {res['cliPeakMiB']}")
+    print(f"goal: Java decoder {JAVA_MSGS_PER_S:,} msgs/s = about {JAVA_READ_RATIO} of a warm "
+          "sequential read")
+
+
+if __name__ == "__main__":
+    main()
