@@ -79,6 +79,8 @@ from mqtool.refstore import broker as B
 from mqtool.refstore.fastpath import (
     CRC32_PLACEHOLDER,
     JavaHashCache,
+    index_hashes,
+    java_hash_unsigned,
     magic_for,
     pack_record_into,
     packed_ip,
@@ -180,7 +182,8 @@ class RefStore:
         self._progress_mf: MappedFile | None = None
         self._cp_ts = 0
         self._index_ts = 0
-        self._ix_h: list[int] = []
+        self._ix_pre: list[int] = []  # unsigned Java hash of "topic#" per buffered key
+        self._ix_key: list[str] = []
         self._ix_off: list[int] = []
         self._ix_ts: list[int] = []
         self._last_record = -1
@@ -193,6 +196,7 @@ class RefStore:
         self._max_body = config.max_message_size
         self._store_port = self._store_host.port
         self._hashes = JavaHashCache()
+        self._topic_pre: dict[str, int] = {}
         self._prop_orders: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._props_capacity = config.properties_capacity
         self._trailing_sep = config.v5
@@ -704,13 +708,10 @@ class RefStore:
                 f"(writeQueueNums {tc.write_queue_nums})"
             )
         props: dict[str, str] = dict(msg.properties)
-        uniq_parts: tuple[str, str, str] | None = None
         if _UNIQ not in props:
             uniq = self.uniq
             t, c = uniq.next_parts()
-            fix = uniq.fix_string
-            uniq_parts = (fix, t, c)
-            props[_UNIQ] = fix + t + c
+            props[_UNIQ] = uniq.fix_string + t + c
         if self._cluster:
             props[B.PROPERTY_CLUSTER] = self._cluster
         now = self.clock()
@@ -722,7 +723,7 @@ class RefStore:
         return self._put_inner(
             msg.topic, qid, msg.body, props, msg.flag, msg.sys_flag,
             msg.born_timestamp if msg.born_timestamp is not None else now, born,
-            msg.reconsume_times, now, True, 0, uniq_parts,
+            msg.reconsume_times, now, True, 0,
         )
 
     def put_batch(
@@ -798,7 +799,7 @@ class RefStore:
             props = parse_properties(raw)
             self._dispatch_fast(
                 topic, qid, qoff, phys, size, self._tags_code(topic, props, now), props, now,
-                m.sys_flag & TRANSACTION_ROLLBACK_TYPE, False, None,
+                m.sys_flag & TRANSACTION_ROLLBACK_TYPE, False,
             )
             out.append(PutResult(
                 phys, size, topic, qid, qoff, now, f"{self._msg_id_prefix}{phys:016X}",
@@ -847,7 +848,6 @@ class RefStore:
         store_timestamp: int,
         schedule: bool = True,
         prepared_transaction_offset: int = 0,
-        uniq_parts: tuple[str, str, str] | None = None,
     ) -> PutResult:
         tran = sys_flag & TRANSACTION_ROLLBACK_TYPE
         normal = tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE
@@ -894,7 +894,7 @@ class RefStore:
         tags_code = self._tags_code(topic, props, store_timestamp)
         self._dispatch_fast(
             topic, queue_id, queue_offset, phys, size, tags_code, props, store_timestamp, tran,
-            False, uniq_parts,
+            False,
         )
         self._cp_ts = store_timestamp
         if self._cp_mf is not None:
@@ -932,7 +932,7 @@ class RefStore:
         self._dispatch_fast(
             msg.topic, msg.queue_id, msg.queue_offset, msg.physical_offset, msg.total_size,
             self._tags_code(msg.topic, props, msg.store_timestamp), props, msg.store_timestamp,
-            msg.sys_flag & TRANSACTION_ROLLBACK_TYPE, recovering, None,
+            msg.sys_flag & TRANSACTION_ROLLBACK_TYPE, recovering,
         )
 
     def _dispatch_fast(
@@ -947,7 +947,6 @@ class RefStore:
         store_timestamp: int,
         tran: int,
         recovering: bool,
-        uniq_parts: tuple[str, str, str] | None,
     ) -> None:
         if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
             cq = self._cqs.get((topic, queue_id)) or self._cq(topic, queue_id)
@@ -958,17 +957,14 @@ class RefStore:
                     self._queue_table[key] = max(self._queue_table.get(key, 0), queue_offset + 1)
         if not self._index_enable or tran == TRANSACTION_ROLLBACK_TYPE:
             return
-        hashes: list[int] = []
-        uniq = props.get(B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        keys: list[str] = []
+        uniq = props.get(_UNIQ)
         if uniq is not None:
-            if uniq_parts is not None:
-                hashes.append(self._hashes.uniq_index_hash(topic, *uniq_parts))
-            else:
-                hashes.append(self._hashes.index_hash(topic, uniq))
-        keys = props.get(B.PROPERTY_KEYS)
-        if keys:
-            hashes.extend(self._hashes.index_hash(topic, k) for k in keys.split(" ") if k)
-        if not hashes:
+            keys.append(uniq)
+        kv = props.get(B.PROPERTY_KEYS)
+        if kv:
+            keys.extend(k for k in kv.split(" ") if k)
+        if not keys:
             return
         ix = self._index
         if recovering and ix is not None:
@@ -978,28 +974,33 @@ class RefStore:
                 have = ix.keys_hashes_at(phys)
                 if self._prev_index is not None and len(have) == ix.index_count - 1:
                     have += self._prev_index.keys_hashes_at(phys)
-                missing: list[int] = []
-                for h in hashes:
+                missing: list[str] = []
+                for k in keys:
+                    h = self._hashes.index_hash(topic, k)
                     if h in have:
                         have.remove(h)
                     else:
-                        missing.append(h)
-                hashes = missing
-        ih = self._ix_h
-        for h in hashes:
-            ih.append(h)
+                        missing.append(k)
+                keys = missing
+        pre = self._topic_pre.get(topic)
+        if pre is None:
+            pre = self._topic_pre[topic] = java_hash_unsigned(topic + "#")
+        for k in keys:
+            self._ix_pre.append(pre)
+            self._ix_key.append(k)
             self._ix_off.append(phys)
             self._ix_ts.append(store_timestamp)
-        if len(ih) >= INDEX_BATCH:
+        if len(self._ix_key) >= INDEX_BATCH:
             self._flush_index()
 
     def _flush_index(self) -> None:
         """Write the buffered index keys (``IndexService#buildIndex``, batched like RocketMQ's
         asynchronous dispatch; the checkpoint's indexMsgTimestamp only covers written ones, so
-        recovery re-indexes whatever a kill lost)."""
-        h, off, ts = self._ix_h, self._ix_off, self._ix_ts
-        if not h:
+        recovery re-indexes whatever a kill lost). Key hashes are computed vectorised."""
+        keys, off, ts = self._ix_key, self._ix_off, self._ix_ts
+        if not keys:
             return
+        h = index_hashes(self._ix_pre, keys)
         start = 0
         while start < len(h):
             ix = self._index
@@ -1007,7 +1008,7 @@ class RefStore:
                 ix = self._index_file(off[start], ts[start])
             start += ix.put_many(h, off, ts, start)
         self._index_ts = ts[-1]
-        self._ix_h, self._ix_off, self._ix_ts = [], [], []
+        self._ix_pre, self._ix_key, self._ix_off, self._ix_ts = [], [], [], []
 
     def _index_file(self, end_phy: int, end_ts: int) -> IndexFileWriter:
         ix = self._index

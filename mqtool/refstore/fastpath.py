@@ -15,6 +15,8 @@ import struct
 import zlib
 from mmap import mmap
 
+import numpy as np
+
 from mqtool.formats.commitlog import HostPort
 
 _MAGIC_V1 = 0xDAA320A7
@@ -254,3 +256,36 @@ def _abs32(u: int) -> int:
             return 0
         return (1 << 32) - u
     return u
+
+
+def index_hashes(prefixes: list[int], keys: list[str]) -> list[int]:
+    """``indexKeyHashMethod(topic + "#" + key)`` for many keys at once.
+
+    ``prefixes[i]`` is the unsigned Java hash of ``topic#`` for ``keys[i]``; Horner's rule
+    continues it over the key's characters, vectorised per key length (uint32 arithmetic wraps
+    like Java's int). Non-ASCII keys take the per-character path.
+    """
+    n = len(keys)
+    out = np.empty(n, dtype=np.uint32)
+    pre = np.asarray(prefixes, dtype=np.uint32)
+    groups: dict[int, list[int]] = {}
+    for i, k in enumerate(keys):
+        if k.isascii():
+            groups.setdefault(len(k), []).append(i)
+        else:
+            out[i] = java_hash_unsigned(k, prefixes[i])
+    mult = np.uint32(31)
+    for length, idx in groups.items():
+        sel = np.asarray(idx, dtype=np.int64)
+        h = pre[sel]
+        if length:
+            chars = np.frombuffer(
+                "".join([keys[i] for i in idx]).encode("ascii"), dtype=np.uint8
+            ).reshape(len(idx), length)
+            for j in range(length):
+                h = h * mult + chars[:, j]
+        out[sel] = h
+    signed = out.view(np.int32).astype(np.int64)
+    res = np.abs(signed)
+    res[signed == -(2**31)] = 0
+    return list(res.tolist())

@@ -515,3 +515,17 @@ def test_5x_records_byte_exact_with_prop_crc(tmp_path: Path) -> None:
             mine = s.read_message(start)
             assert build_message(mine) == data[start : start + int(str(r["size"]))]
             assert mine.prop_crc() is not None and mine.prop_crc()[0] == mine.prop_crc()[1]  # type: ignore[index]
+
+
+def test_vectorised_index_hashes() -> None:
+    from mqtool.formats.indexfile import index_key_hash
+    from mqtool.refstore.fastpath import index_hashes, java_hash_unsigned
+
+    keys = ["k", "", "order-1", "C000020247AB5FFD2B276B8361910000", "用户-1", "🎉x", "order-22"]
+    topics = ["T", "TopicA", "T", "%RETRY%g", "T", "T", "SCHEDULE_TOPIC_XXXX"]
+    pre = [java_hash_unsigned(t + "#") for t in topics]
+    assert index_hashes(pre, keys) == [
+        index_key_hash(f"{t}#{k}") for t, k in zip(topics, keys, strict=True)
+    ]
+    assert java_string_hash("polygenelubricants") == -(2**31)
+    assert index_hashes([0], ["polygenelubricants"]) == [0]  # Integer.MIN_VALUE -> 0
