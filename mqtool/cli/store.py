@@ -62,6 +62,11 @@ DialectOpt = Annotated[
     typer.Option("--dialect", help="Write as RocketMQ 4.9.7 (default) or 5.3.3, e.g. 5.3.3.",
                  show_default=False),
 ]
+PropCrcOpt = Annotated[
+    bool,
+    typer.Option("--prop-crc", help="Append the 5.2+ __CRC32# property to every record of a new "
+                 "store (enabledAppendPropCRC), e.g. with --dialect 5.3.3."),
+]
 NowOpt = Annotated[
     str | None,
     typer.Option("--now", help="Broker clock for this command: epoch ms or ISO-8601 "
@@ -100,6 +105,7 @@ def _open(
     index_entries: int | None = None,
     delay_levels: str | None = None,
     dialect: str | None = None,
+    prop_crc: bool = False,
 ) -> Iterator[object]:
     from dataclasses import replace
 
@@ -112,7 +118,7 @@ def _open(
             else None,
             "cq_entries_per_file": cq_entries, "index_hash_slots": index_slots,
             "index_max_entries": index_entries, "message_delay_level": delay_levels,
-            "dialect": dialect,
+            "dialect": dialect, "append_prop_crc": True if prop_crc else None,
         }.items() if v is not None
     }
     config = None
@@ -139,6 +145,7 @@ def init(
     index_entries: IndexEntriesOpt = None,
     delay_levels: DelayLevelsOpt = None,
     dialect: DialectOpt = None,
+    prop_crc: PropCrcOpt = False,
     json_: JsonOpt = False,
 ) -> None:
     """Create an empty store (or open an existing one) and print its settings.
@@ -150,7 +157,7 @@ def init(
     with handle_errors(), _open(
         store, commitlog_file_size=commitlog_file_size, cq_entries=cq_entries,
         index_slots=index_slots, index_entries=index_entries, delay_levels=delay_levels,
-        dialect=dialect,
+        dialect=dialect, prop_crc=prop_crc,
     ) as s:
         from mqtool.refstore.engine import RefStore
 
