@@ -245,11 +245,17 @@ class RefStore:
         if uniq is None:
             uniq = UniqKeyGenerator("127.0.0.1", clock=clk, seed=seed)
         store = cls(rootp, config, clk, uniq, seed)
-        store._lock()
+        try:
+            store._lock()
+        except OSError as e:
+            raise RefStoreError(f"{rootp}: cannot open the lock file: {e.strerror}") from e
         try:
             store._load()
+        except OSError as e:
+            store._release(abort_file=True)
+            raise RefStoreError(f"{rootp}: {e.strerror}: {e.filename}") from e
         except BaseException:
-            store._release(abort_file=False)
+            store._release(abort_file=True)
             raise
         return store
 
