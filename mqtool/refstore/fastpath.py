@@ -4,9 +4,10 @@
 :func:`mqtool.formats.commitlog.build_message` (the reference encoder; a test proves the two
 agree on every variant: V1/V2, IPv4/IPv6 hosts, empty and large parts) without building a
 record object or an intermediate buffer, with TOTALSIZE written last so that a torn copy reads as
-the end of the data. :class:`JavaHashCache` computes ``String.hashCode`` of ``topic#key`` index
-keys and of tags incrementally (``hash(a + b) = hash(a) * 31^len(b) + hash(b)``), with the
-UNIQ_KEY's fixed prefix, time part and counter part cached.
+the end of the data (5.2+ ``__CRC32#`` property filled in place). :func:`index_hashes`
+computes ``String.hashCode`` of many ``topic#key`` index keys at once (Horner's rule continued
+from the topic prefix's hash, vectorised per key length); :class:`JavaHashCache` does single
+keys and caches tag hashes.
 """
 
 from __future__ import annotations
@@ -154,35 +155,12 @@ def java_hash_unsigned(s: str, h: int = 0) -> int:
     return h
 
 
-def utf16_len(s: str) -> int:
-    """Length in UTF-16 code units (Java ``String.length()``)."""
-    return len(s) if s.isascii() else len(s.encode("utf-16-be", "surrogatepass")) // 2
-
-
 class JavaHashCache:
     """Incremental Java hashes for index keys (``topic#key``) and tags."""
 
     def __init__(self) -> None:
-        self._prefix: dict[str, int] = {}
-        self._pow: list[int] = [1]
         self._tags: dict[str, int] = {}
-        self._part: dict[str, int] = {}
-        self._uprefix: dict[tuple[str, str], int] = {}
         self._topic_prefix: dict[str, int] = {}
-
-    def pow31(self, n: int) -> int:
-        p = self._pow
-        while len(p) <= n:
-            p.append((p[-1] * 31) & _MASK)
-        return p[n]
-
-    def prefix(self, s: str) -> int:
-        h = self._prefix.get(s)
-        if h is None:
-            h = java_hash_unsigned(s)
-            if len(self._prefix) < 100_000:
-                self._prefix[s] = h
-        return h
 
     def tags_code(self, tags: str | None) -> int:
         """``tagsString2tagsCode`` (signed)."""
@@ -194,15 +172,6 @@ class JavaHashCache:
             h = u - (1 << 32) if u & 0x80000000 else u
             if len(self._tags) < 100_000:
                 self._tags[tags] = h
-        return h
-
-    def _cached_part(self, s: str) -> int:
-        h = self._part.get(s)
-        if h is None:
-            h = java_hash_unsigned(s)
-            if len(self._part) > 200_000:
-                self._part.clear()
-            self._part[s] = h
         return h
 
     def index_hash(self, topic: str, key: str) -> int:
@@ -218,36 +187,6 @@ class JavaHashCache:
             h = java_hash_unsigned(key, h)
         return _abs32(h)
 
-    def prefix_uniq(self, topic: str, fix: str) -> int:
-        key = (topic, fix)
-        h = self._uprefix.get(key)
-        if h is None:
-            h = java_hash_unsigned(topic + "#" + fix)
-            if len(self._uprefix) > 100_000:
-                self._uprefix.clear()
-            self._uprefix[key] = h
-        return h
-
-    def uniq_index_hash(self, topic: str, fix: str, time_part: str, counter_part: str) -> int:
-        """Index hash of ``topic#`` + a UNIQ_KEY given as its three parts (all ASCII)."""
-        h = self._uprefix.get((topic, fix))
-        if h is None:
-            h = self.prefix_uniq(topic, fix)
-        part = self._part
-        ht = part.get(time_part)
-        if ht is None:
-            ht = self._cached_part(time_part)
-        hc = part.get(counter_part)
-        if hc is None:
-            hc = self._cached_part(counter_part)
-        h = (((h * _P8 + ht) & _MASK) * _P4 + hc) & _MASK
-        if h & 0x80000000:
-            return 0 if h == 0x80000000 else (1 << 32) - h
-        return h
-
-
-_P8 = 31**8 & _MASK
-_P4 = 31**4 & _MASK
 
 
 def _abs32(u: int) -> int:

@@ -22,7 +22,6 @@ from mqtool.formats.indexfile import (
     INDEX_HEADER_SIZE,
     INDEX_SIZE,
     INVALID_INDEX,
-    index_key_hash,
 )
 from mqtool.store import StoreError
 
@@ -222,12 +221,11 @@ def index_file_name(ts_ms: int) -> str:
 
 
 class IndexFileWriter:
-    """``IndexFile``: header, hash slots, entries; ``put_key`` as RocketMQ's ``putKey``.
+    """``IndexFile``: header, hash slots, entries; :meth:`put_many` as RocketMQ's ``putKey``.
 
-    The header is rewritten after every entry (RocketMQ keeps it in memory until a flush); the
-    entry is written first, then the header (which counts it), then the slot, so a kill leaves
-    at worst an uncounted entry or a counted entry whose slot still names its predecessor
-    (repaired by :meth:`repair_last_slot` on reopen).
+    Entries are added in batches: entries first, then the header (which counts them), then the
+    slots, so a kill leaves at worst uncounted entries or counted entries whose slots still name
+    their predecessors (repaired by :meth:`repair_slots` on reopen).
     """
 
     def __init__(
@@ -264,81 +262,6 @@ class IndexFileWriter:
     @property
     def is_full(self) -> bool:
         return self.index_count >= self.index_num
-
-    def put_key(self, key: str, phy_offset: int, store_timestamp: int, key_hash: int = -1) -> bool:
-        """Add ``key`` -> ``phy_offset``; False when the file is full."""
-        if self.index_count >= self.index_num:
-            return False
-        if key_hash < 0:
-            key_hash = index_key_hash(key)
-        mm = self.mf.mm
-        abs_slot = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
-        slot_value = _I32.unpack_from(mm, abs_slot)[0]
-        if slot_value <= INVALID_INDEX or slot_value > self.index_count:
-            slot_value = INVALID_INDEX
-        if self.begin_timestamp <= 0:
-            time_diff = 0
-        else:
-            time_diff = (store_timestamp - self.begin_timestamp) // 1000
-            time_diff = max(0, min(time_diff, 0x7FFFFFFF))
-        n = self.index_count
-        abs_index = INDEX_HEADER_SIZE + self.hash_slot_num * HASH_SLOT_SIZE + n * INDEX_SIZE
-        _IDX_ENTRY.pack_into(mm, abs_index, key_hash, phy_offset, time_diff, slot_value)
-        if n <= 1:
-            self.begin_phy_offset = phy_offset
-            self.begin_timestamp = store_timestamp
-        if slot_value == INVALID_INDEX:
-            self.hash_slot_count += 1
-        self.index_count = n + 1
-        self.end_phy_offset = phy_offset
-        self.end_timestamp = store_timestamp
-        self._write_header()
-        _I32.pack_into(mm, abs_slot, n)
-        return True
-
-    def put_hashes(self, hashes: list[int], phy_offset: int, store_timestamp: int) -> int:
-        """Add several keys (by hash) of one record; returns how many fit (the rest: roll).
-
-        Entries first, then the header once (the commit point), then the slots; a kill before
-        the slots are written is repaired on reopen by :meth:`repair_slots`.
-        """
-        room = self.index_num - self.index_count
-        if room <= 0:
-            return 0
-        if len(hashes) > room:
-            hashes = hashes[:room]
-        mm = self.mf.mm
-        slots = self.hash_slot_num
-        count = self.index_count
-        base = INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE
-        if self.begin_timestamp <= 0:
-            time_diff = 0
-        else:
-            time_diff = (store_timestamp - self.begin_timestamp) // 1000
-            time_diff = 0 if time_diff < 0 else min(time_diff, 0x7FFFFFFF)
-        heads: dict[int, int] = {}
-        n = count
-        for h in hashes:
-            abs_slot = INDEX_HEADER_SIZE + (h % slots) * HASH_SLOT_SIZE
-            prev = heads.get(abs_slot)
-            if prev is None:
-                prev = _I32.unpack_from(mm, abs_slot)[0]
-                if prev <= INVALID_INDEX or prev > count:
-                    prev = INVALID_INDEX
-                    self.hash_slot_count += 1
-            _IDX_ENTRY.pack_into(mm, base + n * INDEX_SIZE, h, phy_offset, time_diff, prev)
-            heads[abs_slot] = n
-            n += 1
-        if count <= 1:
-            self.begin_phy_offset = phy_offset
-            self.begin_timestamp = store_timestamp
-        self.index_count = n
-        self.end_phy_offset = phy_offset
-        self.end_timestamp = store_timestamp
-        self._write_header()
-        for abs_slot, head in heads.items():
-            _I32.pack_into(mm, abs_slot, head)
-        return len(hashes)
 
     def put_many(
         self, hashes: list[int], offsets: list[int], stamps: list[int], start: int = 0
@@ -422,17 +345,6 @@ class IndexFileWriter:
     def entry(self, n: int) -> tuple[int, int, int, int]:
         pos = INDEX_HEADER_SIZE + self.hash_slot_num * HASH_SLOT_SIZE + n * INDEX_SIZE
         return _IDX_ENTRY.unpack_from(self.mf.mm, pos)
-
-    def repair_last_slot(self) -> None:
-        """After a kill between header and slot write: point the last entry's slot at it."""
-        n = self.index_count - 1
-        if n < 1:
-            return
-        key_hash, _, _, prev = self.entry(n)
-        abs_slot = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
-        cur = _I32.unpack_from(self.mf.mm, abs_slot)[0]
-        if cur != n and cur == prev:
-            _I32.pack_into(self.mf.mm, abs_slot, n)
 
     def keys_hashes_at(self, phy_offset: int) -> list[int]:
         """Key hashes of the trailing entries that point at ``phy_offset``."""
