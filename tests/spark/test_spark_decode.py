@@ -246,3 +246,22 @@ def test_records_that_lie_about_themselves_are_unreadable(tmp_path: Path) -> Non
     assert "PHYSICALOFFSET" in details[0] and details[1].startswith("bad ")
     msgs = [r["fileOffset"] for r in rows if r["recordType"] == "msg"]
     assert msgs == [m.physical_offset - 8192 for m in ref if m not in (ref[1], ref[3])]
+
+
+def test_a_record_whose_topic_is_not_utf8_is_unreadable(tmp_path: Path) -> None:
+    src = store_dir("4.9.7/journey") / "commitlog" / "00000000000000000000"
+    data = bytearray(src.read_bytes())
+    ref = [r for r in scan_file(bytes(data), file_start=0) if isinstance(r, CommitLogMessage)]
+    victim = ref[2]
+    topic_at = victim.physical_offset + 88 + victim.body_length + 1  # V1: 1-byte length
+    assert data[topic_at : topic_at + len(victim.topic)] == victim.topic.encode()
+    data[topic_at] = 0xFF
+    path = tmp_path / "00000000000000000000"
+    path.write_bytes(bytes(data))
+    rows = _records(path)
+    bad = [r for r in rows if r["recordType"] == "unreadable"]
+    assert [(r["fileOffset"], r["storeSize"]) for r in bad] == [
+        (victim.physical_offset, victim.total_size)
+    ]
+    assert "UTF-8" in bad[0]["detail"]
+    assert len([r for r in rows if r["recordType"] == "msg"]) == len(ref) - 1
