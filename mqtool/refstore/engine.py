@@ -86,6 +86,7 @@ from mqtool.refstore.fastpath import (
     packed_ip,
     record_size,
     topic_header,
+    write_total_size,
 )
 from mqtool.refstore.javautil import hashmap_key_order
 from mqtool.refstore.logfiles import (
@@ -789,6 +790,7 @@ class RefStore:
         cl = self._commitlog
         mf, pos = cl.reserve(total)
         out: list[PutResult] = []
+        sizes: list[tuple[int, int]] = []
         key = (topic, qid)
         for m, raw, props_b, born, born_ip, sf, size in records:
             phys = mf.file_from_offset + pos
@@ -797,8 +799,9 @@ class RefStore:
             pack_record_into(
                 mf.mm, pos, size, magic, qid, m.flag, qoff, phys, sf, born_ts, born_ip,
                 born.port, now, self._store_ip, self._store_port, m.reconsume_times, 0,
-                m.body, topic_hdr, props_b,
+                m.body, topic_hdr, props_b, False, False,
             )
+            sizes.append((pos, size))
             cl.write_pos = phys + size
             self._last_record = phys
             self._queue_table[key] = qoff + 1
@@ -812,6 +815,10 @@ class RefStore:
                 props.get(B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
             ))
             pos += size
+        # the batch's commit point: TOTALSIZE fields last to first, so a kill anywhere before
+        # the first one leaves no record of the batch (recovery cuts it and its CQ units)
+        for p, size in reversed(sizes):
+            write_total_size(mf.mm, p, size)
         self._cp_ts = now
         if self._cp_mf is not None:
             _CP3.pack_into(self._cp_mf.mm, 0, now, now, self._index_ts)

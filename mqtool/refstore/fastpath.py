@@ -96,6 +96,7 @@ def pack_record_into(
     topic_hdr: bytes,
     props_b: bytes,
     prop_crc: bool = False,
+    write_size: bool = True,
 ) -> int:
     """Write one record at ``mm[pos:pos+size]``; returns its BODYCRC."""
     crc = zlib.crc32(body) & 0x7FFFFFFF
@@ -117,13 +118,20 @@ def pack_record_into(
     mm[p : p + len(props_b)] = props_b
     if prop_crc:
         fill_prop_crc(mm, pos, size)
-    _I32.pack_into(mm, pos, size)  # TOTALSIZE last
+    if write_size:
+        _I32.pack_into(mm, pos, size)  # TOTALSIZE last
     return crc
 
 
 PROPERTY_CRC32 = "__CRC32#"
 CRC32_RESERVED_LEN = len(PROPERTY_CRC32) + 1 + 10 + 1  # CommitLog.CRC32_RESERVED_LEN = 20
 CRC32_PLACEHOLDER = PROPERTY_CRC32 + "\x01" + "0" * 10 + "\x02"
+
+
+def write_total_size(mm: mmap | bytearray, pos: int, size: int) -> None:
+    """Write a record's TOTALSIZE (the commit point of a record written with
+    ``write_size=False``)."""
+    _I32.pack_into(mm, pos, size)
 
 
 def fill_prop_crc(mm: mmap | bytearray, pos: int, size: int) -> None:

@@ -44,7 +44,16 @@ def child(root: Path, seed: int, wfd: int, max_ops: int) -> None:
         for i in range(max_ops):
             clock.advance(rnd.randint(1, 120))
             op = rnd.random()
-            if op < 0.6 or not mine:
+            if op < 0.08:
+                keys = [f"a{seed}-{i}-{j}" for j in range(3)]
+                rs = s.put_batch([
+                    Message.create("T", rnd.randbytes(rnd.choice([0, 50, 900])), tags="b",
+                                   keys=[k], properties={"batch": f"{seed}-{i}"})
+                    for k in keys
+                ])
+                mine.extend(r.physical_offset for r in rs)
+                os.write(wfd, "".join(f"P {k}\n" for k in keys).encode())
+            elif op < 0.6 or not mine:
                 key = f"a{seed}-{i}"
                 level = rnd.choice([0, 0, 0, 1, 2, 3])
                 body = rnd.randbytes(rnd.choice([0, 10, 300, 2000]))
@@ -136,6 +145,13 @@ def verify(root: Path, acked_puts: set[str]) -> dict[str, int]:
             )
             for k in [m.uniq_key or "", *keys]:
                 assert m.physical_offset in st.query_index(m.topic, k), (m.physical_offset, k)
+        batches: Counter[str] = Counter(
+            m.properties["batch"] for m in msgs
+            if "batch" in m.properties and m.reconsume_times == 0
+            and "RETRY_TOPIC" not in m.properties
+        )
+        torn = [b for b, n in batches.items() if n != 3]
+        assert not torn, f"batches stored in part: {torn[:5]}"
         missing = [k for k in acked_puts if originals[k] != 1]
         assert not missing, f"acknowledged puts not present exactly once: {missing[:5]}"
         dups = [k for k, n in originals.items() if n > 1]
