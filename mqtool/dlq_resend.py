@@ -259,33 +259,6 @@ class ResendTarget(Protocol):
         ...
 
 
-def _infer_config(root: Path) -> Any:
-    """Geometry of an existing store that has no saved refstore settings (a broker's store):
-    commitlog file size, consume-queue file size and index geometry from the files present."""
-    from mqtool.refstore.engine import CONFIG_FILE, StoreConfig
-
-    if (root / "config" / CONFIG_FILE).exists() or not (root / "commitlog").is_dir():
-        return None
-    with Store.open(root) as st:
-        cl = st.mapped_file_size
-        if cl is None:
-            return None
-        kw: dict[str, Any] = {"commitlog_file_size": cl}
-        for m in st.messages():  # the broker's own address, as its records carry it
-            kw["store_host"] = str(m.store_host)
-            break
-        for t, q in st.queue_ids():
-            files = st.queue_info(t, q).files
-            if files:
-                kw["cq_entries_per_file"] = files[0].stat().st_size // 20
-                break
-        ix = st.index_files()
-        if ix:
-            g = ix[-1][1].geometry
-            kw["index_hash_slots"], kw["index_max_entries"] = g.hash_slot_num, g.index_num
-        return StoreConfig(**kw)
-
-
 class RefStoreTarget:
     """Resend into a store written by :mod:`mqtool.refstore` (created when missing).
 
@@ -314,8 +287,9 @@ class RefStoreTarget:
         if self._rs is None:
             from mqtool.refstore.engine import RefStore
 
-            cfg = self.config if self.config is not None else _infer_config(self.root)
-            self._rs = RefStore.open(self.root, cfg, clock=self.clock)
+            # config None: RefStore takes its saved settings, or infers a broker store's
+            # geometry and address from its files (refstore.persist.infer_config)
+            self._rs = RefStore.open(self.root, self.config, clock=self.clock)
         return self._rs
 
     def position(self) -> int | None:
