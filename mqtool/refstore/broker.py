@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mqtool.formats.consumequeue import tags_code_of
 from mqtool.formats.errors import MqtoolError
-from mqtool.formats.javastr import java_string_hash
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX
@@ -104,9 +104,7 @@ def dlq_topic(group: str) -> str:
     return DLQ_GROUP_TOPIC_PREFIX + group
 
 
-def tags_code(tags: str | None) -> int:
-    """``MessageExtBrokerInner#tagsString2tagsCode``: Java hashCode of the tag, 0 without."""
-    return java_string_hash(tags) if tags else 0
+tags_code = tags_code_of  # MessageExtBrokerInner#tagsString2tagsCode (one implementation)
 
 
 def index_keys(topic: str, properties: dict[str, str]) -> list[str]:
