@@ -273,10 +273,44 @@ def crc_failures(msgs: DataFrame) -> DataFrame:
 
 
 def commitlog_extent(records: DataFrame) -> DataFrame:
-    """Per store: the commitlog offsets covered by files (min file start, max data end)."""
-    return records.groupBy("store").agg(
-        F.min(F.col("commitLogOffset") - F.col("fileOffset")).alias("clMin"),
-        F.max(F.col("commitLogOffset") + F.col("storeSize")).alias("clMax"),
+    """Per store: the commitlog offsets covered by files (min file start, max data end).
+
+    One row per store, marked for broadcast: joining on ``store`` alone must not shuffle
+    everything into one partition.
+    """
+    return F.broadcast(
+        records.groupBy("store").agg(
+            F.min(F.col("commitLogOffset") - F.col("fileOffset")).alias("clMin"),
+            F.max(F.col("commitLogOffset") + F.col("storeSize")).alias("clMax"),
+        )
+    )
+
+
+def _targets(msgs: DataFrame) -> DataFrame:
+    """The message side of every integrity join (one projection: one shuffle, reused)."""
+    return msgs.select(
+        "store", "commitLogOffset", "topic", "queueId", "queueOffset", "storeSize", "sysFlag",
+        "file",
+    )
+
+
+def _units(cq: DataFrame) -> DataFrame:
+    """The consume-queue side of the integrity joins (one projection, reused)."""
+    return cq.select(
+        "store", "commitLogOffset", F.col("topic").alias("uTopic"),
+        F.col("queueId").alias("uQueueId"), F.col("queueOffset").alias("uQueueOffset"),
+        F.col("storeSize").alias("uSize"), F.col("file").alias("uFile"),
+        F.col("fileOffset").alias("uFileOffset"),
+    )
+
+
+_KEYS = ["store", "commitLogOffset"]
+
+
+def _in_commitlog(df: DataFrame, records: DataFrame) -> DataFrame:
+    """Rows whose commitLogOffset is not below the store's first commitlog file."""
+    return df.join(commitlog_extent(records), "store", "left").filter(
+        F.col("clMin").isNull() | (F.col("commitLogOffset") >= F.col("clMin"))
     )
 
 
@@ -286,43 +320,33 @@ def cq_problems(records: DataFrame, msgs: DataFrame, cq: DataFrame) -> DataFrame
     Units below the first commitlog file are not findings (RocketMQ deletes commitlog files
     before the consume queues that point into them).
     """
-    extent = commitlog_extent(records)
-    target = msgs.select(
-        "store", "commitLogOffset",
-        F.col("topic").alias("mTopic"), F.col("queueId").alias("mQueueId"),
-        F.col("queueOffset").alias("mQueueOffset"), F.col("storeSize").alias("mSize"),
-    )
-    joined = (
-        cq.join(extent, "store", "left")
-        .filter(F.col("clMin").isNull() | (F.col("commitLogOffset") >= F.col("clMin")))
-        .join(target, ["store", "commitLogOffset"], "left")
-    )
+    joined = _in_commitlog(_units(cq).join(_targets(msgs), _KEYS, "left"), records)
     where = F.format_string(
-        "%s/%d@%d -> commitlog offset %d", F.col("topic"), F.col("queueId"),
-        F.col("queueOffset"), F.col("commitLogOffset"),
+        "%s/%d@%d -> commitlog offset %d", F.col("uTopic"), F.col("uQueueId"),
+        F.col("uQueueOffset"), F.col("commitLogOffset"),
     )
-    dangling = joined.filter(F.col("mTopic").isNull()).select(
+    dangling = joined.filter(F.col("topic").isNull()).select(
         *_finding(
-            "cq-dangling", F.col("file"), F.col("fileOffset"),
+            "cq-dangling", F.col("uFile"), F.col("uFileOffset"),
             F.concat(where, F.lit(": no message starts there")),
         )
     )
     wrong = joined.filter(
-        F.col("mTopic").isNotNull()
+        F.col("topic").isNotNull()
         & (
-            (F.col("mTopic") != F.col("topic"))
-            | (F.col("mQueueId") != F.col("queueId"))
-            | (F.col("mQueueOffset") != F.col("queueOffset"))
-            | (F.col("mSize") != F.col("storeSize"))
+            (F.col("topic") != F.col("uTopic"))
+            | (F.col("queueId") != F.col("uQueueId"))
+            | (F.col("queueOffset") != F.col("uQueueOffset"))
+            | (F.col("storeSize") != F.col("uSize"))
         )
     ).select(
         *_finding(
-            "cq-mismatch", F.col("file"), F.col("fileOffset"),
+            "cq-mismatch", F.col("uFile"), F.col("uFileOffset"),
             F.concat(
                 where,
                 F.format_string(
-                    " (size %d): the message there is %s/%d@%d (size %d)", F.col("storeSize"),
-                    F.col("mTopic"), F.col("mQueueId"), F.col("mQueueOffset"), F.col("mSize"),
+                    " (size %d): the message there is %s/%d@%d (size %d)", F.col("uSize"),
+                    F.col("topic"), F.col("queueId"), F.col("queueOffset"), F.col("storeSize"),
                 ),
             ),
         )
@@ -336,48 +360,53 @@ def missing_from_cq(msgs: DataFrame, cq: DataFrame) -> DataFrame:
     Not expected in a consume queue (so never findings): transaction PREPARED and ROLLBACK
     records, and messages below the queue's first unit (consume-queue files deleted).
     """
-    dispatched = msgs.filter(
-        ~(F.col("sysFlag").bitwiseAND(TRANSACTION_TYPE_MASK)).isin(
-            TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
+    exact = (
+        (F.col("uTopic") == F.col("topic"))
+        & (F.col("uQueueId") == F.col("queueId"))
+        & (F.col("uQueueOffset") == F.col("queueOffset"))
+    )
+    per_message = (
+        _targets(msgs)
+        .join(_units(cq), _KEYS, "left")
+        .groupBy(*_targets(msgs).columns)
+        .agg(F.max(F.coalesce(exact, F.lit(False))).alias("hit"))
+    )
+    qmin = F.broadcast(queue_offsets(cq).select("store", "topic", "queueId", "minOffset"))
+    return (
+        per_message.filter(~F.col("hit"))
+        .filter(
+            ~(F.col("sysFlag").bitwiseAND(TRANSACTION_TYPE_MASK)).isin(
+                TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
+            )
         )
-    )
-    qmin = queue_offsets(cq).select("store", "topic", "queueId", "minOffset")
-    units = cq.select(
-        "store", "topic", "queueId", "queueOffset", "commitLogOffset", F.lit(True).alias("hit")
-    )
-    joined = (
-        dispatched.join(qmin, ["store", "topic", "queueId"], "left")
+        .join(qmin, ["store", "topic", "queueId"], "left")
         .filter(F.col("minOffset").isNull() | (F.col("queueOffset") >= F.col("minOffset")))
-        .join(units, ["store", "topic", "queueId", "queueOffset", "commitLogOffset"], "left")
-    )
-    return joined.filter(F.col("hit").isNull()).select(
-        *_finding(
-            "cq-missing", F.col("file"), F.col("commitLogOffset"),
-            F.format_string(
-                "message %s/%d@%d (%d bytes) has no consume-queue unit", F.col("topic"),
-                F.col("queueId"), F.col("queueOffset"), F.col("storeSize"),
-            ),
+        .select(
+            *_finding(
+                "cq-missing", F.col("file"), F.col("commitLogOffset"),
+                F.format_string(
+                    "message %s/%d@%d (%d bytes) has no consume-queue unit", F.col("topic"),
+                    F.col("queueId"), F.col("queueOffset"), F.col("storeSize"),
+                ),
+            )
         )
     )
 
 
 def index_dangling(records: DataFrame, msgs: DataFrame, index: DataFrame) -> DataFrame:
     """Index entries whose phyOffset (within the commitlog's files) is not a message start."""
-    extent = commitlog_extent(records)
-    starts = msgs.select("store", "commitLogOffset", F.lit(True).alias("hit"))
-    return (
-        index.join(extent, "store", "left")
-        .filter(F.col("clMin").isNull() | (F.col("commitLogOffset") >= F.col("clMin")))
-        .join(starts, ["store", "commitLogOffset"], "left")
-        .filter(F.col("hit").isNull())
-        .select(
-            *_finding(
-                "index-dangling", F.col("file"), F.col("fileOffset"),
-                F.format_string(
-                    "entry %d (keyHash %d) -> commitlog offset %d: no message starts there",
-                    F.col("entry"), F.col("keyHash"), F.col("commitLogOffset"),
-                ),
-            )
+    entries = index.select(
+        "store", "commitLogOffset", F.col("file").alias("iFile"),
+        F.col("fileOffset").alias("iFileOffset"), "entry", "keyHash",
+    )
+    joined = _in_commitlog(entries.join(_targets(msgs), _KEYS, "left"), records)
+    return joined.filter(F.col("topic").isNull()).select(
+        *_finding(
+            "index-dangling", F.col("iFile"), F.col("iFileOffset"),
+            F.format_string(
+                "entry %d (keyHash %d) -> commitlog offset %d: no message starts there",
+                F.col("entry"), F.col("keyHash"), F.col("commitLogOffset"),
+            ),
         )
     )
 
