@@ -5,13 +5,14 @@ Spark executors (:mod:`mqtool.spark.source`) and usable (and tested) without Spa
 
 Commitlog ranges (:func:`decode_commitlog_range`): the file is memory-mapped read-only and
 walked window by window (never read whole into Python memory; pages behind the walk are
-released with ``madvise(MADV_DONTNEED)``). Per window, one short Python loop follows the
-TOTALSIZE chain (the only inherently sequential part); every field is then decoded with numpy
-over the whole window at once (gathers of the fixed header, big-endian views, vectorised
-consistency checks against ``MessageExtEncoder#calMsgLength`` and PHYSICALOFFSET), the variable
-parts (topic, properties) are cut out with one gather each, and the property maps are built
-with Arrow compute. The result is proven equal to
-:func:`mqtool.formats.commitlog.parse_message` on every record of the real stores.
+released with ``madvise(MADV_DONTNEED)``, holes of sparse files skipped with ``SEEK_DATA``).
+Per window, the project's vectorised decoder :mod:`mqtool.formats.fastdecode` follows the
+TOTALSIZE chain (``walk``, the only sequential part) and decodes and checks every record at
+once (``decode_records``: numpy gathers, ``calMsgLength`` and PHYSICALOFFSET checks, UTF-8).
+This module adds what the tables need: Arrow columns (variable parts cut by Arrow in C++),
+host strings and offsetMsgIds per distinct value, the body CRC check, and property maps built
+with numpy and Arrow (``MessageDecoder#string2messageProperties``). The rows are proven equal
+to :func:`mqtool.formats.commitlog.parse_message` on every record of the real stores.
 
 Anything that is not a record becomes an ``unreadable`` row naming the file and offset; the
 decoder then resynchronises on the next valid record and keeps going.
@@ -32,14 +33,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mqtool.formats import fastdecode
 from mqtool.formats.commitlog import (
-    BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
     COMPRESSION_NAMES,
     MAGIC_BLANK,
     MAGIC_V1,
     MAGIC_V2,
-    STOREHOSTADDRESS_V6_FLAG,
     BlankRecord,
     parse_message,
 )
@@ -68,42 +68,25 @@ _SIZE_MAGIC = struct.Struct(">iI")
 _MAGIC_PREFIX = b"\xda\xa3\x20"  # V1 0xDAA320A7 and V2 0xDAA320AB share these bytes
 _BLANK_BYTES = struct.pack(">I", MAGIC_BLANK)
 
-_HEAD_DTYPE = np.dtype(
-    [
-        ("size", ">i4"), ("magic", ">u4"), ("crc", ">i4"), ("qid", ">i4"), ("flag", ">i4"),
-        ("qoff", ">i8"), ("phys", ">i8"), ("sysflag", ">i4"), ("born", ">i8"),
-    ]
-)
-_HEAD_LEN = _HEAD_DTYPE.itemsize  # 48
-_FIXED_DTYPE = np.dtype(  # + bytes 48..88 as they are when both hosts are IPv4
-    [
-        *_HEAD_DTYPE.descr, ("bornhost", "V8"), ("storets", ">i8"), ("storehost", "V8"),
-        ("recon", ">i4"), ("prepared", ">i8"), ("bodylen", ">i4"),
-    ]
-)
-_FIXED_LEN = _FIXED_DTYPE.itemsize  # 88
-_AR = {w: np.arange(w, dtype=np.int64) for w in (1, 2, 4, 8, 20, _HEAD_LEN, _FIXED_LEN)}
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 _HEX2 = np.stack([_HEX[np.arange(256) >> 4], _HEX[np.arange(256) & 15]], axis=1)  # (256, 2)
 
 
 # --- small numpy helpers ---------------------------------------------------------------------
-def _be_int(a: np.ndarray, idx: np.ndarray, width: int) -> np.ndarray:
-    """Signed big-endian ints of ``width`` bytes at positions ``idx`` of uint8 array ``a``."""
-    m = a[idx[:, None] + _AR[width]]
-    return m.view(f">i{width}").reshape(-1).astype(np.int64)
-
-
-def _slices(mv: memoryview, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
+def _slices(
+    mv: memoryview, starts: np.ndarray, lengths: np.ndarray, typ: pa.DataType | None = None
+) -> pa.Array:
     """A binary array of ``mv[s:s+l]`` for every (s, l), cut by Arrow in C++.
 
     The slices are ordered and do not overlap (they come from consecutive records), so the
-    file window holding them is viewed, without a copy, as a binary array whose elements
+    buffer window holding them is viewed, without a copy, as a binary array whose elements
     alternate slice / gap; Arrow's ``take`` of the even elements then copies the slices.
+    ``typ=pa.string()`` when every slice is known to be UTF-8 (not checked again).
     """
+    typ = typ or pa.binary()
     n = len(starts)
     if n == 0:
-        return pa.array([], pa.binary())
+        return pa.array([], typ)
     lo = int(starts[0])
     ends = starts + lengths
     hi = int(ends.max())
@@ -115,10 +98,10 @@ def _slices(mv: memoryview, starts: np.ndarray, lengths: np.ndarray) -> pa.Array
         data = b"".join([mv[s:e] for s, e in zip(starts.tolist(), ends.tolist(), strict=True)])
         offs = np.zeros(n + 1, dtype=np.int32)
         np.cumsum(lengths, out=offs[1:])
-        return _binary(data, offs)
+        return _binary(data, offs).cast(typ)
     window = pa.py_buffer(mv[lo:hi])
     alternating = pa.Array.from_buffers(
-        pa.binary(), 2 * n, [None, pa.py_buffer(offsets.astype(np.int32)), window]
+        typ, 2 * n, [None, pa.py_buffer(offsets.astype(np.int32)), window]
     )
     return alternating.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
 
@@ -130,16 +113,21 @@ def _binary(data: bytes | np.ndarray, offsets: np.ndarray) -> pa.Array:
     )
 
 
-def _host_strings(a: np.ndarray, pos: np.ndarray, v6: np.ndarray) -> pa.Array:
-    """``ip:port`` / ``[v6]:port`` strings of the host fields at ``pos`` (v6 rows: 16+4)."""
-    n = len(pos)
-    if n and not v6.any():  # IPv4 only: one uint64 per host (ip, port), usually one value
-        key = a[pos[:, None] + _AR[8]].view(">u8").reshape(-1)
+def _host_strings(ip: np.ndarray, v6: np.ndarray, port: np.ndarray) -> pa.Array:
+    """``ip:port`` / ``[v6]:port`` strings (as :class:`HostPort` prints them), per row.
+
+    ``ip`` is fastdecode's n x 16 bytes (IPv4 in the first 4). Hosts repeat: each distinct
+    one is formatted once.
+    """
+    n = len(port)
+    if n and not v6.any():  # IPv4 only: one uint64 per (ip, port), usually a single value
+        ip4 = np.ascontiguousarray(ip[:, :4]).view(">u4").reshape(-1).astype(np.uint64)
+        key = (ip4 << np.uint64(32)) | (port.astype(np.int64) & 0xFFFFFFFF).astype(np.uint64)
 
         def v4(k: int) -> str:
-            ip, port = k >> 32, k & 0xFFFFFFFF
-            port = port - (1 << 32) if port & 0x80000000 else port
-            return f"{ip >> 24}.{(ip >> 16) & 255}.{(ip >> 8) & 255}.{ip & 255}:{port}"
+            a, p = k >> 32, k & 0xFFFFFFFF
+            p = p - (1 << 32) if p & 0x80000000 else p
+            return f"{a >> 24}.{(a >> 16) & 255}.{(a >> 8) & 255}.{a & 255}:{p}"
 
         if (key == key[0]).all():
             return pa.repeat(v4(int(key[0])), n)
@@ -147,41 +135,42 @@ def _host_strings(a: np.ndarray, pos: np.ndarray, v6: np.ndarray) -> pa.Array:
         return pa.array([v4(int(k)) for k in u], pa.string()).take(
             pa.array(inv.reshape(-1).astype(np.int32))
         )
-    raw = a[np.minimum(pos[:, None] + _AR[20], len(a) - 1)]
-    raw[~v6, 8:] = 0
-    key = np.empty((n, 21), dtype=np.uint8)
-    key[:, :20] = raw
-    key[:, 20] = v6
-    uniq, inverse = np.unique(key.view("V21").reshape(-1), return_inverse=True)
-    texts = []
-    for u in uniq:
-        b = bytes(u)
-        if b[20]:
-            ip = str(ipaddress.IPv6Address(b[:16]))
-            texts.append(f"[{ip}]:{int.from_bytes(b[16:20], 'big', signed=True)}")
-        else:
-            port = int.from_bytes(b[4:8], "big", signed=True)
-            texts.append(f"{b[0]}.{b[1]}.{b[2]}.{b[3]}:{port}")
-    return pa.array(texts, pa.string()).take(pa.array(inverse.reshape(-1), pa.int32()))
+    texts: dict[tuple[bytes, bool, int], str] = {}
+    out = []
+    for i in range(n):
+        k = (bytes(ip[i]), bool(v6[i]), int(port[i]))
+        t = texts.get(k)
+        if t is None:
+            if k[1]:
+                t = f"[{ipaddress.IPv6Address(k[0])}]:{k[2]}"
+            else:
+                b = k[0]
+                t = f"{b[0]}.{b[1]}.{b[2]}.{b[3]}:{k[2]}"
+            texts[k] = t
+        out.append(t)
+    return pa.array(out, pa.string())
 
 
 def _offset_msg_ids(
-    a: np.ndarray, store_host_pos: np.ndarray, pos: np.ndarray, v6: np.ndarray
+    ip: np.ndarray, v6: np.ndarray, port: np.ndarray, phys: np.ndarray
 ) -> pa.Array:
     """``MessageDecoder#createMessageId``: upper hex of store IP + port + commitlog offset."""
-    n = len(pos)
-    last = len(a) - 1
+    n = len(port)
     if not v6.any():
         raw = np.empty((n, 16), dtype=np.uint8)
-        raw[:, :8] = a[np.minimum(store_host_pos[:, None] + _AR[8], last)]
-        raw[:, 8:] = a[pos[:, None] + 28 + _AR[8]]
+        raw[:, :4] = ip[:, :4]
+        raw[:, 4:8] = port.astype(">i4").view(np.uint8).reshape(n, 4)
+        raw[:, 8:] = phys.astype(">i8").view(np.uint8).reshape(n, 8)
         text = _HEX2[raw].reshape(-1)
         offsets = np.arange(0, 32 * n + 1, 32, dtype=np.int32)
         return _binary(text, offsets).cast(pa.string())
     ids = []
-    for hp, p, is6 in zip(store_host_pos.tolist(), pos.tolist(), v6.tolist(), strict=True):
-        host = a[hp : hp + (20 if is6 else 8)].tobytes()
-        ids.append((host + a[p + 28 : p + 36].tobytes()).hex().upper())
+    for i in range(n):
+        host = bytes(ip[i]) if v6[i] else bytes(ip[i][:4])
+        ids.append(
+            (host + int(port[i]).to_bytes(4, "big", signed=True)
+             + int(phys[i]).to_bytes(8, "big", signed=True)).hex().upper()
+        )
     return pa.array(ids, pa.string())
 
 
@@ -204,16 +193,17 @@ def _compression_types(sysflag: np.ndarray) -> pa.Array:
 
 
 def _crc_ok(
-    mv: memoryview, body_pos: np.ndarray, body_len: np.ndarray, stored: np.ndarray
+    buf: mmap.mmap, body_pos: np.ndarray, body_len: np.ndarray, stored: np.ndarray
 ) -> pa.Array:
     """BODYCRC check: ``crc32(body) & 0x7FFFFFFF == BODYCRC`` per record (``UtilAll.crc32``)."""
-    crc = np.fromiter(
-        (
-            zlib.crc32(mv[s : s + ln]) & 0x7FFFFFFF
-            for s, ln in zip(body_pos.tolist(), body_len.tolist(), strict=True)
-        ),
-        dtype=np.int64, count=len(body_pos),
-    )
+    with memoryview(buf) as mv:
+        crc = np.fromiter(
+            (
+                zlib.crc32(mv[s : s + ln]) & 0x7FFFFFFF
+                for s, ln in zip(body_pos.tolist(), body_len.tolist(), strict=True)
+            ),
+            dtype=np.int64, count=len(body_pos),
+        )
     return pa.array(crc == stored.astype(np.int64))
 
 
@@ -363,10 +353,14 @@ class _Decoded:
         self.good = good
 
 
+def _strings(b: fastdecode.Binary) -> pa.Array:
+    """A fastdecode Binary column (checked UTF-8 item by item) as an Arrow string array."""
+    return _slices(memoryview(b.data), b.starts, b.lengths, pa.string())
+
+
 def _decode_records(
-    a: np.ndarray,
-    pos: np.ndarray,
-    mv: memoryview,
+    mm: mmap.mmap,
+    positions: list[int],
     *,
     store: str,
     name: str,
@@ -375,118 +369,52 @@ def _decode_records(
     columns: frozenset[str] | None = None,
     properties_for: tuple[str, ...] = (),
 ) -> _Decoded:
-    """Vectorised decode of the records at file positions ``pos`` (already chain-walked).
+    """Decode the records at ``positions`` (from the walk) into one message batch.
 
-    Stops at the first record that is not self-consistent: ``good`` is how many leading
-    records were decoded (the caller treats ``pos[good]`` as the start of an unreadable region).
-    ``columns`` (None: all) names the message columns to compute, the others are null;
-    ``properties_for``: compute ``properties`` only for topics with these prefixes.
+    The fields are decoded and every record is checked by
+    :func:`mqtool.formats.fastdecode.decode_records` (the project's vectorised decoder, proven
+    equal to ``parse_message``); this adds what the tables need on top: Arrow columns, host
+    strings, offsetMsgId, CRC check, property maps. ``good`` is how many leading records were
+    decoded (``positions[good]`` starts an unreadable region). ``columns`` (None: all) names
+    the message columns to compute, the others are null; ``properties_for``: compute
+    ``properties`` only for topics with these prefixes.
     """
-    fsize = len(a)
-    last = fsize - 1
-    n = len(pos)
-    # The walk guarantees pos + 91 <= file size: the first 88 bytes are in one gather.
-    hv = a[pos[:, None] + _AR[_FIXED_LEN]]
-    h = hv.view(_FIXED_DTYPE).reshape(-1)
-    size = h["size"].astype(np.int64)
-    magic = h["magic"].astype(np.int64)
-    sysflag = h["sysflag"].astype(np.int64)
-    phys = h["phys"].astype(np.int64)
-    bl = np.where(sysflag & BORNHOST_V6_FLAG, 20, 8)
-    sl = np.where(sysflag & STOREHOSTADDRESS_V6_FLAG, 20, 8)
-    born_host_pos = pos + 48
-    store_ts_pos = born_host_pos + bl
-    store_host_pos = store_ts_pos + 8
-    recon_pos = store_host_pos + sl
-    body_len_pos = recon_pos + 12
-    ends = pos + size
-
-    def clip(x: np.ndarray) -> np.ndarray:
-        clipped: np.ndarray = np.minimum(x, last - 8)
-        return clipped
-
-    if not (sysflag & (BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)).any():
-        # IPv4 hosts everywhere (the common case): the rest of the fixed part in one gather
-        body_len = h["bodylen"].astype(np.int64)
-        store_ts, recon, prepared = h["storets"], h["recon"], h["prepared"]
-    else:
-        body_len = _be_int(a, clip(body_len_pos), 4)
-        store_ts = _be_int(a, store_ts_pos, 8)
-        recon = _be_int(a, recon_pos, 4)
-        prepared = _be_int(a, recon_pos + 4, 8)
-    body_pos = body_len_pos + 4
-    v2 = magic == MAGIC_V2
-    tl_pos = clip(np.clip(body_pos + body_len, 0, None))
-    if v2.any():
-        topic_len = np.where(v2, _be_int(a, tl_pos, 2), _be_int(a, tl_pos, 1))
-    else:
-        topic_len = _be_int(a, tl_pos, 1)
-    topic_pos = tl_pos + np.where(v2, 2, 1)
-    pl_pos = clip(np.clip(topic_pos + topic_len, 0, None))
-    props_len = _be_int(a, pl_pos, 2)
-    props_pos = pl_pos + 2
-    ok = (
-        (phys == file_start + pos)
-        & (body_len >= 0)
-        & (topic_len >= 0)
-        & (props_len >= 0)
-        & (props_pos + props_len == ends)
-        & (ends <= fsize)
-    )
-    bad = np.flatnonzero(~ok)
-    good = int(bad[0]) if bad.size else n
-    if good < n:
-        g = slice(0, good)
-        pos, size, magic, sysflag, phys = pos[g], size[g], magic[g], sysflag[g], phys[g]
-        h, bl, sl = h[g], bl[g], sl[g]
-        born_host_pos, store_ts_pos, store_host_pos = (
-            born_host_pos[g], store_ts_pos[g], store_host_pos[g]
-        )
-        recon_pos, body_len, body_pos = recon_pos[g], body_len[g], body_pos[g]
-        store_ts, recon, prepared = store_ts[g], recon[g], prepared[g]
-        topic_len, topic_pos, props_len, props_pos = (
-            topic_len[g], topic_pos[g], props_len[g], props_pos[g]
-        )
-        n = good
+    cols, good = fastdecode.decode_records(mm, positions, file_start=file_start)
+    n = len(cols)
     if n == 0:
-        return _Decoded(None, 0)
-    topics, t_bad = _to_string(_slices(mv, topic_pos, topic_len))
-    props, p_bad = _to_string(_slices(mv, props_pos, props_len))
-    first_bad = min((x for x in (t_bad, p_bad) if x >= 0), default=-1)
-    if first_bad >= 0:  # not UTF-8: that record starts an unreadable region
-        if first_bad == 0:
-            return _Decoded(None, 0)
-        sub = _decode_records(
-            a, pos[:first_bad], mv, store=store, name=name, file_start=file_start,
-            check_crc=check_crc, columns=columns, properties_for=properties_for,
-        )
-        return _Decoded(sub.batch, first_bad)
+        return _Decoded(None, good)
+    c = cols.arrays
+    pos = c["position"]
+    topics = _strings(cols.topic)
+    props = _strings(cols.properties)
     want = MESSAGE_NAMES if columns is None else columns
-    v6b = (sysflag & BORNHOST_V6_FLAG) != 0
-    v6s = (sysflag & STOREHOSTADDRESS_V6_FLAG) != 0
-    cols: dict[str, Any] = {
+    sysflag = c["sys_flag"]
+    lazy: dict[str, Any] = {
         "store": lambda: pa.repeat(store, n),
         "file": lambda: pa.repeat(name, n),
         "fileOffset": lambda: pa.array(pos),
-        "commitLogOffset": lambda: pa.array(phys),
-        "storeSize": lambda: pa.array(size.astype(np.int32)),
-        "magic": lambda: _magic_strings(magic),
+        "commitLogOffset": lambda: pa.array(c["physical_offset"]),
+        "storeSize": lambda: pa.array(c["total_size"].astype(np.int32)),
+        "magic": lambda: _magic_strings(c["magic"]),
         "topic": lambda: topics,
-        "queueId": lambda: pa.array(h["qid"].astype(np.int32)),
-        "queueOffset": lambda: pa.array(h["qoff"].astype(np.int64)),
-        "flag": lambda: pa.array(h["flag"].astype(np.int32)),
+        "queueId": lambda: pa.array(c["queue_id"].astype(np.int32)),
+        "queueOffset": lambda: pa.array(c["queue_offset"]),
+        "flag": lambda: pa.array(c["flag"].astype(np.int32)),
         "sysFlag": lambda: pa.array(sysflag.astype(np.int32)),
-        "bodyCRC": lambda: pa.array(h["crc"].astype(np.int32)),
-        "bornTimestamp": lambda: pa.array(h["born"].astype(np.int64)),
-        "bornHost": lambda: _host_strings(a, born_host_pos, v6b),
-        "storeTimestamp": lambda: pa.array(store_ts.astype(np.int64)),
-        "storeHost": lambda: _host_strings(a, store_host_pos, v6s),
-        "reconsumeTimes": lambda: pa.array(recon.astype(np.int32)),
-        "preparedTransactionOffset": lambda: pa.array(prepared.astype(np.int64)),
-        "bodyLength": lambda: pa.array(body_len.astype(np.int32)),
+        "bodyCRC": lambda: pa.array(c["body_crc"].astype(np.int32)),
+        "bornTimestamp": lambda: pa.array(c["born_timestamp"]),
+        "bornHost": lambda: _host_strings(c["born_ip"], c["born_v6"], c["born_port"]),
+        "storeTimestamp": lambda: pa.array(c["store_timestamp"]),
+        "storeHost": lambda: _host_strings(c["store_ip"], c["store_v6"], c["store_port"]),
+        "reconsumeTimes": lambda: pa.array(c["reconsume_times"].astype(np.int32)),
+        "preparedTransactionOffset": lambda: pa.array(c["prepared_transaction_offset"]),
+        "bodyLength": lambda: pa.array(c["body_length"].astype(np.int32)),
         "propertiesRaw": lambda: props,
-        "offsetMsgId": lambda: _offset_msg_ids(a, store_host_pos, pos, v6s),
-        "crcOk": lambda: _crc_ok(mv, body_pos, body_len, h["crc"]) if check_crc
+        "offsetMsgId": lambda: _offset_msg_ids(
+            c["store_ip"], c["store_v6"], c["store_port"], c["physical_offset"]
+        ),
+        "crcOk": lambda: _crc_ok(mm, c["body_position"], c["body_length"], c["body_crc"])
+        if check_crc
         else pa.nulls(n, pa.bool_()),
         "compressionType": lambda: _compression_types(sysflag),
     }
@@ -504,13 +432,12 @@ def _decode_records(
                 uniqKey=picked["UNIQ_KEY"],
             )
     for f in MESSAGE_FIELDS:
-        if f.name in arrays:
-            continue
-        arrays[f.name] = cols[f.name]() if f.name in want else pa.nulls(n, f.type)
+        if f.name not in arrays:
+            arrays[f.name] = lazy[f.name]() if f.name in want else pa.nulls(n, f.type)
     batch = pa.RecordBatch.from_arrays(
         [arrays[f.name] for f in MESSAGE_FIELDS], schema=_NULLABLE_MESSAGE_SCHEMA
     )
-    return _Decoded(batch, n)
+    return _Decoded(batch, good)
 
 
 def _records(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -651,35 +578,17 @@ def _nonzero_end(
     return start
 
 
-def _walk(mm: mmap.mmap, p: int, stop: int, fsize: int, limit: int) -> tuple[list[int], int, str]:
-    """Follow TOTALSIZE from ``p`` while records start before ``stop`` (at most ``limit``).
-
-    Returns (record positions, where the walk stopped, why): ``done`` (next start >= stop),
-    ``window`` (``limit`` reached), ``blank``, ``zeros``, ``bad`` (not a record start),
-    ``tail`` (fewer than 8 bytes left).
-    """
-    out: list[int] = []
-    append = out.append
-    unpack = _SIZE_MAGIC.unpack_from
-    v1, v2, blank = MAGIC_V1, MAGIC_V2, MAGIC_BLANK
-    while p < stop:
-        if len(out) >= limit:
-            return out, p, "window"
-        if p + 8 > fsize:
-            return out, p, "tail"
-        size, magic = unpack(mm, p)
-        if magic == v1 or magic == v2:
-            if size < MIN_RECORD_SIZE or p + size > fsize:
-                return out, p, "bad"
-            append(p)
-            p += size
-        elif magic == blank:
-            return out, p, "blank"
-        elif size == 0 and magic == 0:
-            return out, p, "zeros"
-        else:
-            return out, p, "bad"
-    return out, p, "done"
+def _what_is_at(mm: mmap.mmap, q: int, fsize: int) -> str:
+    """Why a walk stopped at ``q``: ``blank`` (the file's BLANK record), ``zeros``, ``tail``
+    (fewer than 8 bytes left) or ``bad`` (anything else that is not a valid message)."""
+    if q + 8 > fsize:
+        return "tail"
+    size, magic = _SIZE_MAGIC.unpack_from(mm, q)
+    if magic == MAGIC_BLANK and size == fsize - q:
+        return "blank"
+    if size == 0 and magic == 0:
+        return "zeros"
+    return "bad"
 
 
 def _bad_detail(mm: mmap.mmap, c: int, file_start: int, fsize: int) -> str:
@@ -728,9 +637,8 @@ def decode_commitlog_range(
     except BaseException:
         os.close(fd)
         raise
-    a = np.frombuffer(mm, dtype=np.uint8)
-    mv = memoryview(mm)
     released = 0
+
     def special(kind: str, detail: str, offset: int, length: int) -> pa.RecordBatch:
         return _special(
             kind, detail, store=store, name=name, file_start=file_start, offset=offset,
@@ -739,33 +647,28 @@ def decode_commitlog_range(
 
     try:
         p = resync(mm, start, file_start=file_start, fsize=fsize, fd=fd)
-        limit_records = max(window // 256, 1024)
         while p is not None and p < end:
             stop = min(end, p + window)
-            positions, q, why = _walk(mm, p, stop, fsize, limit_records)
-            if why == "done" and q < end:  # window boundary inside the range
-                why = "window"
+            positions, q = fastdecode.walk(mm, p, stop)
             if positions:
                 dec = _decode_records(
-                    a, np.asarray(positions, dtype=np.int64), mv, store=store, name=name,
-                    file_start=file_start, check_crc=check_crc, columns=columns,
-                    properties_for=properties_for,
+                    mm, positions, store=store, name=name, file_start=file_start,
+                    check_crc=check_crc, columns=columns, properties_for=properties_for,
                 )
                 if dec.batch is not None:
                     yield _records(dec.batch)
                 if dec.good < len(positions):
-                    q, why = positions[dec.good], "bad"
-            if why in ("done", "window") and q >= end:
-                break
-            if why == "window":
-                p = q
-            elif why == "blank":
-                size = _SIZE_MAGIC.unpack_from(mm, q)[0]
-                if size == fsize - q:
+                    q = positions[dec.good]
+            if q >= end:
+                break  # every record that starts in the range is out
+            if q >= stop:
+                p = q  # a window boundary inside the range
+            else:
+                why = _what_is_at(mm, q, fsize)
+                if why == "blank":
+                    size = _SIZE_MAGIC.unpack_from(mm, q)[0]
                     yield special(RECORD_KIND_BLANK, "", q, size)
                     break
-                why = "bad"
-            if why in ("zeros", "bad", "tail"):
                 r = resync(mm, q + 1, file_start=file_start, fsize=fsize, fd=fd)
                 stop_at = r if r is not None else fsize
                 region_end = _nonzero_end(mm, q, stop_at, fd) if r is None else r
@@ -781,8 +684,6 @@ def decode_commitlog_range(
                     detail = _bad_detail(mm, q, file_start, fsize)
                 yield special(RECORD_KIND_UNREADABLE, detail, q, region_end - q)
                 p = r
-            elif why != "window":
-                break
             # give back pages we are done with (keeps RSS flat on big files)
             if p is not None and p - released > 4 * window:
                 cut = (p - 2 * window) & ~(mmap.PAGESIZE - 1)
@@ -790,8 +691,6 @@ def decode_commitlog_range(
                     mm.madvise(mmap.MADV_DONTNEED, released, cut - released)
                     released = cut
     finally:
-        del a
-        mv.release()
         mm.close()
         os.close(fd)
 
