@@ -173,3 +173,33 @@ def test_cli_reports_bad_sql_and_bad_stores_in_one_line(spark, damaged, tmp_path
     assert res.exit_code == 2
     res = CliRunner().invoke(app, ["scan", str(damaged[0]), "--conf", "novalue"])
     assert res.exit_code == 1 and "key=value" in res.stderr
+
+
+def test_cli_out_json_tables(spark, tmp_path: Path) -> None:  # noqa: F811
+    out = tmp_path / "out"
+    res = CliRunner().invoke(
+        app,
+        ["scan", str(store_dir(SCENARIO)), "--audit", "queues,dlq", "--out", str(out),
+         "--format", "json", "--now", str(NOW_MS)],
+    )
+    assert res.exit_code == 0, res.output
+    assert "cg_journey" in res.stdout and "integrity" not in res.stdout
+    lines = [json.loads(line) for f in sorted((out / "messages").glob("*.json"))
+             for line in f.read_text(encoding="utf-8").splitlines()]
+    assert len(lines) == sum(
+        1 for m in manifest_jsonl(SCENARIO, "commitlog.jsonl") if m["kind"] == "msg"
+    )
+    dlq = [json.loads(line) for f in sorted((out / "dlq").glob("*.json"))
+           for line in f.read_text(encoding="utf-8").splitlines()]
+    assert [(d["group"], d["count"]) for d in dlq] == [("cg_journey", 4)]
+    assert "wrote messages" in res.stderr
+
+
+def test_stage_progress_follows_a_job_and_writes_nothing_to_stdout(spark, capsys) -> None:  # noqa: F811
+    from mqtool.spark.session import stage_progress
+
+    with stage_progress(spark, "test", enabled=True):
+        assert spark.range(0, 200_000, numPartitions=4).selectExpr("sum(id)").first()[0] == sum(
+            range(200_000)
+        )
+    assert capsys.readouterr().out == ""
