@@ -6,7 +6,8 @@ Inputs are the tables of :mod:`mqtool.spark.source` (``records``, ``consumequeue
 DataFrames and returns one, so each can be tested on its own and composed freely.
 
 Offsets in findings follow :class:`mqtool.store.Finding`: for commitlog files the commitlog
-offset, for consume-queue and index files the byte offset within the file.
+offset, for consume-queue files the unit's absolute byte position in its queue (file start +
+position = queue offset x 20), for index files the byte offset within the file.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from mqtool.formats.consumequeue import SCHEDULE_TOPIC
+from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, SCHEDULE_TOPIC
 from mqtool.spark.schema import (
     FINDING_SCHEMA,
     RECORD_KIND_MESSAGE,
@@ -327,7 +328,7 @@ def cq_problems(records: DataFrame, msgs: DataFrame, cq: DataFrame) -> DataFrame
     )
     dangling = joined.filter(F.col("topic").isNull()).select(
         *_finding(
-            "cq-dangling", F.col("uFile"), F.col("uFileOffset"),
+            "cq-dangling", F.col("uFile"), F.col("uQueueOffset") * CQ_STORE_UNIT_SIZE,
             F.concat(where, F.lit(": no message starts there")),
         )
     )
@@ -341,7 +342,7 @@ def cq_problems(records: DataFrame, msgs: DataFrame, cq: DataFrame) -> DataFrame
         )
     ).select(
         *_finding(
-            "cq-mismatch", F.col("uFile"), F.col("uFileOffset"),
+            "cq-mismatch", F.col("uFile"), F.col("uQueueOffset") * CQ_STORE_UNIT_SIZE,
             F.concat(
                 where,
                 F.format_string(

@@ -85,12 +85,43 @@ def _read_config(root: Path, name: str, store: str, cfg: StoreConfig) -> str | N
     return None
 
 
+def layout_findings(store: str) -> list[tuple[str, str, str, int, str]]:
+    """Damage visible from names and sizes alone (the driver checks these, no Spark job).
+
+    Unexpected names in commitlog/ (:meth:`mqtool.store.Store.open`), commitlog files that do
+    not follow each other (a file missing in the middle), consume-queue files that are empty or
+    not whole 20-byte units.
+    """
+    from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
+    from mqtool.store import Store
+
+    out: list[tuple[str, str, str, int, str]] = []
+    with Store.open(store) as st:
+        root = st.root
+        out += [(store, f.kind, f.file, f.offset or 0, f.detail) for f in st.findings]
+    files = splits.commitlog_splits(store, root, 1 << 62)
+    for a, b in zip(files, files[1:], strict=False):
+        if a.base + a.file_size != b.base:
+            out.append((store, "layout", b.name, b.base,
+                        f"file starts at {b.base} but the previous one ends at "
+                        f"{a.base + a.file_size}"))
+    for s in splits.consumequeue_splits(store, root):
+        if s.file_size == 0:
+            out.append((store, "cq", s.name, s.base, "empty consume-queue file (0 bytes)"))
+        elif s.file_size % CQ_STORE_UNIT_SIZE:
+            whole = s.file_size - s.file_size % CQ_STORE_UNIT_SIZE
+            out.append((store, "cq", s.name, s.base + whole,
+                        f"consume-queue file size {s.file_size} is not a multiple of "
+                        f"{CQ_STORE_UNIT_SIZE}"))
+    return out
+
+
 def load_store_config(store: str) -> StoreConfig:
     """delayOffset.json and consumerOffset.json of a store (findings for damaged files)."""
     from mqtool.formats.config import parse_consumer_offset, parse_delay_offset
 
     root = splits.find_store_root(store)
-    cfg = StoreConfig()
+    cfg = StoreConfig(findings=layout_findings(store))
     text = _read_config(root, "delayOffset.json", store, cfg)
     if text is not None:
         try:

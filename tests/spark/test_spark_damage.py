@@ -71,14 +71,15 @@ def damaged(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, set[tuple[s
     expected.add(("unreadable", f"commitlog/{b['file']}", b["phyOffset"]))
     ub = _unit("%RETRY%cg_journey", 0, 0)
     expected.add(("cq-dangling", f"consumequeue/%RETRY%cg_journey/0/{ub['file']}",
-                  ub["fileOffset"]))
+                  int(ub["file"]) + ub["fileOffset"]))
 
     # 3. a CQ unit pointing one byte off: dangling unit, and its message has no unit
     c = _msg("DelayTopic", 0, 0)
     uc = _unit("DelayTopic", 0, 0)
     cq_c = root / "consumequeue" / "DelayTopic" / "0" / uc["file"]
     _patch(cq_c, uc["fileOffset"], struct.pack(">q", c["phyOffset"] + 1))
-    expected.add(("cq-dangling", f"consumequeue/DelayTopic/0/{uc['file']}", uc["fileOffset"]))
+    expected.add(("cq-dangling", f"consumequeue/DelayTopic/0/{uc['file']}",
+                  int(uc["file"]) + uc["fileOffset"]))
     expected.add(("cq-missing", f"commitlog/{c['file']}", c["phyOffset"]))
 
     # 4. a CQ unit pointing at another queue's message (same size): wrong message
@@ -87,7 +88,8 @@ def damaged(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, set[tuple[s
     ud = _unit("JourneyTopic", 1, 0)
     _patch(root / "consumequeue" / "JourneyTopic" / "1" / ud["file"], ud["fileOffset"],
            struct.pack(">q", other["phyOffset"]))
-    expected.add(("cq-mismatch", f"consumequeue/JourneyTopic/1/{ud['file']}", ud["fileOffset"]))
+    expected.add(("cq-mismatch", f"consumequeue/JourneyTopic/1/{ud['file']}",
+                  int(ud["file"]) + ud["fileOffset"]))
     expected.add(("cq-missing", f"commitlog/{d['file']}", d["phyOffset"]))
 
     # 5. an index entry pointing into the middle of a record
@@ -108,7 +110,14 @@ def damaged(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, set[tuple[s
     _patch(last, data_end, b"\x01" * 12)
     expected.add(("unreadable", f"commitlog/{last.name}", int(last.name) + data_end))
 
-    # 7. delayOffset.json beyond the queue's max; a consumerOffset.json for the lag audit
+    # 7. a consume-queue file that is not whole units (a torn append)
+    cq_file = root / "consumequeue" / "DelayTopic" / "1" / "00000000000000000000"
+    whole = cq_file.stat().st_size
+    with open(cq_file, "ab") as f:
+        f.write(b"\x07" * 7)
+    expected.add(("cq", "consumequeue/DelayTopic/1/00000000000000000000", whole))
+
+    # 8. delayOffset.json beyond the queue's max; a consumerOffset.json for the lag audit
     (root / "config" / "delayOffset.json").write_text(
         '{\n\t"offsetTable":{2:99,3:6,4:4,5:3,16:1\n\t}\n}', encoding="utf-8"
     )
