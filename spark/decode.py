@@ -221,23 +221,6 @@ def _maps_for(props: pa.Array, sel: np.ndarray) -> pa.Array:
     )
 
 
-def _first_bad_utf8(arr: pa.Array) -> int:
-    for i, b in enumerate(arr.to_pylist()):
-        try:
-            b.decode("utf-8")
-        except UnicodeDecodeError:
-            return i
-    return -1
-
-
-def _to_string(arr: pa.Array) -> tuple[pa.Array, int]:
-    """(string array, -1) or (None-equivalent, index of the first row that is not UTF-8)."""
-    try:
-        return arr.cast(pa.string()), -1
-    except (pa.ArrowInvalid, UnicodeDecodeError):
-        return arr, _first_bad_utf8(arr)
-
-
 # --- properties -------------------------------------------------------------------------------
 def _property_pairs(props: pa.Array) -> tuple[pa.Array, pa.Array, np.ndarray]:
     """Every ``key\x01value`` pair of every row: (keys, values, row of each pair).
