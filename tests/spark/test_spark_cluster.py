@@ -117,4 +117,5 @@ def test_scan_on_a_standalone_cluster(cluster: str, tmp_path: Path) -> None:
     ]
     assert doc["integrity"] == []
     assert res.stdout.lstrip().startswith("{")  # stdout holds the JSON only, no Spark noise
+    assert "log4j" not in res.stderr and " WARN " not in res.stderr, res.stderr[-2000:]
     assert (out / "messages").is_dir()
