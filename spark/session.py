@@ -84,9 +84,10 @@ def get_session(
     master: str | None = None,
     conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
-    """A SparkSession for mqtool (reused if this process already has one).
+    """A SparkSession for mqtool (reused as it is if this process already has one).
 
-    ``master``: ``local[*]`` by default; ``conf``: extra Spark settings (``k -> v``).
+    ``master``: ``local[*]`` by default; ``conf``: extra Spark settings (``k -> v``) that win
+    over mqtool's defaults (``*.extraJavaOptions`` are appended to mqtool's log4j options).
     """
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
@@ -98,7 +99,10 @@ def get_session(
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     settings = default_conf(master)
-    settings.update(conf or {})
+    for key, value in (conf or {}).items():
+        if key.endswith("extraJavaOptions") and key in settings:
+            value = f"{settings[key]} {value}"  # keep mqtool's log4j set-up, add the user's
+        settings[key] = value
     spark_conf = SparkConf()
     spark_conf.setMaster(master)
     for key, value in settings.items():

@@ -151,3 +151,38 @@ def test_parquet_messages_round_trip_to_the_single_process_decoder(fixture_scan)
                 assert set(row) == set(exp) | {"store"}
                 n += 1
     assert not rows and n == fixture_scan.summary["totals"]["messages"]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_rate_per_minute_matches_the_manifest(fixture_scan, scenario: str) -> None:  # noqa: F811
+    expected = Counter(
+        (m["topic"], m["storeTimestamp"] // 60_000 * 60_000) for m in _messages(scenario)
+    )
+    got = {
+        (r["topic"], r["bucketStart"]): r["count"]
+        for r in rows_for(fixture_scan.summary, "rate", scenario)
+    }
+    assert got == dict(expected)
+
+
+def test_session_defaults_and_conf() -> None:
+    from mqtool.spark.errors import SparkScanError
+    from mqtool.spark.session import LOG4J2_PROPERTIES, default_conf, parse_conf
+
+    conf = default_conf("local[2]")
+    assert conf["spark.ui.enabled"] == "false"
+    assert str(LOG4J2_PROPERTIES) in conf["spark.driver.extraJavaOptions"]
+    assert LOG4J2_PROPERTIES.is_file()
+    assert "spark.driver.host" not in default_conf("spark://10.0.0.5:7077")
+    assert parse_conf(["a=b", "c.d=e=f"]) == {"a": "b", "c.d": "e=f"}
+    with pytest.raises(SparkScanError):
+        parse_conf(["novalue"])
+
+
+def test_the_session_runs_this_interpreter(spark) -> None:  # noqa: F811
+    import os
+    import sys
+
+    assert os.environ["PYSPARK_PYTHON"] == sys.executable
+    assert spark.conf.get("spark.ui.enabled") == "false"
+    assert spark.sparkContext.master == "local[2]"
