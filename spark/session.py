@@ -160,8 +160,8 @@ def stage_progress(
     """Show a rich progress bar on stderr that follows the running Spark stages.
 
     A daemon thread polls the ``StatusTracker`` every 0.2 s and shows finished / total tasks
-    of the active stages. ``enabled`` defaults to "stderr is a terminal" (nothing is drawn
-    into pipes or logs). Nothing is ever written to stdout.
+    of each active stage; finished stages leave the screen. ``enabled`` defaults to "stderr is
+    a terminal" (nothing is drawn into pipes or logs). Nothing is ever written to stdout.
     """
     if enabled is None:
         enabled = sys.stderr.isatty()
@@ -199,10 +199,11 @@ def stage_progress(
                     progress.update(
                         tasks[stage_id], completed=info.numCompletedTasks, total=info.numTasks
                     )
+                active = set(tracker.getActiveStageIds())
                 for stage_id, task in list(tasks.items()):
-                    info = tracker.getStageInfo(stage_id)
-                    if info is not None and info.numCompletedTasks >= info.numTasks:
-                        progress.update(task, completed=info.numTasks)
+                    if stage_id not in active:  # finished (or skipped): off the screen
+                        progress.remove_task(task)
+                        del tasks[stage_id]
             except Exception:  # noqa: BLE001 - the tracker may vanish while the JVM stops
                 return
             time.sleep(0.2)
