@@ -737,18 +737,43 @@ def decode_cq_file(
 
 
 # --- index files ----------------------------------------------------------------------------
+def index_problem(path: str, name: str) -> FormatError | None:
+    """Why an index file cannot be read (header, geometry), or None when it can."""
+    fsize = os.path.getsize(path)
+    if fsize == 0:
+        return FormatError(name, 0, "empty index file (0 bytes)")
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), fsize, access=mmap.ACCESS_READ) as mm:
+        try:
+            header = parse_header(mm, file=name)
+            geo = index_geometry(fsize, file=name, buf=mm)
+        except FormatError as e:
+            return e
+        if header.index_count > geo.index_num:
+            return FormatError(
+                name, 36, f"indexCount {header.index_count} exceeds the {geo.index_num} entries"
+            )
+    return None
+
+
 def decode_index_file(
     path: str, *, store: str, name: str, chunk_entries: int = 1 << 20
 ) -> Iterator[pa.RecordBatch]:
-    """INDEX_SCHEMA batches of the used entries (1 .. indexCount-1) of one index file."""
+    """INDEX_SCHEMA batches of the used entries (1 .. indexCount-1) of one index file.
+
+    A file whose header or geometry cannot be read gives no rows (the driver reports it, see
+    :func:`index_problem`).
+    """
     fsize = os.path.getsize(path)
     if fsize == 0:
         return
     with open(path, "rb") as f:
         mm = mmap.mmap(f.fileno(), fsize, access=mmap.ACCESS_READ)
     try:
-        header = parse_header(mm, file=name)
-        geo = index_geometry(fsize, file=name, buf=mm)
+        try:
+            header = parse_header(mm, file=name)
+            geo = index_geometry(fsize, file=name, buf=mm)
+        except FormatError:
+            return
         count = min(header.index_count, geo.index_num)
         dtype = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
         first = 1

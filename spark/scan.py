@@ -89,8 +89,8 @@ def layout_findings(store: str) -> list[tuple[str, str, str, int, str]]:
     """Damage visible from names and sizes alone (the driver checks these, no Spark job).
 
     Unexpected names in commitlog/ (:meth:`mqtool.store.Store.open`), commitlog files that do
-    not follow each other (a file missing in the middle), consume-queue files that are empty or
-    not whole 20-byte units.
+    not follow each other (a file missing in the middle), index files whose header or geometry
+    cannot be read, consume-queue files that are empty or not whole 20-byte units.
     """
     from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
     from mqtool.store import Store
@@ -105,6 +105,12 @@ def layout_findings(store: str) -> list[tuple[str, str, str, int, str]]:
             out.append((store, "layout", b.name, b.base,
                         f"file starts at {b.base} but the previous one ends at "
                         f"{a.base + a.file_size}"))
+    from mqtool.spark.decode import index_problem
+
+    for s in splits.index_splits(store, root):
+        e = index_problem(s.path, s.name)
+        if e is not None:
+            out.append((store, "index", s.name, e.offset or 0, e.detail))
     for s in splits.consumequeue_splits(store, root):
         if s.file_size == 0:
             out.append((store, "cq", s.name, s.base, "empty consume-queue file (0 bytes)"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -265,3 +266,18 @@ def test_a_record_whose_topic_is_not_utf8_is_unreadable(tmp_path: Path) -> None:
     ]
     assert "UTF-8" in bad[0]["detail"]
     assert len([r for r in rows if r["recordType"] == "msg"]) == len(ref) - 1
+
+
+def test_an_unreadable_index_file_gives_no_rows_and_a_finding(tmp_path: Path) -> None:
+    from mqtool.spark.scan import layout_findings
+
+    root = tmp_path / "store"
+    shutil.copytree(store_dir("4.9.7/journey"), root)
+    index_file = next((root / "index").iterdir())
+    data = bytearray(index_file.read_bytes())
+    data[36:40] = (10**9).to_bytes(4, "big")  # indexCount far beyond the file
+    index_file.write_bytes(bytes(data))
+    rows = list(decode.decode_index_file(str(index_file), store="s", name="index/x"))
+    assert rows == []
+    found = layout_findings(str(root))
+    assert [(f[1], f[2]) for f in found] == [("index", f"index/{index_file.name}")]
