@@ -132,16 +132,24 @@ def _start_context(spark_conf: Any) -> None:
 def session_scope(
     master: str | None = None, conf: Mapping[str, str] | None = None
 ) -> Iterator[SparkSession]:
-    """:func:`get_session` for the duration of a block; stops it after only if it started it."""
+    """:func:`get_session` for the duration of a block; stops it after only if it started it.
+
+    The driver's log file (:func:`spark_log_path`) is removed after a block that ended
+    normally, and kept for a look after one that raised.
+    """
     from pyspark.sql import SparkSession
 
     existed = SparkSession.getActiveSession() is not None
     spark = get_session(master, conf)
+    ok = False
     try:
         yield spark
+        ok = True
     finally:
         if not existed:
             spark.stop()
+            if ok:
+                spark_log_path().unlink(missing_ok=True)
 
 
 def stop_session() -> None:
