@@ -22,11 +22,10 @@ NOW_MS = 1795298000000  # 2026-11-21T21:53:20Z: between the journey's level-16 a
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    from mqtool.spark.session import get_session
+    from mqtool.spark.session import session_scope
 
-    session = get_session("local[2]", {"spark.sql.shuffle.partitions": "2"})
-    yield session
-    session.stop()
+    with session_scope("local[2]", {"spark.sql.shuffle.partitions": "2"}) as session:
+        yield session
 
 
 @pytest.fixture(scope="session")
