@@ -30,6 +30,7 @@ from mqtool.formats.commitlog import (
 )
 from mqtool.formats.errors import MqtoolError
 from mqtool.jsonview import body_value, message_dict
+from mqtool.query import MessageFilter, ProgressFn, scan_messages, select_messages
 from mqtool.store import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, Store
 
 __all__ = [
@@ -49,10 +50,8 @@ __all__ = [
     "select_dlq",
 ]
 
-ProgressFn = Callable[[int, int], None]
 """``progress(done_bytes, total_bytes)`` over the commitlog, called now and then."""
 
-PROGRESS_EVERY = 2048  # records between progress calls
 
 
 class DlqError(MqtoolError):
@@ -107,16 +106,9 @@ class DlqSelection:
     def dlq_topic(self) -> str:
         return dlq_topic(self.group)
 
-    def matches(self, m: CommitLogMessage) -> bool:
-        if m.topic != self.dlq_topic:
-            return False
-        if self.since is not None and m.store_timestamp < self.since:
-            return False
-        if self.until is not None and m.store_timestamp >= self.until:
-            return False
+    def _extra(self, m: CommitLogMessage) -> bool:
+        """What a plain message filter does not know: original topic and message ids."""
         if self.topic is not None and original_topic(m) != self.topic:
-            return False
-        if self.key is not None and self.key not in m.key_list:
             return False
         if self.msg_id is not None:
             want = self.msg_id.upper()
@@ -125,40 +117,21 @@ class DlqSelection:
                 return False
         return True
 
+    def message_filter(self) -> MessageFilter:
+        return MessageFilter(
+            topic=self.dlq_topic, since=self.since, until=self.until, key=self.key,
+            limit=self.limit, where=self._extra,
+        )
 
-def _commitlog_bytes(store: Store) -> int:
-    return sum(f.size for f in store.commitlog_files)
-
-
-def _scan(
-    store: Store, since: int | None, progress: ProgressFn | None
-) -> Iterator[CommitLogMessage]:
-    """Every message (physical order), reporting progress in commitlog bytes."""
-    total = _commitlog_bytes(store)
-    base = store.commitlog_files[0].start if store.commitlog_files else 0
-    n = 0
-    for m in store.messages(since=since):
-        n += 1
-        if progress is not None and n % PROGRESS_EVERY == 0:
-            progress(m.physical_offset - base, total)
-        yield m
-    if progress is not None:
-        progress(total, total)
+    def matches(self, m: CommitLogMessage) -> bool:
+        return self.message_filter().matches(m)
 
 
 def select_dlq(
     store: Store, sel: DlqSelection, *, progress: ProgressFn | None = None
 ) -> Iterator[CommitLogMessage]:
     """The DLQ records ``sel`` selects, in commitlog order (streaming)."""
-    if sel.limit is not None and sel.limit <= 0:
-        return
-    n = 0
-    for m in _scan(store, sel.since, progress):
-        if sel.matches(m):
-            yield m
-            n += 1
-            if sel.limit is not None and n >= sel.limit:
-                return
+    return select_messages(store, sel.message_filter(), progress=progress)
 
 
 @dataclass(slots=True)
@@ -199,7 +172,7 @@ def list_groups(
     consume queue), sorted by group. ``resent_ids(record)`` says whether a record was already
     resent (see :func:`mqtool.dlq_resend.resent_checker`)."""
     groups: dict[str, DlqGroup] = {}
-    for m in _scan(store, None, progress):
+    for m in scan_messages(store, progress=progress):
         g = group_of(m.topic)
         if g is None:
             continue

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import mmap
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -38,6 +38,7 @@ from mqtool.overview import (
     load_delay_offsets,
     read_checkpoint,
 )
+from mqtool.query import ProgressFn
 from mqtool.refstore.broker import parse_delay_levels
 from mqtool.store import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -70,7 +71,6 @@ _SCAN_CHUNK = 64 << 20  # bytes searched between progress reports
 _HEAD = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
 _CQ_UNIT = struct.Struct(">qiq")  # commitlog offset, size, tagsCode
 
-ProgressFn = Callable[[int, int], None]  # (bytes done, bytes total)
 
 
 class TraceError(MqtoolError):

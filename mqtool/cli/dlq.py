@@ -31,7 +31,6 @@ from mqtool.cli.common import (
 )
 from mqtool.dlq import (
     DlqSelection,
-    ProgressFn,
     csv_header,
     csv_row,
     export_dict,
@@ -40,6 +39,7 @@ from mqtool.dlq import (
     original_topic,
     select_dlq,
 )
+from mqtool.query import ProgressFn
 
 JOURNAL_HELP = (
     "Resend journals live in each target store at config/mqtool-resend/journal.jsonl "

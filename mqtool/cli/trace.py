@@ -27,7 +27,8 @@ from mqtool.cli.common import (
 from mqtool.overview import DEFAULT_DELAY_LEVELS
 
 if TYPE_CHECKING:
-    from mqtool.trace import Hop, ProgressFn, Trace
+    from mqtool.query import ProgressFn
+    from mqtool.trace import Hop, Trace
 
 _KIND_STYLE = {
     "original": "bold",
