@@ -17,7 +17,10 @@ def _register_all() -> None:
     """Each command group module exposes ``register(app)``; optional groups may be absent."""
     import importlib
 
-    for name in ("inspect_cmd", "read", "trace", "dlq", "store", "demo", "scan"):
+    for name in (
+        "inspect_cmd", "read", "trace", "dlq", "verify", "repair", "store", "demo", "serve",
+        "scan",
+    ):
         try:
             mod = importlib.import_module(f"mqtool.cli.{name}")
         except ModuleNotFoundError as e:
