@@ -1,39 +1,182 @@
-"""The one exception hierarchy of mqtool.
+"""The one exception hierarchy of mqtool, and the one ``Finding`` type.
 
 Every error mqtool raises on purpose derives from :class:`MqtoolError`; the CLI catches exactly
-that base, prints one line and exits 1. Format errors carry the file, the absolute offset and
-what was expected versus found, e.g.::
+that base, prints one line and exits 1. Format errors carry the file, the byte offset inside that
+file and what was expected versus found, e.g.::
 
     commitlog/00000000001073741824 @ 0x3ff2a0: bad magic: expected 0xdaa320a7 or 0xdaa320ab,
     found 0x00000000
+
+Each kind of damage is a class here (in the style of kafka's ``CorruptRecordError``), and its
+``kind`` is the name a :class:`Finding` carries, so that every finding kind is a name, not a
+free-form string. Readers that keep going past damage turn an error into a finding with
+:meth:`FormatError.finding`.
+
+Offset convention (everywhere): ``FILE @ OFFSET`` is the byte offset *inside that file*; for a
+commitlog record the commitlog position may follow as ``(phy N)``.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, ClassVar
 
 
 class MqtoolError(Exception):
     """Base of every error mqtool raises deliberately."""
 
 
+class Severity(StrEnum):
+    """How bad a finding is: an ``error`` makes a read command exit 1."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+#: Every finding kind, with what it means. A :class:`Finding` must use one of these names.
+FINDING_KINDS: dict[str, str] = {}
+
+
+def _kind(name: str, meaning: str) -> str:
+    FINDING_KINDS[name] = meaning
+    return name
+
+
 class FormatError(MqtoolError):
     """Bytes that do not match a RocketMQ on-disk format.
 
-    ``file`` is a path (or a name relative to the store root), ``offset`` the absolute byte
-    offset in that file where the problem was found (``None`` when not applicable).
+    ``file`` is a path (or a name relative to the store root), ``offset`` the byte offset in that
+    file where the problem was found (``None`` when not applicable).
     """
 
-    def __init__(self, file: str | None, offset: int | None, detail: str) -> None:
+    kind: ClassVar[str] = _kind("corrupt", "bytes that match no RocketMQ structure")
+
+    def __init__(
+        self,
+        file: str | None,
+        offset: int | None,
+        detail: str,
+        *,
+        expected: str | None = None,
+        found: str | None = None,
+        phy: int | None = None,
+    ) -> None:
         self.file = file
         self.offset = offset
         self.detail = detail
+        self.expected = expected
+        self.found = found
+        self.phy = phy
         super().__init__(self.__str__())
 
     def __str__(self) -> str:
-        where = self.file or "<bytes>"
-        if self.offset is not None:
-            where += f" @ {self.offset:#x}"
-        return f"{where}: {self.detail}"
+        return _where(self.file or "<bytes>", self.offset, self.phy) + f": {self.detail}"
+
+    def finding(self, severity: Severity = Severity.ERROR) -> Finding:
+        """This error as a finding of the same kind, file and offset."""
+        return Finding(
+            self.kind, self.file or "<bytes>", self.offset, self.detail, severity=severity,
+            expected=self.expected, found=self.found, phy=self.phy,
+        )
 
 
 class TruncatedError(FormatError):
     """A structure runs past the end of its file or buffer."""
+
+    kind = _kind("truncated", "a structure runs past the end of its file")
+
+
+class BadMagicError(FormatError):
+    """A record's magic code is none of the known ones."""
+
+    kind = _kind("bad-magic", "a record's magic code is none of the known ones")
+
+
+class BadSizeError(FormatError):
+    """A size field is impossible (negative, past the file, or disagreeing with its parts)."""
+
+    kind = _kind("bad-size", "a size field is impossible or disagrees with the record")
+
+
+class CrcMismatchError(FormatError):
+    """A stored CRC (body CRC, 5.x ``__CRC32#`` property) does not match the bytes."""
+
+    kind = _kind("crc-mismatch", "a stored CRC does not match the bytes")
+
+
+class TornRecordError(FormatError):
+    """A record that was being written when the writer died (incomplete tail)."""
+
+    kind = _kind("torn-record", "an incomplete record at the end of the written data")
+
+
+class UnexpectedZerosError(FormatError):
+    """Zeros where data must be (data ends before the last file, a zeroed record)."""
+
+    kind = _kind("unexpected-zeros", "zeros where written data must be")
+
+
+class BadFieldError(FormatError):
+    """A field holds a value RocketMQ never writes (offset -1, a position not its own, ...)."""
+
+    kind = _kind("bad-field", "a field holds a value RocketMQ never writes")
+
+
+class BadConfigError(FormatError):
+    """A config file (``config/*.json``) that cannot be read."""
+
+    kind = _kind("bad-config", "a config file that cannot be parsed")
+
+
+# Kinds used by readers for facts about auxiliary files (kept until every caller names the
+# precise error class above).
+_kind("cq", "a consume-queue file or unit that is damaged or points past the data")
+_kind("index", "an index file or entry that is damaged or points past the data")
+_kind("config", "a config file that is empty, damaged or replaced by its .bak")
+_kind("checkpoint", "a checkpoint that disagrees with the data")
+_kind("layout", "unexpected file names or sizes in the store layout")
+_kind("torn", "the written data ends inside a record")
+_kind("zeros", "the written data ends before the last commitlog file")
+
+
+def _where(file: str, offset: int | None, phy: int | None) -> str:
+    where = file if offset is None else f"{file} @ {offset:#x}"
+    if phy is not None:
+        where += f" (phy {phy})"
+    return where
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """Something a reader found wrong or notable, with where it is.
+
+    ``file`` is relative to the store root; ``offset`` is the byte offset inside that file (the
+    one offset convention); ``phy`` optionally gives the commitlog position it concerns.
+    ``kind`` is a name in :data:`FINDING_KINDS`.
+    """
+
+    kind: str
+    file: str
+    offset: int | None
+    detail: str
+    severity: Severity = Severity.ERROR
+    expected: str | None = None
+    found: str | None = None
+    phy: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in FINDING_KINDS:
+            raise ValueError(f"unknown finding kind {self.kind!r}")
+
+    def __str__(self) -> str:
+        return _where(self.file, self.offset, self.phy) + f": {self.detail}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON shape shared by every command: severity, kind, file, offset, ..."""
+        return {
+            "severity": str(self.severity), "kind": self.kind, "file": self.file,
+            "offset": self.offset, "expected": self.expected, "found": self.found,
+            "detail": self.detail, "phy": self.phy,
+        }

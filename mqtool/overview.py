@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mqtool.formats.errors import FormatError
+from mqtool.formats.errors import Finding, FormatError
 from mqtool.refstore.broker import DEFAULT_MESSAGE_DELAY_LEVEL, parse_delay_levels
-from mqtool.store import SCHEDULE_TOPIC, Finding, Store, topic_kind
+from mqtool.store import SCHEDULE_TOPIC, Store, topic_kind
 
 DEFAULT_DELAY_LEVELS = DEFAULT_MESSAGE_DELAY_LEVEL
 

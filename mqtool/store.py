@@ -27,7 +27,7 @@ from mqtool.formats.commitlog import (
     scan_file,
 )
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, CqEntry, iter_cq
-from mqtool.formats.errors import FormatError, MqtoolError
+from mqtool.formats.errors import Finding, FormatError, MqtoolError
 from mqtool.formats.indexfile import IndexReader, build_key, index_key_hash
 from mqtool.formats.msgid import decode_offset_msg_id
 
@@ -39,26 +39,6 @@ TIMER_TOPIC = "rmq_sys_wheel_timer"
 
 class StoreError(MqtoolError):
     """A store root that cannot be used as asked (missing, not a store, bad argument)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """Something a reader found wrong or notable, with where it is.
-
-    ``kind``: ``torn`` / ``corrupt`` (commitlog), ``zeros`` (data ends before the last file),
-    ``cq`` / ``index`` / ``config`` (damaged auxiliary files), ``layout`` (unexpected names
-    or sizes). ``offset`` is the absolute byte offset within ``file`` (for commitlog files,
-    the commitlog offset).
-    """
-
-    kind: str
-    file: str
-    offset: int | None
-    detail: str
-
-    def __str__(self) -> str:
-        where = self.file if self.offset is None else f"{self.file} @ {self.offset:#x}"
-        return f"{where}: {self.detail}"
 
 
 def topic_kind(topic: str) -> str:
