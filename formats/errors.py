@@ -139,6 +139,7 @@ _kind("checkpoint", "a checkpoint that disagrees with the data")
 _kind("layout", "unexpected file names or sizes in the store layout")
 _kind("torn", "the written data ends inside a record")
 _kind("zeros", "the written data ends before the last commitlog file")
+_kind("gap", "commitlog data missing between two files")
 
 
 def _where(file: str, offset: int | None, phy: int | None) -> str:
