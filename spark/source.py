@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from mqtool.spark import decode, splits
+from mqtool.spark import auxfiles, decode, splits
 from mqtool.spark.schema import (
     CQ_SCHEMA,
     INDEX_SCHEMA,
@@ -74,12 +74,12 @@ def read_splits(
                 for b in batches:
                     yield b.select(names)
         elif table == "consumequeue":
-            yield from decode.decode_cq_file(
+            yield from auxfiles.decode_cq_file(
                 s.path, store=s.store, name=s.name, topic=s.topic, queue_id=s.queue_id,
                 base=s.base,
             )
         else:
-            yield from decode.decode_index_file(s.path, store=s.store, name=s.name)
+            yield from auxfiles.decode_index_file(s.path, store=s.store, name=s.name)
 
 
 class MqtoolReader(DataSourceReader):

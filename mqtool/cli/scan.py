@@ -234,7 +234,9 @@ def render(
         if findings:
             console.print(_table(
                 f"integrity: {len(findings)} finding(s)", cols("kind", "file", "offset", "detail"),
-                [pick(r, "kind", "file") + [hex(r["offset"]), r["detail"]] for r in findings],
+                [pick(r, "kind", "file")
+                 + ["-" if r["offset"] is None else hex(r["offset"]), r["detail"]]
+                 for r in findings],
             ))
         else:
             console.print("integrity: no findings", highlight=False)
