@@ -18,7 +18,9 @@ Tie properties (what ``mqtool trace`` reads to show the resend as a hop)
   a resent copy is not);
 * ``MQTOOL_RESEND_ID`` (:data:`RESEND_ID_PROPERTY`) = a 32-hex id derived only from the DLQ
   record (:func:`resend_id`): the same record always gets the same id, which is what makes a
-  resend idempotent and checkable in the target.
+  resend idempotent and checkable in the target. The id is also appended to ``KEYS`` (after
+  the record's own keys, which are kept in order), so the broker indexes it: a live broker is
+  asked "do you hold it?" with QUERY_MESSAGE by that key.
 
 Destinations (``--to``)
 -----------------------
@@ -37,9 +39,11 @@ from typing import Any
 from mqtool.dlq.selection import DlqError, original_topic, retry_topic
 from mqtool.formats.commitlog import (
     BORNHOST_V6_FLAG,
+    PROPERTY_KEYS,
     STOREHOSTADDRESS_V6_FLAG,
     CommitLogMessage,
 )
+from mqtool.refstore.broker import KEY_SEPARATOR
 from mqtool.store import DLQ_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC
 
 __all__ = [
@@ -150,8 +154,15 @@ def build_outgoing(m: CommitLogMessage, group: str, to: str = TO_RETRY) -> Outgo
     """The resent copy of DLQ record ``m`` (see the module docstring for what it keeps)."""
     topic = destination_topic(to, group, m)
     rid = resend_id(m)
+    old_rid = m.properties.get(RESEND_ID_PROPERTY)
     props = [(k, v) for k, v in m.properties.items() if k not in DROPPED_PROPERTIES
              and k not in (RESEND_DLQ_TOPIC, RESEND_DLQ_MSG_ID, RESEND_ID_PROPERTY)]
+    keys = [k for k in (m.properties.get(PROPERTY_KEYS) or "").split(KEY_SEPARATOR)
+            if k and k != old_rid] + [rid]
+    if any(k == PROPERTY_KEYS for k, _ in props):
+        props = [(k, KEY_SEPARATOR.join(keys) if k == PROPERTY_KEYS else v) for k, v in props]
+    else:
+        props.append((PROPERTY_KEYS, rid))
     props += [
         (RESEND_DLQ_TOPIC, m.topic),
         (RESEND_DLQ_MSG_ID, m.offset_msg_id),
