@@ -39,12 +39,16 @@ from typing import Any
 from mqtool.dlq.selection import DlqError, original_topic, retry_topic
 from mqtool.formats.commitlog import (
     BORNHOST_V6_FLAG,
-    PROPERTY_KEYS,
     STOREHOSTADDRESS_V6_FLAG,
     CommitLogMessage,
 )
-from mqtool.refstore.broker import KEY_SEPARATOR
-from mqtool.store import DLQ_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC
+from mqtool.formats.rules import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    KEY_SEPARATOR,
+    PROPERTY_KEYS,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    SCHEDULE_TOPIC,
+)
 
 __all__ = [
     "DROPPED_PROPERTIES",
@@ -173,5 +177,6 @@ def build_outgoing(m: CommitLogMessage, group: str, to: str = TO_RETRY) -> Outgo
         sys_flag=m.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG),
         born_timestamp=m.born_timestamp, born_host=str(m.born_host), dlq_topic=m.topic,
         dlq_msg_id=m.offset_msg_id, dlq_offset=m.physical_offset, uniq_key=m.uniq_key,
-        origin_msg_id=m.properties.get("ORIGIN_MESSAGE_ID"), original_topic=original_topic(m),
+        origin_msg_id=m.properties.get(PROPERTY_ORIGIN_MESSAGE_ID),
+        original_topic=original_topic(m),
     )
