@@ -13,13 +13,20 @@ FAIL_DELIVERIES times, then waits 3 s for the last send-backs; exit 1 on timeout
 
 import json
 import sys
+import threading
 import time
 
 from rocketmq.client import Message, Producer, PushConsumer
 
 
+_OUT = threading.Lock()
+
+
 def out(**kw):
-    print(json.dumps(kw), flush=True)
+    line = json.dumps(kw) + "\n"
+    with _OUT:  # consumer callbacks run on several threads
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def msg(topic, key, body):
@@ -66,8 +73,14 @@ def consume(ns, group, topic, expect_ok, timeout, fail_prefix=None, fail_deliver
     def cb(m):
         key = m.keys.decode() if isinstance(m.keys, bytes) else m.keys
         failing = bool(fail_prefix) and key.startswith(fail_prefix)
-        out(key=key, topic=m.topic, reconsume=m.reconsume_times, queue=m.queue_id,
-            body=m.body.decode(), fail=failing)
+        out(
+            key=key,
+            topic=m.topic,
+            reconsume=m.reconsume_times,
+            queue=m.queue_id,
+            body=m.body.decode(),
+            fail=failing,
+        )
         if failing:
             fails[key] = fails.get(key, 0) + 1
             raise RuntimeError("chosen to fail: " + key)
@@ -81,8 +94,9 @@ def consume(ns, group, topic, expect_ok, timeout, fail_prefix=None, fail_deliver
     done = False
     while time.time() - t0 < timeout:
         n_fail_keys = len([k for k, n in fails.items() if n >= fail_deliveries])
-        if len(ok_keys) >= expect_ok and (not fail_prefix or (
-                fails and n_fail_keys == len(fails) and n_fail_keys > 0)):
+        if len(ok_keys) >= expect_ok and (
+            not fail_prefix or (fails and n_fail_keys == len(fails) and n_fail_keys > 0)
+        ):
             done = True
             break
         time.sleep(0.1)

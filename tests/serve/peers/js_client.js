@@ -10,7 +10,10 @@ const { Producer, Consumer, Message } = require('ali-ons');
 
 const out = o => process.stdout.write(JSON.stringify(o) + '\n');
 const sleep = ms => new Promise(r => setTimeout(r, ms));
-const quiet = { info() {}, warn() {}, debug() {}, error(...a) { process.stderr.write(a.join(' ') + '\n'); } };
+// ali-ons logs through any method of `logger`; keep stdout for our JSON lines
+const quiet = new Proxy({}, { get: (_, name) => (name === 'error'
+  ? (...a) => process.stderr.write(a.join(' ') + '\n') : () => {}) });
+const firstKey = msg => (typeof msg.keys === 'string' ? msg.keys.split(' ')[0] : (msg.keys || [])[0]) || '';
 
 async function produce(ns, topic, prefix, count) {
   const producer = new Producer({ httpclient: {}, nameSrv: ns, producerGroup: 'PID-' + prefix, logger: quiet });
@@ -37,7 +40,7 @@ async function consume(ns, group, topic, expectOk, timeoutS, failPrefix, maxReco
   const consumer = new Consumer(opts);
   consumer.on('error', () => {});
   consumer.subscribe(topic, '*', async msg => {
-    const key = (msg.keys || [])[0] || '';
+    const key = firstKey(msg);
     const failing = Boolean(failPrefix) && key.startsWith(failPrefix);
     out({ key, topic: msg.topic, reconsume: msg.reconsumeTimes, queue: msg.queueId, body: msg.body.toString(), fail: failing });
     if (failing) {
