@@ -18,7 +18,6 @@ import time
 
 from rocketmq.client import Message, Producer, PushConsumer
 
-
 _OUT = threading.Lock()
 
 
