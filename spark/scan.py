@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mqtool.formats.errors import Finding, FormatError
+from mqtool.formats.rules import SCHEDULE_TOPIC
 from mqtool.spark import splits
 from mqtool.spark.errors import SparkScanError
 
@@ -215,8 +216,19 @@ def run_scan(
         spark, stores, "records", check_crc=check_crc, columns=[*AUDIT_COLUMNS[2:], "properties"],
         properties_for=[A.DLQ_PREFIX], **opts,
     )
-    cq = source.load(spark, stores, "consumequeue", **opts)
-    index = source.load(spark, stores, "index", **opts) if "integrity" in audits or sql else None
+    want = set(audits)
+    # The whole consume queue and the index are read only for the integrity audit (and for
+    # --out / --sql); schedule and lag read the queues of the topics they concern.
+    full_cq = "integrity" in want or out is not None or sql is not None
+    cq_topics: set[str] | None = None
+    if not full_cq:
+        cq_topics = set()
+        if "schedule" in want:
+            cq_topics.add(SCHEDULE_TOPIC)
+        if "lag" in want:
+            cq_topics |= {t for c in configs.values() for _, t, _, _ in c.consumer_offsets}
+    cq = source.load(spark, stores, "consumequeue", topics=cq_topics, **opts)
+    index = source.load(spark, stores, "index", **opts) if "integrity" in want or sql else None
 
     # One decode pass for every audit: only the columns they need are computed, and the
     # properties only of dead-lettered messages (the DLQ audit reads RETRY_TOPIC); cached.
@@ -226,7 +238,6 @@ def run_scan(
     try:
         lean_msgs = A.messages(lean)
         tables: dict[str, DataFrame] = {}
-        want = set(audits)
         if "queues" in want:
             tables["queues"] = A.queue_stats(lean_msgs)
         if "rate" in want:
@@ -264,7 +275,8 @@ def run_scan(
             )
         )[0]
         summary["totals"] = {k: int(v or 0) for k, v in totals.items()}
-        summary["totals"]["consumeQueueUnits"] = cq_cached.count()
+        if full_cq:
+            summary["totals"]["consumeQueueUnits"] = cq_cached.count()
         for name in ("queues", "rate", "retry", "schedule", "integrity", "lag"):
             if name in tables:
                 summary[name] = _rows(tables[name])

@@ -282,11 +282,11 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="print the results as JSON only")
     args = ap.parse_args()
     master = f"local[{args.cores}]"
-    res: dict[str, Any] = {
-        "commit": _git_commit(), "cpuCount": os.cpu_count(),
-        "loadAverageAtStart": [round(x, 2) for x in os.getloadavg()],
-        "store": str(args.store), "master": master,
-    }
+    sys.path.insert(0, str(HERE.parent))
+    from figures import render, run_meta, write_last_run
+
+    meta = run_meta()
+    res: dict[str, Any] = {"store": str(args.store), "master": master}
     res["buildSeconds"] = build_store(args.store, args.size)
     files = commitlog_files(args.store)
     res["commitlogBytes"] = sum(f.stat().st_size for f in files)
@@ -332,12 +332,12 @@ def main() -> None:
         _spark_figures(args, master, res, n_msgs, narrow, add)
 
     rates = {k: r for k, _, _, r in rows}
-    res["rates"] = [
-        {"key": k, "what": w, "seconds": round(s, 2), "msgsPerSecond": round(r),
-         "ofSequentialRead": round(r / read_mps, 4)}
+    res["readGBps"] = round(read_bps / 1e9, 2)
+    figures: list[dict[str, Any]] = [
+        {"what": w, "value": round(r), "unit": "msgs/s", "ratio": round(r / read_mps, 4),
+         "seconds": round(s, 2), "key": k}
         for k, w, s, r in rows
     ]
-    res["readGBps"] = round(read_bps / 1e9, 2)
     targets: dict[str, Any] = {
         "singleFullOfRead": round(rates["singleFull"] / read_mps, 4),  # issue 13: >= 0.25
     }
@@ -347,21 +347,54 @@ def main() -> None:
         targets["scanBudgetSeconds"] = round(start + 2 * t_full, 2)  # start-up + 2 x single
         targets["cliWallSeconds"] = res["cliWallSeconds"]
         targets["cliAfterStartupSeconds"] = round(res["cliWallSeconds"] - start, 2)
-    res["targets"] = targets
-    res["loadAverageAtEnd"] = [round(x, 2) for x in os.getloadavg()]
-    (HERE / "last-run.json").write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+        figures += [
+            {"what": "Spark start-up on its own (session + Python workers)", "value": start,
+             "unit": "s", "ratio": None},
+            {"what": f"mqtool scan CLI {master}, every audit: wall time", "value":
+             res["cliWallSeconds"], "unit": "s", "ratio": None},
+            {"what": f"mqtool scan CLI {master}: wall time less the start-up", "value":
+             targets["cliAfterStartupSeconds"], "unit": "s", "ratio": None},
+            {"what": "issue 13 budget for the CLI: start-up + 2 x single-process decode (every "
+             "column, CRC off)", "value": targets["scanBudgetSeconds"], "unit": "s",
+             "ratio": None},
+        ]
+    doc = {
+        "size": args.size,
+        "params": res,
+        "baseline": "sequential read (warm) of the same commitlog bytes, same run, as a record "
+                    "rate",
+        "figures": figures,
+        "targets": targets,
+        "notes": [
+            f"Store: {n_msgs:,} messages, {data_bytes:,} bytes of records (average "
+            f"{res['avgRecordBytes']} B), {len(files)} commitlog files; sequential read "
+            f"{res['readGBps']} GB/s. Targets (issue 13): {json.dumps(targets)}. Peak "
+            f"anonymous RSS (MiB): in-process {res.get('inProcessPeakMiB', 'not run')}, CLI "
+            f"{res.get('cliPeakMiB', 'not run')}.",
+        ],
+    }
+    path = write_last_run("scan", meta, doc)
+    _copy_to_spark_readme(render("scan", json.loads(path.read_text(encoding="utf-8"))))
     if args.json:
-        print(json.dumps(res, indent=2))
+        print(path.read_text(encoding="utf-8"))
         return
-    print(f"store {args.store}: {n_msgs:,} messages, {data_bytes:,} bytes of records "
-          f"(avg {res['avgRecordBytes']} B), {len(files)} commitlog files; "
-          f"{os.cpu_count()} CPUs, load average {res['loadAverageAtStart']} -> "
-          f"{res['loadAverageAtEnd']}")
-    print(f"{'what':62} {'seconds':>8} {'msgs/s':>12} {'x read':>8}")
-    for r in res["rates"]:
-        print(f"{r['what']:62} {r['seconds']:8.2f} {r['msgsPerSecond']:12,} "
-              f"{r['ofSequentialRead']:8.4f}")
-    print(json.dumps({k: v for k, v in res.items() if k not in ("rates",)}, indent=1))
+    print(f"{'what':66} {'seconds':>8} {'msgs/s':>12} {'x read':>8}")
+    for k, w, sec, r in rows:
+        print(f"{w:66} {sec:8.2f} {round(r):12,} {r / read_mps:8.4f}  ({k})")
+    print(json.dumps(targets))
+
+
+SPARK_README = ROOT / "spark" / "README.md"
+
+
+def _copy_to_spark_readme(block: str) -> None:
+    """The figures block (as bench/figures.py renders it) between spark/README.md's markers."""
+    start, end = "<!-- bench:scan:start -->", "<!-- bench:scan:end -->"
+    text = SPARK_README.read_text(encoding="utf-8")
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        _, tail = rest.split(end, 1)
+        SPARK_README.write_text(f"{head}{start}\n{block}\n{end}{tail}", encoding="utf-8")
 
 
 def _spark_figures(
