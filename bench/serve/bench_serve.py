@@ -155,7 +155,7 @@ def main() -> int:
         "target": "8 producers sync >= 0.5 x direct put",
     }
     (HERE / "last-run.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(f"| case | msgs/s | ratio to direct put |\n|---|---:|---:|")
+    print("| case | msgs/s | ratio to direct put |\n|---|---:|---:|")
     for name, c in cases.items():
         print(f"| {name} | {c['msgs_per_s']} | {c['ratio']} |")
     rssd = cases[f"wire sync, {args.producers} producers"]["rss_kib"]
