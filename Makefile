@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO ?= demo-store
 
-.PHONY: dev test demo lint typecheck conformance bench clean
+.PHONY: dev test demo lint typecheck conformance bench clean chromium
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -15,8 +15,13 @@ $(BIN)/.installed: pyproject.toml
 
 dev: $(BIN)/.installed
 
-test: dev
+test: dev chromium
 	$(BIN)/python -m pytest
+
+# tests/report render the HTML pages in headless Chromium: Debian's package (Playwright drives
+# it; no browser download). Installed with apt-get when missing (needs root, as on CI).
+chromium:
+	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
 
 # The main job on the built-in reference store: build a demo store, look inside it, follow a
 # dead-lettered order through its retries, resend it (dry run first), trace it again, audit it.
