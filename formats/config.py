@@ -38,6 +38,7 @@ from typing import Any
 
 from mqtool.formats.errors import FormatError
 from mqtool.formats.javastr import java_string_hash
+from mqtool.formats.rules import DEFAULT_MAX_RECONSUME_TIMES
 
 __all__ = [
     "CONSUMER_OFFSET_TABLE_CAPACITY",
@@ -894,7 +895,7 @@ def default_subscription_group_fields(group_name: str) -> dict[str, Any]:
         "groupRetryPolicy": {"type": "CUSTOMIZED"},
         "groupSysFlag": 0,
         "notifyConsumerIdsChangedEnable": True,
-        "retryMaxTimes": 16,
+        "retryMaxTimes": DEFAULT_MAX_RECONSUME_TIMES,
         "retryQueueNums": 1,
         "whichBrokerWhenConsumeSlowly": 1,
     }
@@ -923,7 +924,7 @@ class SubscriptionGroupConfig:
     @property
     def retry_max_times(self) -> int:
         """Reconsume attempts before the DLQ (default 16)."""
-        return int(self.fields.get("retryMaxTimes", 16))
+        return int(self.fields.get("retryMaxTimes", DEFAULT_MAX_RECONSUME_TIMES))
 
     @property
     def retry_queue_nums(self) -> int:

@@ -30,30 +30,19 @@ from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, CqEntry, iter_cq
 from mqtool.formats.errors import Finding, FormatError, MqtoolError
 from mqtool.formats.indexfile import IndexReader, build_key, index_key_hash
 from mqtool.formats.msgid import decode_offset_msg_id
-
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
-TIMER_TOPIC = "rmq_sys_wheel_timer"
+from mqtool.formats.rules import (  # re-exported: the broker's names live in formats/rules.py
+    DLQ_GROUP_TOPIC_PREFIX as DLQ_GROUP_TOPIC_PREFIX,
+)
+from mqtool.formats.rules import (
+    RETRY_GROUP_TOPIC_PREFIX as RETRY_GROUP_TOPIC_PREFIX,
+)
+from mqtool.formats.rules import SCHEDULE_TOPIC as SCHEDULE_TOPIC
+from mqtool.formats.rules import TIMER_TOPIC as TIMER_TOPIC
+from mqtool.formats.rules import topic_kind as topic_kind
 
 
 class StoreError(MqtoolError):
     """A store root that cannot be used as asked (missing, not a store, bad argument)."""
-
-
-def topic_kind(topic: str) -> str:
-    """``normal``, ``retry``, ``dlq``, ``schedule``, ``timer`` or ``system``."""
-    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-        return "retry"
-    if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
-        return "dlq"
-    if topic == SCHEDULE_TOPIC:
-        return "schedule"
-    if topic == TIMER_TOPIC:
-        return "timer"
-    if topic.startswith(("rmq_sys_", "RMQ_SYS_")) or topic in ("TBW102", "SELF_TEST_TOPIC"):
-        return "system"
-    return "normal"
 
 
 def map_readonly(path: Path) -> bytes | mmap.mmap:

@@ -25,6 +25,7 @@ from mqtool.cli.common import (
     parse_time,
     print_json,
 )
+from mqtool.formats.rules import fmt_delay
 from mqtool.overview import DEFAULT_DELAY_LEVELS
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ def _hop_node(n: int, h: Hop) -> Tree:
     ))
     bits = []
     if h.delay_level is not None and h.kind in ("schedule", "retry", "delivered", "pop-retry"):
-        d = "" if h.delay_ms is None else f" ({_fmt_delay(h.delay_ms)})"
+        d = "" if h.delay_ms is None else f" ({fmt_delay(h.delay_ms)})"
         bits.append(f"delay level {h.delay_level}{d}")
     if h.deliver_timestamp is not None:
         bits.append(f"due {fmt_time(h.deliver_timestamp)}")
@@ -90,13 +91,6 @@ def _hop_node(n: int, h: Hop) -> Tree:
         node.add(Text(h.note))
     node.add(Text(h.state_detail, style=_STATE_STYLE.get(h.state, "")))
     return node
-
-
-def _fmt_delay(ms: int) -> str:
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms}ms"
 
 
 def render_trace(tr: Trace, console: Console) -> None:

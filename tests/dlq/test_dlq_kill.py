@@ -16,7 +16,8 @@ from pathlib import Path
 from test_dlq_resend import make_dlq_source, make_target, resent_copies
 
 from mqtool.dlq import DlqSelection, select_dlq
-from mqtool.dlq_resend import RESEND_ID_PROPERTY, ResendJournal, default_journal_path, resend_id
+from mqtool.dlq.journal import ResendJournal, default_journal_path
+from mqtool.dlq.outgoing import RESEND_ID_PROPERTY, resend_id
 from mqtool.refstore.engine import RefStore
 from mqtool.store import Store
 

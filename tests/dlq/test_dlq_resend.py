@@ -19,17 +19,16 @@ from typer.testing import CliRunner
 from conftest import manifest_jsonl, store_dir
 from mqtool.cli import app
 from mqtool.dlq import DlqSelection
-from mqtool.dlq_resend import (
+from mqtool.dlq.journal import ResendJournal, default_journal_path
+from mqtool.dlq.outgoing import (
     DROPPED_PROPERTIES,
     RESEND_DLQ_MSG_ID,
     RESEND_DLQ_TOPIC,
     RESEND_ID_PROPERTY,
-    RefStoreTarget,
-    ResendJournal,
     build_outgoing,
-    default_journal_path,
-    resend,
 )
+from mqtool.dlq.resend import resend
+from mqtool.dlq.targets import RefStoreTarget
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.refstore.engine import ManualClock, Message, RefStore, StoreConfig
 from mqtool.store import Store
