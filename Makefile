@@ -65,6 +65,15 @@ typecheck: dev
 	ln -s ../../../spark build/typecheck/mqtool/spark
 	cd build/typecheck && ../../$(BIN)/mypy --config-file ../../pyproject.toml -p mqtool
 
+# Every benchmark at its small default size (bench/<name>/run.py, or bench/<name>/bench_<name>.py),
+# then bench/figures.py copies each bench/<name>/last-run.json into README.md.
+bench: dev
+	set -e; for d in bench/*/; do \
+	  n=$$(basename $$d); r=$$d/run.py; [ -f $$r ] || r=$$d/bench_$$n.py; \
+	  if [ -f $$r ]; then echo "== $$r"; $(BIN)/python $$r; fi; \
+	done
+	$(BIN)/python bench/figures.py
+
 conformance: dev
 	MQTOOL=$(BIN)/mqtool ../shared/conformance/check
 
