@@ -1,7 +1,7 @@
 """bench/serve: messages/s through the wire into ``mqtool serve``, as a ratio to the reference
 store's direct put rate measured in the same run.
 
-Usage: .venv/bin/python bench/serve/bench_serve.py [--messages 5000] [--producers 8]
+Usage: .venv/bin/python bench/serve/run.py [--messages 5000] [--producers 8]
        [--body 1024] [--dir bench/out/serve]   (needs ``make peers``)
 
 Cases, all with 1 KiB bodies, TAGS and KEYS, the real C++-core client (PyPI rocketmq 0.4.4)
@@ -33,6 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from mqtool.refstore.engine import Message, RefStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from figures import run_meta, write_last_run  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -101,6 +104,7 @@ def main() -> int:
     args = ap.parse_args()
     if not CPP_PYTHON.exists():
         raise SystemExit("the real client is not installed: run `make peers`")
+    meta = run_meta()
     n, body, work = args.messages, args.body, args.dir
     work.mkdir(parents=True, exist_ok=True)
     cases: dict[str, dict[str, Any]] = {}
@@ -146,23 +150,33 @@ def main() -> int:
     for c in cases.values():
         c["ratio"] = round(c["msgs_per_s"] / base, 3)
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, cwd=ROOT).stdout.strip()
-    report = {
-        "commit": commit, "cores": os.cpu_count(), "loadavg": list(os.getloadavg()),
-        "messages_per_producer": n, "producers": args.producers, "body_bytes": body,
-        "baseline": "direct put (RefStore.put in process, same message shape)",
-        "cases": cases, "server_exit": rc,
-        "target": "8 producers sync >= 0.5 x direct put",
-    }
-    (HERE / "last-run.json").write_text(json.dumps(report, indent=2) + "\n")
+    nprod = f"wire sync, {args.producers} producers"
+    rssd = cases[nprod]["rss_kib"]
+    write_last_run("serve", meta, {
+        "size": "small" if (n, args.producers, body) == (5000, 8, 1024)
+        else f"{n} messages per producer, {args.producers} producers, {body}-byte bodies",
+        "params": {"messagesPerProducer": n, "producers": args.producers, "bodyBytes": body},
+        "baseline": "direct put: RefStore.put in the benchmark's process, same message shape "
+                    "(1 KiB body, TAGS, KEYS), same run",
+        "figures": [
+            {"what": name, "value": c["msgs_per_s"], "unit": "msgs/s", "ratio": c["ratio"]}
+            for name, c in cases.items()
+        ],
+        "cases": cases,
+        "serverExit": rc,
+        "notes": [
+            "wire cases: the real C++-core client (PyPI rocketmq 0.4.4) in its own processes "
+            "against `mqtool serve` in its own process, all on the same machine",
+            f"server RSS under {args.producers} producers (KiB): first sample "
+            f"{rssd['first']}, last {rssd['last']}, peak {rssd['max']}",
+            "target of issue 11: 8 producers' sync sends >= 0.5 of the direct put rate",
+        ],
+    })
     print("| case | msgs/s | ratio to direct put |\n|---|---:|---:|")
     for name, c in cases.items():
         print(f"| {name} | {c['msgs_per_s']} | {c['ratio']} |")
-    rssd = cases[f"wire sync, {args.producers} producers"]["rss_kib"]
     print(f"server RSS under {args.producers} producers (KiB): first {rssd['first']}, "
-          f"last {rssd['last']}, max {rssd['max']}; commit {commit}, {os.cpu_count()} cores, "
-          f"load {os.getloadavg()[0]:.2f}")
+          f"last {rssd['last']}, max {rssd['max']}")
     return 0
 
 
