@@ -19,7 +19,7 @@ Pure functions and constants only; imports nothing of the project but ``formats`
 from __future__ import annotations
 
 from mqtool.formats.errors import FormatError, MqtoolError
-from mqtool.formats.javastr import java_string_hash
+from mqtool.formats.javacompat import java_string_hash
 
 # --- topics (MixAll, TopicValidator, TransactionalMessageUtil) -------------------------------
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX

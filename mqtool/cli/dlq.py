@@ -28,6 +28,7 @@ from mqtool.cli.common import (
     parse_time,
     print_json,
     print_jsonl,
+    report_error,
 )
 from mqtool.dlq import (
     DlqSelection,
@@ -340,15 +341,21 @@ def resend_cmd(
         tgt = RefStoreTarget(target, read_only=dry_run)
         jr = ResendJournal.read(jpath) if dry_run else ResendJournal.open(jpath)
         try:
-            report = resend(st, sel, tgt, jr, to=to, dry_run=dry_run, rate=rate, batch=batch,
-                            on_outcome=show_outcome)
+            records = select_dlq(st, sel)
+            report = resend(records, group, tgt, jr, source=str(st.root), to=to,
+                            dry_run=dry_run, rate=rate, batch=batch, on_outcome=show_outcome)
         finally:
             jr.close()
             tgt.close()
         d = report.to_dict(body)
         if json_:
             print_json(d)
-        else:
+        if report.stopped is not None:
+            report_error(
+                f"{report.stopped} (sent {d['sent']}, failed {d['failed']}, not reached "
+                f"{d['notSent']}; journal {jpath}; run the same command again to go on)")
+            raise typer.Exit(1)
+        if not json_:
             err_console().print(
                 f"selected {d['selected']}: sent {d['sent']}, skipped {d['skipped']}, "
                 f"failed {d['failed']}" + (f", would send {d['wouldSend']} (dry run)"

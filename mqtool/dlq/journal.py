@@ -22,6 +22,8 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
+import signal
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -39,12 +41,54 @@ __all__ = [
     "JOURNAL_NAME",
     "JournalEntry",
     "ResendJournal",
+    "crash_point",
     "default_journal_path",
+    "live_journal_path",
     "resent_checker",
+    "state_dir",
 ]
 
 JOURNAL_DIR = Path("config") / "mqtool-resend"
 JOURNAL_NAME = "journal.jsonl"
+
+
+def state_dir() -> Path:
+    """mqtool's per-user state directory: ``$XDG_STATE_HOME/mqtool`` (XDG Base Directory),
+    ``~/.local/state/mqtool`` when the variable is unset or not absolute."""
+    base = os.environ.get("XDG_STATE_HOME", "")
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".local" / "state"
+    return root / "mqtool"
+
+
+def _safe_name(text: str) -> str:
+    """``text`` as one file name: characters outside ``[A-Za-z0-9._-]`` as ``%XX``."""
+    return re.sub(r"[^A-Za-z0-9._-]", lambda m: "".join(f"%{b:02X}" for b in
+                                                    m.group().encode("utf-8")), text)
+
+
+def live_journal_path(namesrv: str, group: str) -> Path:
+    """Default journal of resending ``group``'s dead letters into a live cluster:
+    ``<state dir>/resend/<name servers>/<group>.jsonl``. The cluster is keyed by its name
+    server addresses, sorted, so ``a;b`` and ``b;a`` share a journal."""
+    addrs = sorted({a.strip() for a in namesrv.split(";") if a.strip()})
+    return state_dir() / "resend" / _safe_name(";".join(addrs)) / f"{_safe_name(group)}.jsonl"
+
+
+CRASH_ENV = "MQTOOL_CRASH_AT"
+_crash_counts: dict[str, int] = {}
+
+
+def crash_point(name: str) -> None:
+    """Fault injection for the kill -9 tests: when ``$MQTOOL_CRASH_AT`` is ``<name>:<n>``, the
+    process SIGKILLs itself the n-th time it passes this point (no cleanup, no flush, as a
+    real ``kill -9``). Unset (always, outside those tests), this does nothing."""
+    want = os.environ.get(CRASH_ENV)
+    if not want or not want.startswith(name + ":"):
+        return
+    n = _crash_counts.get(name, 0) + 1
+    _crash_counts[name] = n
+    if str(n) == want[len(name) + 1:]:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def default_journal_path(target_root: str | os.PathLike[str]) -> Path:
@@ -160,6 +204,10 @@ class ResendJournal:
             for r in recs
         )
         view = memoryview(data)
+        if os.environ.get(CRASH_ENV, "").startswith("journal-torn:"):
+            n = os.write(self._fd, view[: len(view) // 2])  # half of the lines, then the kill
+            crash_point("journal-torn")
+            view = view[n:]
         while view:
             n = os.write(self._fd, view)
             view = view[n:]

@@ -18,7 +18,9 @@ Tie properties (what ``mqtool trace`` reads to show the resend as a hop)
   a resent copy is not);
 * ``MQTOOL_RESEND_ID`` (:data:`RESEND_ID_PROPERTY`) = a 32-hex id derived only from the DLQ
   record (:func:`resend_id`): the same record always gets the same id, which is what makes a
-  resend idempotent and checkable in the target.
+  resend idempotent and checkable in the target. The id is also appended to ``KEYS`` (after
+  the record's own keys, which are kept in order), so the broker indexes it: a live broker is
+  asked "do you hold it?" with QUERY_MESSAGE by that key.
 
 Destinations (``--to``)
 -----------------------
@@ -40,7 +42,13 @@ from mqtool.formats.commitlog import (
     STOREHOSTADDRESS_V6_FLAG,
     CommitLogMessage,
 )
-from mqtool.store import DLQ_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC
+from mqtool.formats.rules import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    KEY_SEPARATOR,
+    PROPERTY_KEYS,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    SCHEDULE_TOPIC,
+)
 
 __all__ = [
     "DROPPED_PROPERTIES",
@@ -150,8 +158,15 @@ def build_outgoing(m: CommitLogMessage, group: str, to: str = TO_RETRY) -> Outgo
     """The resent copy of DLQ record ``m`` (see the module docstring for what it keeps)."""
     topic = destination_topic(to, group, m)
     rid = resend_id(m)
+    old_rid = m.properties.get(RESEND_ID_PROPERTY)
     props = [(k, v) for k, v in m.properties.items() if k not in DROPPED_PROPERTIES
              and k not in (RESEND_DLQ_TOPIC, RESEND_DLQ_MSG_ID, RESEND_ID_PROPERTY)]
+    keys = [k for k in (m.properties.get(PROPERTY_KEYS) or "").split(KEY_SEPARATOR)
+            if k and k != old_rid] + [rid]
+    if any(k == PROPERTY_KEYS for k, _ in props):
+        props = [(k, KEY_SEPARATOR.join(keys) if k == PROPERTY_KEYS else v) for k, v in props]
+    else:
+        props.append((PROPERTY_KEYS, rid))
     props += [
         (RESEND_DLQ_TOPIC, m.topic),
         (RESEND_DLQ_MSG_ID, m.offset_msg_id),
@@ -162,5 +177,6 @@ def build_outgoing(m: CommitLogMessage, group: str, to: str = TO_RETRY) -> Outgo
         sys_flag=m.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG),
         born_timestamp=m.born_timestamp, born_host=str(m.born_host), dlq_topic=m.topic,
         dlq_msg_id=m.offset_msg_id, dlq_offset=m.physical_offset, uniq_key=m.uniq_key,
-        origin_msg_id=m.properties.get("ORIGIN_MESSAGE_ID"), original_topic=original_topic(m),
+        origin_msg_id=m.properties.get(PROPERTY_ORIGIN_MESSAGE_ID),
+        original_topic=original_topic(m),
     )

@@ -23,15 +23,17 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from mqtool.formats import rules
 from mqtool.formats.commitlog import (
     PROPERTY_ORIGIN_MESSAGE_ID,
     PROPERTY_RETRY_TOPIC,
     CommitLogMessage,
 )
 from mqtool.formats.errors import MqtoolError
+from mqtool.formats.rules import dlq_topic, retry_topic
 from mqtool.jsonview import body_value, message_dict
 from mqtool.query import MessageFilter, ProgressFn, scan_messages, select_messages
-from mqtool.store import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, Store
+from mqtool.store import Store
 
 __all__ = [
     "CSV_COLUMNS",
@@ -56,21 +58,9 @@ class DlqError(MqtoolError):
     """A DLQ request that cannot be served (unknown group, bad selection, ...)."""
 
 
-def dlq_topic(group: str) -> str:
-    """``MixAll.getDLQTopic``: ``%DLQ%<group>``."""
-    return DLQ_GROUP_TOPIC_PREFIX + group
-
-
-def retry_topic(group: str) -> str:
-    """``MixAll.getRetryTopic``: ``%RETRY%<group>``."""
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
 def group_of(topic: str) -> str | None:
     """The consumer group of a ``%DLQ%<group>`` topic, None for any other topic."""
-    if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
-        return topic[len(DLQ_GROUP_TOPIC_PREFIX) :]
-    return None
+    return rules.group_of(topic) if rules.topic_kind(topic) == "dlq" else None
 
 
 def original_topic(m: CommitLogMessage) -> str | None:

@@ -13,12 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from mqtool.dlq.journal import crash_point
 from mqtool.dlq.outgoing import RESEND_ID_PROPERTY, OutgoingMessage, ResendError
+from mqtool.formats.errors import MqtoolError
 from mqtool.store import Store
 
 __all__ = [
     "RefStoreTarget",
     "ResendTarget",
+    "SendFailure",
     "SendResult",
     "check_store_target",
 ]
@@ -37,6 +40,17 @@ class SendResult:
     store_timestamp: int
 
 
+class SendFailure(ResendError):
+    """One message not accepted. ``fatal``: the fault ends the run (target unreachable, refused,
+    topic missing); ``unknown``: the message may have been stored (no answer after it was
+    written) - the journal keeps it unresolved, a rerun asks the target before sending."""
+
+    def __init__(self, text: str, *, fatal: bool = False, unknown: bool = False) -> None:
+        super().__init__(text)
+        self.fatal = fatal
+        self.unknown = unknown
+
+
 class ResendTarget(Protocol):
     """Where resent messages go: a store directory or a live cluster."""
 
@@ -52,6 +66,11 @@ class ResendTarget(Protocol):
 
     def put(self, message: OutgoingMessage) -> SendResult:
         """Store/send one message; raise :class:`MqtoolError` when it was not accepted."""
+        ...
+
+    def put_many(self, messages: list[OutgoingMessage]) -> list[SendResult | SendFailure]:
+        """Send several messages (a live target keeps them in flight together); one result
+        per message, in order."""
         ...
 
     def contains(self, message: OutgoingMessage, since: int | None = None) -> bool:
@@ -177,6 +196,16 @@ class RefStoreTarget:
         ))
         return SendResult(r.msg_id, r.topic, r.queue_id, r.queue_offset, r.physical_offset,
                           r.store_timestamp)
+
+    def put_many(self, messages: list[OutgoingMessage]) -> list[SendResult | SendFailure]:
+        out: list[SendResult | SendFailure] = []
+        for m in messages:
+            try:
+                out.append(self.put(m))
+            except MqtoolError as e:
+                out.append(SendFailure(str(e)))
+            crash_point("put")
+        return out
 
     def contains(self, message: OutgoingMessage, since: int | None = None) -> bool:
         if not self.read_only:

@@ -17,7 +17,7 @@ Mirrors, step for step:
 Property maps are plain ``dict`` objects in *Java insertion order* (a decoded record's map is
 filled in stored order; puts append, replacements keep the position). Since no path removes a key
 before encoding, the Java iteration order of such a map follows from its key sequence alone:
-:func:`~mqtool.refstore.javautil.hashmap_key_order` turns it into RocketMQ's byte order.
+:func:`~mqtool.formats.javacompat.hashmap_key_order` turns it into RocketMQ's byte order.
 """
 
 from __future__ import annotations
