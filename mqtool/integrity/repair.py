@@ -199,22 +199,23 @@ class _Plan:
         units: list[tuple[int, int, int]] = []
         for i in range(keep):
             lo = int(q.offsets[i])
-            unit = (int(q.phys[i]), int(q.sizes[i]), int(q.tags[i]))
+            unit: tuple[int, int, int] | None = (
+                int(q.phys[i]), int(q.sizes[i]), int(q.tags[i]))
             if lo in q.bad:
                 row = by_qoff.get(lo)
                 if row is None:
                     break  # nothing to rebuild it from: the queue ends here
-                unit = self._unit_for(row, q, m, delta, unit[2])
-                if unit is None:
-                    break
+                unit = self._unit_for(row, q, m, delta, int(q.tags[i]))
+            if unit is None:
+                break
             units.append(unit)
         # re-dispatch readable records missing at the tail
         nxt = q.min_offset + len(units)
         while nxt in by_qoff:
-            unit = self._unit_for(by_qoff[nxt], q, m, delta, None)
-            if unit is None:
+            extra = self._unit_for(by_qoff[nxt], q, m, delta, None)
+            if extra is None:
                 break
-            units.append(unit)
+            units.append(extra)
             nxt += 1
         old = [(int(a), int(b), int(c)) for a, b, c in zip(
             q.phys.tolist(), q.sizes.tolist(), q.tags.tolist(), strict=True)]
@@ -389,11 +390,11 @@ class _Plan:
                     topic, _group = value.topic_group(key)
                     nt = dict(t)
                     for qid, off in t.items():
-                        mx = newmax.get((topic, qid))
-                        if mx is not None and off > mx:
+                        qmax = newmax.get((topic, qid))
+                        if qmax is not None and off > qmax:
                             self.note(rel, None, f"{key} queue {qid} offset {off}",
-                                      f"{mx} (queue max)")
-                            nt[qid] = mx
+                                      f"{qmax} (queue max)")
+                            nt[qid] = qmax
                             changed = True
                     tables[key] = nt
                 if changed:
