@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO ?= demo-store
 
-.PHONY: dev test demo lint typecheck conformance bench clean
+.PHONY: dev test demo lint typecheck conformance bench clean peers
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -15,8 +15,24 @@ $(BIN)/.installed: pyproject.toml
 
 dev: $(BIN)/.installed
 
-test: dev
+test: dev peers
 	$(BIN)/python -m pytest
+
+# The real RocketMQ remoting clients the serve tests start (see tests/serve/): PyPI rocketmq 0.4.4
+# (C++ core, own venv: it installs a top-level `rocketmq` package) and npm ali-ons 3.12.0.
+PEERS := build/peers
+PEERS_STAMP := $(PEERS)/.installed-rocketmq-0.4.4-ali-ons-3.12.0
+
+peers: $(PEERS_STAMP)
+
+$(PEERS_STAMP):
+	rm -rf $(PEERS)/cpp $(PEERS)/node
+	$(PY) -m venv $(PEERS)/cpp
+	$(PEERS)/cpp/bin/python -m pip install -q rocketmq==0.4.4
+	mkdir -p $(PEERS)/node
+	cd $(PEERS)/node && echo '{"name":"mqtool-peers","private":true}' > package.json \
+		&& npm install --no-audit --no-fund --loglevel=error ali-ons@3.12.0
+	touch $@
 
 # The main job on the built-in reference store: build a demo store, look inside it, follow a
 # dead-lettered order through its retries, resend it (dry run first), trace it again, audit it.

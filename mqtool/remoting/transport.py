@@ -19,6 +19,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from mqtool.formats.errors import MqtoolError
 from mqtool.remoting.codes import FLAG_ONEWAY, ResponseCode
 from mqtool.remoting.frame import (
     DEFAULT_MAX_FRAME,
@@ -120,6 +121,7 @@ class RemotingServer:
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         frame_timeout: float = DEFAULT_FRAME_TIMEOUT,
         log: Callable[[str], None] = _log,
+        on_disconnect: Callable[[Peer], None] | None = None,
     ) -> None:
         self.handler = handler
         self.name = name
@@ -127,6 +129,7 @@ class RemotingServer:
         self.idle_timeout = idle_timeout
         self.frame_timeout = frame_timeout
         self.log = log
+        self.on_disconnect = on_disconnect
         self.peers: set[Peer] = set()
         self._server: asyncio.Server | None = None
         self.bad_frames = 0
@@ -168,6 +171,8 @@ class RemotingServer:
                 await asyncio.wait(set(peer.tasks), timeout=self.frame_timeout)
             peer.closed = True
             self.peers.discard(peer)
+            if self.on_disconnect is not None:
+                self.on_disconnect(peer)
             writer.close()
             with contextlib.suppress(ConnectionError, OSError):
                 await writer.wait_closed()
@@ -179,7 +184,7 @@ class RemotingServer:
             resp = cmd.response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported"
             )
-        except RemotingError as e:  # bad header field or body: answered, connection kept
+        except MqtoolError as e:  # bad header field, body or store request: answered
             resp = cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
         except asyncio.CancelledError:
             raise
