@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import time
 from collections.abc import Coroutine, Iterator, Sequence
@@ -276,6 +277,35 @@ class LiveClient:
                 raise ClientError(f"name server {addr}: unreadable route of {topic}: {e}",
                                   fatal=True) from None
         raise ClientError("no name server reachable (" + "; ".join(errors) + ")", fatal=True)
+
+    async def _ns_request(self, code: int, ext: dict[str, str], what: str) -> RemotingCommand:
+        errors: list[str] = []
+        n = len(self.namesrv)
+        for i in range(n):
+            addr = self.namesrv[(self._ns_first + i) % n]
+            try:
+                resp = await self.invoke(addr, code, ext)
+            except ClientError as e:
+                errors.append(str(e))
+                continue
+            self._ns_first = (self._ns_first + i) % n
+            _check_acl(resp, f"name server {addr}")
+            if resp.code != ResponseCode.SUCCESS:
+                raise ClientError(f"name server {addr} answered code {resp.code} for {what}: "
+                                  f"{resp.remark or ''}", code=resp.code, fatal=True)
+            return resp
+        raise ClientError("no name server reachable (" + "; ".join(errors) + ")", fatal=True)
+
+    def topics(self) -> set[str]:
+        """Every topic the name servers know (GET_ALL_TOPIC_LIST_FROM_NAMESERVER 206)."""
+        resp = self.run(self._ns_request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {},
+                                         "the topic list"))
+        try:
+            obj = json.loads(resp.body.decode("utf-8"))
+            return {str(t) for t in obj.get("topicList") or ()}
+        except (ValueError, AttributeError, TypeError) as e:
+            raise ClientError(f"unreadable topic list from the name server: {e}",
+                              fatal=True) from None
 
     def route(self, topic: str, *, refresh: bool = False) -> TopicRouteData | None:
         """The topic's route (cached), None when no name server knows the topic."""
