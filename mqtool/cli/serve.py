@@ -74,7 +74,7 @@ def serve(
 ) -> None:
     """Serve a name server and a broker in one process over a reference store.
 
-    Real RocketMQ remoting clients (4.x protocol: Java, the C++ core, ali-ons) produce to and
+    Real RocketMQ remoting clients (4.x protocol; tested with the C++ core and ali-ons) produce to and
     consume from it: sends (single, batch), pulls with long polling, offsets, retries through
     SCHEDULE_TOPIC_XXXX and %RETRY%<group> to %DLQ%<group>, orderly locks, queries by key and
     id. Unknown topics are created on first route lookup. Prints one line when ready:
