@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO ?= demo-store
 
-.PHONY: dev test demo lint typecheck conformance bench clean peers
+.PHONY: dev test demo lint typecheck conformance bench clean peers chromium
 
 # setuptools warns on every editable install whose packages are mapped (formats/ is installed as
 # mqtool.formats): "folders in your working directory with the same name as your package ... may
@@ -21,8 +21,13 @@ $(BIN)/.installed: pyproject.toml
 
 dev: $(BIN)/.installed
 
-test: dev peers
+test: dev peers chromium
 	$(BIN)/python -m pytest
+
+# tests/report render the HTML pages in headless Chromium: Debian's package (Playwright drives
+# it; no browser download). Installed with apt-get when missing (needs root, as on CI).
+chromium:
+	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
 
 # The real RocketMQ remoting clients the serve tests start (see tests/serve/): PyPI rocketmq 0.4.4
 # (C++ core, own venv: it installs a top-level `rocketmq` package) and npm ali-ons 3.12.0.
