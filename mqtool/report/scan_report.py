@@ -96,12 +96,21 @@ def _dt(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, UTC)
 
 
+def _num(ms: int) -> float:
+    """Epoch ms as a matplotlib date number."""
+    import matplotlib.dates as mdates
+
+    return float(mdates.date2num(_dt(ms)))  # type: ignore[no-untyped-call]
+
+
 def _time_axis(ax: Axes) -> None:
     import matplotlib.dates as mdates
 
-    loc = mdates.AutoDateLocator(tz=UTC, minticks=3, maxticks=8)
+    loc = mdates.AutoDateLocator(tz=UTC, minticks=3, maxticks=8)  # type: ignore[no-untyped-call]
     ax.xaxis.set_major_locator(loc)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc, tz=UTC))
+    ax.xaxis.set_major_formatter(
+        mdates.ConciseDateFormatter(loc, tz=UTC)  # type: ignore[no-untyped-call]
+    )
 
 
 def _top(names_counts: dict[str, int], n: int) -> list[str]:
@@ -244,11 +253,11 @@ def schedule_svg(rows: list[dict[str, Any]], due: list[dict[str, Any]], now: int
             edges = [lo + span * i / DUE_BINS for i in range(DUE_BINS + 1)]
             per_level = [d for d in due if d["dueTimestamps"]]
             colors = charts.color_map([f"level {d['delayLevel']}" for d in per_level])
-            ax2.hist([[_dt(t) for t in d["dueTimestamps"]] for d in per_level],
-                     bins=[_dt(int(e)) for e in edges], stacked=True,
+            ax2.hist([[_num(t) for t in d["dueTimestamps"]] for d in per_level],
+                     bins=[_num(int(e)) for e in edges], stacked=True,
                      color=[colors[f"level {d['delayLevel']}"] for d in per_level],
                      label=[f"level {d['delayLevel']}" for d in per_level])
-            ax2.axvline(_dt(now), color="#cf222e", linestyle="--", linewidth=1,
+            ax2.axvline(_num(now), color="#cf222e", linestyle="--", linewidth=1,
                         label="now (--now)")
             _time_axis(ax2)
             ax2.set_xlabel("due time (UTC)")
