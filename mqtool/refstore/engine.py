@@ -69,12 +69,9 @@ from mqtool.formats.config import (
     build_topics,
     chm_order,
     default_subscription_group_fields,
-    parse_consumer_offset,
-    parse_delay_offset,
-    parse_subscription_groups,
-    parse_topics,
+    load_config,
 )
-from mqtool.formats.errors import FormatError
+from mqtool.formats.errors import Finding, FormatError
 from mqtool.formats.javacompat import hashmap_key_order
 from mqtool.refstore import broker as B
 from mqtool.refstore.fastpath import (
@@ -114,7 +111,6 @@ from mqtool.refstore.model import (
 )
 from mqtool.refstore.persist import atomic_write as _atomic_write
 from mqtool.refstore.persist import infer_config
-from mqtool.refstore.persist import read_config as _read_config
 from mqtool.refstore.uniqkey import UniqKeyGenerator
 
 __all__ = [  # the public API (model types re-exported from mqtool.refstore.model)
@@ -566,24 +562,31 @@ class RefStore:
         counter = self._versions.get(name, 0)
         return DataVersion(counter, self.clock(), 0 if self.config.v5 else None)
 
+    def _read_config(self, name: str) -> Any:
+        """``ConfigManager#load`` (``.bak`` fallback): the model or None; what went wrong is
+        kept in :attr:`config_findings`."""
+        loaded = load_config(self.root, name)
+        self.config_findings.extend(loaded.findings)
+        return loaded.value
+
     def _load_configs(self) -> None:
-        cfg = self.root / "config"
-        delay = _read_config(cfg / "delayOffset.json", parse_delay_offset)
+        self.config_findings: list[Finding] = []
+        delay = self._read_config("delayOffset.json")
         if delay is not None:
             self.delay_offsets = dict(delay.offset_table)
-        offsets = _read_config(cfg / "consumerOffset.json", parse_consumer_offset)
+        offsets = self._read_config("consumerOffset.json")
         if offsets is not None:
             self.consumer_offsets = {k: dict(v) for k, v in offsets.offset_table.items()}
             if offsets.data_version is not None:
                 self._versions["consumerOffset"] = offsets.data_version.counter
-        topics = _read_config(cfg / "topics.json", parse_topics)
+        topics = self._read_config("topics.json")
         if topics is not None:
             self.topics = dict(topics.topic_config_table)
             if topics.data_version is not None:
                 self._versions["topics"] = topics.data_version.counter
         else:
             self._create_system_topics()
-        groups = _read_config(cfg / "subscriptionGroup.json", parse_subscription_groups)
+        groups = self._read_config("subscriptionGroup.json")
         if groups is not None:
             self.groups = dict(groups.subscription_group_table)
             if groups.data_version is not None:

@@ -4,11 +4,9 @@ stores."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mqtool.formats.errors import FormatError
 from mqtool.formats.rules import fmt_delay
 from mqtool.refstore import broker as B
 from mqtool.refstore.model import StoreConfig
@@ -75,22 +73,6 @@ def infer_config(root: str | os.PathLike[str]) -> StoreConfig | None:
 def _level_text(ms: int) -> str:
     """A measured delay as a ``messageDelayLevel`` token (whole seconds at least)."""
     return fmt_delay(ms if ms % 1000 == 0 else max(1, round(ms / 1000)) * 1000)
-
-
-def read_config(path: Path, parse: Callable[..., Any]) -> Any:
-    """ConfigManager#load: the file, or its .bak when the file is missing/garbled."""
-    for p in (path, path.with_name(path.name + ".bak")):
-        try:
-            text = p.read_text("utf-8")
-        except FileNotFoundError:
-            continue
-        if not text.strip():
-            continue
-        try:
-            return parse(text, file=str(p))
-        except FormatError:
-            continue
-    return None
 
 
 def atomic_write(path: Path, text: str, *, bak: bool = True, fsync: bool = False) -> None:
