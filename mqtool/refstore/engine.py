@@ -5,7 +5,7 @@ One :class:`RefStore` owns one store root while it is open: it holds the broker'
 until a clean :meth:`RefStore.close`, and writes
 
 * ``commitlog/`` records byte for byte as :func:`mqtool.formats.commitlog.build_message` builds
-  them (written by :func:`mqtool.refstore.fastpath.pack_record_into` straight into the mapping;
+  them (written by :func:`mqtool.formats.encoder.pack_record_into` straight into the mapping;
   a test proves the two agree): V1, V2 for long topics, IPv4/IPv6 hosts; files roll with a BLANK
   end-of-file record when a record plus 8 bytes does not fit
   (``CommitLog.DefaultAppendMessageCallback#doAppend``);
@@ -71,14 +71,8 @@ from mqtool.formats.config import (
     default_subscription_group_fields,
     load_config,
 )
-from mqtool.formats.errors import Finding, FormatError
-from mqtool.formats.javacompat import hashmap_key_order
-from mqtool.refstore import broker as B
-from mqtool.refstore.fastpath import (
+from mqtool.formats.encoder import (
     CRC32_PLACEHOLDER,
-    JavaHashCache,
-    index_hashes,
-    java_hash_unsigned,
     magic_for,
     pack_record_into,
     packed_ip,
@@ -86,6 +80,10 @@ from mqtool.refstore.fastpath import (
     topic_header,
     write_total_size,
 )
+from mqtool.formats.errors import Finding, FormatError
+from mqtool.formats.javacompat import hashmap_key_order
+from mqtool.refstore import broker as B
+from mqtool.refstore.fastpath import JavaHashCache, index_hashes, java_hash_unsigned
 from mqtool.refstore.logfiles import (
     B_BLANK_MAGIC,
     CommitLogFiles,
