@@ -18,19 +18,17 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from mqtool.formats.commitlog import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from mqtool.formats.rules import DLQ_GROUP_TOPIC_PREFIX as DLQ_PREFIX
 from mqtool.formats.rules import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
 from mqtool.formats.rules import SCHEDULE_TOPIC
+from mqtool.integrity.rules import NOT_IN_CONSUME_QUEUE, TRANSACTION_TYPE_MASK
 from mqtool.spark.schema import (
     FINDING_SCHEMA,
     RECORD_KIND_MESSAGE,
     RECORD_KIND_UNREADABLE,
     spark_schema,
 )
-
-TRANSACTION_TYPE_MASK = TRANSACTION_ROLLBACK_TYPE  # MessageSysFlag.TRANSACTION_ROLLBACK_TYPE = 0xC
 
 FINDING_COLUMNS = FINDING_SCHEMA.names
 
@@ -376,9 +374,7 @@ def missing_from_cq(msgs: DataFrame, cq: DataFrame) -> DataFrame:
     return (
         per_message.filter(~F.col("hit"))
         .filter(
-            ~(F.col("sysFlag").bitwiseAND(TRANSACTION_TYPE_MASK)).isin(
-                TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
-            )
+            ~(F.col("sysFlag").bitwiseAND(TRANSACTION_TYPE_MASK)).isin(*NOT_IN_CONSUME_QUEUE)
         )
         .join(qmin, ["store", "topic", "queueId"], "left")
         .filter(F.col("minOffset").isNull() | (F.col("queueOffset") >= F.col("minOffset")))

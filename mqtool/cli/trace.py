@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -193,6 +194,15 @@ def trace(
         ),
     ] = "store",
     json_: JsonOpt = False,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            help="Also write the journey on a time axis as one self-contained HTML page "
+            "(no network needed to view it), e.g. --html journey.html.",
+            metavar="FILE",
+        ),
+    ] = None,
 ) -> None:
     """Follow one message through the store: original, schedule, retry, DLQ and resend copies.
 
@@ -203,6 +213,8 @@ def trace(
     With --json: {"id", "uniqKey", "verdict", "via", "hops": [...]} (--key: {"key", "traces"}).
 
     Example: mqtool trace ~/store C000020247AB5FFD2B276B8361EB0006 --delay-levels "1s 5s 10s"
+
+    Example: mqtool trace ~/store --key ORD-100006 --html journey.html
     """
     from mqtool.trace import trace_id, trace_key
 
@@ -222,8 +234,14 @@ def trace(
                 assert msg_id is not None
                 traces = [trace_id(st, msg_id, delay_levels=delay_levels, now=now_ms,
                                    progress=progress, store_label=str(store))]
+        doc = kt.to_json() if key is not None else traces[0].to_json()
+        if html is not None:
+            from mqtool.report.timeline import trace_page, write_page
+
+            write_page(html, trace_page(doc, problems=[str(f) for f in st.findings]))
+            err_console().print(f"wrote {html}", highlight=False, markup=False)
         if json_:
-            print_json(kt.to_json() if key is not None else traces[0].to_json())
+            print_json(doc)
         else:
             con = out_console()
             for i, tr in enumerate(traces):

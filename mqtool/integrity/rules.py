@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from mqtool.formats.commitlog import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
+from mqtool.formats.rules import SCHEDULE_TOPIC
 from mqtool.refstore.broker import index_keys as _index_keys
-from mqtool.store import SCHEDULE_TOPIC
 
 TRANSACTION_TYPE_MASK = TRANSACTION_ROLLBACK_TYPE  # MessageSysFlag.TRANSACTION_ROLLBACK_TYPE = 0xC
 NOT_IN_CONSUME_QUEUE = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)

@@ -16,7 +16,13 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from mqtool.formats.commitlog import CommitLogMessage, build_message, parse_properties
+from mqtool.formats.commitlog import (
+    COMPRESSED_FLAG,
+    CommitLogMessage,
+    build_message,
+    decompress,
+    parse_properties,
+)
 from mqtool.formats.errors import MqtoolError
 from mqtool.refstore import broker as B
 from mqtool.refstore.engine import Message, PutResult, RefStore
@@ -157,7 +163,12 @@ class Broker:
             store.create_topic(h.topic, nums)
         props = tuple(parse_properties(h.properties or "").items())
         if cmd.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
-            batch = bodies.decode_batch(cmd.body)
+            raw = cmd.body
+            sys_flag = h.sysFlag
+            if sys_flag & COMPRESSED_FLAG:  # librocketmq 1.0.1 zlib-compresses a batch > 4 KiB
+                raw = decompress(raw, "ZLIB", 32 * store.config.max_message_size)
+                sys_flag &= ~COMPRESSED_FLAG
+            batch = bodies.decode_batch(raw)
             msgs = [
                 Message(
                     h.topic,
@@ -165,7 +176,7 @@ class Broker:
                     tuple(parse_properties(m.properties).items()),
                     h.queueId,
                     m.flag,
-                    h.sysFlag,
+                    sys_flag,
                     h.bornTimestamp,
                     peer.address,
                     h.reconsumeTimes or 0,

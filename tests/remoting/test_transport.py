@@ -19,7 +19,9 @@ async def _handler(cmd: RemotingCommand, peer: Peer) -> RemotingCommand | None:
 
 
 async def _start(logs: list[str], **kw: float) -> tuple[RemotingServer, int]:
-    srv = RemotingServer(_handler, name="test", log=logs.append, **kw)  # type: ignore[arg-type]
+    srv = RemotingServer(  # type: ignore[arg-type]
+        _handler, name="test", log=logs.append, held_codes=frozenset({1}), **kw
+    )
     port = await srv.start("127.0.0.1", 0)
     return srv, port
 
