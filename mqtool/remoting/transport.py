@@ -36,6 +36,8 @@ from mqtool.remoting.frame import (
 
 #: RocketMQ closes a channel idle for 120 s (``serverChannelMaxIdleTimeSeconds``).
 DEFAULT_IDLE_TIMEOUT = 120.0
+#: Held requests (long polls) one connection may have at once; more are answered SYSTEM_BUSY.
+DEFAULT_MAX_HELD = 1024
 #: Time allowed for the rest of a frame once its length arrived.
 DEFAULT_FRAME_TIMEOUT = 30.0
 
@@ -126,6 +128,7 @@ class RemotingServer:
         log: Callable[[str], None] = _log,
         on_disconnect: Callable[[Peer], None] | None = None,
         held_codes: frozenset[int] = frozenset(),
+        max_held: int = DEFAULT_MAX_HELD,
     ) -> None:
         self.handler = handler
         self.name = name
@@ -135,6 +138,7 @@ class RemotingServer:
         self.log = log
         self.on_disconnect = on_disconnect
         self.held_codes = held_codes
+        self.max_held = max_held
         self.peers: set[Peer] = set()
         self._server: asyncio.Server | None = None
         self.bad_frames = 0
@@ -168,7 +172,14 @@ class RemotingServer:
                     break
                 if cmd.is_response:
                     continue  # mqtool's server sends no requests; stray responses are dropped
-                if cmd.code in self.held_codes:  # may be held (long polling): its own task
+                if cmd.code in self.held_codes and len(peer.tasks) >= self.max_held:
+                    await peer.send(
+                        cmd.response(
+                            ResponseCode.SYSTEM_BUSY,
+                            f"[PCBUSY] {self.max_held} held requests already on this connection",
+                        )
+                    )
+                elif cmd.code in self.held_codes:  # may be held (long polling): its own task
                     task = asyncio.create_task(self._dispatch(cmd, peer))
                     peer.tasks.add(task)
                     task.add_done_callback(peer.tasks.discard)

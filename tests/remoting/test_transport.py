@@ -103,3 +103,28 @@ def test_vanish_mid_frame_and_slow_client() -> None:
         await srv.close()
 
     asyncio.run(main())
+
+
+def test_held_requests_are_bounded_per_connection() -> None:
+    async def main() -> None:
+        srv = RemotingServer(
+            _handler,
+            name="test",
+            log=lambda s: None,  # type: ignore[arg-type]
+            held_codes=frozenset({1}),
+            max_held=2,
+        )
+        port = await srv.start("127.0.0.1", 0)
+        conn = await Connection.open("127.0.0.1", port)
+        held = [
+            asyncio.create_task(conn.invoke(RemotingCommand.request(1, {"ms": 500})))
+            for _ in range(2)
+        ]
+        await asyncio.sleep(0.1)
+        busy = await conn.invoke(RemotingCommand.request(1, {"v": "third"}))
+        assert busy.code == ResponseCode.SYSTEM_BUSY
+        assert [r.code for r in await asyncio.gather(*held)] == [ResponseCode.SUCCESS] * 2
+        await conn.close()
+        await srv.close()
+
+    asyncio.run(main())
