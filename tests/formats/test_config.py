@@ -453,4 +453,4 @@ def test_inspect_and_scan_load_the_same_bak(tmp_path: Path) -> None:
 
     cfg = load_store_config(str(root))
     assert cfg.delay_offsets == dict(bak.offset_table)
-    assert [(k, f) for _, k, f, _, _ in cfg.findings] == [("config", "config/delayOffset.json")]
+    assert [(f.kind, f.file) for _, f in cfg.findings] == [("config", "config/delayOffset.json")]
