@@ -12,11 +12,18 @@ Everything runs on one asyncio loop: the store is used from one thread, as it re
 from __future__ import annotations
 
 import asyncio
+import heapq
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from mqtool.formats.commitlog import CommitLogMessage, build_message, parse_properties
+from mqtool.formats.commitlog import (
+    COMPRESSED_FLAG,
+    CommitLogMessage,
+    build_message,
+    decompress,
+    parse_properties,
+)
 from mqtool.formats.errors import MqtoolError
 from mqtool.refstore import broker as B
 from mqtool.refstore.engine import Message, PutResult, RefStore
@@ -34,6 +41,12 @@ MAX_SUSPEND_MS = 30_000
 #: Consume-queue units a pull may skip for tag filtering before answering (RocketMQ's
 #: ``maxFilterMessageCount`` is 16,000).
 MAX_FILTER_SCAN = 16_000
+#: ``defaultQueryMaxNum``: QUERY_MESSAGE answers at most this many messages.
+MAX_QUERY_RESULTS = 32
+#: ``maxTransferCountOnMessageInMemory`` / ``maxTransferBytesOnMessageInMemory``: one pull
+#: answers at most 32 messages and stops adding once 256 KiB are reached.
+MAX_TRANSFER_COUNT = 32
+MAX_TRANSFER_BYTES = 256 * 1024
 
 
 _PULL_REMARKS: dict[int, str] = {
@@ -157,7 +170,12 @@ class Broker:
             store.create_topic(h.topic, nums)
         props = tuple(parse_properties(h.properties or "").items())
         if cmd.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
-            batch = bodies.decode_batch(cmd.body)
+            raw = cmd.body
+            sys_flag = h.sysFlag
+            if sys_flag & COMPRESSED_FLAG:  # librocketmq 1.0.1 zlib-compresses a batch > 4 KiB
+                raw = decompress(raw, "ZLIB", 32 * store.config.max_message_size)
+                sys_flag &= ~COMPRESSED_FLAG
+            batch = bodies.decode_batch(raw)
             msgs = [
                 Message(
                     h.topic,
@@ -165,7 +183,7 @@ class Broker:
                     tuple(parse_properties(m.properties).items()),
                     h.queueId,
                     m.flag,
-                    h.sysFlag,
+                    sys_flag,
                     h.bornTimestamp,
                     peer.address,
                     h.reconsumeTimes or 0,
@@ -224,13 +242,16 @@ class Broker:
         found: list[CommitLogMessage] = []
         nxt = offset
         scanned = 0
+        size = 0
+        want = min(max(1, h.maxMsgNums), MAX_TRANSFER_COUNT)
         for off, m in self.store.iter_queue(h.topic, h.queueId, offset):
-            if len(found) >= max(1, h.maxMsgNums) or scanned >= MAX_FILTER_SCAN:
+            if len(found) >= want or size >= MAX_TRANSFER_BYTES or scanned >= MAX_FILTER_SCAN:
                 break
             scanned += 1
             nxt = off + 1
             if _tag_matches(m, tags):
                 found.append(m)
+                size += m.total_size
         if found:
             return ResponseCode.SUCCESS, nxt, lo, hi, found
         if nxt < hi:  # NO_MATCHED_MESSAGE
@@ -407,16 +428,17 @@ class Broker:
         the index files: every message of the topic is looked at.
         """
         h = H.decode_header(H.QueryMessageRequestHeader, cmd.ext_fields)
-        found: list[CommitLogMessage] = []
-        limit = max(1, h.maxNum)
+        limit = min(max(1, h.maxNum), MAX_QUERY_RESULTS)
+        newest: list[tuple[int, CommitLogMessage]] = []  # a heap of the newest ``limit``
         for qid in self.store.queue_ids(h.topic):
             for _, m in self.store.iter_queue(h.topic, qid, 0):
                 if not h.beginTimestamp <= m.store_timestamp <= h.endTimestamp:
                     continue
                 if h.key in m.key_list or m.uniq_key == h.key:
-                    found.append(m)
-        found.sort(key=lambda m: m.physical_offset)
-        found = found[-limit:]
+                    heapq.heappush(newest, (m.physical_offset, m))
+                    if len(newest) > limit:
+                        heapq.heappop(newest)
+        found = [m for _, m in sorted(newest, key=lambda e: e[0])]
         ext = H.QueryMessageResponseHeader(
             indexLastUpdateTimestamp=self.store.last_store_timestamp,
             indexLastUpdatePhyoffset=self.store.write_position,

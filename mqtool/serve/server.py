@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mqtool.refstore.engine import RefStore
+from mqtool.remoting.codes import RequestCode
 from mqtool.remoting.transport import RemotingServer
 from mqtool.serve.broker import Broker
 from mqtool.serve.namesrv import NameServer
@@ -105,7 +106,11 @@ class Service:
                 b.disconnected(peer)
 
         self.broker_server = RemotingServer(
-            broker_handle, name="broker", log=self.log, on_disconnect=disconnected
+            broker_handle,
+            name="broker",
+            log=self.log,
+            on_disconnect=disconnected,
+            held_codes=frozenset({RequestCode.PULL_MESSAGE}),
         )
         self.ns_server = RemotingServer(ns_handle, name="namesrv", log=self.log)
         try:

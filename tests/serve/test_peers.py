@@ -42,6 +42,8 @@ def test_cpp_client_produces_and_consumes(tmp_path: Path, serve_factory: Any) ->
     got = [e for e in ev if "key" in e]
     assert {e["key"] for e in got} == keys
     assert {e["queue"] for e in got if e["key"].startswith("c-orderly")} == {1}
+    batch = [e for e in got if e["key"].startswith("c-batch")]
+    assert [len(e["body"]) for e in batch] == [2048] * 4  # sent compressed, stored inflated
     assert srv.stop() == 0, srv.stderr()
     assert not (store / "abort").exists()
     stored = _store_keys(store, "TopicCpp")

@@ -70,5 +70,6 @@ async function consume(ns, group, topic, expectOk, timeoutS, failPrefix, maxReco
   if (a[0] === 'produce') rc = await produce(a[1], a[2], a[3], Number(a[4]));
   else if (a[0] === 'consume') rc = await consume(a[1], a[2], a[3], Number(a[4]), Number(a[5]), a[6], Number(a[7] || 0));
   else rc = 2;
-  process.exit(rc);
+  // stdout to a pipe is asynchronous: exit once everything written has been flushed
+  process.stdout.write('', () => process.exit(rc));
 })().catch(e => { process.stderr.write('ERR ' + (e && e.stack || e) + '\n'); process.exit(3); });
