@@ -29,6 +29,9 @@ def _register_all() -> None:
                 raise
             continue
         mod.register(app)
+    from mqtool.cli.common import tidy_help
+
+    tidy_help(app)
 
 
 _register_all()
