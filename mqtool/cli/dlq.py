@@ -15,6 +15,7 @@ from mqtool.cli.common import (
     BodyOpt,
     JsonlOpt,
     JsonOpt,
+    LimitOpt,
     SinceOpt,
     UntilOpt,
     check_body_mode,
@@ -74,9 +75,6 @@ MsgIdOpt = Annotated[
 ]
 KeyOpt = Annotated[
     str | None, typer.Option("--key", help="Only records with this KEYS token, e.g. order-42."),
-]
-LimitOpt = Annotated[
-    int | None, typer.Option("--limit", help="Stop after this many records, e.g. 100."),
 ]
 SourceArg = Annotated[
     Path | None,

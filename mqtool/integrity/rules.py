@@ -21,7 +21,7 @@ import numpy as np
 
 from mqtool.formats.commitlog import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 from mqtool.formats.rules import SCHEDULE_TOPIC
-from mqtool.refstore.broker import index_keys as _index_keys
+from mqtool.formats.rules import index_keys as _index_keys
 
 TRANSACTION_TYPE_MASK = TRANSACTION_ROLLBACK_TYPE  # MessageSysFlag.TRANSACTION_ROLLBACK_TYPE = 0xC
 NOT_IN_CONSUME_QUEUE = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
