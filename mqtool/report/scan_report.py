@@ -15,13 +15,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mqtool.formats.rules import SCHEDULE_TOPIC
 from mqtool.report import charts
 from mqtool.report.page import Cell, Page, esc, utc, write_page
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 MAX_TOPICS = 8  # series in a per-topic chart; the rest are summed as "other"
 MAX_LAG_BARS = 40
 DUE_BINS = 30
