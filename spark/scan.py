@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqtool.formats.errors import Finding, FormatError
+from mqtool.formats.errors import Finding
 from mqtool.formats.rules import SCHEDULE_TOPIC
 from mqtool.spark import splits
 from mqtool.spark.errors import SparkScanError
@@ -75,23 +75,6 @@ class StoreConfig:
     findings: list[tuple[str, Finding]] = field(default_factory=list)
 
 
-def _read_config(root: Path, name: str, store: str, cfg: StoreConfig) -> str | None:
-    """Text of ``config/<name>``, falling back to ``.bak`` as the broker does."""
-    path = root / "config" / name
-    for candidate in (path, path.with_name(name + ".bak")):
-        if not candidate.is_file():
-            continue
-        text = candidate.read_text(encoding="utf-8", errors="replace")
-        if text.strip():
-            if candidate != path:
-                cfg.findings.append((store, Finding(
-                    "config", f"config/{name}", 0,
-                    f"empty or missing; the broker would load config/{name}.bak",
-                )))
-            return text
-    return None
-
-
 def layout_findings(store: str) -> list[tuple[str, Finding]]:
     """Damage visible from names and sizes alone (the driver checks these, no Spark job).
 
@@ -134,34 +117,26 @@ def layout_findings(store: str) -> list[tuple[str, Finding]]:
 
 
 def load_store_config(store: str) -> StoreConfig:
-    """delayOffset.json and consumerOffset.json of a store (findings for damaged files)."""
-    from mqtool.formats.config import parse_consumer_offset, parse_delay_offset
+    """delayOffset.json and consumerOffset.json of a store as the broker loads them (``.bak``
+    fallback: :func:`mqtool.formats.config.load_config`), findings for damaged files."""
+    from mqtool.formats.config import load_config
 
     root = splits.find_store_root(store)
     cfg = StoreConfig(findings=layout_findings(store))
-    text = _read_config(root, "delayOffset.json", store, cfg)
-    if text is not None:
-        try:
-            cfg.delay_offsets = dict(
-                parse_delay_offset(text, file="config/delayOffset.json").offset_table
-            )
-        except FormatError as e:
-            cfg.findings.append((store, Finding("config", "config/delayOffset.json", 0, e.detail)))
-    text = _read_config(root, "consumerOffset.json", store, cfg)
-    if text is not None:
-        try:
-            parsed = parse_consumer_offset(text, file="config/consumerOffset.json")
-        except FormatError as e:
-            cfg.findings.append(
-                (store, Finding("config", "config/consumerOffset.json", 0, e.detail))
-            )
-        else:
-            cfg.has_consumer_offsets = True
-            for key, queues in parsed.offset_table.items():
-                topic, group = parsed.topic_group(key)
-                if "@" in group:  # "topic@group@broadcast"-style extra keys: not a group offset
-                    continue
-                cfg.consumer_offsets += [(group, topic, q, o) for q, o in queues.items()]
+    delay = load_config(root, "delayOffset.json")
+    offsets = load_config(root, "consumerOffset.json")
+    for f in delay.findings + offsets.findings:
+        cfg.findings.append((store, f))
+    if delay.value is not None:
+        cfg.delay_offsets = dict(delay.value.offset_table)
+    if offsets.value is not None:
+        parsed = offsets.value
+        cfg.has_consumer_offsets = True
+        for key, queues in parsed.offset_table.items():
+            topic, group = parsed.topic_group(key)
+            if "@" in group:  # "topic@group@broadcast"-style extra keys: not a group offset
+                continue
+            cfg.consumer_offsets += [(group, topic, q, o) for q, o in queues.items()]
     return cfg
 
 

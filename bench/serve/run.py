@@ -44,19 +44,22 @@ CPP_PYTHON = ROOT / "build" / "peers" / "cpp" / "bin" / "python"
 CLIENT = HERE / "cpp_bench_client.py"
 
 
-def direct_put(root: Path, n: int, body: int) -> float:
+def direct_put(root: Path, n: int, body: int) -> tuple[float, float]:
+    """(msgs/s, msgs per CPU-second) of RefStore.put in this process."""
     shutil.rmtree(root, ignore_errors=True)
     s = RefStore.open(root)
     data = b"x" * body
     msgs = [Message.create("BenchDirect", data, tags="TagA", keys=f"bench-{i}") for i in range(n)]
     s.put(msgs[0])  # files created and mapped outside the timing, as for the server
     t0 = time.perf_counter()
+    c0 = time.process_time()
     for m in msgs:
         s.put(m)
     secs = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     s.close()
     shutil.rmtree(root, ignore_errors=True)
-    return n / secs
+    return n / secs, n / cpu
 
 
 class Server:
@@ -78,6 +81,11 @@ class Server:
             if line.startswith(field + ":"):
                 return int(line.split()[1])
         return 0
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the server process has used."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)
@@ -112,8 +120,8 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     cases: dict[str, dict[str, Any]] = {}
 
-    base = direct_put(work / "direct", max(n * 2, 20_000), body)
-    cases["direct put"] = {"msgs_per_s": round(base), "ratio": 1.0}
+    base, base_cpu = direct_put(work / "direct", max(n * 2, 20_000), body)
+    cases["direct put"] = {"msgs_per_s": round(base), "msgs_per_cpu_s": round(base_cpu)}
 
     srv = Server(work / "store")
     try:
@@ -134,16 +142,19 @@ def main() -> int:
 
         t = threading.Thread(target=sample)
         t.start()
+        cpu0 = srv.cpu_seconds()
         t0 = time.perf_counter()
         procs = [client(work / f"h{i + 1}", "sync", srv.namesrv, "BenchN", str(n), str(body))
                  for i in range(args.producers)]
         results = [result(p) for p in procs]
         wall = time.perf_counter() - t0
+        server_cpu = srv.cpu_seconds() - cpu0
         stop.set()
         t.join()
         total = sum(x["messages"] for x in results)
         cases[f"wire sync, {args.producers} producers"] = {
             "msgs_per_s": round(total / wall),
+            "msgs_per_server_cpu_s": round(total / server_cpu) if server_cpu else 0,
             "rss_kib": {"first": rss[0] if rss else 0, "last": rss[-1] if rss else 0,
                         "max": max(rss) if rss else 0, "samples": len(rss)},
             "note": "wall time includes client start-up (route lookup, connect)",
@@ -170,6 +181,11 @@ def main() -> int:
         "notes": [
             "wire cases: the real C++-core client (PyPI rocketmq 0.4.4) in its own processes "
             "against `mqtool serve` in its own process, all on the same machine",
+            f"CPU cost: direct put {cases['direct put']['msgs_per_cpu_s']} msgs per CPU-second; "
+            f"the server under {args.producers} producers "
+            f"{cases[nprod]['msgs_per_server_cpu_s']} msgs per server CPU-second (ratio "
+            f"{cases[nprod]['msgs_per_server_cpu_s'] / cases['direct put']['msgs_per_cpu_s']:.3f}"
+            "): what the wire path costs, whatever share of the cores the machine's load left",
             f"server anonymous RSS under {args.producers} producers (KiB): first sample "
             f"{rssd['first']}, last {rssd['last']}, peak {rssd['max']}",
             "target of issue 11: 8 producers' sync sends >= 0.5 of the direct put rate: "

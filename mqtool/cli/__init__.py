@@ -7,7 +7,7 @@ import typer
 app = typer.Typer(
     name="mqtool",
     help="Inspect, trace, verify, repair and audit Apache RocketMQ message stores offline; resend "
-    "dead-lettered messages into a store directory.",
+    "dead-lettered messages into a store directory or a live cluster.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,

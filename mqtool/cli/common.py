@@ -220,7 +220,8 @@ _patch_flag_placeholders()
 
 def reflow(text: str) -> str:
     """A docstring as help text: each paragraph on one line (the terminal wraps it once, at
-    its own width), except lines that start a list item (``- ``) or are indented."""
+    its own width), except lines that start a list item (``- ``), an example (``Example``) or
+    are indented."""
     import inspect
 
     paragraphs = []
@@ -228,7 +229,7 @@ def reflow(text: str) -> str:
         lines = para.split("\n")
         out = [lines[0]]
         for ln in lines[1:]:
-            if ln.startswith(("- ", "* ", " ", "\b")) or out[-1].startswith("\b"):
+            if ln.startswith(("- ", "* ", " ", "\b", "Example")) or out[-1].startswith("\b"):
                 out.append(ln)
             else:
                 out[-1] = f"{out[-1]} {ln.strip()}"

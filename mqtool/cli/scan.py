@@ -124,18 +124,33 @@ def scan(
         ),
     ] = 128,
     json_: JsonOpt = False,
+    report: Annotated[
+        Path | None,
+        typer.Option(
+            "--report",
+            help="Also write the audit as one self-contained HTML page with charts (no network "
+            "needed to view it; every store shown), e.g. --report report.html",
+            metavar="FILE",
+        ),
+    ] = None,
 ) -> None:
     """Audit whole stores with Apache Spark: queues, rates, DLQ, retries, schedule, integrity, lag.
 
     Runs an embedded local Spark by default (--master for a cluster). Exits 1 on integrity findings.
 
     Example: mqtool scan ~/store --audits dlq,schedule --json
+
+    Example: mqtool scan /data/broker-a/store /data/broker-b/store --report report.html
     """
     chosen = _audits(audit)
     if fmt not in ("parquet", "json"):
         raise typer.BadParameter("must be parquet or json", param_hint="--format")
     now_ms = parse_time(now, "--now")
     with handle_errors():
+        if report is not None:
+            from mqtool.report.page import check_target
+
+            check_target(report)  # before the long run, not after
         from mqtool.spark.scan import run_scan
         from mqtool.spark.session import memory_conf, parse_conf, session_scope, stage_progress
 
@@ -145,6 +160,11 @@ def scan(
                 spark, [str(s) for s in stores], audits=chosen, out=out, fmt=fmt, sql=sql,
                 now_ms=now_ms, check_crc=not no_crc, split_size=split_mib * 1024 * 1024,
             )
+        if report is not None:
+            from mqtool.report.scan_report import write_scan_report
+
+            write_scan_report(report, result.summary)
+            err_console().print(f"wrote {report}", highlight=False, markup=False)
         if json_:
             doc = dict(result.summary)
             if sql is not None:

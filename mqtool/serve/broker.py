@@ -15,7 +15,7 @@ import asyncio
 import heapq
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mqtool.formats.commitlog import (
     COMPRESSED_FLAG,
@@ -168,7 +168,10 @@ class Broker:
         if h.topic not in store.topics:  # autoCreateTopicEnable
             nums = max(1, min(h.defaultTopicQueueNums, store.config.default_queue_nums))
             store.create_topic(h.topic, nums)
-        props = tuple(parse_properties(h.properties or "").items())
+        prop_map = parse_properties(h.properties or "")
+        if h.topic.startswith(B.RETRY_GROUP_TOPIC_PREFIX):
+            h = self._retry_or_dlq(h, prop_map)
+        props = tuple(prop_map.items())
         if cmd.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
             raw = cmd.body
             sys_flag = h.sysFlag
@@ -218,6 +221,27 @@ class Broker:
                 queueOffset=first.queue_offset,
             ).to_ext()
         )
+
+    def _retry_or_dlq(
+        self, h: H.SendMessageRequestHeader, props: dict[str, str]
+    ) -> H.SendMessageRequestHeader:
+        """A client's own send to ``%RETRY%<group>`` (``handleRetryAndDLQ``): dead-lettered
+        once its reconsumeTimes reaches the max (the header's, else the group's)."""
+        group = h.topic[len(B.RETRY_GROUP_TOPIC_PREFIX) :]
+        cfg = self.store.groups.get(group)
+        max_times = h.maxReconsumeTimes
+        if max_times is None:
+            max_times = (
+                cfg.retry_max_times
+                if cfg is not None
+                else self.store.config.default_max_reconsume_times
+            )
+        decision = B.decide_send_back(group, h.reconsumeTimes or 0, 0, max_times)
+        if not decision.to_dlq:
+            return h
+        self.store.create_topic(decision.topic, B.DLQ_NUMS_PER_GROUP, perm=6)
+        props[B.PROPERTY_DELAY_TIME_LEVEL] = "0"
+        return replace(h, topic=decision.topic, queueId=0)
 
     # -- pulling ------------------------------------------------------------------------------
 

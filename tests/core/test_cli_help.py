@@ -154,6 +154,8 @@ def test_reflow_joins_lines_but_keeps_lists() -> None:
 
     assert reflow("First line.\n\nOne sentence\nthat goes on.\n- item one\n- item two") == \
         "First line.\n\nOne sentence that goes on.\n- item one\n- item two"
+    assert reflow("Examples follow.\n\nExample: mqtool a\nExample: mqtool b\n--flag c") == \
+        "Examples follow.\n\nExample: mqtool a\nExample: mqtool b --flag c"
 
 
 def test_piped_tables_keep_ids_and_topic_names_whole() -> None:

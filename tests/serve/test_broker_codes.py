@@ -197,3 +197,20 @@ def test_clients_and_errors_keep_the_connection(tmp_path: Path) -> None:
         assert frame.decode(frame.encode(r)).opaque == r.opaque
 
     _run(tmp_path, body)
+
+
+def test_client_send_to_retry_topic_past_max_is_dead_lettered(tmp_path: Path) -> None:
+    async def body(svc: Service, ns: Connection, br: Connection) -> None:
+        ext = _send_ext("%RETRY%G", 0, "RECONSUME_TIME\x013\x02", reconsumeTimes=3)
+        r = await br.invoke(RemotingCommand.request(R.SEND_MESSAGE, ext, b"x"))
+        assert r.code == C.SUCCESS
+        r = await br.invoke(RemotingCommand.request(
+            R.SEND_MESSAGE, {**ext, "reconsumeTimes": 1, "maxReconsumeTimes": 2}, b"y"))
+        assert r.code == C.SUCCESS
+        store = svc.store
+        assert store is not None
+        # 3 >= the default max (3, from --max-reconsume-times): DLQ; 1 < the header's 2: retry
+        assert [m.body for _, m in store.iter_queue("%DLQ%G", 0)] == [b"x"]
+        assert [m.body for _, m in store.iter_queue("%RETRY%G", 0)] == [b"y"]
+
+    _run(tmp_path, body, max_reconsume_times=3)

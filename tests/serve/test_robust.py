@@ -50,8 +50,9 @@ def test_hostile_sockets_do_not_stop_serving(tmp_path: Path, serve_factory: Any)
 
     r = frame.decode(reply)
     assert (r.code, r.opaque, r.is_response) == (3, 5, True)  # REQUEST_CODE_NOT_SUPPORTED
-    rc, ev, err = run_cpp(tmp_path / "home", "produce", srv.namesrv, "TopicH", "h",
-                          "3", "0", "0", "0", "0")
+    rc, ev, err = run_cpp(
+        tmp_path / "home", "produce", srv.namesrv, "TopicH", "h", "3", "0", "0", "0", "0"
+    )
     assert rc == 0, err
     assert srv.stop() == 0
     log = srv.stderr()
@@ -64,7 +65,8 @@ def test_locked_store_is_refused(tmp_path: Path, serve_factory: Any) -> None:
     p = mqtool("serve", str(store), "--namesrv-port", "0", "--broker-port", "0", timeout=60)
     assert p.returncode == 1
     assert "locked by another process" in p.stderr and "Traceback" not in p.stderr
-    assert srv.stop() == 0
+    assert srv.stop(signal.SIGINT) == 0  # Ctrl-C stops it as cleanly as SIGTERM
+    assert "Traceback" not in srv.stderr()
     assert not (store / "abort").exists() and (store / "lock").exists()
 
 
@@ -80,10 +82,24 @@ def test_kill9_mid_run_loses_no_acknowledged_message(tmp_path: Path, serve_facto
     home = tmp_path / "home"
     home.mkdir()
     prod = subprocess.Popen(
-        [str(CPP_PYTHON), str(CPP_CLIENT), "produce", srv.namesrv, "TopicK", "k",
-         "5000", "0", "0", "0", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        env=dict(os.environ, HOME=str(home)))
+        [
+            str(CPP_PYTHON),
+            str(CPP_CLIENT),
+            "produce",
+            srv.namesrv,
+            "TopicK",
+            "k",
+            "5000",
+            "0",
+            "0",
+            "0",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=dict(os.environ, HOME=str(home)),
+    )
     events: list[dict[str, Any]] = []
     t = threading.Thread(target=_reader, args=(prod.stdout, events))
     t.start()
@@ -117,13 +133,31 @@ def test_eight_producers_both_clients(tmp_path: Path, serve_factory: Any) -> Non
         home = tmp_path / f"home{i}"
         home.mkdir()
         if i % 2 == 0:
-            cmd = [str(CPP_PYTHON), str(CPP_CLIENT), "produce", srv.namesrv, "TopicLoad",
-                   f"p{i}", str(n), "0", "0", "0", "0"]
+            cmd = [
+                str(CPP_PYTHON),
+                str(CPP_CLIENT),
+                "produce",
+                srv.namesrv,
+                "TopicLoad",
+                f"p{i}",
+                str(n),
+                "0",
+                "0",
+                "0",
+                "0",
+            ]
         else:
             cmd = ["node", str(JS_CLIENT), "produce", srv.namesrv, "TopicLoad", f"p{i}", str(n)]
-        procs.append(subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(home),
-            env=dict(os.environ, HOME=str(home), NODE_PATH=str(NODE_MODULES))))
+        procs.append(
+            subprocess.Popen(
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=str(home),
+                env=dict(os.environ, HOME=str(home), NODE_PATH=str(NODE_MODULES)),
+            )
+        )
     acked: set[str] = set()
     for p in procs:
         out, err = p.communicate(timeout=1800)
@@ -138,3 +172,21 @@ def test_eight_producers_both_clients(tmp_path: Path, serve_factory: Any) -> Non
     stored = Counter(_store_keys(store, "TopicLoad"))
     assert set(stored) == acked  # 0 lost
     assert sum(stored.values()) == 8 * n  # 0 duplicated
+
+
+def test_bad_delay_levels_refused_before_the_store_is_touched(tmp_path: Path) -> None:
+    store = tmp_path / "never"
+    p = mqtool(
+        "serve",
+        str(store),
+        "--namesrv-port",
+        "0",
+        "--broker-port",
+        "0",
+        "--delay-levels",
+        "1s 2x",
+        timeout=60,
+    )
+    assert p.returncode == 1
+    assert p.stderr.count("\n") == 1 and "bad delay level" in p.stderr, p.stderr
+    assert not store.exists()
