@@ -44,10 +44,9 @@ from mqtool.formats.config import parse_consumer_offset, parse_delay_offset
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, MAX_ADDR, tags_code_of
 from mqtool.formats.errors import Finding, FormatError, Severity
 from mqtool.formats.indexfile import IndexReader
-from mqtool.formats.javacompat import java_hash_unsigned
+from mqtool.formats.javacompat import index_hashes, java_hash_unsigned
 from mqtool.integrity import rules
 from mqtool.integrity.configs import ConfigLoad, load_config
-from mqtool.refstore.fastpath import index_hashes
 from mqtool.store import SCHEDULE_TOPIC, CommitLogFile, Store, map_readonly
 
 ProgressFn = Callable[[int], None]
