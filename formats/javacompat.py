@@ -92,19 +92,6 @@ def java_hash_continue_many(prefixes: Sequence[int], keys: Sequence[str]) -> np.
     return out
 
 
-def index_hashes(prefixes: list[int], keys: list[str]) -> list[int]:
-    """``indexKeyHashMethod(topic + "#" + key)`` for many keys at once.
-
-    ``prefixes[i]`` is the unsigned Java hash of ``topic#`` for ``keys[i]``; the hash is continued
-    vectorised (:func:`java_hash_continue_many`), then made
-    non-negative as ``indexKeyHashMethod`` does (abs, ``Integer.MIN_VALUE`` -> 0).
-    """
-    signed = java_hash_continue_many(prefixes, keys).view(np.int32).astype(np.int64)
-    res = np.abs(signed)
-    res[signed == -(2**31)] = 0
-    return list(res.tolist())
-
-
 # --------------------------------------------------------------------------------------------
 # java.util.HashMap
 

@@ -8,7 +8,8 @@ keys and caches tag hashes.
 
 from __future__ import annotations
 
-from mqtool.formats.javacompat import index_hashes, java_hash_unsigned, to_int32
+from mqtool.formats.indexfile import index_key_hashes
+from mqtool.formats.javacompat import java_hash_unsigned, to_int32
 
 __all__ = ["JavaHashCache", "index_hashes", "java_hash_unsigned"]
 
@@ -46,3 +47,9 @@ def _abs32(u: int) -> int:
             return 0
         return (1 << 32) - u
     return u
+
+
+def index_hashes(prefixes: list[int], keys: list[str]) -> list[int]:
+    """``indexKeyHashMethod(topic + "#" + key)`` for many keys at once (the rule's home:
+    :func:`mqtool.formats.indexfile.index_key_hashes`)."""
+    return index_key_hashes(prefixes, keys)
