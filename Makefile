@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO ?= demo-store
 
-.PHONY: dev test demo lint typecheck conformance bench clean
+.PHONY: dev test demo lint typecheck conformance bench clean peers chromium
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -15,8 +15,29 @@ $(BIN)/.installed: pyproject.toml
 
 dev: $(BIN)/.installed
 
-test: dev
+test: dev peers chromium
 	$(BIN)/python -m pytest
+
+# tests/report render the HTML pages in headless Chromium: Debian's package (Playwright drives
+# it; no browser download). Installed with apt-get when missing (needs root, as on CI).
+chromium:
+	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
+
+# The real RocketMQ remoting clients the serve tests start (see tests/serve/): PyPI rocketmq 0.4.4
+# (C++ core, own venv: it installs a top-level `rocketmq` package) and npm ali-ons 3.12.0.
+PEERS := build/peers
+PEERS_STAMP := $(PEERS)/.installed-rocketmq-0.4.4-ali-ons-3.12.0
+
+peers: $(PEERS_STAMP)
+
+$(PEERS_STAMP):
+	rm -rf $(PEERS)/cpp $(PEERS)/node
+	$(PY) -m venv $(PEERS)/cpp
+	$(PEERS)/cpp/bin/python -m pip install -q rocketmq==0.4.4
+	mkdir -p $(PEERS)/node
+	cd $(PEERS)/node && echo '{"name":"mqtool-peers","private":true}' > package.json \
+		&& npm install --no-audit --no-fund --loglevel=error ali-ons@3.12.0
+	touch $@
 
 # The main job on the built-in reference store: build a demo store, look inside it, follow a
 # dead-lettered order through its retries, resend it (dry run first), trace it again, audit it.
@@ -43,6 +64,15 @@ typecheck: dev
 	ln -s ../../../formats build/typecheck/mqtool/formats
 	ln -s ../../../spark build/typecheck/mqtool/spark
 	cd build/typecheck && ../../$(BIN)/mypy --config-file ../../pyproject.toml -p mqtool
+
+# Every benchmark at its small default size (bench/<name>/run.py, or bench/<name>/bench_<name>.py),
+# then bench/figures.py copies each bench/<name>/last-run.json into README.md.
+bench: dev
+	set -e; for d in bench/*/; do \
+	  n=$$(basename $$d); r=$$d/run.py; [ -f $$r ] || r=$$d/bench_$$n.py; \
+	  if [ -f $$r ]; then echo "== $$r"; $(BIN)/python $$r; fi; \
+	done
+	$(BIN)/python bench/figures.py
 
 conformance: dev
 	MQTOOL=$(BIN)/mqtool ../shared/conformance/check

@@ -38,6 +38,13 @@ import construct as cs
 
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.errors import FormatError, TruncatedError
+from mqtool.formats.rules import (  # ConsumeQueueExt addresses: one home, formats/rules.py
+    MAX_ADDR,
+    MAX_REAL_OFFSET,
+    decorate,
+    is_ext_addr,
+    undecorate,
+)
 
 __all__ = [
     "BATCH_CQ_UNIT",
@@ -71,9 +78,6 @@ INVALID_POS = -1
 MAPPED_FILE_SIZE_BATCH_CQ = 300000 * CQ_STORE_UNIT_SIZE  # mapperFileSizeBatchConsumeQueue
 
 # ConsumeQueueExt.java
-LONG_MIN_VALUE = -(2**63)
-MAX_ADDR = -(2**31) - 1  # Integer.MIN_VALUE - 1L
-MAX_REAL_OFFSET = MAX_ADDR - LONG_MIN_VALUE
 MIN_EXT_UNIT_SIZE = 2 * 1 + 8 * 2 + 2  # 20
 MAX_EXT_UNIT_SIZE = 32767  # Short.MAX_VALUE
 END_BLANK_DATA_LENGTH = 4
@@ -168,23 +172,6 @@ def iter_batch_cq(
 
 # --------------------------------------------------------------------------------------------
 # ConsumeQueueExt
-
-
-def is_ext_addr(address: int) -> bool:
-    """``ConsumeQueueExt#isExtAddr``: a tagsCode at or below MAX_ADDR is an ext address."""
-    return address <= MAX_ADDR
-
-
-def undecorate(address: int) -> int:
-    """``ConsumeQueueExt#unDecorate``: ext address -> byte offset in the ext queue."""
-    return address - LONG_MIN_VALUE if is_ext_addr(address) else address
-
-
-def decorate(offset: int) -> int:
-    """``ConsumeQueueExt#decorate``: byte offset in the ext queue -> ext address."""
-    if not 0 <= offset <= MAX_REAL_OFFSET:
-        raise FormatError(None, None, f"ext offset {offset} outside 0..{MAX_REAL_OFFSET}")
-    return offset + LONG_MIN_VALUE
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,18 @@ from mqtool.formats.errors import (
     FormatError,
     TruncatedError,
 )
+from mqtool.formats.rules import (  # MessageConst names, re-exported (one home: formats/rules.py)
+    PROPERTY_DELAY_TIME_LEVEL as PROPERTY_DELAY_TIME_LEVEL,
+)
+from mqtool.formats.rules import PROPERTY_KEYS as PROPERTY_KEYS
+from mqtool.formats.rules import PROPERTY_ORIGIN_MESSAGE_ID as PROPERTY_ORIGIN_MESSAGE_ID
+from mqtool.formats.rules import PROPERTY_REAL_QUEUE_ID as PROPERTY_REAL_QUEUE_ID
+from mqtool.formats.rules import PROPERTY_REAL_TOPIC as PROPERTY_REAL_TOPIC
+from mqtool.formats.rules import PROPERTY_RETRY_TOPIC as PROPERTY_RETRY_TOPIC
+from mqtool.formats.rules import PROPERTY_TAGS as PROPERTY_TAGS
+from mqtool.formats.rules import (
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+)
 
 # --- constants, spelled as in the Java source -----------------------------------------------
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7, MessageDecoder.MESSAGE_MAGIC_CODE (V1)
@@ -71,15 +83,7 @@ SYSFLAG_POSITION = 36
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 
-# Properties (MessageConst)
-PROPERTY_KEYS = "KEYS"
-PROPERTY_TAGS = "TAGS"
-PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
-PROPERTY_DELAY_TIME_LEVEL = "DELAY"
-PROPERTY_REAL_TOPIC = "REAL_TOPIC"
-PROPERTY_REAL_QUEUE_ID = "REAL_QID"
-PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
-PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+# Properties (MessageConst): names live in formats/rules.py; the CRC32 one is record layout.
 PROPERTY_CRC32 = "__CRC32#"
 CRC32_RESERVED_LEN = len(PROPERTY_CRC32) + 1 + 10 + 1  # "__CRC32#" \x01 10 digits \x02
 

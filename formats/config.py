@@ -37,7 +37,8 @@ from decimal import Decimal
 from typing import Any
 
 from mqtool.formats.errors import FormatError
-from mqtool.formats.javastr import java_string_hash
+from mqtool.formats.javacompat import chm_order, hashmap_order
+from mqtool.formats.rules import DEFAULT_MAX_RECONSUME_TIMES
 
 __all__ = [
     "CONSUMER_OFFSET_TABLE_CAPACITY",
@@ -515,40 +516,6 @@ def dumps_fastjson(obj: Any, *, pretty: bool | None = None) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Java map iteration order
-
-
-def _table_size_for(c: int) -> int:
-    n = 1
-    while n < c:
-        n <<= 1
-    return min(n, 1 << 30)
-
-
-def chm_order(keys: Iterable[str | int], initial_capacity: int) -> list[str | int]:
-    """Order ``keys`` as a ``ConcurrentHashMap(initial_capacity)`` holding them iterates.
-
-    Iteration walks the bucket table (index = ``(h ^ (h >>> 16)) & (n - 1)`` with ``h`` the Java
-    ``hashCode``); keys sharing a bucket keep the given (insertion) order. The table size follows
-    the Java 8+ constructor (``tableSizeFor(c + c/2 + 1)``) and doubles at 3/4 load. Sorting is
-    stable, so an order read from a broker-written file is left unchanged.
-    """
-    key_list = list(keys)
-    n = _table_size_for(initial_capacity + (initial_capacity >> 1) + 1)
-    while len(key_list) >= n - (n >> 2) and n < (1 << 30):
-        n <<= 1
-
-    def bucket(k: str | int) -> int:
-        if isinstance(k, str):
-            h = java_string_hash(k) & 0xFFFFFFFF
-        else:  # Integer.hashCode / Long.hashCode
-            h = (k ^ (k >> 32)) & 0xFFFFFFFF if not -(2**31) <= k < 2**31 else k & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (n - 1)
-
-    return sorted(key_list, key=bucket)
-
-
-# --------------------------------------------------------------------------------------------
 # Typed records
 
 
@@ -735,24 +702,9 @@ def _derive_group_topic_map(keys: Iterable[str]) -> dict[str, list[str]]:
             if parts[0] not in topics:
                 topics.append(parts[0])
     result: dict[str, list[str]] = {}
-    for g in _hashmap_order(groups, 128):
-        result[g] = _hashmap_order(groups[g], 8)
+    for g in hashmap_order(groups, 128):
+        result[g] = hashmap_order(groups[g], 8)
     return result
-
-
-def _hashmap_order(keys: Iterable[str], initial_capacity: int) -> list[str]:
-    # java.util.HashMap: table = tableSizeFor(c), doubled when size exceeds 3/4 of it; resize
-    # keeps the relative order of a bucket's entries.
-    key_list = list(keys)
-    n = _table_size_for(initial_capacity)
-    while len(key_list) > n * 3 // 4:
-        n <<= 1
-
-    def bucket(k: str) -> int:
-        h = java_string_hash(k) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (n - 1)
-
-    return sorted(key_list, key=bucket)
 
 
 def build_consumer_offset(offsets: ConsumerOffsets, *, derive_group_topic_map: bool = False) -> str:
@@ -894,7 +846,7 @@ def default_subscription_group_fields(group_name: str) -> dict[str, Any]:
         "groupRetryPolicy": {"type": "CUSTOMIZED"},
         "groupSysFlag": 0,
         "notifyConsumerIdsChangedEnable": True,
-        "retryMaxTimes": 16,
+        "retryMaxTimes": DEFAULT_MAX_RECONSUME_TIMES,
         "retryQueueNums": 1,
         "whichBrokerWhenConsumeSlowly": 1,
     }
@@ -923,7 +875,7 @@ class SubscriptionGroupConfig:
     @property
     def retry_max_times(self) -> int:
         """Reconsume attempts before the DLQ (default 16)."""
-        return int(self.fields.get("retryMaxTimes", 16))
+        return int(self.fields.get("retryMaxTimes", DEFAULT_MAX_RECONSUME_TIMES))
 
     @property
     def retry_queue_nums(self) -> int:

@@ -18,13 +18,16 @@ import numpy as np
 
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.errors import FormatError
+from mqtool.formats.rules import LONG_MIN_VALUE, MAX_ADDR, SCHEDULE_TOPIC, is_ext_addr, tags_code_of
+
+__all__ = [
+    "CQ_DTYPE", "CQ_STORE_UNIT_SIZE", "CQ_UNIT", "LONG_MIN_VALUE", "MAX_ADDR",
+    "MSG_TAG_OFFSET_INDEX", "SCHEDULE_TOPIC", "CqEntry", "build_cq_entry", "cq_array", "iter_cq",
+    "parse_cq_entry", "tags_code_of",
+]
 
 CQ_STORE_UNIT_SIZE = 20
 MSG_TAG_OFFSET_INDEX = 12
-# ConsumeQueueExt.MAX_ADDR = Integer.MIN_VALUE - 1 (as a long)
-MAX_ADDR = -(2**31) - 1
-LONG_MIN_VALUE = -(2**63)
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
 CQ_UNIT = cs.Struct(
     "commit_log_offset" / cs.Int64sb,
@@ -50,12 +53,12 @@ class CqEntry:
     @property
     def is_ext_address(self) -> bool:
         """True when tags_code is a ConsumeQueueExt address, not a tag hash."""
-        return self.tags_code <= MAX_ADDR
+        return is_ext_addr(self.tags_code)
 
     @property
     def ext_offset(self) -> int:
         """Offset into consumequeue_ext (``ConsumeQueueExt#unDecorate``)."""
-        return self.tags_code - LONG_MIN_VALUE
+        return self.tags_code - LONG_MIN_VALUE  # rules.undecorate of an ext address
 
 
 def parse_cq_entry(
@@ -105,9 +108,3 @@ def cq_array(buf: Buffer) -> np.ndarray:
     idx = np.flatnonzero(empty)
     return arr[: idx[0]] if idx.size else arr
 
-
-def tags_code_of(tags: str | None) -> int:
-    """``MessageExtBrokerInner#tagsString2tagsCode``: Java hashCode of the tag, 0 without."""
-    from mqtool.formats.javastr import java_string_hash
-
-    return java_string_hash(tags) if tags else 0

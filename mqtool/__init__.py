@@ -1,3 +1,4 @@
-"""mqtool: inspect, trace, repair and audit Apache RocketMQ message stores offline."""
+"""mqtool: inspect, trace and audit Apache RocketMQ message stores offline, and resend dead-lettered
+messages into a store directory."""
 
 __version__ = "0.1.0"

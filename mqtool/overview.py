@@ -6,8 +6,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mqtool.formats.errors import Finding, FormatError
-from mqtool.refstore.broker import DEFAULT_MESSAGE_DELAY_LEVEL, parse_delay_levels
-from mqtool.store import SCHEDULE_TOPIC, Store, topic_kind
+from mqtool.formats.rules import (
+    DEFAULT_MESSAGE_DELAY_LEVEL,
+    SCHEDULE_TOPIC,
+    fmt_delay,
+    parse_delay_levels,
+    topic_kind,
+)
+from mqtool.store import Store
 
 DEFAULT_DELAY_LEVELS = DEFAULT_MESSAGE_DELAY_LEVEL
 
@@ -144,7 +150,7 @@ def inspect_store(store: Store, delay_levels: str = DEFAULT_DELAY_LEVELS) -> Ove
         done = (delay or {}).get(level, 0)
         sched.append({
             "level": level,
-            "delay": _fmt_delay(levels[level]) if level in levels else None,
+            "delay": fmt_delay(levels[level]) if level in levels else None,
             "queueId": level - 1, "delayOffset": done, "maxOffset": mx,
             "pending": max(0, mx - done), "beyondMax": done > mx,
         })
@@ -188,9 +194,3 @@ def inspect_store(store: Store, delay_levels: str = DEFAULT_DELAY_LEVELS) -> Ove
     ]
     return Overview(data, list(store.findings))
 
-
-def _fmt_delay(ms: int) -> str:
-    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms}ms"

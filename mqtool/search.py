@@ -19,6 +19,13 @@ from typing import TYPE_CHECKING, cast
 
 from mqtool.formats.commitlog import CommitLogMessage, parse_message
 from mqtool.formats.errors import FormatError
+from mqtool.formats.rules import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+)
+from mqtool.formats.rules import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as PROPERTY_UNIQ_KEY
 from mqtool.formats.walker import Unreadable
 
 if TYPE_CHECKING:
@@ -26,8 +33,6 @@ if TYPE_CHECKING:
 
 ProgressFn = Callable[[int, int], None]  # (bytes done, bytes total); same as mqtool.query's
 
-PROPERTY_UNIQ_KEY = "UNIQ_KEY"
-PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 
 _SCAN_CHUNK = 64 << 20  # bytes searched between progress reports
 
@@ -169,8 +174,6 @@ class Finder:
     ) -> list[CommitLogMessage]:
         """Records whose UNIQ_KEY is in ``uniq_keys``, ORIGIN_MESSAGE_ID in ``origin_ids`` or
         one KEYS token in ``keys`` (restricted to ``topic`` when given, KEYS only)."""
-        from mqtool.store import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC
-
         origin_up = {o.upper() for o in origin_ids}
 
         def wanted(m: CommitLogMessage) -> bool:

@@ -34,6 +34,15 @@ from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, CqEntry, iter_cq
 from mqtool.formats.errors import BadFieldError, Finding, FormatError, MqtoolError
 from mqtool.formats.indexfile import IndexReader, build_key, index_key_hash
 from mqtool.formats.msgid import decode_offset_msg_id
+from mqtool.formats.rules import (  # re-exported: the broker's names live in formats/rules.py
+    DLQ_GROUP_TOPIC_PREFIX as DLQ_GROUP_TOPIC_PREFIX,
+)
+from mqtool.formats.rules import (
+    RETRY_GROUP_TOPIC_PREFIX as RETRY_GROUP_TOPIC_PREFIX,
+)
+from mqtool.formats.rules import SCHEDULE_TOPIC as SCHEDULE_TOPIC
+from mqtool.formats.rules import TIMER_TOPIC as TIMER_TOPIC
+from mqtool.formats.rules import topic_kind as topic_kind
 from mqtool.formats.walker import MIN_RECORD_SIZE, walk
 
 if TYPE_CHECKING:
@@ -41,29 +50,9 @@ if TYPE_CHECKING:
 
 ProgressFn = Callable[[int, int], None]  # (bytes done, bytes total)
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
-TIMER_TOPIC = "rmq_sys_wheel_timer"
-
 
 class StoreError(MqtoolError):
     """A store root that cannot be used as asked (missing, not a store, bad argument)."""
-
-
-def topic_kind(topic: str) -> str:
-    """``normal``, ``retry``, ``dlq``, ``schedule``, ``timer`` or ``system``."""
-    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-        return "retry"
-    if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
-        return "dlq"
-    if topic == SCHEDULE_TOPIC:
-        return "schedule"
-    if topic == TIMER_TOPIC:
-        return "timer"
-    if topic.startswith(("rmq_sys_", "RMQ_SYS_")) or topic in ("TBW102", "SELF_TEST_TOPIC"):
-        return "system"
-    return "normal"
 
 
 def map_readonly(path: Path) -> bytes | mmap.mmap:
@@ -244,11 +233,11 @@ class Store:
 
     def scan_commitlog_file(
         self, f: CommitLogFile
-    ) -> Iterator[CommitLogMessage | BlankRecord | FileEnd]:
-        """Records of one file past any damage, ending with its FileEnd (damage noted as
-        findings)."""
+    ) -> Iterator[CommitLogMessage | BlankRecord | Finding | FileEnd]:
+        """Records of one file past any damage, the walker's findings (unreadable regions,
+        CRC mismatches; also noted in ``findings``) where they occur, and last its FileEnd."""
         for item in self.walk_commitlog_file(f):
-            if not isinstance(item, Finding | int):
+            if not isinstance(item, int):
                 yield item
 
     def file_ends(self) -> list[tuple[CommitLogFile, FileEnd, int]]:

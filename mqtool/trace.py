@@ -26,6 +26,23 @@ from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from mqtool.formats.errors import MqtoolError
 from mqtool.formats.msgid import classify_id
+from mqtool.formats.rules import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_FIRST_POP_TIME,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_TIMER_OUT_MS,
+    PROPERTY_TRANSACTION_CHECK_TIMES,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+    is_system_topic,
+    parse_delay_levels,
+)
 from mqtool.overview import (
     DEFAULT_DELAY_LEVELS,
     load_consumer_offsets,
@@ -33,28 +50,9 @@ from mqtool.overview import (
     read_checkpoint,
 )
 from mqtool.query import ProgressFn
-from mqtool.refstore.broker import parse_delay_levels
 from mqtool.search import Finder
-from mqtool.store import (
-    DLQ_GROUP_TOPIC_PREFIX,
-    RETRY_GROUP_TOPIC_PREFIX,
-    SCHEDULE_TOPIC,
-    TIMER_TOPIC,
-    Store,
-)
+from mqtool.store import Store
 
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"  # TransactionalMessageUtil.buildHalfTopic()
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"  # TransactionalMessageUtil.buildOpTopic()
-
-PROPERTY_UNIQ_KEY = "UNIQ_KEY"
-PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
-PROPERTY_REAL_TOPIC = "REAL_TOPIC"
-PROPERTY_REAL_QUEUE_ID = "REAL_QID"
-PROPERTY_DELAY_TIME_LEVEL = "DELAY"
-PROPERTY_TIMER_OUT_MS = "TIMER_OUT_MS"
-PROPERTY_FIRST_POP_TIME = "1ST_POP_TIME"
-PROPERTY_TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 # Properties a resent DLQ copy carries (mqtool.dlq_resend: MQTOOL_DLQ_MSG_ID, MQTOOL_DLQ_TOPIC
 # and MQTOOL_RESEND_ID).
 RESEND_PROPERTY_NAMES = ("MQTOOL_DLQ_MSG_ID", "MQTOOL_DLQ_TOPIC")
@@ -290,13 +288,6 @@ def fmt_duration(ms: int) -> str:
     return "-" + s if neg else s
 
 
-def _fmt_delay(ms: int) -> str:
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms}ms"
-
-
 def _utc(ms: int) -> str:
     from datetime import UTC, datetime
 
@@ -483,7 +474,7 @@ def _build_hops(ctx: _Context, msgs: list[CommitLogMessage]) -> list[Hop]:
             break
     if original_topic is None:
         for m in msgs:
-            if not m.topic.startswith(("%", "rmq_sys_", "RMQ_SYS_")) and m.topic != SCHEDULE_TOPIC:
+            if not is_system_topic(m.topic):
                 original_topic = m.topic
                 break
     hops: list[Hop] = []

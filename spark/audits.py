@@ -18,7 +18,11 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, SCHEDULE_TOPIC
+from mqtool.formats.commitlog import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
+from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
+from mqtool.formats.rules import DLQ_GROUP_TOPIC_PREFIX as DLQ_PREFIX
+from mqtool.formats.rules import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
+from mqtool.formats.rules import SCHEDULE_TOPIC
 from mqtool.spark.schema import (
     FINDING_SCHEMA,
     RECORD_KIND_MESSAGE,
@@ -26,11 +30,7 @@ from mqtool.spark.schema import (
     spark_schema,
 )
 
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
-TRANSACTION_TYPE_MASK = 0xC
-TRANSACTION_PREPARED_TYPE = 0x4
-TRANSACTION_ROLLBACK_TYPE = 0xC
+TRANSACTION_TYPE_MASK = TRANSACTION_ROLLBACK_TYPE  # MessageSysFlag.TRANSACTION_ROLLBACK_TYPE = 0xC
 
 FINDING_COLUMNS = FINDING_SCHEMA.names
 

@@ -1,8 +1,11 @@
-"""bench/decode: full-decode throughput of a >= 1 GiB commitlog of 1 KiB messages.
+"""bench/decode: full-decode throughput of a commitlog of 1 KiB messages.
 
-Usage: ``.venv/bin/python bench/decode/run.py [--gib 1] [--keep]``
+Usage: ``.venv/bin/python bench/decode/run.py [--full] [--mib 64] [--keep]``
 
-Builds ``bench/out/decode/commitlog/00000000000000000000`` (1 GiB, RocketMQ's file size) of
+The default is a small run (one 64 MiB commitlog file, well under a minute); ``--full`` decodes
+one 1 GiB file, RocketMQ's default commitlog file size.
+
+Builds ``bench/out/decode/commitlog/00000000000000000000`` (``--mib`` MiB) of
 1,024-byte records with :func:`mqtool.formats.commitlog.make_message` / ``build_message`` (8
 templates: 4 topics, TAGS/KEYS/UNIQ_KEY properties, the physical and queue offsets patched per
 record), then measures, on that same file in the same run:
@@ -16,14 +19,14 @@ record), then measures, on that same file in the same run:
   properties cut out and UTF-8-checked in bulk, bodies left in the map) and, as a part of it,
   the walk alone.
 
-Prints a table and one JSON document (msgs/s, MB/s, ratio to the sequential read). The data is
+Prints a table and writes ``bench/decode/last-run.json`` (commit, cores, load average, msgs/s,
+MB/s, ratio to the sequential read measured in the same run; see bench/figures.py). The data is
 deleted afterwards unless ``--keep``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import mmap
 import os
 import shutil
@@ -33,8 +36,11 @@ from pathlib import Path
 
 import numpy as np
 
-from mqtool.formats import fastdecode
-from mqtool.formats.commitlog import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from figures import run_meta, write_last_run  # noqa: E402
+
+from mqtool.formats import fastdecode  # noqa: E402
+from mqtool.formats.commitlog import (  # noqa: E402
     CommitLogMessage,
     HostPort,
     build_blank,
@@ -45,7 +51,8 @@ from mqtool.formats.commitlog import (
     scan_file,
 )
 
-FILE_SIZE = 1 << 30  # mappedFileSizeCommitLog
+FULL_MIB = 1024  # mappedFileSizeCommitLog: 1 GiB
+SMALL_MIB = 64
 RECORD = 1024
 OUT = Path(__file__).resolve().parents[1] / "out" / "decode"
 CHUNK = 1 << 20
@@ -109,20 +116,22 @@ def sequential_read(path: Path) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--gib", type=int, default=1, help="commitlog size in GiB (files of 1 GiB)")
+    ap.add_argument("--full", action="store_true",
+                    help=f"full size: one {FULL_MIB} MiB commitlog file (default {SMALL_MIB} MiB)")
+    ap.add_argument("--mib", type=int, help="commitlog file size in MiB (overrides --full)")
     ap.add_argument("--sample", type=int, default=20000, help="records for the construct path")
     ap.add_argument("--keep", action="store_true", help="keep bench/out/decode afterwards")
     args = ap.parse_args()
-    if args.gib != 1:
-        raise SystemExit("only --gib 1 is supported (one 1 GiB commitlog file)")
+    mib = args.mib or (FULL_MIB if args.full else SMALL_MIB)
+    file_size = mib << 20
+    meta = run_meta()
     files = []
     n_total = 0
     try:
-        for g in range(args.gib):
-            p = OUT / "commitlog" / f"{g * FILE_SIZE:020d}"
-            print(f"building {p} ...", file=sys.stderr)
-            n_total += build_file(p, FILE_SIZE)
-            files.append(p)
+        p = OUT / "commitlog" / f"{0:020d}"
+        print(f"building {p} ({mib} MiB) ...", file=sys.stderr)
+        n_total += build_file(p, file_size)
+        files.append(p)
         size = sum(p.stat().st_size for p in files)
         results: dict[str, dict[str, float | int | str]] = {}
 
@@ -192,8 +201,19 @@ def main() -> None:
             print(f"{name:40} {r['seconds']:>9} {r['msgs_per_s']:>12,} {r['MB_per_s']:>9} "
                   f"{r['ratio_to_sequential_read']:>7}  {r['note']}")
         print()
-        print(json.dumps({"bytes": size, "messages": n_total, "record_size": RECORD,
-                          "results": results}, indent=2))
+        write_last_run("decode", meta, {
+            "size": "full" if mib == FULL_MIB else "small" if mib == SMALL_MIB else f"{mib} MiB",
+            "params": {"fileMiB": mib, "bytes": size, "messages": n_total, "recordSize": RECORD,
+                       "constructSample": args.sample},
+            "baseline": "sequential read (1 MiB chunks, warm), same file, same run",
+            "figures": [
+                {"what": name + (f" ({r['note']})" if r["note"] else ""),
+                 "value": r["msgs_per_s"], "unit": "msgs/s",
+                 "ratio": r["ratio_to_sequential_read"]}
+                for name, r in results.items()
+            ],
+            "results": results,
+        })
     finally:
         if not args.keep:
             shutil.rmtree(OUT, ignore_errors=True)

@@ -6,7 +6,8 @@ import typer
 
 app = typer.Typer(
     name="mqtool",
-    help="Inspect, trace, repair and audit Apache RocketMQ message stores offline.",
+    help="Inspect, trace and audit Apache RocketMQ message stores offline; resend dead-lettered "
+    "messages into a store directory.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,

@@ -28,6 +28,7 @@ from mqtool.cli.common import (
     parse_time,
     print_json,
     print_jsonl,
+    report_error,
 )
 from mqtool.dlq import (
     DlqSelection,
@@ -37,6 +38,7 @@ from mqtool.dlq import (
     list_groups,
     origin_msg_id,
     original_topic,
+    require_group,
     select_dlq,
 )
 from mqtool.query import ProgressFn
@@ -126,7 +128,7 @@ def list_cmd(
 
     Example: mqtool dlq list ~/store --target /data/replay-store --json
     """
-    from mqtool.dlq_resend import default_journal_path, resent_checker
+    from mqtool.dlq.journal import default_journal_path, resent_checker
 
     with handle_errors():
         st = open_store(store)
@@ -174,6 +176,7 @@ def show(
     sel = _selection(group, since, until, topic, msg_id, key, limit)
     with handle_errors():
         st = open_store(store)
+        require_group(st, group)
         rows = select_dlq(st, sel)
         if json_:
             print_json([export_dict(m, body) for m in rows])
@@ -240,6 +243,7 @@ def export(
 
     with handle_errors():
         st = open_store(store)
+        require_group(st, group)
         out = open(output, "w", encoding="utf-8", newline="") if output else sys.stdout
         n = 0
         try:
@@ -311,13 +315,9 @@ def resend_cmd(
 
     Example: mqtool dlq resend ~/store --group cg_journey --target /data/replay --rate 100
     """
-    from mqtool.dlq_resend import (
-        Outcome,
-        RefStoreTarget,
-        ResendJournal,
-        default_journal_path,
-        resend,
-    )
+    from mqtool.dlq.journal import ResendJournal, default_journal_path
+    from mqtool.dlq.resend import Outcome, resend
+    from mqtool.dlq.targets import RefStoreTarget
 
     check_body_mode(body)
     sel = _selection(group, since, until, topic, msg_id, key, limit)
@@ -337,18 +337,25 @@ def resend_cmd(
 
     with handle_errors():
         st = open_store(store)
+        require_group(st, group)
         tgt = RefStoreTarget(target, read_only=dry_run)
         jr = ResendJournal.read(jpath) if dry_run else ResendJournal.open(jpath)
         try:
-            report = resend(st, sel, tgt, jr, to=to, dry_run=dry_run, rate=rate, batch=batch,
-                            on_outcome=show_outcome)
+            records = select_dlq(st, sel)
+            report = resend(records, group, tgt, jr, source=str(st.root), to=to,
+                            dry_run=dry_run, rate=rate, batch=batch, on_outcome=show_outcome)
         finally:
             jr.close()
             tgt.close()
         d = report.to_dict(body)
         if json_:
             print_json(d)
-        else:
+        if report.stopped is not None:
+            report_error(
+                f"{report.stopped} (sent {d['sent']}, failed {d['failed']}, not reached "
+                f"{d['notSent']}; journal {jpath}; run the same command again to go on)")
+            raise typer.Exit(1)
+        if not json_:
             err_console().print(
                 f"selected {d['selected']}: sent {d['sent']}, skipped {d['skipped']}, "
                 f"failed {d['failed']}" + (f", would send {d['wouldSend']} (dry run)"

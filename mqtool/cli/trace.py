@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -24,6 +25,7 @@ from mqtool.cli.common import (
     parse_time,
     print_json,
 )
+from mqtool.formats.rules import fmt_delay
 from mqtool.overview import DEFAULT_DELAY_LEVELS
 
 if TYPE_CHECKING:
@@ -77,7 +79,7 @@ def _hop_node(n: int, h: Hop) -> Tree:
     ))
     bits = []
     if h.delay_level is not None and h.kind in ("schedule", "retry", "delivered", "pop-retry"):
-        d = "" if h.delay_ms is None else f" ({_fmt_delay(h.delay_ms)})"
+        d = "" if h.delay_ms is None else f" ({fmt_delay(h.delay_ms)})"
         bits.append(f"delay level {h.delay_level}{d}")
     if h.deliver_timestamp is not None:
         bits.append(f"due {fmt_time(h.deliver_timestamp)}")
@@ -89,13 +91,6 @@ def _hop_node(n: int, h: Hop) -> Tree:
         node.add(Text(h.note))
     node.add(Text(h.state_detail, style=_STATE_STYLE.get(h.state, "")))
     return node
-
-
-def _fmt_delay(ms: int) -> str:
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms}ms"
 
 
 def render_trace(tr: Trace, console: Console) -> None:
@@ -199,6 +194,15 @@ def trace(
         ),
     ] = "store",
     json_: JsonOpt = False,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            help="Also write the journey on a time axis as one self-contained HTML page "
+            "(no network needed to view it), e.g. --html journey.html.",
+            metavar="FILE",
+        ),
+    ] = None,
 ) -> None:
     """Follow one message through the store: original, schedule, retry, DLQ and resend copies.
 
@@ -209,6 +213,8 @@ def trace(
     With --json: {"id", "uniqKey", "verdict", "via", "hops": [...]} (--key: {"key", "traces"}).
 
     Example: mqtool trace ~/store C000020247AB5FFD2B276B8361EB0006 --delay-levels "1s 5s 10s"
+
+    Example: mqtool trace ~/store --key ORD-100006 --html journey.html
     """
     from mqtool.trace import trace_id, trace_key
 
@@ -228,8 +234,14 @@ def trace(
                 assert msg_id is not None
                 traces = [trace_id(st, msg_id, delay_levels=delay_levels, now=now_ms,
                                    progress=progress, store_label=str(store))]
+        doc = kt.to_json() if key is not None else traces[0].to_json()
+        if html is not None:
+            from mqtool.report.timeline import trace_page, write_page
+
+            write_page(html, trace_page(doc, problems=[str(f) for f in st.findings]))
+            err_console().print(f"wrote {html}", highlight=False, markup=False)
         if json_:
-            print_json(kt.to_json() if key is not None else traces[0].to_json())
+            print_json(doc)
         else:
             con = out_console()
             for i, tr in enumerate(traces):

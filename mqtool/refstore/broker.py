@@ -17,69 +17,59 @@ Mirrors, step for step:
 Property maps are plain ``dict`` objects in *Java insertion order* (a decoded record's map is
 filled in stored order; puts append, replacements keep the position). Since no path removes a key
 before encoding, the Java iteration order of such a map follows from its key sequence alone:
-:func:`~mqtool.refstore.javautil.hashmap_key_order` turns it into RocketMQ's byte order.
+:func:`~mqtool.formats.javacompat.hashmap_key_order` turns it into RocketMQ's byte order.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mqtool.formats.consumequeue import tags_code_of
-from mqtool.formats.errors import MqtoolError
+# The broker's names and rules have one home, formats/rules.py; they are re-exported here so the
+# engine can keep writing ``B.SCHEDULE_TOPIC``.
+from mqtool.formats.rules import (
+    DEFAULT_MAX_RECONSUME_TIMES,
+    DEFAULT_MESSAGE_DELAY_LEVEL,
+    DLQ_GROUP_TOPIC_PREFIX,
+    DLQ_NUMS_PER_GROUP,
+    KEY_SEPARATOR,
+    PROPERTY_CLUSTER,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
+    PROPERTY_MAX_RECONSUME_TIMES,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_RECONSUME_TIME,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    SEND_BACK_BASE_DELAY_LEVEL,
+    TRANS_HALF_TOPIC,
+    BrokerRuleError,
+    delay_level_to_queue_id,
+    dlq_topic,
+    parse_delay_levels,
+    queue_id_to_delay_level,
+    retry_topic,
+)
+from mqtool.formats.rules import tags_code_of as tags_code
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"  # MixAll.DLQ_GROUP_TOPIC_PREFIX
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-DLQ_NUMS_PER_GROUP = 1
-DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-DEFAULT_MAX_RECONSUME_TIMES = 16  # SubscriptionGroupConfig.retryMaxTimes
-
-PROPERTY_KEYS = "KEYS"
-PROPERTY_TAGS = "TAGS"
-PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
-PROPERTY_DELAY_TIME_LEVEL = "DELAY"
-PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
-PROPERTY_REAL_TOPIC = "REAL_TOPIC"
-PROPERTY_REAL_QUEUE_ID = "REAL_QID"
-PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
-PROPERTY_CLUSTER = "CLUSTER"
-PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
-PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
-KEY_SEPARATOR = " "
-
-_TIME_UNITS = {"s": 1000, "m": 1000 * 60, "h": 1000 * 60 * 60, "d": 1000 * 60 * 60 * 24}
-
-
-class BrokerRuleError(MqtoolError):
-    """Input the broker itself would reject (bad delay level string, unknown group, ...)."""
-
-
-def parse_delay_levels(level_string: str = DEFAULT_MESSAGE_DELAY_LEVEL) -> dict[int, int]:
-    """``ScheduleMessageService#parseDelayLevel``: ``{level (1-based): delay ms}``."""
-    table: dict[int, int] = {}
-    for i, value in enumerate(level_string.split(" ")):
-        unit = _TIME_UNITS.get(value[-1:]) if value else None
-        try:
-            num = int(value[:-1])
-        except ValueError:
-            unit = None
-            num = 0
-        if unit is None:
-            raise BrokerRuleError(f"bad delay level {i + 1} {value!r} in {level_string!r}")
-        table[i + 1] = num * unit
-    return table
-
-
-def delay_level_to_queue_id(level: int) -> int:
-    """``ScheduleMessageService#delayLevel2QueueId``."""
-    return level - 1
-
-
-def queue_id_to_delay_level(queue_id: int) -> int:
-    """``ScheduleMessageService#queueId2DelayLevel``."""
-    return queue_id + 1
+__all__ = [
+    "DEFAULT_MAX_RECONSUME_TIMES", "DEFAULT_MESSAGE_DELAY_LEVEL", "DLQ_GROUP_TOPIC_PREFIX",
+    "DLQ_NUMS_PER_GROUP", "KEY_SEPARATOR", "PROPERTY_CLUSTER", "PROPERTY_DELAY_TIME_LEVEL",
+    "PROPERTY_KEYS", "PROPERTY_MAX_RECONSUME_TIMES", "PROPERTY_ORIGIN_MESSAGE_ID",
+    "PROPERTY_REAL_QUEUE_ID", "PROPERTY_REAL_TOPIC", "PROPERTY_RECONSUME_TIME",
+    "PROPERTY_RETRY_TOPIC", "PROPERTY_TAGS", "PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX",
+    "PROPERTY_WAIT_STORE_MSG_OK", "RETRY_GROUP_TOPIC_PREFIX", "SCHEDULE_TOPIC", "TRANS_HALF_TOPIC",
+    "BrokerRuleError", "SendBackDecision", "TimeUp", "apply_send_back",
+    "compute_deliver_timestamp", "correct_deliver_timestamp", "decide_send_back",
+    "delay_level_of", "delay_level_to_queue_id", "dlq_topic", "index_keys", "message_timeup",
+    "parse_delay_levels", "queue_id_to_delay_level", "retry_topic", "rewrite_for_schedule",
+    "tags_code",
+]
 
 
 def compute_deliver_timestamp(levels: dict[int, int], level: int, store_timestamp: int) -> int:
@@ -92,19 +82,6 @@ def correct_deliver_timestamp(now: int, deliver_timestamp: int, level_delay: int
     """``DeliverDelayedMessageTimerTask#correctDeliverTimestamp``: a deliver time further away
     than one full delay (clock moved back) is delivered now."""
     return now if deliver_timestamp > now + level_delay else deliver_timestamp
-
-
-def retry_topic(group: str) -> str:
-    """``MixAll.getRetryTopic``."""
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    """``MixAll.getDLQTopic``."""
-    return DLQ_GROUP_TOPIC_PREFIX + group
-
-
-tags_code = tags_code_of  # MessageExtBrokerInner#tagsString2tagsCode (one implementation)
 
 
 def index_keys(topic: str, properties: dict[str, str]) -> list[str]:
@@ -146,7 +123,7 @@ def decide_send_back(
     if reconsume_times >= max_reconsume_times or delay_level < 0:
         return SendBackDecision(dlq_topic(group), 0, True)
     if delay_level == 0:
-        delay_level = 3 + reconsume_times
+        delay_level = SEND_BACK_BASE_DELAY_LEVEL + reconsume_times
     return SendBackDecision(retry_topic(group), delay_level, False)
 
 

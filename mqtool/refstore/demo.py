@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mqtool.formats.commitlog import CommitLogMessage
+from mqtool.formats.rules import topic_kind
 from mqtool.refstore.engine import ManualClock, Message, RefStore, StoreConfig
 from mqtool.refstore.ops import tick_until
 
@@ -186,14 +187,14 @@ def build_demo(
             n = sum(s.max_offset(t, q) for q in s.queue_ids(t))
             summary.topics[t] = n
             summary.records += n
-            if t.startswith("%DLQ%"):
+            if topic_kind(t) == "dlq":
                 summary.dlq[t] = n
                 if summary.sample_dlq_uniq_key is None:
                     for _, m in s.iter_queue(t, 0):
                         summary.sample_dlq_uniq_key = m.uniq_key
                         break
         for t in s.queue_topics():
-            if t.startswith("%RETRY%") and summary.sample_retried_uniq_key is None:
+            if topic_kind(t) == "retry" and summary.sample_retried_uniq_key is None:
                 for _, m in s.iter_queue(t, 0):
                     if m.properties.get("behavior") == "FAIL_TWICE":
                         summary.sample_retried_uniq_key = m.uniq_key

@@ -75,6 +75,7 @@ from mqtool.formats.config import (
     parse_topics,
 )
 from mqtool.formats.errors import FormatError
+from mqtool.formats.javacompat import hashmap_key_order
 from mqtool.refstore import broker as B
 from mqtool.refstore.fastpath import (
     CRC32_PLACEHOLDER,
@@ -88,7 +89,6 @@ from mqtool.refstore.fastpath import (
     topic_header,
     write_total_size,
 )
-from mqtool.refstore.javautil import hashmap_key_order
 from mqtool.refstore.logfiles import (
     B_BLANK_MAGIC,
     CommitLogFiles,

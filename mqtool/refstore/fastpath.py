@@ -19,6 +19,13 @@ from mmap import mmap
 import numpy as np
 
 from mqtool.formats.commitlog import HostPort
+from mqtool.formats.javacompat import java_hash_continue_many, java_hash_unsigned, to_int32
+
+__all__ = [
+    "CRC32_PLACEHOLDER", "CRC32_RESERVED_LEN", "JavaHashCache", "fill_prop_crc", "index_hashes",
+    "java_hash_unsigned", "magic_for", "pack_record_into", "packed_ip", "record_size",
+    "topic_header", "write_total_size",
+]
 
 _MAGIC_V1 = 0xDAA320A7
 _MAGIC_V2 = 0xDAA320AB
@@ -148,21 +155,6 @@ def fill_prop_crc(mm: mmap | bytearray, pos: int, size: int) -> None:
     mm[start : start + 10] = bytes(digits)
 
 
-_MASK = 0xFFFFFFFF
-
-
-def java_hash_unsigned(s: str, h: int = 0) -> int:
-    """Continue a Java ``String.hashCode`` (unsigned 32-bit state ``h``) over ``s``."""
-    if s.isascii():
-        for c in s.encode("ascii"):
-            h = (31 * h + c) & _MASK
-        return h
-    data = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & _MASK
-    return h
-
-
 class JavaHashCache:
     """Incremental Java hashes for index keys (``topic#key``) and tags."""
 
@@ -176,8 +168,7 @@ class JavaHashCache:
             return 0
         h = self._tags.get(tags)
         if h is None:
-            u = java_hash_unsigned(tags)
-            h = u - (1 << 32) if u & 0x80000000 else u
+            h = to_int32(java_hash_unsigned(tags))
             if len(self._tags) < 100_000:
                 self._tags[tags] = h
         return h
@@ -188,12 +179,7 @@ class JavaHashCache:
         if h is None:
             h = java_hash_unsigned(topic + "#")
             self._topic_prefix[topic] = h
-        if key.isascii():
-            for c in key.encode("ascii"):
-                h = (31 * h + c) & _MASK
-        else:
-            h = java_hash_unsigned(key, h)
-        return _abs32(h)
+        return _abs32(java_hash_unsigned(key, h))
 
 
 
@@ -208,31 +194,11 @@ def _abs32(u: int) -> int:
 def index_hashes(prefixes: list[int], keys: list[str]) -> list[int]:
     """``indexKeyHashMethod(topic + "#" + key)`` for many keys at once.
 
-    ``prefixes[i]`` is the unsigned Java hash of ``topic#`` for ``keys[i]``; Horner's rule
-    continues it over the key's characters, vectorised per key length (uint32 arithmetic wraps
-    like Java's int). Non-ASCII keys take the per-character path.
+    ``prefixes[i]`` is the unsigned Java hash of ``topic#`` for ``keys[i]``; the hash is continued
+    vectorised (:func:`~mqtool.formats.javacompat.java_hash_continue_many`), then made
+    non-negative as ``indexKeyHashMethod`` does (abs, ``Integer.MIN_VALUE`` -> 0).
     """
-    n = len(keys)
-    out = np.empty(n, dtype=np.uint32)
-    pre = np.asarray(prefixes, dtype=np.uint32)
-    groups: dict[int, list[int]] = {}
-    for i, k in enumerate(keys):
-        if k.isascii():
-            groups.setdefault(len(k), []).append(i)
-        else:
-            out[i] = java_hash_unsigned(k, prefixes[i])
-    mult = np.uint32(31)
-    for length, idx in groups.items():
-        sel = np.asarray(idx, dtype=np.int64)
-        h = pre[sel]
-        if length:
-            chars = np.frombuffer(
-                "".join([keys[i] for i in idx]).encode("ascii"), dtype=np.uint8
-            ).reshape(len(idx), length)
-            for j in range(length):
-                h = h * mult + chars[:, j]
-        out[sel] = h
-    signed = out.view(np.int32).astype(np.int64)
+    signed = java_hash_continue_many(prefixes, keys).view(np.int32).astype(np.int64)
     res = np.abs(signed)
     res[signed == -(2**31)] = 0
     return list(res.tolist())

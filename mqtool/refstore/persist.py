@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mqtool.formats.errors import FormatError
+from mqtool.formats.rules import fmt_delay
 from mqtool.refstore import broker as B
 from mqtool.refstore.model import StoreConfig
 
@@ -72,10 +73,8 @@ def infer_config(root: str | os.PathLike[str]) -> StoreConfig | None:
 
 
 def _level_text(ms: int) -> str:
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000)):
-        if ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{max(1, round(ms / 1000))}s"
+    """A measured delay as a ``messageDelayLevel`` token (whole seconds at least)."""
+    return fmt_delay(ms if ms % 1000 == 0 else max(1, round(ms / 1000)) * 1000)
 
 
 def read_config(path: Path, parse: Callable[..., Any]) -> Any:

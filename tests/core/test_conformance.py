@@ -106,13 +106,28 @@ def test_inspect_checkpoint_delay_offset_and_queues(scenario: str) -> None:
     for q in summary["consumeQueues"]:
         mine = queues[(q["topic"], q["queueId"])]
         assert (mine["minOffset"], mine["maxOffset"]) == (q["minOffset"], q["maxOffset"])
-    if "commitlogFiles" in summary:
-        ends = {f["file"].split("/")[-1]: f for f in d["commitlog"]["files"]}
-        for f in summary["commitlogFiles"]:
-            mine = ends[f["file"]]
-            assert mine["messages"] == f["messages"]
-            assert mine["end"] == f["end"]
-            assert mine["dataEnd"] == f["dataEnd"] or f["end"] == "blank"
+    assert "commitlogFiles" in summary
+    ends = {f["file"].split("/")[-1]: f for f in d["commitlog"]["files"]}
+    assert sorted(ends) == sorted(f["file"] for f in summary["commitlogFiles"])
+    blanks = {r["file"]: r for r in manifest_jsonl(scenario, "commitlog.jsonl")
+              if r["kind"] == "blank"}
+    for f in summary["commitlogFiles"]:
+        mine = ends[f["file"]]
+        assert (mine["messages"], mine["end"], mine["size"]) == \
+            (f["messages"], f["end"], f["fileSize"]), f["file"]
+        if f["end"] == "blank":
+            # RocketMQ's data end of a file closed by a BLANK record is the file's end (the
+            # BLANK fills it); mqtool's dataEnd is where the BLANK record starts. Both must
+            # agree with the manifest's BLANK record: its offset, and its size up to the end.
+            blank = blanks[f["file"]]
+            assert mine["dataEnd"] == blank["fileOffset"], f["file"]
+            assert mine["dataEnd"] + blank["totalSize"] == f["dataEnd"] == f["fileSize"], f["file"]
+        else:
+            assert f["file"] not in blanks
+            assert mine["dataEnd"] == f["dataEnd"], f["file"]
+    assert sum(f["end"] == "blank" for f in summary["commitlogFiles"]) == len(blanks)
+    assert d["commitlog"]["maxOffset"] == summary["maxPhyOffset"]
+    assert sum(f["end"] == "blank" for f in summary["commitlogFiles"]) == summary["blanks"]
 
 
 def test_index_queries_all_found(scenario: str) -> None:

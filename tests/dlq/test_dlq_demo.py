@@ -8,7 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from mqtool.cli import app
-from mqtool.dlq_resend import RESEND_ID_PROPERTY
+from mqtool.dlq.outgoing import RESEND_ID_PROPERTY
 from mqtool.refstore.demo import build_demo
 from mqtool.refstore.engine import RefStore, StoreConfig
 from mqtool.store import Store

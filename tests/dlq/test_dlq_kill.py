@@ -13,10 +13,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from test_dlq_resend import make_dlq_source, make_target, resent_copies
 
 from mqtool.dlq import DlqSelection, select_dlq
-from mqtool.dlq_resend import RESEND_ID_PROPERTY, ResendJournal, default_journal_path, resend_id
+from mqtool.dlq.journal import ResendJournal, default_journal_path
+from mqtool.dlq.outgoing import RESEND_ID_PROPERTY, resend_id
 from mqtool.refstore.engine import RefStore
 from mqtool.store import Store
 
@@ -75,3 +77,44 @@ def test_killed_resend_rerun_sends_each_record_exactly_once(tmp_path: Path) -> N
     again = subprocess.run(_cmd(src, target, "--json"), cwd=ROOT, capture_output=True,
                            text=True, timeout=60)
     assert json.loads(again.stdout)["skipped"] == N
+
+
+# Deterministic kill points (mqtool.dlq.journal.crash_point: the process SIGKILLs itself the
+# n-th time it passes the named point): between the intents' fsync and the first put, after
+# the first / a middle put of a batch, after the puts before the done lines, in the middle of a
+# journal write (torn line), and between batches. A second kill may hit the rerun.
+KILL_POINTS = [
+    ["after-intent:3"], ["put:1"], ["put:37"], ["before-done:2"], ["journal-torn:4"],
+    ["after-done:5"], ["after-intent:2", "put:3"],
+]
+
+
+@pytest.mark.parametrize("points", KILL_POINTS, ids=lambda p: "+".join(p))
+def test_kill_at_each_point_then_rerun_loses_and_duplicates_nothing(
+    tmp_path: Path, points: list[str], dlq_200: Path
+) -> None:
+    target = make_target(tmp_path / "target")
+    journal = default_journal_path(target)
+    cmd = [sys.executable, "-m", "mqtool", "dlq", "resend", str(dlq_200), "--group", "g",
+           "--target", str(target), "--batch", "16"]
+    for point in points:
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "MQTOOL_CRASH_AT": point})
+        assert p.returncode == -signal.SIGKILL, (point, p.stderr)
+    if points[0].startswith("journal-torn"):
+        assert not journal.read_bytes().endswith(b"\n")  # the kill tore the last line
+    final = subprocess.run([*cmd, "--json"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=120)
+    assert final.returncode == 0, final.stderr
+    rep = json.loads(final.stdout)
+    assert rep["selected"] == 200 and rep["failed"] == 0 and rep["sent"] < 200
+    counted = Counter(m.properties[RESEND_ID_PROPERTY] for m in resent_copies(target))
+    with Store.open(dlq_200) as st:
+        want = {resend_id(m) for m in select_dlq(st, DlqSelection("g"))}
+    assert set(counted) == want and max(counted.values()) == 1
+    assert ResendJournal.read(journal).done_ids() == want
+
+
+@pytest.fixture(scope="module")
+def dlq_200(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_dlq_source(tmp_path_factory.mktemp("src") / "src", 200)

@@ -18,18 +18,17 @@ from typer.testing import CliRunner
 
 from conftest import manifest_jsonl, store_dir
 from mqtool.cli import app
-from mqtool.dlq import DlqSelection
-from mqtool.dlq_resend import (
+from mqtool.dlq import DlqSelection, select_dlq
+from mqtool.dlq.journal import ResendJournal, default_journal_path
+from mqtool.dlq.outgoing import (
     DROPPED_PROPERTIES,
     RESEND_DLQ_MSG_ID,
     RESEND_DLQ_TOPIC,
     RESEND_ID_PROPERTY,
-    RefStoreTarget,
-    ResendJournal,
     build_outgoing,
-    default_journal_path,
-    resend,
 )
+from mqtool.dlq.resend import resend
+from mqtool.dlq.targets import RefStoreTarget
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.refstore.engine import ManualClock, Message, RefStore, StoreConfig
 from mqtool.store import Store
@@ -97,7 +96,9 @@ def test_resent_copy_keeps_the_message_and_ties_it_to_the_dlq_record(tmp_path: P
             assert c.body == dlq.body and c.body_crc == dlq.body_crc
             assert c.sys_flag & 0x701 == dlq.sys_flag & 0x701  # compression kept
             assert c.decompressed_body() == dlq.decompressed_body()
-            assert (c.tags, c.keys, c.uniq_key) == (dlq.tags, dlq.keys, dlq.uniq_key)
+            assert (c.tags, c.uniq_key) == (dlq.tags, dlq.uniq_key)
+            # the record's keys, in order, then the resend id (indexed: QUERY_MESSAGE finds it)
+            assert (c.keys or "").split() == (dlq.keys or "").split() + [o["resendId"]]
             assert c.born_timestamp == dlq.born_timestamp and c.born_host == dlq.born_host
             p = c.properties
             assert p["behavior"] == dlq.properties["behavior"] and p["用户"] == "张三"
@@ -220,7 +221,7 @@ def test_interrupted_run_is_resolved_against_the_target(tmp_path: Path) -> None:
         assert jpath.read_bytes().endswith(b"\n")
         tgt = RefStoreTarget(target)
         try:
-            rep = resend(st, DlqSelection("g"), tgt, j)
+            rep = resend(select_dlq(st, DlqSelection("g")), "g", tgt, j, source=str(src))
         finally:
             j.close()
             tgt.close()

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from conftest import store_dir
 from mqtool.cli import app
-from mqtool.dlq_resend import RESEND_DLQ_MSG_ID
+from mqtool.dlq.outgoing import RESEND_DLQ_MSG_ID
 from mqtool.store import Store
 from mqtool.trace import trace_id
 

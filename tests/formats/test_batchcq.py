@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from mqtool.formats.batchcq import (
     BATCH_CQ_UNIT,
     CQ_EXT_UNIT,

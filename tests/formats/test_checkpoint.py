@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from mqtool.formats.checkpoint import (
     CHECKPOINT_FILE_SIZE,
     Checkpoint,

@@ -9,6 +9,7 @@ import construct as cs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from mqtool.formats.errors import FormatError, TruncatedError
 from mqtool.formats.timer import (
     BLANK_MAGIC_CODE,

@@ -20,7 +20,12 @@ from mqtool.formats.commitlog import (
     parse_message,
 )
 from mqtool.formats.config import parse_consumer_offset, parse_subscription_groups, parse_topics
-from mqtool.formats.javastr import java_string_hash
+from mqtool.formats.javacompat import (
+    JavaHashMap,
+    hashmap_key_order,
+    hashmap_order_pairs,
+    java_string_hash,
+)
 from mqtool.refstore import broker as B
 from mqtool.refstore.engine import (
     ManualClock,
@@ -37,7 +42,6 @@ from mqtool.refstore.fastpath import (
     record_size,
     topic_header,
 )
-from mqtool.refstore.javautil import JavaHashMap, hashmap_key_order, hashmap_order_pairs
 from mqtool.refstore.uniqkey import UniqKeyGenerator
 from mqtool.store import Store
 
@@ -58,7 +62,7 @@ def _manifest(ver: str, name: str) -> list[dict[str, object]]:
     return [r for r in rows if r["kind"] == "msg"]
 
 
-# -- javautil ---------------------------------------------------------------------------------
+# -- javacompat -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

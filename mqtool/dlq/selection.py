@@ -10,7 +10,7 @@ record keeps the message's body, TAGS, KEYS, user properties and UNIQ_KEY, and a
 * ``reconsumeTimes``: how many times it was consumed and failed; ``DELAY=0``.
 
 The commitlog is the truth: records are read in physical order (consume queues of a crashed
-store may lag behind). Nothing here writes: resending lives in :mod:`mqtool.dlq_resend`, and the
+store may lag behind). Nothing here writes: resending lives in :mod:`mqtool.dlq.resend`, and the
 resend journals it keeps are only *read* here to count how many records were already resent.
 """
 
@@ -23,15 +23,17 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from mqtool.formats import rules
 from mqtool.formats.commitlog import (
     PROPERTY_ORIGIN_MESSAGE_ID,
     PROPERTY_RETRY_TOPIC,
     CommitLogMessage,
 )
 from mqtool.formats.errors import MqtoolError
+from mqtool.formats.rules import dlq_topic, retry_topic
 from mqtool.jsonview import body_value, message_dict
 from mqtool.query import MessageFilter, ProgressFn, scan_messages, select_messages
-from mqtool.store import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, Store
+from mqtool.store import Store
 
 __all__ = [
     "CSV_COLUMNS",
@@ -47,32 +49,18 @@ __all__ = [
     "origin_msg_id",
     "original_topic",
     "retry_topic",
+    "require_group",
     "select_dlq",
 ]
-
-"""``progress(done_bytes, total_bytes)`` over the commitlog, called now and then."""
-
 
 
 class DlqError(MqtoolError):
     """A DLQ request that cannot be served (unknown group, bad selection, ...)."""
 
 
-def dlq_topic(group: str) -> str:
-    """``MixAll.getDLQTopic``: ``%DLQ%<group>``."""
-    return DLQ_GROUP_TOPIC_PREFIX + group
-
-
-def retry_topic(group: str) -> str:
-    """``MixAll.getRetryTopic``: ``%RETRY%<group>``."""
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
 def group_of(topic: str) -> str | None:
     """The consumer group of a ``%DLQ%<group>`` topic, None for any other topic."""
-    if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
-        return topic[len(DLQ_GROUP_TOPIC_PREFIX) :]
-    return None
+    return rules.group_of(topic) if rules.topic_kind(topic) == "dlq" else None
 
 
 def original_topic(m: CommitLogMessage) -> str | None:
@@ -127,6 +115,36 @@ class DlqSelection:
         return self.message_filter().matches(m)
 
 
+def _group_seen(store: Store, group: str) -> bool:
+    """Whether ``group`` has left any trace in the store: a ``%DLQ%``/``%RETRY%`` consume queue,
+    a consumer offset, or a ``%DLQ%``/``%RETRY%`` record in the commitlog (the truth when the
+    consume queues lag)."""
+    topics = {dlq_topic(group), retry_topic(group)}
+    if any(t in topics for t, _ in store.queue_ids()):
+        return True
+    from mqtool.overview import load_consumer_offsets
+
+    try:
+        offsets = load_consumer_offsets(store) or {}
+    except MqtoolError:
+        offsets = {}  # a damaged consumerOffset.json proves nothing; the commitlog decides
+    if any(g == group for _, g in offsets):
+        return True
+    return any(m.topic in topics for m in scan_messages(store))
+
+
+def require_group(store: Store, group: str) -> None:
+    """Raise :class:`DlqError` when ``group`` is unknown to ``store`` (so that a typo is an
+    error, not "0 records")."""
+    if not group:
+        raise DlqError("--group must not be empty")
+    if not _group_seen(store, group):
+        raise DlqError(
+            f"unknown consumer group {group!r} in {store.root}: no {dlq_topic(group)} or "
+            f"{retry_topic(group)} queue, record or consumer offset (see `mqtool dlq list`)"
+        )
+
+
 def select_dlq(
     store: Store, sel: DlqSelection, *, progress: ProgressFn | None = None
 ) -> Iterator[CommitLogMessage]:
@@ -170,7 +188,7 @@ def list_groups(
 ) -> list[DlqGroup]:
     """Every ``%DLQ%<group>`` with records in the commitlog (plus empty ones that only have a
     consume queue), sorted by group. ``resent_ids(record)`` says whether a record was already
-    resent (see :func:`mqtool.dlq_resend.resent_checker`)."""
+    resent (see :func:`mqtool.dlq.journal.resent_checker`)."""
     groups: dict[str, DlqGroup] = {}
     for m in scan_messages(store, progress=progress):
         g = group_of(m.topic)

@@ -1,0 +1,177 @@
+"""The broker's naming and rules, in one place (RocketMQ 4.9.x / 5.x semantics).
+
+Everything a reader or writer of a store needs to *name* things the way the broker does lives
+here and nowhere else:
+
+* topic names and kinds: ``%RETRY%<group>`` and ``%DLQ%<group>`` (``MixAll``),
+  ``SCHEDULE_TOPIC_XXXX``, ``rmq_sys_wheel_timer``, the transaction half/op topics and the other
+  system topics (``TopicValidator``);
+* message property names (``MessageConst``);
+* delay levels: the ``messageDelayLevel`` string, its parsing
+  (``ScheduleMessageService#parseDelayLevel``), level <-> SCHEDULE queue id, and
+  :func:`fmt_delay` to print a delay the way the string writes it;
+* the max-reconsume default (``SubscriptionGroupConfig.retryMaxTimes``);
+* tagsCode rules (``MessageExtBrokerInner#tagsString2tagsCode``, ``ConsumeQueueExt`` addresses).
+
+Pure functions and constants only; imports nothing of the project but ``formats``.
+"""
+
+from __future__ import annotations
+
+from mqtool.formats.errors import FormatError, MqtoolError
+from mqtool.formats.javacompat import java_string_hash
+
+# --- topics (MixAll, TopicValidator, TransactionalMessageUtil) -------------------------------
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"  # MixAll.DLQ_GROUP_TOPIC_PREFIX
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
+TIMER_TOPIC = "rmq_sys_wheel_timer"  # TimerMessageStore.TIMER_TOPIC
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"  # TransactionalMessageUtil.buildHalfTopic()
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"  # TransactionalMessageUtil.buildOpTopic()
+AUTO_CREATE_TOPIC = "TBW102"  # TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+SYSTEM_TOPIC_PREFIXES = ("rmq_sys_", "RMQ_SYS_")
+DLQ_NUMS_PER_GROUP = 1  # MixAll / SubscriptionGroupConfig: one DLQ queue per group
+TOPIC_KINDS = ("normal", "retry", "dlq", "schedule", "timer", "system")
+
+
+def topic_kind(topic: str) -> str:
+    """``normal``, ``retry``, ``dlq``, ``schedule``, ``timer`` or ``system``."""
+    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return "retry"
+    if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+        return "dlq"
+    if topic == SCHEDULE_TOPIC:
+        return "schedule"
+    if topic == TIMER_TOPIC:
+        return "timer"
+    if topic.startswith(SYSTEM_TOPIC_PREFIXES) or topic in (AUTO_CREATE_TOPIC, SELF_TEST_TOPIC):
+        return "system"
+    return "normal"
+
+
+def is_system_topic(topic: str) -> bool:
+    """A topic no user produces to: ``%...%`` group topics, ``rmq_sys_*``/``RMQ_SYS_*`` and
+    ``SCHEDULE_TOPIC_XXXX``."""
+    return topic.startswith(("%",) + SYSTEM_TOPIC_PREFIXES) or topic == SCHEDULE_TOPIC
+
+
+def retry_topic(group: str) -> str:
+    """``MixAll.getRetryTopic``."""
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    """``MixAll.getDLQTopic``."""
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def group_of(topic: str) -> str | None:
+    """The consumer group of a ``%RETRY%<group>`` or ``%DLQ%<group>`` topic, else None."""
+    for prefix in (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX):
+        if topic.startswith(prefix):
+            return topic[len(prefix):]
+    return None
+
+
+# --- message properties (MessageConst) -------------------------------------------------------
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
+PROPERTY_DELAY_TIME_LEVEL = "DELAY"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QUEUE_ID = "REAL_QID"
+PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+PROPERTY_CLUSTER = "CLUSTER"
+PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
+PROPERTY_TIMER_OUT_MS = "TIMER_OUT_MS"
+PROPERTY_FIRST_POP_TIME = "1ST_POP_TIME"
+PROPERTY_TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+KEY_SEPARATOR = " "  # MessageConst.KEY_SEPARATOR (KEYS holds several keys)
+
+# --- delay levels (ScheduleMessageService) ---------------------------------------------------
+DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+"""``MessageStoreConfig.messageDelayLevel`` default."""
+
+_TIME_UNITS = {"s": 1000, "m": 1000 * 60, "h": 1000 * 60 * 60, "d": 1000 * 60 * 60 * 24}
+
+
+class BrokerRuleError(MqtoolError):
+    """Input the broker itself would reject (bad delay level string, unknown group, ...)."""
+
+
+def parse_delay_levels(level_string: str = DEFAULT_MESSAGE_DELAY_LEVEL) -> dict[int, int]:
+    """``ScheduleMessageService#parseDelayLevel``: ``{level (1-based): delay ms}``.
+
+    Units ``s``, ``m``, ``h``, ``d``; a token the broker could not parse raises BrokerRuleError.
+    """
+    table: dict[int, int] = {}
+    for i, value in enumerate(level_string.split(" ")):
+        unit = _TIME_UNITS.get(value[-1:]) if value else None
+        try:
+            num = int(value[:-1])
+        except ValueError:
+            unit = None
+            num = 0
+        if unit is None:
+            raise BrokerRuleError(f"bad delay level {i + 1} {value!r} in {level_string!r}")
+        table[i + 1] = num * unit
+    return table
+
+
+def fmt_delay(ms: int) -> str:
+    """A delay as ``messageDelayLevel`` writes it: the largest whole unit (``2h``, ``30s``),
+    ``ms`` when no unit divides it."""
+    for unit, size in (("d", _TIME_UNITS["d"]), ("h", _TIME_UNITS["h"]),
+                       ("m", _TIME_UNITS["m"]), ("s", _TIME_UNITS["s"])):
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
+def delay_level_to_queue_id(level: int) -> int:
+    """``ScheduleMessageService#delayLevel2QueueId``."""
+    return level - 1
+
+
+def queue_id_to_delay_level(queue_id: int) -> int:
+    """``ScheduleMessageService#queueId2DelayLevel``."""
+    return queue_id + 1
+
+
+# --- reconsume / send-back (SubscriptionGroupConfig, SendMessageProcessor) ------------------
+DEFAULT_MAX_RECONSUME_TIMES = 16  # SubscriptionGroupConfig.retryMaxTimes
+SEND_BACK_BASE_DELAY_LEVEL = 3  # asyncConsumerSendMsgBack: DELAY = 3 + reconsumeTimes
+
+
+# --- tagsCode (MessageExtBrokerInner, ConsumeQueueExt) ---------------------------------------
+LONG_MIN_VALUE = -(2**63)
+MAX_ADDR = -(2**31) - 1  # ConsumeQueueExt.MAX_ADDR = Integer.MIN_VALUE - 1L
+
+
+def tags_code_of(tags: str | None) -> int:
+    """``MessageExtBrokerInner#tagsString2tagsCode``: Java hashCode of the tag, 0 without."""
+    return java_string_hash(tags) if tags else 0
+
+
+MAX_REAL_OFFSET = MAX_ADDR - LONG_MIN_VALUE
+
+
+def is_ext_addr(address: int) -> bool:
+    """``ConsumeQueueExt#isExtAddr``: a tagsCode at or below MAX_ADDR is an ext address."""
+    return address <= MAX_ADDR
+
+
+def undecorate(address: int) -> int:
+    """``ConsumeQueueExt#unDecorate``: ext address -> byte offset in the ext queue."""
+    return address - LONG_MIN_VALUE if is_ext_addr(address) else address
+
+
+def decorate(offset: int) -> int:
+    """``ConsumeQueueExt#decorate``: byte offset in the ext queue -> ext address."""
+    if not 0 <= offset <= MAX_REAL_OFFSET:
+        raise FormatError(None, None, f"ext offset {offset} outside 0..{MAX_REAL_OFFSET}")
+    return offset + LONG_MIN_VALUE

@@ -1,0 +1,182 @@
+"""The resent copy of a DLQ record: what it keeps, what it drops, where it goes.
+
+``build_outgoing`` turns one ``%DLQ%<group>`` record into the message to send. The copy keeps
+the body (bytes as stored, with the compression bits of SYSFLAG), FLAG, TAGS, KEYS, every user
+property, ``UNIQ_KEY`` (the client msgId), ``RETRY_TOPIC``, ``ORIGIN_MESSAGE_ID`` and the born
+timestamp/host; its reconsume count is reset to 0. Properties that only describe the old
+record's trip through the broker are dropped (:data:`DROPPED_PROPERTIES`: ``DELAY``,
+``REAL_TOPIC``, ``REAL_QID``, ``CLUSTER``, ``__CRC32#``, ``TIMER_*``, ``RECONSUME_TIME``, POP and
+inner-batch bookkeeping), so the copy is neither delayed nor re-routed again.
+
+Tie properties (what ``mqtool trace`` reads to show the resend as a hop)
+-----------------------------------------------------------------------
+* ``ORIGIN_MESSAGE_ID`` (kept): offsetMsgId of the message's very first stored copy;
+* ``MQTOOL_DLQ_TOPIC`` = the DLQ topic the record was taken from (``%DLQ%<group>``);
+* ``MQTOOL_DLQ_MSG_ID`` = the offsetMsgId of that DLQ record;
+  (deliberately not RocketMQ 5.x's ``DLQ_ORIGIN_TOPIC`` / ``DLQ_ORIGIN_MESSAGE_ID``: the 5.x
+  gRPC proxy reads those to present a message *as a dead letter* of its original topic, which
+  a resent copy is not);
+* ``MQTOOL_RESEND_ID`` (:data:`RESEND_ID_PROPERTY`) = a 32-hex id derived only from the DLQ
+  record (:func:`resend_id`): the same record always gets the same id, which is what makes a
+  resend idempotent and checkable in the target. The id is also appended to ``KEYS`` (after
+  the record's own keys, which are kept in order), so the broker indexes it: a live broker is
+  asked "do you hold it?" with QUERY_MESSAGE by that key.
+
+Destinations (``--to``)
+-----------------------
+``retry`` (default): ``%RETRY%<group>``: only the group that failed consumes it again (its
+client maps it back to RETRY_TOPIC). ``original``: the topic in RETRY_TOPIC; every group
+subscribed to that topic receives it again, not only the failed one. Anything else: that topic.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from mqtool.dlq.selection import DlqError, original_topic, retry_topic
+from mqtool.formats.commitlog import (
+    BORNHOST_V6_FLAG,
+    STOREHOSTADDRESS_V6_FLAG,
+    CommitLogMessage,
+)
+from mqtool.formats.rules import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    KEY_SEPARATOR,
+    PROPERTY_KEYS,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    SCHEDULE_TOPIC,
+)
+
+__all__ = [
+    "DROPPED_PROPERTIES",
+    "RESEND_DLQ_MSG_ID",
+    "RESEND_DLQ_TOPIC",
+    "RESEND_ID_PROPERTY",
+    "TO_ORIGINAL",
+    "TO_RETRY",
+    "OutgoingMessage",
+    "ResendError",
+    "build_outgoing",
+    "destination_topic",
+    "resend_id",
+]
+
+RESEND_ID_PROPERTY = "MQTOOL_RESEND_ID"
+# Not 5.x's DLQ_ORIGIN_TOPIC / DLQ_ORIGIN_MESSAGE_ID (the gRPC proxy would mark the copy as a
+# dead letter): mqtool's own names.
+RESEND_DLQ_TOPIC = "MQTOOL_DLQ_TOPIC"
+RESEND_DLQ_MSG_ID = "MQTOOL_DLQ_MSG_ID"
+
+DROPPED_PROPERTIES = frozenset({
+    "DELAY", "REAL_TOPIC", "REAL_QID", "CLUSTER", "__CRC32#", "RECONSUME_TIME",
+    "TIMER_DELAY_SEC", "TIMER_DELIVER_MS", "TIMER_DELAY_MS", "TIMER_OUT_MS", "TIMER_ENQUEUE_MS",
+    "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES", "TIMER_DEL_UNIQKEY", "1ST_POP_TIME", "POP_CK",
+    "DUP_INFO", "INNER_NUM", "INNER_BASE",
+})
+"""Properties of the DLQ record that the resent copy does not carry."""
+
+TO_RETRY = "retry"
+TO_ORIGINAL = "original"
+
+
+
+class ResendError(DlqError):
+    """A resend that cannot go ahead (bad destination, journal locked or damaged, ...)."""
+
+
+
+def resend_id(m: CommitLogMessage) -> str:
+    """The id of resending this DLQ record: the same for every run and every copy of the
+    store (DLQ topic, offsetMsgId, store time, body CRC and UNIQ_KEY), 32 upper-case hex."""
+    text = "|".join((m.topic, m.offset_msg_id, str(m.store_timestamp), str(m.body_crc),
+                     m.uniq_key or ""))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32].upper()
+
+
+def destination_topic(to: str, group: str, m: CommitLogMessage) -> str:
+    """``retry`` -> ``%RETRY%<group>``, ``original`` -> RETRY_TOPIC, else ``to`` itself."""
+    if to == TO_RETRY:
+        return retry_topic(group)
+    if to == TO_ORIGINAL:
+        t = original_topic(m)
+        if not t:
+            raise ResendError("the DLQ record has no RETRY_TOPIC property (original unknown)")
+        return t
+    if not to or to.startswith(DLQ_GROUP_TOPIC_PREFIX) or to == SCHEDULE_TOPIC:
+        raise ResendError(f"refusing to resend into {to!r} (a DLQ or system topic)")
+    return to
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingMessage:
+    """One message to send, built from a DLQ record by :func:`build_outgoing`."""
+
+    resend_id: str
+    topic: str
+    body: bytes
+    properties: tuple[tuple[str, str], ...]
+    flag: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: str
+    # where it comes from
+    dlq_topic: str
+    dlq_msg_id: str
+    dlq_offset: int
+    uniq_key: str | None
+    origin_msg_id: str | None
+    original_topic: str | None
+
+    def to_dict(self, body: str = "utf8") -> dict[str, Any]:
+        """What would be sent (``--dry-run`` output): topic, properties, flags, body."""
+        d: dict[str, Any] = {
+            "resendId": self.resend_id,
+            "topic": self.topic,
+            "flag": self.flag,
+            "sysFlag": self.sys_flag,
+            "bornTimestamp": self.born_timestamp,
+            "bornHost": self.born_host,
+            "reconsumeTimes": 0,
+            "properties": dict(self.properties),
+            "bodyLength": len(self.body),
+        }
+        if body == "utf8":
+            d["body"] = self.body.decode("utf-8", "replace")
+        elif body == "base64":
+            d["body"] = base64.b64encode(self.body).decode("ascii")
+        elif body == "hex":
+            d["body"] = self.body.hex()
+        if body != "none":
+            d["bodyEncoding"] = body
+        return d
+
+
+def build_outgoing(m: CommitLogMessage, group: str, to: str = TO_RETRY) -> OutgoingMessage:
+    """The resent copy of DLQ record ``m`` (see the module docstring for what it keeps)."""
+    topic = destination_topic(to, group, m)
+    rid = resend_id(m)
+    old_rid = m.properties.get(RESEND_ID_PROPERTY)
+    props = [(k, v) for k, v in m.properties.items() if k not in DROPPED_PROPERTIES
+             and k not in (RESEND_DLQ_TOPIC, RESEND_DLQ_MSG_ID, RESEND_ID_PROPERTY)]
+    keys = [k for k in (m.properties.get(PROPERTY_KEYS) or "").split(KEY_SEPARATOR)
+            if k and k != old_rid] + [rid]
+    if any(k == PROPERTY_KEYS for k, _ in props):
+        props = [(k, KEY_SEPARATOR.join(keys) if k == PROPERTY_KEYS else v) for k, v in props]
+    else:
+        props.append((PROPERTY_KEYS, rid))
+    props += [
+        (RESEND_DLQ_TOPIC, m.topic),
+        (RESEND_DLQ_MSG_ID, m.offset_msg_id),
+        (RESEND_ID_PROPERTY, rid),
+    ]
+    return OutgoingMessage(
+        resend_id=rid, topic=topic, body=m.body, properties=tuple(props), flag=m.flag,
+        sys_flag=m.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG),
+        born_timestamp=m.born_timestamp, born_host=str(m.born_host), dlq_topic=m.topic,
+        dlq_msg_id=m.offset_msg_id, dlq_offset=m.physical_offset, uniq_key=m.uniq_key,
+        origin_msg_id=m.properties.get(PROPERTY_ORIGIN_MESSAGE_ID),
+        original_topic=original_topic(m),
+    )

@@ -1,0 +1,764 @@
+"""Integrity checks of a store in one process, no JVM: what ``mqtool verify`` reports.
+
+Reads the store through :class:`mqtool.store.Store` (read-only maps; the commitlog through its
+record walk) and checks:
+
+* the commitlog: the record chain of every file (magic, TOTALSIZE, PHYSICALOFFSET, fields adding
+  up), body CRC (and the 5.x ``__CRC32#`` property CRC) when asked, BLANK ends, file sizes, gaps
+  between files, zeros in the middle of the data versus a crash's pre-allocated tail;
+* consume-queue units against the commitlog: impossible values, units past the valid data, units
+  that point at no record or at another queue's record (topic, queueId, queueOffset, size) and
+  tagsCodes that are not the record's tag hash; messages that have no unit;
+* index headers and entries: entries past the valid data or at no record, key hashes that are
+  none of the record's keys, time differences;
+* the checkpoint against the data, ``delayOffset.json`` against the ``SCHEDULE_TOPIC_XXXX``
+  queues, ``consumerOffset.json`` against the queues, empty or garbled config files and their
+  ``.bak``, the abort and lock state.
+
+The rules shared with the Spark audits (which units and messages are not findings) live in
+:mod:`mqtool.integrity.rules`. Every finding names the file relative to the store root and the
+byte offset inside that file (a commitlog position may follow as ``phy``).
+"""
+
+from __future__ import annotations
+
+import mmap
+import zlib
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mqtool.formats.checkpoint import Checkpoint, parse_checkpoint
+from mqtool.formats.commitlog import (
+    PROPERTY_CRC32,
+    BlankRecord,
+    CommitLogMessage,
+    FileEnd,
+)
+from mqtool.formats.config import parse_consumer_offset, parse_delay_offset
+from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, MAX_ADDR, tags_code_of
+from mqtool.formats.errors import Finding, FormatError, Severity
+from mqtool.formats.indexfile import IndexReader, index_key_hash
+from mqtool.integrity import rules
+from mqtool.integrity.configs import ConfigLoad, load_config
+from mqtool.store import SCHEDULE_TOPIC, CommitLogFile, Store, map_readonly
+
+ProgressFn = Callable[[int], None]
+"""Called with the number of bytes just read (for a progress bar)."""
+
+_UNIT = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+_ENTRY = np.dtype([("h", ">i4"), ("p", ">i8"), ("t", ">i4"), ("v", ">i4")])
+
+
+@dataclass
+class FileScan:
+    """How one commitlog file reads."""
+
+    file: CommitLogFile
+    messages: int = 0
+    message_bytes: int = 0
+    data_end: int = 0  # commitlog offset where its readable data ends (BLANK start or zeros)
+    end_kind: str = "zeros"  # FileEnd kind
+    first_break: int | None = None  # first commitlog offset where recovery would stop
+    unreadable_bytes: int = 0
+
+
+@dataclass
+class Messages:
+    """Compact facts about every readable message, in commitlog order."""
+
+    phy: np.ndarray
+    size: np.ndarray
+    queue_id: np.ndarray
+    queue_offset: np.ndarray
+    topic: np.ndarray  # index into ``topics``
+    store_ts: np.ndarray
+    tags_code: np.ndarray
+    sys_flag: np.ndarray
+    crc_ok: np.ndarray
+    topics: list[str]
+
+    def __len__(self) -> int:
+        return len(self.phy)
+
+    def at(self, offset: int) -> int | None:
+        """Row of the message starting at commitlog ``offset`` (None: no message starts there)."""
+        i = int(np.searchsorted(self.phy, offset))
+        return i if i < len(self.phy) and int(self.phy[i]) == offset else None
+
+
+@dataclass
+class QueueScan:
+    """One consume queue as read: its units (positions, values) and findings."""
+
+    topic: str
+    queue_id: int
+    files: list[tuple[str, int, int]]  # (rel name, base byte offset, size)
+    units: int = 0
+    min_offset: int = 0
+    max_offset: int = 0  # next logical offset after the last written unit
+    # logical offsets and values of the written units (kept for recovery and repair)
+    offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    phys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    tags: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    bad: set[int] = field(default_factory=set)  # logical offsets of units that are findings
+    file_size: int = 0  # the queue's mapped file size (bytes)
+
+
+@dataclass
+class IndexScan:
+    rel: str
+    entries: int = 0
+    end_timestamp: int = 0
+    begin_timestamp: int = 0
+    hash_slot_num: int = 0
+    index_num: int = 0
+    bad_entries: list[int] = field(default_factory=list)  # entry numbers that are findings
+    readable: bool = True
+    phys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per entry 1..
+
+
+@dataclass
+class Report:
+    """Everything verify read and found; the input of the restart-loss and repair steps."""
+
+    root: Path
+    findings: list[Finding]
+    files: list[FileScan]
+    messages: Messages
+    queues: list[QueueScan]
+    indexes: list[IndexScan]
+    configs: dict[str, ConfigLoad]
+    checkpoint: Checkpoint | None
+    abort: bool
+    lock: dict[str, Any]
+    mapped_file_size: int | None
+    data_end: int  # where the readable commitlog data ends (after the last readable record)
+    bytes_read: int = 0
+    check_crc: bool = True
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == Severity.ERROR]
+
+
+class _Sink:
+    """Findings without duplicates (same kind, file and offset)."""
+
+    def __init__(self) -> None:
+        self.items: list[Finding] = []
+        self._seen: set[tuple[str, str, int | None]] = set()
+
+    def add(self, f: Finding) -> None:
+        key = (f.kind, f.file, f.offset)
+        if key not in self._seen:
+            self._seen.add(key)
+            self.items.append(f)
+
+
+# --- commitlog ------------------------------------------------------------------------------
+def _scan_commitlog(
+    store: Store, sink: _Sink, check_crc: bool, progress: ProgressFn | None
+) -> tuple[list[FileScan], Messages]:
+    cols: dict[str, list[int]] = {k: [] for k in (
+        "phy", "size", "qid", "qoff", "topic", "ts", "tags", "sys", "crc")}
+    topics: dict[str, int] = {}
+    scans: list[FileScan] = []
+    mfs = store.mapped_file_size
+    store.check_crc = False  # the body CRC is checked below (and skipped with --no-crc)
+    for f in store.commitlog_files:
+        fs = FileScan(f, data_end=f.start)
+        scans.append(fs)
+        if mfs is not None and f.size != mfs:
+            sink.add(Finding(
+                "layout", f.rel, None,
+                f"file size {f.size} differs from the other commitlog files ({mfs}): the broker "
+                "refuses to load the commitlog", severity=Severity.ERROR,
+                expected=str(mfs), found=str(f.size),
+            ))
+        for item in store.scan_commitlog_file(f):
+            if isinstance(item, CommitLogMessage):
+                phy = item.physical_offset
+                ok = True
+                if check_crc:
+                    ok = item.body_crc == (zlib.crc32(item.body) & 0x7FFFFFFF)
+                    if not ok:
+                        sink.add(Finding(
+                            "crc-mismatch", f.rel, phy - f.start,
+                            f"body CRC mismatch ({item.topic}/{item.queue_id}@"
+                            f"{item.queue_offset})", expected=f"{item.body_crc:#010x}",
+                            found=f"{zlib.crc32(item.body) & 0x7FFFFFFF:#010x}", phy=phy,
+                        ))
+                        if fs.first_break is None:
+                            fs.first_break = phy  # checkCRCOnRecover stops there
+                    if PROPERTY_CRC32 in item.properties_raw:
+                        got = item.prop_crc()
+                        if got is not None and got[0] != got[1]:
+                            sink.add(Finding(
+                                "crc-mismatch", f.rel, phy - f.start,
+                                "5.x __CRC32# property does not match the record",
+                                expected=str(got[0]), found=str(got[1]), phy=phy,
+                            ))
+                fs.messages += 1
+                fs.message_bytes += item.total_size
+                fs.data_end = item.end_offset
+                t = topics.setdefault(item.topic, len(topics))
+                cols["phy"].append(phy)
+                cols["size"].append(item.total_size)
+                cols["qid"].append(item.queue_id)
+                cols["qoff"].append(item.queue_offset)
+                cols["topic"].append(t)
+                cols["ts"].append(item.store_timestamp)
+                cols["tags"].append(tags_code_of(item.tags))
+                cols["sys"].append(item.sys_flag)
+                cols["crc"].append(1 if ok else 0)
+            elif isinstance(item, BlankRecord):
+                fs.data_end = item.physical_offset
+            elif isinstance(item, Finding):  # the walker's unreadable regions and CRC findings
+                pos = item.offset if item.offset is not None else 0
+                phy = item.phy if item.phy is not None else f.start + pos
+                fs.unreadable_bytes += int(getattr(item, "length", 0) or 0)
+                if fs.first_break is None:
+                    fs.first_break = phy
+                sink.add(Finding(
+                    item.kind, f.rel, phy - f.start, item.detail, severity=item.severity,
+                    expected=item.expected, found=item.found, phy=phy,
+                ))
+            elif isinstance(item, FileEnd):
+                fs.end_kind = item.kind
+                if item.kind in ("torn", "corrupt"):
+                    pos = item.physical_offset - f.start
+                    if fs.first_break is None or item.physical_offset < fs.first_break:
+                        fs.first_break = item.physical_offset
+                    if fs.unreadable_bytes == 0:
+                        fs.unreadable_bytes = f.size - pos
+                    sink.add(Finding(
+                        "torn-record" if item.kind == "torn" else "corrupt", f.rel, pos,
+                        item.detail or "unreadable bytes", phy=item.physical_offset,
+                    ))
+                elif item.kind == "zeros" and fs.first_break is None:
+                    fs.first_break = item.physical_offset
+                    if fs.data_end < item.physical_offset:
+                        fs.data_end = item.physical_offset
+        if progress is not None:
+            progress(f.size)
+    # layout across files: gaps, zeros before data
+    for a, b in zip(scans, scans[1:], strict=False):
+        if a.file.start + a.file.size != b.file.start:
+            sink.add(Finding(
+                "gap", b.file.rel, 0,
+                f"file starts at {b.file.start} but the previous one ends at "
+                f"{a.file.start + a.file.size} (commitlog data missing)",
+            ))
+    last_data = max((i for i, s in enumerate(scans) if s.messages), default=-1)
+    for i, s in enumerate(scans):
+        if s.end_kind == "zeros" and i < last_data:
+            sink.add(Finding(
+                "unexpected-zeros", s.file.rel, s.data_end - s.file.start,
+                "the data of this file ends in zeros but a later commitlog file holds messages",
+                phy=s.data_end,
+            ))
+        elif s.end_kind == "zeros" and i > last_data and s.messages == 0 and i > 0:
+            sink.add(Finding(
+                "zeros", s.file.rel, 0,
+                "pre-allocated commitlog file, never written (normal after a crash or while the "
+                "broker runs)", severity=Severity.INFO,
+            ))
+    n = len(cols["phy"])
+    msgs = Messages(
+        phy=np.array(cols["phy"], dtype=np.int64).reshape(n),
+        size=np.array(cols["size"], dtype=np.int64).reshape(n),
+        queue_id=np.array(cols["qid"], dtype=np.int64).reshape(n),
+        queue_offset=np.array(cols["qoff"], dtype=np.int64).reshape(n),
+        topic=np.array(cols["topic"], dtype=np.int64).reshape(n),
+        store_ts=np.array(cols["ts"], dtype=np.int64).reshape(n),
+        tags_code=np.array(cols["tags"], dtype=np.int64).reshape(n),
+        sys_flag=np.array(cols["sys"], dtype=np.int64).reshape(n),
+        crc_ok=np.array(cols["crc"], dtype=bool).reshape(n),
+        topics=list(topics),
+    )
+    return scans, msgs
+
+
+# --- consume queues -------------------------------------------------------------------------
+def _units(path: Path) -> tuple[np.ndarray, int]:
+    buf = map_readonly(path)
+    try:
+        n = len(buf) // CQ_STORE_UNIT_SIZE
+        arr = np.frombuffer(buf, dtype=_UNIT, count=n).copy() if n else np.zeros(0, _UNIT)
+        return arr, len(buf)
+    finally:
+        if isinstance(buf, mmap.mmap):
+            buf.close()
+
+
+def _scan_queue(
+    store: Store, topic: str, qid: int, msgs: Messages, first_start: int, data_end: int,
+    sink: _Sink, progress: ProgressFn | None,
+) -> QueueScan:
+    qdir = store.consumequeue_dir / topic / str(qid)
+    names = sorted((p for p in qdir.iterdir() if p.is_file() and p.name.isdigit()
+                    and len(p.name) == 20), key=lambda p: int(p.name))
+    qs = QueueScan(topic, qid, [])
+    sizes = Counter(p.stat().st_size for p in names)
+    qs.file_size = sizes.most_common(1)[0][0] if sizes else 0
+    offs: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
+    ended = False
+    topic_idx = msgs.topics.index(topic) if topic in msgs.topics else -1
+    for p in names:
+        rel = f"consumequeue/{topic}/{qid}/{p.name}"
+        base = int(p.name)
+        arr, size = _units(p)
+        qs.files.append((rel, base, size))
+        if progress is not None:
+            progress(size)
+        if size == 0:
+            sink.add(Finding("cq", rel, 0, "empty consume-queue file (0 bytes)"))
+            continue
+        if size % CQ_STORE_UNIT_SIZE:
+            sink.add(Finding(
+                "cq", rel, size - size % CQ_STORE_UNIT_SIZE,
+                f"consume-queue file size {size} is not a multiple of {CQ_STORE_UNIT_SIZE}",
+            ))
+        if base % CQ_STORE_UNIT_SIZE:
+            sink.add(Finding("layout", rel, None,
+                             f"file name {base} is not a multiple of {CQ_STORE_UNIT_SIZE}"))
+            continue
+        if ended:
+            written = (arr["offset"] != 0) | (arr["size"] != 0) | (arr["tags"] != 0)
+            if written.any():
+                i = int(np.flatnonzero(written)[0])
+                sink.add(Finding(
+                    "cq", rel, i * CQ_STORE_UNIT_SIZE,
+                    "units after the end of the queue (an earlier file ends in zeros)",
+                ))
+            continue
+        zero = (arr["offset"] == 0) & (arr["size"] == 0) & (arr["tags"] == 0)
+        zi = np.flatnonzero(zero)
+        n = int(zi[0]) if zi.size else len(arr)
+        if n < len(arr) or size < qs.file_size:
+            ended = True
+        if n == 0:
+            continue
+        arr = arr[:n]
+        logical = base // CQ_STORE_UNIT_SIZE + np.arange(n, dtype=np.int64)
+        offs.append(logical)
+        vals.append(arr)
+    if offs:
+        qs.offsets = np.concatenate(offs)
+        allv = np.concatenate(vals)
+        qs.phys = allv["offset"].astype(np.int64)
+        qs.sizes = allv["size"].astype(np.int64)
+        qs.tags = allv["tags"].astype(np.int64)
+        qs.units = len(qs.offsets)
+        qs.min_offset = int(qs.offsets[0])
+        qs.max_offset = int(qs.offsets[-1]) + 1
+    elif names:
+        qs.min_offset = qs.max_offset = int(names[0].name) // CQ_STORE_UNIT_SIZE
+    if not qs.units:
+        return qs
+    # where each unit lives (file rel, in-file offset)
+    file_of = {base // CQ_STORE_UNIT_SIZE: rel for rel, base, _ in qs.files}
+    per_file = qs.file_size // CQ_STORE_UNIT_SIZE if qs.file_size else 0
+
+    def where(logical: int) -> tuple[str, int]:
+        if per_file:
+            fb = logical - logical % per_file
+            rel = file_of.get(fb)
+            if rel is not None:
+                return rel, (logical - fb) * CQ_STORE_UNIT_SIZE
+        for rel, base, size in reversed(qs.files):
+            if base <= logical * CQ_STORE_UNIT_SIZE < base + size:
+                return rel, logical * CQ_STORE_UNIT_SIZE - base
+        return qs.files[-1][0], 0
+
+    # vectorised classification of every unit
+    impossible = (qs.phys < 0) | (qs.sizes <= 0)
+    below = (~impossible) & (qs.phys < first_start)
+    past = (~impossible) & (~below) & (qs.phys + qs.sizes > data_end)
+    idx = np.searchsorted(msgs.phy, qs.phys) if len(msgs) else np.zeros(qs.units, np.int64)
+    idx_c = np.minimum(idx, max(len(msgs) - 1, 0))
+    hit = (len(msgs) > 0) & (msgs.phy[idx_c] == qs.phys) if len(msgs) else np.zeros(
+        qs.units, bool)
+    check = ~(impossible | below | past)
+    dangling = check & ~hit
+    matched = check & hit
+    wrong = np.zeros(qs.units, bool)
+    wrong_tags = np.zeros(qs.units, bool)
+    if matched.any():
+        same = (
+            (msgs.topic[idx_c] == topic_idx) & (msgs.queue_id[idx_c] == qid)
+            & (msgs.queue_offset[idx_c] == qs.offsets) & (msgs.size[idx_c] == qs.sizes)
+        )
+        wrong = matched & ~same
+        if rules.tags_code_is_tag_hash(topic):
+            wrong_tags = (matched & same & (qs.tags > MAX_ADDR)
+                          & (msgs.tags_code[idx_c] != qs.tags))
+    for i in np.flatnonzero(impossible | past | dangling | wrong | wrong_tags).tolist():
+        lo = int(qs.offsets[i])
+        rel, pos = where(lo)
+        phy, size, tags = int(qs.phys[i]), int(qs.sizes[i]), int(qs.tags[i])
+        qs.bad.add(lo)
+        unit = f"unit {topic}/{qid}@{lo} -> commitlog offset {phy} size {size}"
+        if impossible[i]:
+            sink.add(Finding("bad-field", rel, pos, f"{unit}: impossible values (RocketMQ's "
+                             "ConsumeQueue.recover stops at this unit)"))
+        elif past[i]:
+            sink.add(Finding("cq", rel, pos, f"{unit}: points past the valid commitlog data "
+                             f"(ends at {data_end})", phy=phy))
+        elif dangling[i]:
+            sink.add(Finding("cq", rel, pos, f"{unit}: no readable message starts there",
+                             phy=phy))
+        elif wrong[i]:
+            r = int(idx_c[i])
+            sink.add(Finding(
+                "cq", rel, pos,
+                f"{unit}: the message there is {msgs.topics[int(msgs.topic[r])]}/"
+                f"{int(msgs.queue_id[r])}@{int(msgs.queue_offset[r])} size {int(msgs.size[r])}",
+                phy=phy,
+            ))
+        else:
+            r = int(idx_c[i])
+            sink.add(Finding(
+                "cq", rel, pos, f"{unit}: tagsCode is not the message's tag hash",
+                expected=str(int(msgs.tags_code[r])), found=str(tags), phy=phy,
+            ))
+    return qs
+
+
+def _missing_units(
+    msgs: Messages, queues: dict[tuple[str, int], QueueScan], files: list[FileScan],
+    abort: bool, sink: _Sink,
+) -> None:
+    """Messages that must have a consume-queue unit and have none (rules.expected_in_cq)."""
+    if not len(msgs):
+        return
+    starts = np.array([s.file.start for s in files], dtype=np.int64)
+    for t_idx, topic in enumerate(msgs.topics):
+        sel = np.flatnonzero(msgs.topic == t_idx)
+        for qid in np.unique(msgs.queue_id[sel]).tolist():
+            rows = sel[msgs.queue_id[sel] == qid]
+            rows = rows[rules.expected_in_cq(msgs.sys_flag[rows])]
+            if not rows.size:
+                continue
+            qs = queues.get((topic, qid))
+            have = qs.phys if qs is not None else np.zeros(0, np.int64)
+            qmin = qs.min_offset if qs is not None else 0
+            qmax = qs.max_offset if qs is not None else 0
+            rows = rows[msgs.queue_offset[rows] >= qmin]
+            missing = rows[~np.isin(msgs.phy[rows], have)]
+            for r in missing.tolist():
+                phy = int(msgs.phy[r])
+                fi = int(np.searchsorted(starts, phy, side="right")) - 1
+                f = files[fi].file
+                qoff = int(msgs.queue_offset[r])
+                tail = qoff >= qmax
+                sink.add(Finding(
+                    "cq", f.rel, phy - f.start,
+                    f"message {topic}/{qid}@{qoff} has no consume-queue unit"
+                    + ("; not yet dispatched (RocketMQ's recovery rebuilds it)" if tail else ""),
+                    severity=Severity.INFO if (tail and abort) else (
+                        Severity.WARNING if tail else Severity.ERROR),
+                    phy=phy,
+                ))
+
+
+# --- index ----------------------------------------------------------------------------------
+def _scan_index(
+    store: Store, msgs: Messages, first_start: int, data_end: int, sink: _Sink,
+    progress: ProgressFn | None,
+) -> list[IndexScan]:
+    out: list[IndexScan] = []
+    d = store.index_dir
+    if not d.is_dir():
+        return out
+    for p in sorted(d.iterdir()):
+        if not p.is_file():
+            continue
+        rel = f"index/{p.name}"
+        ix = IndexScan(rel)
+        out.append(ix)
+        buf = map_readonly(p)
+        try:
+            if progress is not None:
+                progress(len(buf))
+            try:
+                reader = IndexReader(buf, file=rel)
+            except FormatError as e:
+                ix.readable = False
+                sink.add(Finding("index", rel, e.offset, f"unreadable index file: {e.detail}"))
+                continue
+            h = reader.header
+            g = reader.geometry
+            ix.entries = max(0, h.index_count - 1)
+            ix.end_timestamp, ix.begin_timestamp = h.end_timestamp, h.begin_timestamp
+            ix.hash_slot_num, ix.index_num = g.hash_slot_num, g.index_num
+            if ix.entries == 0:
+                continue
+            ent = np.frombuffer(buf, dtype=_ENTRY, count=ix.entries, offset=g.entry_pos(1))
+            kh = ent["h"].astype(np.int64)
+            phys = ent["p"].astype(np.int64)
+            tds = ent["t"].astype(np.int64)
+            prev = ent["v"].astype(np.int64)
+            del ent
+            ix.phys = phys
+            nums = np.arange(1, h.index_count, dtype=np.int64)
+            below = phys < first_start
+            past = (~below) & (phys >= data_end)
+            if len(msgs):
+                ii = np.minimum(np.searchsorted(msgs.phy, phys), len(msgs) - 1)
+                hit = msgs.phy[ii] == phys
+            else:
+                ii = np.zeros(len(phys), np.int64)
+                hit = np.zeros(len(phys), bool)
+            dangling = (~below) & (~past) & (~hit)
+            bad_prev = (prev < 0) | (prev >= nums)
+            for i in np.flatnonzero(past | dangling | bad_prev).tolist():
+                n = i + 1
+                pos = g.entry_pos(n)
+                ix.bad_entries.append(n)
+                what = f"entry {n} (keyHash {int(kh[i])}) -> commitlog offset {int(phys[i])}"
+                if bad_prev[i] and not (past[i] or dangling[i]):
+                    sink.add(Finding("index", rel, pos, f"{what}: prevIndex {int(prev[i])} "
+                                     "does not name an earlier entry"))
+                elif past[i]:
+                    sink.add(Finding("index", rel, pos, f"{what}: points past the valid "
+                                     f"commitlog data (ends at {data_end})", phy=int(phys[i])))
+                else:
+                    sink.add(Finding("index", rel, pos, f"{what}: no readable message starts "
+                                     "there", phy=int(phys[i])))
+            # key hash and time difference of entries that point at a message
+            ok_rows = np.flatnonzero(hit & ~below & ~past & ~bad_prev)
+            keys_at: dict[int, set[int]] = {}
+            for i in ok_rows.tolist():
+                phy = int(phys[i])
+                n = i + 1
+                want = keys_at.get(phy)
+                if want is None:
+                    m = store.try_message_at(phy)
+                    want = set() if m is None else {
+                        index_key_hash(k) for k in rules.index_keys(m.topic, m.properties)}
+                    if len(keys_at) > 4096:
+                        keys_at.clear()
+                    keys_at[phy] = want
+                if int(kh[i]) not in want:
+                    ix.bad_entries.append(n)
+                    sink.add(Finding(
+                        "index", rel, g.entry_pos(n),
+                        f"entry {n} -> commitlog offset {phy}: keyHash {int(kh[i])} is none of "
+                        "the message's index keys", phy=phy,
+                    ))
+                    continue
+                if n >= 2 and h.begin_timestamp > 0:
+                    ts = int(msgs.store_ts[int(ii[i])])
+                    exp = rules.index_time_diff(ts, h.begin_timestamp)
+                    if exp != int(tds[i]):
+                        ix.bad_entries.append(n)
+                        sink.add(Finding(
+                            "index", rel, g.entry_pos(n),
+                            f"entry {n} -> commitlog offset {phy}: timeDiff {int(tds[i])} s, "
+                            f"the message's store time gives {exp} s", expected=str(exp),
+                            found=str(int(tds[i])), phy=phy,
+                        ))
+        finally:
+            if isinstance(buf, mmap.mmap):
+                try:
+                    buf.close()
+                except BufferError:  # pragma: no cover - views released above
+                    pass
+    return out
+
+
+# --- checkpoint, configs, root files -------------------------------------------------------
+def _check_checkpoint(
+    store: Store, msgs: Messages, data_end: int, abort: bool, sink: _Sink
+) -> Checkpoint | None:
+    p = store.root / "checkpoint"
+    if not p.exists():
+        if len(msgs):
+            sink.add(Finding("checkpoint", "checkpoint", None,
+                             "no checkpoint file: the broker recovers as after a clean stop",
+                             severity=Severity.WARNING))
+        return None
+    try:
+        cp = parse_checkpoint(p.read_bytes(), file="checkpoint")
+    except FormatError as e:
+        sink.add(Finding("checkpoint", "checkpoint", e.offset, e.detail))
+        return None
+    last_ts = int(msgs.store_ts.max()) if len(msgs) else 0
+    for pos, name, ts in ((0, "physicMsgTimestamp", cp.physic_msg_timestamp),
+                          (8, "logicsMsgTimestamp", cp.logics_msg_timestamp),
+                          (16, "indexMsgTimestamp", cp.index_msg_timestamp)):
+        if len(msgs) and ts > last_ts:
+            sink.add(Finding(
+                "checkpoint", "checkpoint", pos,
+                f"{name} {ts} is after the last readable message's store time {last_ts}: "
+                "the checkpoint claims data that is not there",
+                expected=f"<= {last_ts}", found=str(ts),
+            ))
+        elif len(msgs) and abort and name != "indexMsgTimestamp" and ts < last_ts:
+            sink.add(Finding(
+                "checkpoint", "checkpoint", pos,
+                f"{name} is {last_ts - ts} ms behind the last message (crash state: recovery "
+                "re-dispatches from the checkpoint)", severity=Severity.INFO,
+            ))
+    for pos, name, off in ((24, "masterFlushedOffset", cp.master_flushed_offset),
+                           (32, "confirmPhyOffset", cp.confirm_phy_offset)):
+        if off > data_end:
+            sink.add(Finding(
+                "checkpoint", "checkpoint", pos,
+                f"{name} {off} is past the end of the valid commitlog data ({data_end})",
+                expected=f"<= {data_end}", found=str(off),
+            ))
+    if cp.file_size != 4096:
+        sink.add(Finding("checkpoint", "checkpoint", None,
+                         f"checkpoint is {cp.file_size} bytes, RocketMQ writes 4096",
+                         severity=Severity.WARNING))
+    return cp
+
+
+def _key_pos(text: str | None, key: str) -> int | None:
+    """Byte offset of ``key`` (a JSON key, quoted or not) in a config text, when found."""
+    if not text:
+        return None
+    for needle in (f'"{key}"', f"{key}:"):
+        i = text.find(needle)
+        if i >= 0:
+            return len(text[:i].encode("utf-8"))
+    return None
+
+
+def _check_configs(
+    store: Store, queues: dict[tuple[str, int], QueueScan], sink: _Sink
+) -> dict[str, ConfigLoad]:
+    out: dict[str, ConfigLoad] = {}
+    cdir = store.root / "config"
+    if not cdir.is_dir():
+        return out
+    parsers: dict[str, Callable[..., Any]] = {
+        "delayOffset.json": parse_delay_offset,
+        "consumerOffset.json": parse_consumer_offset,
+    }
+    names = sorted({p.name[:-4] if p.name.endswith(".bak") else p.name
+                    for p in cdir.iterdir() if p.is_file() and (
+                        p.name.endswith(".json") or p.name.endswith(".json.bak"))})
+    for name in names:
+        parse = parsers.get(name)
+        if parse is None:
+            from mqtool.formats.config import loads_fastjson
+            parse = loads_fastjson
+        cl = load_config(store.root, name, parse)
+        out[name] = cl
+        for f in cl.findings:
+            sink.add(f)
+    delay = out.get("delayOffset.json")
+    if delay is not None and delay.value is not None and delay.source is not None:
+        for level, off in sorted(delay.value.offset_table.items()):
+            qs = queues.get((SCHEDULE_TOPIC, level - 1))
+            mx = qs.max_offset if qs is not None else 0
+            if off > mx:
+                sink.add(Finding(
+                    "config", delay.source, _key_pos(delay.text, str(level)),
+                    f"delay level {level}: offset {off} is beyond the max offset {mx} of "
+                    f"{SCHEDULE_TOPIC}/{level - 1} (the schedule service would skip messages)",
+                    expected=f"<= {mx}", found=str(off),
+                ))
+    co = out.get("consumerOffset.json")
+    if co is not None and co.value is not None and co.source is not None:
+        for key, table in co.value.offset_table.items():
+            topic, group = co.value.topic_group(key)
+            if "@" in group:
+                continue
+            for qid, off in sorted(table.items()):
+                qs = queues.get((topic, qid))
+                if qs is None:
+                    continue
+                if off > qs.max_offset:
+                    sink.add(Finding(
+                        "config", co.source, _key_pos(co.text, key),
+                        f"group {group} on {topic}/{qid}: offset {off} is beyond the queue's max "
+                        f"offset {qs.max_offset}", expected=f"<= {qs.max_offset}",
+                        found=str(off),
+                    ))
+                elif off < qs.min_offset:
+                    sink.add(Finding(
+                        "config", co.source, _key_pos(co.text, key),
+                        f"group {group} on {topic}/{qid}: offset {off} is below the queue's min "
+                        f"offset {qs.min_offset} (the broker corrects it)",
+                        severity=Severity.WARNING,
+                    ))
+    return out
+
+
+def verify(
+    root: str | Path, *, check_crc: bool = True, progress: ProgressFn | None = None
+) -> Report:
+    """Check the store at ``root`` (read-only) and return what was read and found."""
+    sink = _Sink()
+    with Store.open(root) as store:
+        for f in store.findings:  # layout findings made while opening
+            sink.add(f)
+        abort = store.abort_exists
+        lock = store.lock_state()
+        scans, msgs = _scan_commitlog(store, sink, check_crc, progress)
+        first_start = scans[0].file.start if scans else 0
+        data_end = max((s.data_end for s in scans if s.messages), default=first_start)
+        if abort:
+            sink.add(Finding("layout", "abort", None, "abort file present: the broker did not "
+                             "shut down cleanly; its next start runs the abnormal recovery",
+                             severity=Severity.INFO))
+        if lock.locked:
+            sink.add(Finding("layout", "lock", None, f"the store is locked by pid "
+                             f"{lock.holder_pid} (a running broker): what is read may change",
+                             severity=Severity.WARNING))
+        queues: dict[tuple[str, int], QueueScan] = {}
+        for topic, qid in store.queue_ids():
+            queues[(topic, qid)] = _scan_queue(
+                store, topic, qid, msgs, first_start, data_end, sink, progress)
+        _missing_units(msgs, queues, scans, abort, sink)
+        indexes = _scan_index(store, msgs, first_start, data_end, sink, progress)
+        cp = _check_checkpoint(store, msgs, data_end, abort, sink)
+        configs = _check_configs(store, queues, sink)
+        for f in store.findings:  # findings the store noted while reading
+            if f.kind in ("layout",):
+                sink.add(f)
+        report = Report(
+            Path(store.root), sink.items, scans, msgs, list(queues.values()), indexes, configs,
+            cp, abort, {"exists": lock.exists, "locked": lock.locked, "pid": lock.holder_pid},
+            store.mapped_file_size, data_end,
+            bytes_read=sum(s.file.size for s in scans), check_crc=check_crc,
+        )
+    report.findings.sort(key=lambda f: (f.file, f.offset if f.offset is not None else -1))
+    report.summary = summarize(report)
+    return report
+
+
+def summarize(r: Report) -> dict[str, Any]:
+    sev = Counter(str(f.severity) for f in r.findings)
+    return {
+        "store": str(r.root),
+        "state": "crashed (abort file present)" if r.abort else "clean shutdown",
+        "lock": r.lock,
+        "commitlogFiles": len(r.files),
+        "commitlogBytes": sum(s.file.size for s in r.files),
+        "messages": len(r.messages),
+        "messageBytes": int(r.messages.size.sum()) if len(r.messages) else 0,
+        "dataEnd": r.data_end,
+        "unreadableBytes": sum(s.unreadable_bytes for s in r.files),
+        "crcChecked": r.check_crc,
+        "consumeQueues": len(r.queues),
+        "consumeQueueUnits": sum(q.units for q in r.queues),
+        "indexFiles": len(r.indexes),
+        "indexEntries": sum(i.entries for i in r.indexes),
+        "configFiles": sorted(r.configs),
+        "errors": sev.get("error", 0),
+        "warnings": sev.get("warning", 0),
+        "infos": sev.get("info", 0),
+    }

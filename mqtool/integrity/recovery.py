@@ -1,0 +1,200 @@
+"""What RocketMQ's own recovery would cut at the broker's next start (read from a verify report).
+
+The facts (apache/rocketmq 4.9.7 ``store``; 5.x keeps them):
+
+* ``DefaultMessageStore#load``: ``lastExitOK = !abort file exists``; configs load first
+  (``ConfigManager#load``: an empty or undecodable file falls back to ``<file>.bak``), then the
+  commitlog, consume queues, checkpoint and index (``IndexService#load(lastExitOK)``), then
+  ``recover(lastExitOK)``.
+* ``ConsumeQueue#recover``: from the third-last file of each queue, units are valid while
+  ``offset >= 0 && size > 0``; the first other unit ends the queue (later units are cut).
+* ``CommitLog#recoverNormally`` (clean exit) starts at the third-last commitlog file;
+  ``recoverAbnormally`` (abort file) walks back from the last file to the first whose first
+  record has a message magic and a store time ``<= StoreCheckpoint#getMinTimestamp()``
+  (min of physic/logics timestamps minus 3 s), and re-dispatches every record from there.
+  Both read records with ``checkMessageAndReturnSize(checkCRCOnRecover = true)``: a bad magic,
+  a body CRC mismatch or a TOTALSIZE that disagrees with the fields stops the walk; a BLANK moves
+  to the next file. The stop position is ``processOffset``: ``truncateDirtyFiles`` drops every
+  byte after it (later files deleted), and when a consume queue points at or past it,
+  ``truncateDirtyLogicFiles`` drops those units from the queues' tails.
+* ``IndexService#load``: after an abnormal exit, every index file whose ``endTimestamp`` is
+  after the checkpoint's ``indexMsgTimestamp`` is destroyed (whole file); the re-dispatch of
+  ``recoverAbnormally`` re-indexes only the records from its start file on.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mqtool.integrity.checks import Report
+
+THIRD_LAST = 3  # recoverNormally / ConsumeQueue.recover start this many files from the end
+MIN_TIMESTAMP_SLACK_MS = 3000  # StoreCheckpoint#getMinTimestamp subtracts 3 s
+
+
+@dataclass
+class RestartLoss:
+    """What the next broker start would drop."""
+
+    abnormal: bool
+    start_file: str | None  # the commitlog file recovery starts from
+    cut_at: int  # processOffset: the commitlog offset where the valid data ends
+    cut_file: str | None
+    cut_file_offset: int | None
+    data_end: int  # where readable data ends (verify's view)
+    lost_messages: int = 0
+    lost_bytes: int = 0  # commitlog bytes after the cut (messages and unreadable bytes)
+    lost_by_queue: dict[str, int] = field(default_factory=dict)  # "topic/queueId" -> messages
+    cq_units_dropped: dict[str, int] = field(default_factory=dict)  # "topic/queueId" -> units
+    cq_units_rebuilt: int = 0  # units the abnormal recovery re-dispatches (missing ones)
+    index_files_destroyed: list[str] = field(default_factory=list)
+    index_entries_destroyed: int = 0
+    index_entries_reindexed: int = 0
+    index_entries_dangling: int = 0  # entries left pointing past the cut (clean exit)
+    configs_from_bak: list[str] = field(default_factory=list)
+
+    @property
+    def nothing(self) -> bool:
+        return not (self.lost_messages or self.lost_bytes or self.cq_units_dropped
+                    or self.index_entries_destroyed - self.index_entries_reindexed > 0
+                    or self.index_entries_dangling or self.configs_from_bak)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "recovery": "abnormal (abort file present)" if self.abnormal else "normal",
+            "startFile": self.start_file, "cutAt": self.cut_at, "cutFile": self.cut_file,
+            "cutFileOffset": self.cut_file_offset, "lostMessages": self.lost_messages,
+            "lostBytes": self.lost_bytes, "lostByQueue": self.lost_by_queue,
+            "cqUnitsDropped": self.cq_units_dropped,
+            "cqUnitsDroppedTotal": sum(self.cq_units_dropped.values()),
+            "cqUnitsRebuilt": self.cq_units_rebuilt,
+            "indexFilesDestroyed": self.index_files_destroyed,
+            "indexEntriesDestroyed": self.index_entries_destroyed,
+            "indexEntriesReindexed": self.index_entries_reindexed,
+            "indexEntriesDangling": self.index_entries_dangling,
+            "configsFromBak": self.configs_from_bak,
+        }
+
+
+def _start_file(r: Report) -> int:
+    files = r.files
+    if not files:
+        return 0
+    if not r.abort:
+        return max(0, len(files) - THIRD_LAST)
+    cp = r.checkpoint
+    min_ts = 0 if cp is None else max(
+        0, min(cp.physic_msg_timestamp, cp.logics_msg_timestamp) - MIN_TIMESTAMP_SLACK_MS)
+    m = r.messages
+    for i in range(len(files) - 1, -1, -1):
+        f = files[i].file
+        row = m.at(f.start)  # the file's first record must be a readable message
+        if row is None:
+            continue
+        ts = int(m.store_ts[row])
+        if ts != 0 and ts <= min_ts:
+            return i
+    return 0
+
+
+def cut_position(r: Report) -> tuple[int, int]:
+    """(start file index, processOffset) of RocketMQ's commitlog recovery on this store."""
+    start = _start_file(r)
+    if not r.files:
+        return 0, 0
+    cut = r.files[start].file.start
+    for s in r.files[start:]:
+        if s.first_break is not None:
+            return start, s.first_break
+        cut = s.data_end  # a BLANK end: on to the next file
+    return start, cut
+
+
+def queue_cut(phys: np.ndarray, sizes: np.ndarray, cut: int) -> int:
+    """How many units of a queue (in order) survive ConsumeQueue.recover and
+    truncateDirtyLogicFiles(cut): up to the first impossible unit, then the tail of units
+    pointing at or past ``cut`` is dropped."""
+    bad = np.flatnonzero((phys < 0) | (sizes <= 0))
+    n = int(bad[0]) if bad.size else len(phys)
+    while n > 0 and phys[n - 1] >= cut:
+        n -= 1
+    return n
+
+
+def restart_loss(r: Report) -> RestartLoss:
+    start, cut = cut_position(r)
+    cut_file = cut_off = None
+    for s in r.files:
+        if s.file.start <= cut < s.file.start + s.file.size or (
+                cut == s.file.start + s.file.size and s is r.files[-1]):
+            cut_file, cut_off = s.file.rel, cut - s.file.start
+            break
+    loss = RestartLoss(
+        abnormal=r.abort, start_file=r.files[start].file.rel if r.files else None,
+        cut_at=cut, cut_file=cut_file, cut_file_offset=cut_off, data_end=r.data_end,
+    )
+    m = r.messages
+    after = np.flatnonzero(m.phy >= cut)
+    loss.lost_messages = int(after.size)
+    byq: Counter[str] = Counter()
+    for i in after.tolist():
+        byq[f"{m.topics[int(m.topic[i])]}/{int(m.queue_id[i])}"] += 1
+    loss.lost_by_queue = dict(sorted(byq.items()))
+    # bytes after the cut that hold something (messages or unreadable bytes)
+    lost_bytes = int(m.size[after].sum()) if after.size else 0
+    for s in r.files:
+        if s.file.start + s.file.size <= cut:
+            continue
+        lost_bytes += s.unreadable_bytes
+    loss.lost_bytes = lost_bytes
+    for q in r.queues:
+        keep = queue_cut(q.phys, q.sizes, cut)
+        if keep < q.units:
+            loss.cq_units_dropped[f"{q.topic}/{q.queue_id}"] = q.units - keep
+    if r.abort and r.files:
+        dispatch_from = r.files[start].file.start
+        # messages after the recovery start whose unit is missing are re-dispatched
+        have: set[int] = set()
+        for q in r.queues:
+            have.update(q.phys[: queue_cut(q.phys, q.sizes, cut)].tolist())
+        sel = (m.phy >= dispatch_from) & (m.phy < cut)
+        loss.cq_units_rebuilt = int(np.count_nonzero(~np.isin(m.phy[sel], list(have)))) if (
+            sel.any()) else 0
+    idx_ts = r.checkpoint.index_msg_timestamp if r.checkpoint is not None else 0
+    for ix in r.indexes:
+        if not ix.readable:
+            continue
+        if r.abort and ix.end_timestamp > idx_ts:
+            loss.index_files_destroyed.append(ix.rel)
+            loss.index_entries_destroyed += ix.entries
+    if r.abort and loss.index_files_destroyed and r.files:
+        # re-dispatch re-indexes the records from the start file up to the cut
+        dispatch_from = r.files[start].file.start
+        sel = (m.phy >= dispatch_from) & (m.phy < cut)
+        loss.index_entries_reindexed = min(loss.index_entries_destroyed, _keys_of(r, sel))
+    loss.index_entries_dangling = sum(
+        int(np.count_nonzero(ix.phys >= cut)) for ix in r.indexes
+        if ix.rel not in loss.index_files_destroyed)
+    loss.configs_from_bak = sorted(
+        c.source for c in r.configs.values() if c.from_bak and c.source is not None)
+    return loss
+
+
+def _keys_of(r: Report, sel: np.ndarray) -> int:
+    """How many index entries RocketMQ's dispatch writes for the selected messages (read from
+    the commitlog on demand)."""
+    from mqtool.integrity import rules
+    from mqtool.store import Store
+
+    n = 0
+    with Store.open(r.root) as st:
+        for phy in r.messages.phy[sel].tolist():
+            msg = st.try_message_at(int(phy))
+            if msg is not None and (msg.sys_flag & rules.TRANSACTION_TYPE_MASK) != (
+                    rules.NOT_IN_CONSUME_QUEUE[1]):
+                n += len(rules.index_keys(msg.topic, msg.properties))
+    return n

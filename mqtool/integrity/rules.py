@@ -1,0 +1,55 @@
+"""The integrity rules of record, one home for ``mqtool verify`` and the Spark audits.
+
+* Which messages have a consume-queue unit: ``CommitLogDispatcherBuildConsumeQueue#dispatch``
+  builds one only for transaction types NOT_TYPE and COMMIT_TYPE (PREPARED and ROLLBACK records
+  get none).
+* Units or index entries below the first commitlog file are not findings: RocketMQ deletes
+  commitlog files before the consume queues and index files that point into them.
+* The tagsCode of a unit is the tag's hash (``tagsString2tagsCode``) except in
+  ``SCHEDULE_TOPIC_XXXX`` (the deliver time) and when it is a ConsumeQueueExt address.
+* Index keys: ``IndexService#buildIndex`` (UNIQ_KEY, then each KEYS token, as ``topic#key``;
+  ROLLBACK records are not indexed); the entry's timeDiff is
+  ``(storeTimestamp - beginTimestamp) / 1000`` clamped to ``0..Integer.MAX_VALUE``
+  (``IndexFile#putKey``).
+* A ``delayOffset.json`` offset beyond its schedule queue's max offset is a finding
+  (the schedule service skips or stalls: apache/rocketmq #1869, #7077, #1472).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mqtool.formats.commitlog import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
+from mqtool.refstore.broker import index_keys as _index_keys
+from mqtool.store import SCHEDULE_TOPIC
+
+TRANSACTION_TYPE_MASK = TRANSACTION_ROLLBACK_TYPE  # MessageSysFlag.TRANSACTION_ROLLBACK_TYPE = 0xC
+NOT_IN_CONSUME_QUEUE = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+"""Transaction types whose records never get a consume-queue unit."""
+
+CQ_UNIT_MUST_MATCH = ("topic", "queueId", "queueOffset", "storeSize")
+"""Fields of the record a consume-queue unit points at that must be the unit's own."""
+
+
+def expected_in_cq(sys_flag: np.ndarray) -> np.ndarray:
+    """Mask of the records (by sysFlag) that must have a consume-queue unit."""
+    tran = np.asarray(sys_flag) & TRANSACTION_TYPE_MASK
+    return ~np.isin(tran, NOT_IN_CONSUME_QUEUE)
+
+
+def tags_code_is_tag_hash(topic: str) -> bool:
+    """Whether units of ``topic`` carry the tag hash as tagsCode."""
+    return topic != SCHEDULE_TOPIC
+
+
+def index_keys(topic: str, properties: dict[str, str]) -> list[str]:
+    """The ``topic#key`` strings ``IndexService#buildIndex`` indexes for one record."""
+    return _index_keys(topic, properties)
+
+
+def index_time_diff(store_timestamp: int, begin_timestamp: int) -> int:
+    """``IndexFile#putKey``'s timeDiff in seconds for an entry after the file's first."""
+    if begin_timestamp <= 0:
+        return 0
+    d = int((store_timestamp - begin_timestamp) / 1000)  # Java long division truncates
+    return max(0, min(d, 0x7FFFFFFF))

@@ -1,0 +1,393 @@
+"""Request and response bodies (``RemotingSerializable`` JSON, and the batch message layout).
+
+JSON bodies mirror apache/rocketmq classes: ``HeartbeatData`` (with ``ConsumerData``,
+``ProducerData``, ``SubscriptionData``), ``TopicRouteData`` (``BrokerData``, ``QueueData``),
+``ClusterInfo``, ``TopicList``, ``GetConsumerListByGroupResponseBody``,
+``LockBatchRequestBody`` / ``UnlockBatchRequestBody`` / ``LockBatchResponseBody``.
+Enums arrive as numbers (C++ client) or names (Java/JS clients); both are kept as sent.
+
+A batch send body is ``MessageDecoder.encodeMessages``: per message ``int32 totalSize,
+int32 magic (0), int32 bodyCRC, int32 flag, int32 bodyLen + body, int16 propertiesLen +
+properties``. :func:`decode_batch` checks every length against the buffer.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mqtool.remoting.frame import HeaderFieldError, RemotingError
+
+
+class BodyError(RemotingError):
+    """A request body that does not parse (answered with an error, connection kept)."""
+
+
+def json_body(obj: object) -> bytes:
+    """A compact UTF-8 JSON body."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def parse_json_body(body: bytes, what: str) -> dict[str, Any]:
+    """A JSON object body (trailing newline allowed)."""
+    try:
+        obj = json.loads(body.decode("utf-8")) if body else {}
+    except (UnicodeDecodeError, ValueError) as e:
+        raise BodyError(f"{what} body is not valid JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise BodyError(f"{what} body is a {type(obj).__name__}, not an object")
+    return obj
+
+
+# -- heartbeat ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """``SubscriptionData``: topic and tag expression."""
+
+    topic: str
+    sub_string: str = "*"
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ConsumerData:
+    """``ConsumerData`` (group, how it consumes, what it subscribes)."""
+
+    group: str
+    consume_type: str = ""
+    message_model: str = ""
+    consume_from_where: str = ""
+    subscriptions: tuple[Subscription, ...] = ()
+
+
+@dataclass(frozen=True)
+class HeartbeatData:
+    """``HeartbeatData`` sent with HEART_BEAT (34)."""
+
+    client_id: str
+    producer_groups: tuple[str, ...] = ()
+    consumers: tuple[ConsumerData, ...] = field(default_factory=tuple)
+
+
+def _s(v: object) -> str:
+    return "" if v is None else str(v)
+
+
+def parse_heartbeat(body: bytes) -> HeartbeatData:
+    """Parse a HEART_BEAT body."""
+    obj = parse_json_body(body, "heartbeat")
+    client = obj.get("clientID")
+    if not isinstance(client, str):
+        raise BodyError("heartbeat body has no clientID")
+    try:
+        producers = tuple(
+            str(p["groupName"]) for p in obj.get("producerDataSet") or () if isinstance(p, dict)
+        )
+        consumers = []
+        for c in obj.get("consumerDataSet") or ():
+            subs = tuple(
+                Subscription(
+                    str(s.get("topic", "")),
+                    _s(s.get("subString", "*")) or "*",
+                    tuple(str(t) for t in s.get("tagsSet") or ()),
+                )
+                for s in c.get("subscriptionDataSet") or ()
+            )
+            consumers.append(
+                ConsumerData(
+                    str(c["groupName"]),
+                    _s(c.get("consumeType")),
+                    _s(c.get("messageModel")),
+                    _s(c.get("consumeFromWhere")),
+                    subs,
+                )
+            )
+    except (KeyError, TypeError, AttributeError) as e:
+        raise BodyError(f"heartbeat body: malformed producer/consumer data ({e})") from None
+    return HeartbeatData(client, producers, tuple(consumers))
+
+
+def build_heartbeat(hb: HeartbeatData) -> bytes:
+    """The HEART_BEAT body a Java client sends (names for enums)."""
+    return json_body(
+        {
+            "clientID": hb.client_id,
+            "consumerDataSet": [
+                {
+                    "groupName": c.group,
+                    "consumeType": c.consume_type or "CONSUME_PASSIVELY",
+                    "messageModel": c.message_model or "CLUSTERING",
+                    "consumeFromWhere": c.consume_from_where or "CONSUME_FROM_LAST_OFFSET",
+                    "subscriptionDataSet": [
+                        {
+                            "topic": s.topic,
+                            "subString": s.sub_string,
+                            "tagsSet": list(s.tags),
+                            "codeSet": [],
+                            "classFilterMode": False,
+                            "subVersion": 0,
+                        }
+                        for s in c.subscriptions
+                    ],
+                    "unitMode": False,
+                }
+                for c in hb.consumers
+            ],
+            "producerDataSet": [{"groupName": g} for g in hb.producer_groups],
+        }
+    )
+
+
+# -- name server ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueData:
+    """``QueueData``: one broker's queues of a topic."""
+
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int = 6
+    topic_sys_flag: int = 0
+
+
+@dataclass(frozen=True)
+class BrokerData:
+    """``BrokerData``: a broker name and its addresses by broker id (0 = master)."""
+
+    cluster: str
+    broker_name: str
+    addrs: Mapping[int, str]
+
+
+@dataclass(frozen=True)
+class TopicRouteData:
+    """``TopicRouteData``: the answer to GET_ROUTEINFO_BY_TOPIC."""
+
+    queue_datas: Sequence[QueueData]
+    broker_datas: Sequence[BrokerData]
+    order_topic_conf: str | None = None
+
+
+def build_route(route: TopicRouteData) -> bytes:
+    """The route body (``brokerAddrs`` keys as JSON strings, which both peers accept)."""
+    obj: dict[str, Any] = {
+        "brokerDatas": [
+            {
+                "brokerAddrs": {str(k): v for k, v in b.addrs.items()},
+                "brokerName": b.broker_name,
+                "cluster": b.cluster,
+            }
+            for b in route.broker_datas
+        ],
+        "filterServerTable": {},
+        "queueDatas": [
+            {
+                "brokerName": q.broker_name,
+                "perm": q.perm,
+                "readQueueNums": q.read_queue_nums,
+                "topicSysFlag": q.topic_sys_flag,
+                "writeQueueNums": q.write_queue_nums,
+            }
+            for q in route.queue_datas
+        ],
+    }
+    if route.order_topic_conf is not None:
+        obj["orderTopicConf"] = route.order_topic_conf
+    return json_body(obj)
+
+
+def _int(v: object, what: str) -> int:
+    try:
+        return int(v)  # type: ignore[call-overload, no-any-return]
+    except (TypeError, ValueError):
+        raise BodyError(f"{what}: {v!r} is not an integer") from None
+
+
+def parse_route(body: bytes) -> TopicRouteData:
+    """Parse a route body (fastjson may write ``brokerAddrs`` keys unquoted: ``{0:"..."}``)."""
+    text = body.decode("utf-8", errors="replace")
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        obj = json.loads(_quote_numeric_keys(text))
+    try:
+        brokers = [
+            BrokerData(
+                str(b.get("cluster", "")),
+                str(b["brokerName"]),
+                {
+                    _int(k, "brokerAddrs key"): str(v)
+                    for k, v in (b.get("brokerAddrs") or {}).items()
+                },
+            )
+            for b in obj.get("brokerDatas") or ()
+        ]
+        queues = [
+            QueueData(
+                str(q["brokerName"]),
+                _int(q.get("readQueueNums", 0), "readQueueNums"),
+                _int(q.get("writeQueueNums", 0), "writeQueueNums"),
+                _int(q.get("perm", 6), "perm"),
+                _int(q.get("topicSysFlag", 0), "sysFlag"),
+            )
+            for q in obj.get("queueDatas") or ()
+        ]
+    except (KeyError, TypeError, AttributeError) as e:
+        raise BodyError(f"route body: malformed ({e})") from None
+    return TopicRouteData(queues, brokers, obj.get("orderTopicConf"))
+
+
+def _quote_numeric_keys(text: str) -> str:
+    import re
+
+    return re.sub(r"([{,])(-?\d+):", r'\1"\2":', text)
+
+
+def build_cluster_info(cluster: str, brokers: Sequence[BrokerData]) -> bytes:
+    """``ClusterInfo``: brokerAddrTable and clusterAddrTable."""
+    return json_body(
+        {
+            "brokerAddrTable": {
+                b.broker_name: {
+                    "brokerAddrs": {str(k): v for k, v in b.addrs.items()},
+                    "brokerName": b.broker_name,
+                    "cluster": b.cluster,
+                }
+                for b in brokers
+            },
+            "clusterAddrTable": {cluster: sorted(b.broker_name for b in brokers)},
+        }
+    )
+
+
+def build_topic_list(topics: Iterable[str]) -> bytes:
+    """``TopicList``."""
+    return json_body({"topicList": sorted(topics)})
+
+
+def build_consumer_list(client_ids: Iterable[str]) -> bytes:
+    """``GetConsumerListByGroupResponseBody``."""
+    return json_body({"consumerIdList": list(client_ids)})
+
+
+def parse_consumer_list(body: bytes) -> list[str]:
+    """Client ids from a GET_CONSUMER_LIST_BY_GROUP answer."""
+    obj = parse_json_body(body, "consumer list")
+    ids = obj.get("consumerIdList") or []
+    if not isinstance(ids, list):
+        raise BodyError("consumer list body: consumerIdList is not a list")
+    return [str(i) for i in ids]
+
+
+# -- orderly locks --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MessageQueue:
+    """``MessageQueue`` (topic, brokerName, queueId)."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def to_json(self) -> dict[str, Any]:
+        """As fastjson writes it."""
+        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
+
+
+@dataclass(frozen=True)
+class LockBatchRequest:
+    """``LockBatchRequestBody`` / ``UnlockBatchRequestBody``."""
+
+    consumer_group: str
+    client_id: str
+    mqs: tuple[MessageQueue, ...]
+
+
+def parse_lock_batch(body: bytes) -> LockBatchRequest:
+    """Parse a LOCK_BATCH_MQ (41) or UNLOCK_BATCH_MQ (42) body."""
+    obj = parse_json_body(body, "lock batch")
+    try:
+        mqs = tuple(
+            MessageQueue(
+                str(m["topic"]), str(m.get("brokerName", "")), _int(m["queueId"], "queueId")
+            )
+            for m in obj.get("mqSet") or ()
+        )
+    except (KeyError, TypeError, AttributeError) as e:
+        raise BodyError(f"lock batch body: malformed mqSet ({e})") from None
+    return LockBatchRequest(_s(obj.get("consumerGroup")), _s(obj.get("clientId")), mqs)
+
+
+def build_lock_batch_response(locked: Iterable[MessageQueue]) -> bytes:
+    """``LockBatchResponseBody``."""
+    return json_body({"lockOKMQSet": [m.to_json() for m in locked]})
+
+
+# -- batch messages --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BatchMessage:
+    """One message of a batch body."""
+
+    flag: int
+    body: bytes
+    properties: str
+
+
+_BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
+_I16 = struct.Struct(">h")
+
+
+def decode_batch(data: bytes) -> list[BatchMessage]:
+    """``MessageDecoder.decodeMessages`` with every length checked (BodyError when bad)."""
+    out: list[BatchMessage] = []
+    pos = 0
+    n = len(data)
+    while pos < n:
+        if n - pos < _BATCH_HEAD.size + 2:
+            raise BodyError(f"batch body: truncated message at byte {pos}")
+        total, _magic, _crc, flag, blen = _BATCH_HEAD.unpack_from(data, pos)
+        if total < _BATCH_HEAD.size + 2 or total > n - pos:
+            raise BodyError(f"batch body: message at byte {pos} has bad totalSize {total}")
+        if blen < 0 or blen > total - _BATCH_HEAD.size - 2:
+            raise BodyError(f"batch body: message at byte {pos} has bad body length {blen}")
+        q = pos + _BATCH_HEAD.size
+        body = data[q : q + blen]
+        q += blen
+        plen = _I16.unpack_from(data, q)[0]
+        q += 2
+        if plen < 0 or q + plen != pos + total:
+            raise BodyError(f"batch body: message at byte {pos} has bad properties length {plen}")
+        try:
+            props = data[q : q + plen].decode("utf-8")
+        except UnicodeDecodeError:
+            raise BodyError(f"batch body: message at byte {pos}: properties not UTF-8") from None
+        out.append(BatchMessage(flag, body, props))
+        pos += total
+    if not out:
+        raise HeaderFieldError("batch body holds no message")
+    return out
+
+
+def encode_batch(msgs: Iterable[BatchMessage]) -> bytes:
+    """``MessageDecoder.encodeMessages`` (bodyCRC and magic 0, as clients send)."""
+    parts = []
+    for m in msgs:
+        props = m.properties.encode("utf-8")
+        total = _BATCH_HEAD.size + len(m.body) + 2 + len(props)
+        parts.append(
+            _BATCH_HEAD.pack(total, 0, 0, m.flag, len(m.body))
+            + m.body
+            + _I16.pack(len(props))
+            + props
+        )
+    return b"".join(parts)

@@ -1,0 +1,323 @@
+"""Request and response header models (``CommandCustomHeader`` classes of apache/rocketmq).
+
+A header travels as ``extFields`` (string -> string). Clients send numbers and booleans as JSON
+numbers/booleans or as strings (``PEERS.md``: the C++ client mixes both); :mod:`frame` turns
+every value into a string and :func:`decode_header` parses each field to its Java type:
+``Integer``/``Long`` with ``parseInt``/``parseLong`` range, ``Boolean`` as ``true``/``false``
+(plus ``1``/``0``, which the C++ client sends for ``batch`` and ``unitMode``). A required field
+that is missing or malformed raises :class:`HeaderFieldError` (the request is answered with an
+error, the connection stays). Unknown keys (``AccessKey``, ``Signature``, ...) are ignored.
+
+Field names are the Java bean names, spelled as on the wire, so ``to_ext`` needs no mapping.
+``SEND_MESSAGE_V2`` uses one-letter names (``SendMessageRequestHeaderV2``: a..n); see
+:func:`send_header_from_v2` / :func:`send_header_to_v2`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+from mqtool.remoting.frame import HeaderFieldError
+
+_INT = (-(2**31), 2**31 - 1)
+_LONG = (-(2**63), 2**63 - 1)
+
+
+def _f(kind: str, *, required: bool = True, default: Any = None) -> Any:
+    """A header field: ``kind`` is ``str``, ``int`` (Java Integer), ``long`` or ``bool``."""
+    meta = {"kind": kind, "required": required}
+    return field(default=default, metadata=meta)
+
+
+def _parse(kind: str, name: str, raw: str) -> Any:
+    if kind == "str":
+        return raw
+    if kind == "bool":
+        low = raw.strip().lower()
+        if low in ("true", "1"):
+            return True
+        if low in ("false", "0", ""):
+            return False
+        raise HeaderFieldError(f"header field {name}: {raw!r} is not a boolean")
+    lo, hi = _INT if kind == "int" else _LONG
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise HeaderFieldError(f"header field {name}: {raw!r} is not an integer") from None
+    if not lo <= value <= hi:
+        raise HeaderFieldError(f"header field {name}: {raw} out of range for a Java {kind}")
+    return value
+
+
+class Header:
+    """Base of every header model."""
+
+    _cache: ClassVar[dict[type, tuple[tuple[str, str, bool], ...]]] = {}
+
+    @classmethod
+    def _spec(cls) -> tuple[tuple[str, str, bool], ...]:
+        spec = Header._cache.get(cls)
+        if spec is None:
+            spec = tuple(
+                (f.name, f.metadata["kind"], f.metadata["required"])
+                for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+            )
+            Header._cache[cls] = spec
+        return spec
+
+    def to_ext(self) -> dict[str, str]:
+        """The extFields (None omitted, booleans as ``true``/``false``)."""
+        out: dict[str, str] = {}
+        for name, _kind, _req in self._spec():
+            v = getattr(self, name)
+            if v is None:
+                continue
+            out[name] = ("true" if v else "false") if isinstance(v, bool) else str(v)
+        return out
+
+
+H = TypeVar("H", bound=Header)
+
+
+def decode_header(cls: type[H], ext: dict[str, str]) -> H:
+    """Parse ``ext`` into ``cls`` (HeaderFieldError names the bad field)."""
+    kwargs: dict[str, Any] = {}
+    for name, kind, required in cls._spec():
+        raw = ext.get(name)
+        if raw is None:
+            if required:
+                raise HeaderFieldError(f"the custom field <{name}> is null")
+            continue
+        kwargs[name] = _parse(kind, name, raw)
+    return cls(**kwargs)
+
+
+# -- name server -------------------------------------------------------------------------------
+
+
+@dataclass
+class GetRouteInfoRequestHeader(Header):
+    """GET_ROUTEINFO_BY_TOPIC (105)."""
+
+    topic: str = _f("str")
+
+
+# -- sending -----------------------------------------------------------------------------------
+
+
+@dataclass
+class SendMessageRequestHeader(Header):
+    """SEND_MESSAGE (10) and SEND_BATCH_MESSAGE (320); V2 (310) maps onto it."""
+
+    producerGroup: str = _f("str")
+    topic: str = _f("str")
+    defaultTopic: str = _f("str")
+    defaultTopicQueueNums: int = _f("int")
+    queueId: int = _f("int")
+    sysFlag: int = _f("int")
+    bornTimestamp: int = _f("long")
+    flag: int = _f("int")
+    properties: str | None = _f("str", required=False)
+    reconsumeTimes: int | None = _f("int", required=False)
+    unitMode: bool | None = _f("bool", required=False)
+    batch: bool | None = _f("bool", required=False)
+    maxReconsumeTimes: int | None = _f("int", required=False)
+    brokerName: str | None = _f("str", required=False)
+
+
+#: ``SendMessageRequestHeaderV2`` letters -> V1 names (``createSendMessageRequestHeaderV1``).
+V2_FIELDS = {
+    "a": "producerGroup",
+    "b": "topic",
+    "c": "defaultTopic",
+    "d": "defaultTopicQueueNums",
+    "e": "queueId",
+    "f": "sysFlag",
+    "g": "bornTimestamp",
+    "h": "flag",
+    "i": "properties",
+    "j": "reconsumeTimes",
+    "k": "unitMode",
+    "l": "maxReconsumeTimes",
+    "m": "batch",
+    "n": "brokerName",
+}
+_V1_TO_V2 = {v: k for k, v in V2_FIELDS.items()}
+
+
+def send_header_from_v2(ext: dict[str, str]) -> SendMessageRequestHeader:
+    """Parse a SEND_MESSAGE_V2 header (one-letter names)."""
+    return decode_header(
+        SendMessageRequestHeader, {V2_FIELDS[k]: v for k, v in ext.items() if k in V2_FIELDS}
+    )
+
+
+def send_header_to_v2(h: SendMessageRequestHeader) -> dict[str, str]:
+    """The one-letter extFields of SEND_MESSAGE_V2."""
+    return {_V1_TO_V2[k]: v for k, v in h.to_ext().items()}
+
+
+@dataclass
+class SendMessageResponseHeader(Header):
+    """Answer to 10/310/320: the stored message id (offset msg id) and where it went."""
+
+    msgId: str = _f("str")
+    queueId: int = _f("int")
+    queueOffset: int = _f("long")
+    transactionId: str | None = _f("str", required=False)
+
+
+# -- clients -----------------------------------------------------------------------------------
+
+
+@dataclass
+class UnregisterClientRequestHeader(Header):
+    """UNREGISTER_CLIENT (35)."""
+
+    clientID: str = _f("str")
+    producerGroup: str | None = _f("str", required=False)
+    consumerGroup: str | None = _f("str", required=False)
+
+
+@dataclass
+class GetConsumerListByGroupRequestHeader(Header):
+    """GET_CONSUMER_LIST_BY_GROUP (38)."""
+
+    consumerGroup: str = _f("str")
+
+
+# -- offsets -----------------------------------------------------------------------------------
+
+
+@dataclass
+class QueryConsumerOffsetRequestHeader(Header):
+    """QUERY_CONSUMER_OFFSET (14)."""
+
+    consumerGroup: str = _f("str")
+    topic: str = _f("str")
+    queueId: int = _f("int")
+
+
+@dataclass
+class UpdateConsumerOffsetRequestHeader(Header):
+    """UPDATE_CONSUMER_OFFSET (15)."""
+
+    consumerGroup: str = _f("str")
+    topic: str = _f("str")
+    queueId: int = _f("int")
+    commitOffset: int = _f("long")
+
+
+@dataclass
+class SearchOffsetRequestHeader(Header):
+    """SEARCH_OFFSET_BY_TIMESTAMP (29)."""
+
+    topic: str = _f("str")
+    queueId: int = _f("int")
+    timestamp: int = _f("long")
+
+
+@dataclass
+class GetMaxOffsetRequestHeader(Header):
+    """GET_MAX_OFFSET (30)."""
+
+    topic: str = _f("str")
+    queueId: int = _f("int")
+
+
+@dataclass
+class GetMinOffsetRequestHeader(Header):
+    """GET_MIN_OFFSET (31)."""
+
+    topic: str = _f("str")
+    queueId: int = _f("int")
+
+
+@dataclass
+class OffsetResponseHeader(Header):
+    """Answer to 14, 29, 30, 31: one ``offset``."""
+
+    offset: int = _f("long")
+
+
+# -- pulling -----------------------------------------------------------------------------------
+
+#: PullSysFlag bits.
+PULL_FLAG_COMMIT_OFFSET = 0x1
+PULL_FLAG_SUSPEND = 0x2
+PULL_FLAG_SUBSCRIPTION = 0x4
+PULL_FLAG_CLASS_FILTER = 0x8
+
+
+@dataclass
+class PullMessageRequestHeader(Header):
+    """PULL_MESSAGE (11)."""
+
+    consumerGroup: str = _f("str")
+    topic: str = _f("str")
+    queueId: int = _f("int")
+    queueOffset: int = _f("long")
+    maxMsgNums: int = _f("int")
+    sysFlag: int = _f("int")
+    commitOffset: int = _f("long")
+    suspendTimeoutMillis: int = _f("long")
+    subscription: str | None = _f("str", required=False)
+    subVersion: int = _f("long")
+    expressionType: str | None = _f("str", required=False)
+
+
+@dataclass
+class PullMessageResponseHeader(Header):
+    """Answer to 11."""
+
+    suggestWhichBrokerId: int = _f("long")
+    nextBeginOffset: int = _f("long")
+    minOffset: int = _f("long")
+    maxOffset: int = _f("long")
+
+
+# -- retry -------------------------------------------------------------------------------------
+
+
+@dataclass
+class ConsumerSendMsgBackRequestHeader(Header):
+    """CONSUMER_SEND_MSG_BACK (36); ``offset`` is the commitlog offset of the failed message."""
+
+    offset: int = _f("long")
+    group: str = _f("str")
+    delayLevel: int = _f("int")
+    originMsgId: str | None = _f("str", required=False)
+    originTopic: str | None = _f("str", required=False)
+    unitMode: bool | None = _f("bool", required=False)
+    maxReconsumeTimes: int | None = _f("int", required=False)
+
+
+# -- queries -----------------------------------------------------------------------------------
+
+
+@dataclass
+class QueryMessageRequestHeader(Header):
+    """QUERY_MESSAGE (12): by key through the index."""
+
+    topic: str = _f("str")
+    key: str = _f("str")
+    maxNum: int = _f("int")
+    beginTimestamp: int = _f("long")
+    endTimestamp: int = _f("long")
+
+
+@dataclass
+class QueryMessageResponseHeader(Header):
+    """Answer to 12."""
+
+    indexLastUpdateTimestamp: int = _f("long")
+    indexLastUpdatePhyoffset: int = _f("long")
+
+
+@dataclass
+class ViewMessageRequestHeader(Header):
+    """VIEW_MESSAGE_BY_ID (33): ``offset`` is the commitlog offset from the offset msg id."""
+
+    offset: int = _f("long")

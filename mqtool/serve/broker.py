@@ -1,0 +1,440 @@
+"""The broker side of ``mqtool serve``: remoting requests answered over a :class:`RefStore`.
+
+Mirrors the request processors of a RocketMQ 4.x broker (``SendMessageProcessor``,
+``PullMessageProcessor`` with ``PullRequestHoldService``, ``ClientManageProcessor``,
+``ConsumerManageProcessor``, ``QueryMessageProcessor``, ``AdminBrokerProcessor`` for the
+offset and lock codes). Storage rules (queue selection, delay levels, retry and DLQ on
+send-back, schedule delivery, offsets files) stay in the engine; this module only translates.
+
+Everything runs on one asyncio loop: the store is used from one thread, as it requires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from mqtool.formats.commitlog import CommitLogMessage, build_message, parse_properties
+from mqtool.formats.errors import MqtoolError
+from mqtool.refstore import broker as B
+from mqtool.refstore.engine import Message, PutResult, RefStore
+from mqtool.remoting import bodies
+from mqtool.remoting import headers as H
+from mqtool.remoting.codes import RequestCode, ResponseCode
+from mqtool.remoting.frame import RemotingCommand
+from mqtool.remoting.transport import Peer, UnsupportedCode
+
+#: ``RebalanceLockManager.REBALANCE_LOCK_MAX_LIVE_TIME`` (60 s).
+LOCK_MAX_LIVE_MS = 60_000
+#: Longest a pull is held, whatever the client asks (``suspendTimeoutMillis`` is 15 s in both
+#: peers; RocketMQ holds up to it).
+MAX_SUSPEND_MS = 30_000
+#: Consume-queue units a pull may skip for tag filtering before answering (RocketMQ's
+#: ``maxFilterMessageCount`` is 16,000).
+MAX_FILTER_SCAN = 16_000
+
+
+_PULL_REMARKS: dict[int, str] = {
+    ResponseCode.PULL_NOT_FOUND: "no new message",
+    ResponseCode.PULL_OFFSET_MOVED: "offset moved",
+    ResponseCode.PULL_RETRY_IMMEDIATELY: "no matched message",
+}
+
+
+def parse_subscription(expression: str | None) -> frozenset[str] | None:
+    """Tags of a TAG expression (``"TagA || TagB"``); None for ``*`` (everything)."""
+    if expression is None:
+        return None
+    expr = expression.strip()
+    if expr in ("", "*"):
+        return None
+    return frozenset(t.strip() for t in expr.split("||") if t.strip())
+
+
+def _tag_matches(m: CommitLogMessage, tags: frozenset[str] | None) -> bool:
+    return tags is None or (m.tags or "") in tags
+
+
+class PullWaiters:
+    """Held pulls per queue (``PullRequestHoldService``), woken when the queue grows."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
+
+    async def wait(self, key: tuple[str, int], timeout: float) -> None:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(key, set()).add(fut)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            s = self._waiting.get(key)
+            if s is not None:
+                s.discard(fut)
+                if not s:
+                    del self._waiting[key]
+
+    def notify(self, key: tuple[str, int]) -> None:
+        for fut in self._waiting.get(key, ()):
+            if not fut.done():
+                fut.set_result(None)
+
+    def notify_all(self) -> None:
+        for key in list(self._waiting):
+            self.notify(key)
+
+
+@dataclass
+class ClientInfo:
+    """A client that sent HEART_BEAT on a connection."""
+
+    client_id: str
+    peer: Peer
+
+
+class Broker:
+    """Request handler of the broker port."""
+
+    def __init__(self, store: RefStore, *, broker_name: str, on_schedule: asyncio.Event) -> None:
+        self.store = store
+        self.broker_name = broker_name
+        self.waiters = PullWaiters()
+        self.on_schedule = on_schedule  # set when a message entered SCHEDULE_TOPIC_XXXX
+        self.consumers: dict[str, dict[str, ClientInfo]] = {}
+        self.producers: dict[str, dict[str, ClientInfo]] = {}
+        self.locks: dict[tuple[str, str, int], tuple[str, float]] = {}
+        self.stopping = False
+        self.counts = {"sent": 0, "pulled": 0, "sent_back": 0}
+        self._handlers = {
+            RequestCode.SEND_MESSAGE: self.send_message,
+            RequestCode.SEND_MESSAGE_V2: self.send_message,
+            RequestCode.SEND_BATCH_MESSAGE: self.send_message,
+            RequestCode.PULL_MESSAGE: self.pull_message,
+            RequestCode.QUERY_MESSAGE: self.query_message,
+            RequestCode.VIEW_MESSAGE_BY_ID: self.view_message,
+            RequestCode.HEART_BEAT: self.heart_beat,
+            RequestCode.UNREGISTER_CLIENT: self.unregister_client,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.consumer_list,
+            RequestCode.QUERY_CONSUMER_OFFSET: self.query_consumer_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: self.update_consumer_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset,
+            RequestCode.GET_MAX_OFFSET: self.max_offset,
+            RequestCode.GET_MIN_OFFSET: self.min_offset,
+            RequestCode.CONSUMER_SEND_MSG_BACK: self.send_back,
+            RequestCode.LOCK_BATCH_MQ: self.lock_batch,
+            RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch,
+        }
+
+    async def handle(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand | None:
+        """Dispatch one request (UnsupportedCode for codes a broker of ours does not serve)."""
+        fn = self._handlers.get(cmd.code)  # type: ignore[call-overload]
+        if fn is None:
+            raise UnsupportedCode(str(cmd.code))
+        result: RemotingCommand | None = await fn(cmd, peer)
+        return result
+
+    def notify_put(self, results: Iterable[PutResult]) -> None:
+        """Wake held pulls of the queues just written; poke the schedule service."""
+        for r in results:
+            if r.topic == B.SCHEDULE_TOPIC:
+                self.on_schedule.set()
+            else:
+                self.waiters.notify((r.topic, r.queue_id))
+
+    # -- sending ------------------------------------------------------------------------------
+
+    async def send_message(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        if cmd.code == RequestCode.SEND_MESSAGE_V2:
+            h = H.send_header_from_v2(cmd.ext_fields)
+        else:
+            h = H.decode_header(H.SendMessageRequestHeader, cmd.ext_fields)
+        store = self.store
+        if h.topic not in store.topics:  # autoCreateTopicEnable
+            nums = max(1, min(h.defaultTopicQueueNums, store.config.default_queue_nums))
+            store.create_topic(h.topic, nums)
+        props = tuple(parse_properties(h.properties or "").items())
+        if cmd.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
+            batch = bodies.decode_batch(cmd.body)
+            msgs = [
+                Message(
+                    h.topic,
+                    m.body,
+                    tuple(parse_properties(m.properties).items()),
+                    h.queueId,
+                    m.flag,
+                    h.sysFlag,
+                    h.bornTimestamp,
+                    peer.address,
+                    h.reconsumeTimes or 0,
+                )
+                for m in batch
+            ]
+            results = store.put_batch(msgs, queue_id=h.queueId, batch_properties=props)
+            msg_id = ",".join(r.msg_id for r in results)
+        else:
+            r = store.put(
+                Message(
+                    h.topic,
+                    cmd.body,
+                    props,
+                    h.queueId,
+                    h.flag,
+                    h.sysFlag,
+                    h.bornTimestamp,
+                    peer.address,
+                    h.reconsumeTimes or 0,
+                )
+            )
+            results = [r]
+            msg_id = r.msg_id
+        self.counts["sent"] += len(results)
+        self.notify_put(results)
+        first = results[0]
+        return cmd.response(
+            ext=H.SendMessageResponseHeader(
+                msgId=msg_id,
+                queueId=first.queue_id if first.topic == h.topic else h.queueId,
+                queueOffset=first.queue_offset,
+            ).to_ext()
+        )
+
+    # -- pulling ------------------------------------------------------------------------------
+
+    def _queue_bounds(self, topic: str, queue_id: int) -> tuple[int, int]:
+        first = next(iter(self.store.iter_queue(topic, queue_id, 0)), None)
+        mx = self.store.max_offset(topic, queue_id)
+        return (first[0] if first is not None else mx), mx
+
+    def _pull_once(
+        self, h: H.PullMessageRequestHeader, offset: int, tags: frozenset[str] | None
+    ) -> tuple[int, int, int, int, list[CommitLogMessage]]:
+        """(response code, next offset, min, max, messages) for one look at the queue."""
+        lo, hi = self._queue_bounds(h.topic, h.queueId)
+        if hi == 0:
+            return ResponseCode.PULL_NOT_FOUND, 0, 0, 0, []
+        if offset < lo:
+            return ResponseCode.PULL_OFFSET_MOVED, lo, lo, hi, []
+        if offset > hi:
+            return ResponseCode.PULL_OFFSET_MOVED, hi, lo, hi, []
+        if offset == hi:
+            return ResponseCode.PULL_NOT_FOUND, offset, lo, hi, []
+        found: list[CommitLogMessage] = []
+        nxt = offset
+        scanned = 0
+        for off, m in self.store.iter_queue(h.topic, h.queueId, offset):
+            if len(found) >= max(1, h.maxMsgNums) or scanned >= MAX_FILTER_SCAN:
+                break
+            scanned += 1
+            nxt = off + 1
+            if _tag_matches(m, tags):
+                found.append(m)
+        if found:
+            return ResponseCode.SUCCESS, nxt, lo, hi, found
+        if nxt < hi:  # NO_MATCHED_MESSAGE
+            return ResponseCode.PULL_RETRY_IMMEDIATELY, nxt, lo, hi, []
+        return ResponseCode.PULL_NOT_FOUND, nxt, lo, hi, []
+
+    async def pull_message(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        h = H.decode_header(H.PullMessageRequestHeader, cmd.ext_fields)
+        if h.topic not in self.store.topics:
+            return cmd.response(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!"
+            )
+        if h.sysFlag & H.PULL_FLAG_COMMIT_OFFSET and h.commitOffset >= 0:
+            self.store.commit_offset(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
+        tags = parse_subscription(h.subscription)
+        suspend = bool(h.sysFlag & H.PULL_FLAG_SUSPEND) and h.suspendTimeoutMillis > 0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(h.suspendTimeoutMillis, MAX_SUSPEND_MS) / 1000
+        offset = h.queueOffset
+        while True:
+            code, nxt, lo, hi, msgs = self._pull_once(h, offset, tags)
+            left = deadline - loop.time()
+            if code != ResponseCode.PULL_NOT_FOUND or not suspend or self.stopping or left <= 0:
+                break
+            offset = nxt
+            await self.waiters.wait((h.topic, h.queueId), left)
+        ext = H.PullMessageResponseHeader(
+            suggestWhichBrokerId=0, nextBeginOffset=nxt, minOffset=lo, maxOffset=hi
+        ).to_ext()
+        if code != ResponseCode.SUCCESS:
+            remark = _PULL_REMARKS.get(code, "")
+            return cmd.response(code, remark, ext)
+        self.counts["pulled"] += len(msgs)
+        return cmd.response(ext=ext, body=b"".join(build_message(m) for m in msgs))
+
+    # -- clients ------------------------------------------------------------------------------
+
+    async def heart_beat(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        hb = bodies.parse_heartbeat(cmd.body)
+        for g in hb.producer_groups:
+            self.producers.setdefault(g, {})[hb.client_id] = ClientInfo(hb.client_id, peer)
+        for c in hb.consumers:
+            if c.group not in self.store.groups:  # autoCreateSubscriptionGroup
+                self.store.create_group(c.group)
+            cfg = self.store.groups[c.group]
+            self.store.create_topic(B.retry_topic(c.group), max(1, cfg.retry_queue_nums))
+            members = self.consumers.setdefault(c.group, {})
+            known = hb.client_id in members
+            members[hb.client_id] = ClientInfo(hb.client_id, peer)
+            if not known:
+                await self._notify_ids_changed(c.group, skip=hb.client_id)
+        return cmd.response()
+
+    async def _notify_ids_changed(self, group: str, skip: str | None = None) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED (oneway) to the group's other consumers: rebalance now."""
+        for cid, info in list(self.consumers.get(group, {}).items()):
+            if cid != skip:
+                await info.peer.send(
+                    RemotingCommand.request(
+                        RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                        {"consumerGroup": group},
+                        oneway=True,
+                    )
+                )
+
+    async def unregister_client(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        h = H.decode_header(H.UnregisterClientRequestHeader, cmd.ext_fields)
+        if h.producerGroup:
+            self.producers.get(h.producerGroup, {}).pop(h.clientID, None)
+        if h.consumerGroup and self.consumers.get(h.consumerGroup, {}).pop(h.clientID, None):
+            await self._notify_ids_changed(h.consumerGroup)
+        return cmd.response()
+
+    def disconnected(self, peer: Peer) -> None:
+        """A connection closed: forget the clients that spoke on it (``doChannelCloseEvent``)."""
+        for table in (self.consumers, self.producers):
+            for members in table.values():
+                for cid in [c for c, info in members.items() if info.peer is peer]:
+                    del members[cid]
+
+    async def consumer_list(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        h = H.decode_header(H.GetConsumerListByGroupRequestHeader, cmd.ext_fields)
+        ids = sorted(self.consumers.get(h.consumerGroup, {}))
+        if not ids:
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {h.consumerGroup}"
+            )
+        return cmd.response(body=bodies.build_consumer_list(ids))
+
+    # -- offsets ------------------------------------------------------------------------------
+
+    async def query_consumer_offset(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        h = H.decode_header(H.QueryConsumerOffsetRequestHeader, cmd.ext_fields)
+        off = self.store.get_consumer_offset(h.consumerGroup, h.topic, h.queueId)
+        if off < 0:
+            lo, _ = self._queue_bounds(h.topic, h.queueId)
+            if lo > 0:  # the first message is gone: the client decides where to start
+                return cmd.response(
+                    ResponseCode.QUERY_NOT_FOUND, "Not found, maybe this group consumer boot first"
+                )
+            off = 0
+        return cmd.response(ext=H.OffsetResponseHeader(offset=off).to_ext())
+
+    async def update_consumer_offset(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        h = H.decode_header(H.UpdateConsumerOffsetRequestHeader, cmd.ext_fields)
+        self.store.commit_offset(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
+        return cmd.response()
+
+    async def search_offset(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        """First queue offset whose store time is >= the timestamp (max offset when none)."""
+        h = H.decode_header(H.SearchOffsetRequestHeader, cmd.ext_fields)
+        lo, hi = self._queue_bounds(h.topic, h.queueId)
+        a, b = lo, hi
+        while a < b:
+            mid = (a + b) // 2
+            item = next(iter(self.store.iter_queue(h.topic, h.queueId, mid)), None)
+            if item is None or item[1].store_timestamp >= h.timestamp:
+                b = mid
+            else:
+                a = mid + 1
+        return cmd.response(ext=H.OffsetResponseHeader(offset=a).to_ext())
+
+    async def max_offset(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        h = H.decode_header(H.GetMaxOffsetRequestHeader, cmd.ext_fields)
+        return cmd.response(
+            ext=H.OffsetResponseHeader(offset=self.store.max_offset(h.topic, h.queueId)).to_ext()
+        )
+
+    async def min_offset(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        h = H.decode_header(H.GetMinOffsetRequestHeader, cmd.ext_fields)
+        lo, _ = self._queue_bounds(h.topic, h.queueId)
+        return cmd.response(ext=H.OffsetResponseHeader(offset=lo).to_ext())
+
+    # -- retry --------------------------------------------------------------------------------
+
+    async def send_back(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        """CONSUMER_SEND_MSG_BACK: the engine applies the broker's delay/retry/DLQ rules."""
+        h = H.decode_header(H.ConsumerSendMsgBackRequestHeader, cmd.ext_fields)
+        r = self.store.send_back(
+            h.group, h.offset, delay_level=h.delayLevel, max_reconsume_times=h.maxReconsumeTimes
+        )
+        self.counts["sent_back"] += 1
+        self.notify_put([r])
+        return cmd.response()
+
+    # -- orderly locks ------------------------------------------------------------------------
+
+    async def lock_batch(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        req = bodies.parse_lock_batch(cmd.body)
+        now = time.monotonic() * 1000
+        locked = []
+        for mq in req.mqs:
+            key = (req.consumer_group, mq.topic, mq.queue_id)
+            held = self.locks.get(key)
+            if held is None or held[0] == req.client_id or now - held[1] > LOCK_MAX_LIVE_MS:
+                self.locks[key] = (req.client_id, now)
+                locked.append(mq)
+        return cmd.response(body=bodies.build_lock_batch_response(locked))
+
+    async def unlock_batch(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        req = bodies.parse_lock_batch(cmd.body)
+        for mq in req.mqs:
+            key = (req.consumer_group, mq.topic, mq.queue_id)
+            if self.locks.get(key, ("", 0.0))[0] == req.client_id:
+                del self.locks[key]
+        return cmd.response()
+
+    # -- queries ------------------------------------------------------------------------------
+
+    async def query_message(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        """QUERY_MESSAGE by key (a KEYS token or the UNIQ_KEY) within the time range.
+
+        The engine buffers index entries, so this reads the topic's consume queues instead of
+        the index files: every message of the topic is looked at.
+        """
+        h = H.decode_header(H.QueryMessageRequestHeader, cmd.ext_fields)
+        found: list[CommitLogMessage] = []
+        limit = max(1, h.maxNum)
+        for qid in self.store.queue_ids(h.topic):
+            for _, m in self.store.iter_queue(h.topic, qid, 0):
+                if not h.beginTimestamp <= m.store_timestamp <= h.endTimestamp:
+                    continue
+                if h.key in m.key_list or m.uniq_key == h.key:
+                    found.append(m)
+        found.sort(key=lambda m: m.physical_offset)
+        found = found[-limit:]
+        ext = H.QueryMessageResponseHeader(
+            indexLastUpdateTimestamp=self.store.last_store_timestamp,
+            indexLastUpdatePhyoffset=self.store.write_position,
+        ).to_ext()
+        if not found:
+            return cmd.response(
+                ResponseCode.QUERY_NOT_FOUND,
+                "can not find message, maybe time range not correct",
+                ext,
+            )
+        return cmd.response(ext=ext, body=b"".join(build_message(m) for m in found))
+
+    async def view_message(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        h = H.decode_header(H.ViewMessageRequestHeader, cmd.ext_fields)
+        try:
+            m = self.store.read_message(h.offset)
+        except MqtoolError as e:
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}: {e}"
+            )
+        return cmd.response(body=build_message(m))

@@ -1,0 +1,215 @@
+"""``mqtool serve``: a name server and a broker in one process over a reference store.
+
+Lifecycle: open (or create) the store, which takes its ``lock`` (a store locked by another
+process is refused) and keeps ``abort`` present while serving; listen on both ports; run the
+schedule service (due delayed messages delivered from SCHEDULE_TOPIC_XXXX, ``delayOffset.json``
+persisted by the engine) and a flush every 5 s (``flushConsumerOffsetInterval``: consumer offsets,
+checkpoint). SIGTERM/SIGINT: stop accepting, answer held pulls, finish in-flight requests,
+close the store (offsets, checkpoint, ``abort`` removed, lock released), return 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from mqtool.refstore.engine import RefStore
+from mqtool.remoting.transport import RemotingServer
+from mqtool.serve.broker import Broker
+from mqtool.serve.namesrv import NameServer
+
+#: ``flushConsumerOffsetInterval`` (5 s).
+FLUSH_INTERVAL = 5.0
+#: Longest the schedule service sleeps between looks (a new delayed message wakes it sooner).
+SCHEDULE_MAX_SLEEP = 1.0
+#: Time in-flight requests get to finish on shutdown.
+DRAIN_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """What ``mqtool serve`` was asked for."""
+
+    store: Path
+    host: str = "127.0.0.1"
+    namesrv_port: int = 9876
+    broker_port: int = 10911
+    broker_name: str = "broker-a"
+    cluster: str = "DefaultCluster"
+    delay_levels: str | None = None
+    max_reconsume_times: int | None = None
+
+
+def _log(msg: str) -> None:
+    print(f"mqtool serve: {msg}", file=sys.stderr, flush=True)
+
+
+def open_store(opts: ServeOptions, broker_port: int) -> RefStore:
+    """Open the store with the serving broker's identity (store host, names, delay levels).
+
+    The store's saved settings are kept except those the options name; when they differ the
+    store is reopened with them (and they are saved, as the broker's config would be).
+    """
+    store = RefStore.open(opts.store)
+    want = replace(
+        store.config,
+        store_host=f"{opts.host}:{broker_port}",
+        broker_name=opts.broker_name,
+        cluster_name=opts.cluster,
+        message_delay_level=opts.delay_levels or store.config.message_delay_level,
+        default_max_reconsume_times=(
+            opts.max_reconsume_times
+            if opts.max_reconsume_times is not None
+            else store.config.default_max_reconsume_times
+        ),
+    )
+    if want != store.config:
+        store.close()
+        store = RefStore.open(opts.store, want)
+    return store
+
+
+class Service:
+    """The running server (``start`` then ``stop``), usable in tests without signals."""
+
+    def __init__(self, opts: ServeOptions, log: Callable[[str], None] = _log) -> None:
+        self.opts = opts
+        self.log = log
+        self.store: RefStore | None = None
+        self.broker: Broker | None = None
+        self.broker_server: RemotingServer | None = None
+        self.ns_server: RemotingServer | None = None
+        self.namesrv_addr = ""
+        self.broker_addr = ""
+        self._tasks: list[asyncio.Task[None]] = []
+        self._schedule_event = asyncio.Event()
+
+    async def start(self) -> None:
+        """Listen on both ports and open the store (StoreLockedError when it is taken)."""
+        opts = self.opts
+        holder: dict[str, Broker | NameServer] = {}
+
+        async def broker_handle(cmd, peer):  # type: ignore[no-untyped-def]
+            return await holder["broker"].handle(cmd, peer)
+
+        async def ns_handle(cmd, peer):  # type: ignore[no-untyped-def]
+            return await holder["ns"].handle(cmd, peer)
+
+        def disconnected(peer):  # type: ignore[no-untyped-def]
+            b = holder.get("broker")
+            if isinstance(b, Broker):
+                b.disconnected(peer)
+
+        self.broker_server = RemotingServer(
+            broker_handle, name="broker", log=self.log, on_disconnect=disconnected
+        )
+        self.ns_server = RemotingServer(ns_handle, name="namesrv", log=self.log)
+        try:
+            bport = await self.broker_server.start(opts.host, opts.broker_port)
+            nport = await self.ns_server.start(opts.host, opts.namesrv_port)
+            self.store = open_store(opts, bport)
+        except BaseException:
+            await self.broker_server.close()
+            await self.ns_server.close()
+            raise
+        self.broker_addr = f"{opts.host}:{bport}"
+        self.namesrv_addr = f"{opts.host}:{nport}"
+        self.broker = Broker(
+            self.store, broker_name=opts.broker_name, on_schedule=self._schedule_event
+        )
+        holder["broker"] = self.broker
+        holder["ns"] = NameServer(
+            self.store,
+            cluster=opts.cluster,
+            broker_name=opts.broker_name,
+            broker_addr=self.broker_addr,
+        )
+        self._tasks = [
+            asyncio.create_task(self._schedule_loop()),
+            asyncio.create_task(self._flush_loop()),
+        ]
+
+    def ready_line(self) -> str:
+        """What ``mqtool serve`` prints once both ports listen."""
+        return (
+            f"mqtool serve: ready namesrv {self.namesrv_addr} broker {self.opts.broker_name} "
+            f"{self.broker_addr} cluster {self.opts.cluster} store {self.opts.store}"
+        )
+
+    async def _schedule_loop(self) -> None:
+        assert self.store is not None and self.broker is not None
+        store, broker = self.store, self.broker
+        while True:
+            self._schedule_event.clear()
+            delivered = store.tick()
+            if delivered:
+                broker.notify_put(delivered)
+            due = store.next_due()
+            sleep = SCHEDULE_MAX_SLEEP
+            if due is not None:
+                sleep = min(sleep, max(0.01, (due - store.clock()) / 1000))
+            try:
+                await asyncio.wait_for(self._schedule_event.wait(), sleep)
+            except TimeoutError:
+                pass
+
+    async def _flush_loop(self) -> None:
+        assert self.store is not None
+        while True:
+            await asyncio.sleep(FLUSH_INTERVAL)
+            self.store.flush()
+
+    async def stop(self) -> None:
+        """Graceful shutdown: stop accepting, drain, close the store."""
+        servers = [s for s in (self.broker_server, self.ns_server) if s is not None]
+        for s in servers:
+            s.stop_accepting()
+        if self.broker is not None:
+            self.broker.stopping = True
+            self.broker.waiters.notify_all()
+        for s in servers:
+            await s.in_flight(DRAIN_TIMEOUT)
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except asyncio.CancelledError:
+                pass
+        for s in servers:
+            await s.close()
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+
+async def run(opts: ServeOptions, ready: Callable[[str], None]) -> dict[str, int]:
+    """Serve until SIGTERM/SIGINT; return the broker's counters."""
+    svc = Service(opts)
+    await svc.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        ready(svc.ready_line())
+        await stop.wait()
+        _log("shutting down (signal received)")
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await svc.stop()
+    assert svc.broker is not None
+    return dict(svc.broker.counts)
+
+
+def serve(opts: ServeOptions, ready: Callable[[str], None]) -> dict[str, int]:
+    """Blocking entry point for the CLI."""
+    return asyncio.run(run(opts, ready))
+
+
+__all__ = ["ServeOptions", "Service", "open_store", "run", "serve"]

@@ -1,0 +1,43 @@
+"""formats/javacompat.py: the one home of Java String.hashCode and Java map iteration order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mqtool.formats import javacompat as J
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_string_hash_known_values() -> None:
+    assert J.java_string_hash("") == 0
+    assert J.java_string_hash("TagA") == 2598919
+    assert J.java_string_hash("polygenelubricants") == -(2**31)  # Integer.MIN_VALUE
+    assert J.java_string_hash("\U0001f600") == J.to_int32(0xD83D * 31 + 0xDE00)  # UTF-16 units
+
+
+@given(st.lists(st.tuples(st.text(max_size=6), st.text(max_size=12)), max_size=20))
+def test_vectorised_hash_equals_scalar(pairs: list[tuple[str, str]]) -> None:
+    prefixes = [J.java_hash_unsigned(p) for p, _ in pairs]
+    keys = [k for _, k in pairs]
+    got = J.java_hash_continue_many(prefixes, keys).tolist()
+    assert got == [J.java_hash_unsigned(p + k) for p, k in pairs]
+
+
+@given(st.lists(st.text(max_size=8), unique=True, max_size=40))
+def test_hashmap_order_is_the_emulated_map(keys: list[str]) -> None:
+    assert J.hashmap_order(keys) == list(J.JavaHashMap.from_pairs((k, "") for k in keys).keys())
+
+
+def test_no_second_java_hash_in_the_tree() -> None:
+    """String.hashCode's recurrence (31 * h + c) is written once, in javacompat."""
+    hits = [
+        str(p.relative_to(ROOT))
+        for folder in ("formats", "mqtool", "spark")
+        for p in (ROOT / folder).rglob("*.py")
+        if p.name != "javacompat.py" and "31 * h" in p.read_text(encoding="utf-8")
+    ]
+    assert hits == []

@@ -1,0 +1,90 @@
+"""formats/rules.py: the broker's names and rules, and that they have no second home."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from mqtool.formats import rules as R
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_parse_delay_levels_default() -> None:
+    table = R.parse_delay_levels()
+    assert len(table) == 18
+    assert table[1] == 1000 and table[5] == 60_000 and table[18] == 2 * 3_600_000
+    assert R.parse_delay_levels("1s 2d") == {1: 1000, 2: 2 * 86_400_000}
+
+
+@pytest.mark.parametrize("bad", ["", "1s  5s", "1x", "s", "1.5s", "1s 5"])
+def test_parse_delay_levels_rejects_what_the_broker_rejects(bad: str) -> None:
+    with pytest.raises(R.BrokerRuleError):
+        R.parse_delay_levels(bad)
+
+
+def test_fmt_delay_writes_the_level_string_back() -> None:
+    text = R.DEFAULT_MESSAGE_DELAY_LEVEL + " 1d 90s"
+    table = R.parse_delay_levels(text)
+    assert " ".join(R.fmt_delay(table[i]) for i in sorted(table)) == text
+    assert R.fmt_delay(1500) == "1500ms"
+    assert R.fmt_delay(3_600_000) == "1h"
+
+
+def test_levels_and_queue_ids() -> None:
+    assert R.delay_level_to_queue_id(3) == 2
+    assert R.queue_id_to_delay_level(2) == 3
+
+
+@pytest.mark.parametrize(
+    ("topic", "kind"),
+    [
+        ("%RETRY%g", "retry"), ("%DLQ%g", "dlq"), ("SCHEDULE_TOPIC_XXXX", "schedule"),
+        ("rmq_sys_wheel_timer", "timer"), ("RMQ_SYS_TRANS_HALF_TOPIC", "system"),
+        ("rmq_sys_REVIVE_LOG_x", "system"), ("TBW102", "system"), ("OrderTopic", "normal"),
+    ],
+)
+def test_topic_kind(topic: str, kind: str) -> None:
+    assert R.topic_kind(topic) == kind
+    assert kind in R.TOPIC_KINDS
+
+
+def test_group_topics() -> None:
+    assert R.retry_topic("g") == "%RETRY%g" and R.dlq_topic("g") == "%DLQ%g"
+    assert R.group_of("%RETRY%g") == "g" and R.group_of("%DLQ%g") == "g"
+    assert R.group_of("T") is None
+    assert R.is_system_topic("%RETRY%g") and R.is_system_topic("SCHEDULE_TOPIC_XXXX")
+    assert not R.is_system_topic("OrderTopic")
+
+
+def test_tags_code_and_ext_addresses() -> None:
+    assert R.tags_code_of(None) == 0 and R.tags_code_of("") == 0
+    assert R.tags_code_of("TagA") == 2598919  # "TagA".hashCode() in Java
+    assert R.tags_code_of("zzzzzzzz") < 0  # Java int overflow kept
+    assert R.is_ext_addr(R.MAX_ADDR) and not R.is_ext_addr(R.MAX_ADDR + 1)
+    assert R.undecorate(R.decorate(1234)) == 1234
+    assert R.DEFAULT_MAX_RECONSUME_TIMES == 16
+
+
+_RULE_LITERALS = re.compile(
+    r'^\s*[A-Z_]+\s*=\s*"(%RETRY%|%DLQ%|SCHEDULE_TOPIC_XXXX|rmq_sys_wheel_timer|'
+    r'RMQ_SYS_TRANS_HALF_TOPIC|1s 5s 10s[^"]*)"',
+    re.M,
+)
+_RULE_DEFS = re.compile(r"^\s*def (_?fmt_delay|parse_delay_levels|tags_code_of|topic_kind)\(", re.M)
+
+
+def test_one_home_per_rule() -> None:
+    """No module but formats/rules.py defines a broker name or a delay-level rule."""
+    offenders = []
+    for folder in ("formats", "mqtool", "spark"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if path == ROOT / "formats" / "rules.py":
+                continue
+            text = path.read_text(encoding="utf-8")
+            for rx in (_RULE_LITERALS, _RULE_DEFS):
+                offenders += [f"{path.relative_to(ROOT)}: {m.group(0).strip()}"
+                              for m in rx.finditer(text)]
+    assert offenders == []

@@ -1,0 +1,146 @@
+"""Start ``mqtool serve`` in a subprocess on free 127.0.0.1 ports and run the real peers.
+
+The peers (PyPI rocketmq 0.4.4 in build/peers/cpp, npm ali-ons 3.12.0 in build/peers/node)
+are installed by ``make peers`` (a prerequisite of ``make test``); a missing peer fails the
+test, it is never skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PEERS = ROOT / "build" / "peers"
+CPP_PYTHON = PEERS / "cpp" / "bin" / "python"
+NODE_MODULES = PEERS / "node" / "node_modules"
+HERE = Path(__file__).resolve().parent
+CPP_CLIENT = HERE / "peers" / "cpp_client.py"
+JS_CLIENT = HERE / "peers" / "js_client.js"
+
+
+def require_peers() -> None:
+    missing = [str(p) for p in (CPP_PYTHON, NODE_MODULES / "ali-ons") if not p.exists()]
+    if missing:
+        pytest.fail(f"real peers not installed ({', '.join(missing)}): run `make peers`")
+
+
+class Served:
+    """One ``mqtool serve`` process."""
+
+    def __init__(self, store: Path, log: Path, *args: str) -> None:
+        self.store = store
+        self.log_path = log
+        self.args = args
+        self.proc: subprocess.Popen[str] | None = None
+        self.ready = ""
+        self.namesrv = ""
+        self.broker = ""
+
+    def start(self, timeout: float = 60) -> Served:
+        self._log = open(self.log_path, "a", encoding="utf-8")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mqtool",
+                "serve",
+                str(self.store),
+                "--namesrv-port",
+                "0",
+                "--broker-port",
+                "0",
+                *self.args,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+        )
+        line: list[str] = []
+        t = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()))  # type: ignore[union-attr]
+        t.start()
+        t.join(timeout)
+        if not line or "ready" not in line[0]:
+            self.proc.kill()
+            raise AssertionError(f"serve did not get ready: {line} {self.stderr()}")
+        self.ready = line[0].strip()
+        words = self.ready.split()
+        self.namesrv = words[words.index("namesrv") + 1]
+        self.broker = words[words.index("broker") + 2]
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        rc = self.proc.wait(timeout)
+        self._log.close()
+        return rc
+
+    def stderr(self) -> str:
+        return self.log_path.read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def serve_factory(tmp_path: Path) -> Iterator[Any]:
+    started: list[Served] = []
+
+    def make(store: Path, *args: str) -> Served:
+        s = Served(store, tmp_path / f"serve-{len(started)}.log", *args).start()
+        started.append(s)
+        return s
+
+    require_peers()
+    yield make
+    for s in started:
+        if s.proc is not None and s.proc.poll() is None:
+            s.proc.kill()
+            s.proc.wait()
+
+
+def _events(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
+def run_cpp(home: Path, *args: str, timeout: float = 180) -> tuple[int, list[dict[str, Any]], str]:
+    """Run the C++-core client in its own process (HOME isolated: it writes $HOME/logs)."""
+    home.mkdir(exist_ok=True)
+    env = dict(os.environ, HOME=str(home))
+    p = subprocess.run(
+        [str(CPP_PYTHON), str(CPP_CLIENT), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+    return p.returncode, _events(p.stdout), p.stderr
+
+
+def run_js(home: Path, *args: str, timeout: float = 180) -> tuple[int, list[dict[str, Any]], str]:
+    """Run the ali-ons client in its own node process."""
+    home.mkdir(exist_ok=True)
+    env = dict(os.environ, HOME=str(home), NODE_PATH=str(NODE_MODULES))
+    p = subprocess.run(
+        ["node", str(JS_CLIENT), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=str(home),
+    )
+    return p.returncode, _events(p.stdout), p.stderr
+
+
+def mqtool(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """The mqtool CLI in a subprocess."""
+    return subprocess.run(
+        [sys.executable, "-m", "mqtool", *args], capture_output=True, text=True, timeout=timeout
+    )

@@ -1,0 +1,74 @@
+// A real RocketMQ client (npm ali-ons 3.12.0, pure JS remoting) driven by the serve tests.
+// Prints one JSON line per event.
+//   node js_client.js produce NS TOPIC PREFIX COUNT
+//   node js_client.js consume NS GROUP TOPIC EXPECT_OK TIMEOUT_S [FAIL_PREFIX MAX_RECONSUME]
+// consume: a push consumer from the first offset; keys starting with FAIL_PREFIX throw (the
+// client sends them back with maxReconsumeTimes MAX_RECONSUME); exits 0 once EXPECT_OK keys were
+// consumed and every failing key was delivered MAX_RECONSUME + 1 times (then waits 3 s).
+'use strict';
+const { Producer, Consumer, Message } = require('ali-ons');
+
+const out = o => process.stdout.write(JSON.stringify(o) + '\n');
+const sleep = ms => new Promise(r => setTimeout(r, ms));
+// ali-ons logs through any method of `logger`; keep stdout for our JSON lines
+const quiet = new Proxy({}, { get: (_, name) => (name === 'error'
+  ? (...a) => process.stderr.write(a.join(' ') + '\n') : () => {}) });
+const firstKey = msg => (typeof msg.keys === 'string' ? msg.keys.split(' ')[0] : (msg.keys || [])[0]) || '';
+
+async function produce(ns, topic, prefix, count) {
+  const producer = new Producer({ httpclient: {}, nameSrv: ns, producerGroup: 'PID-' + prefix, logger: quiet });
+  await producer.ready();
+  let ok = true;
+  for (let i = 0; i < count; i++) {
+    const key = `${prefix}-sync-${i}`;
+    const m = new Message(topic, 'TagA', 'body of ' + key);
+    m.keys = [ key ];
+    const r = await producer.send(m);
+    out({ mode: 'sync', key, status: r.sendStatus, msg_id: r.msgId, queue: r.messageQueue.queueId, offset: r.queueOffset });
+    ok = ok && r.sendStatus === 'SEND_OK';
+  }
+  await producer.close();
+  return ok ? 0 : 1;
+}
+
+async function consume(ns, group, topic, expectOk, timeoutS, failPrefix, maxReconsume) {
+  const okKeys = new Set();
+  const fails = {};
+  const opts = { httpclient: {}, nameSrv: ns, consumerGroup: group, logger: quiet,
+    consumeFromWhere: 'CONSUME_FROM_FIRST_OFFSET' };
+  if (failPrefix) opts.maxReconsumeTimes = maxReconsume;
+  const consumer = new Consumer(opts);
+  consumer.on('error', () => {});
+  consumer.subscribe(topic, '*', async msg => {
+    const key = firstKey(msg);
+    const failing = Boolean(failPrefix) && key.startsWith(failPrefix);
+    out({ key, topic: msg.topic, reconsume: msg.reconsumeTimes, queue: msg.queueId, body: msg.body.toString(), fail: failing });
+    if (failing) {
+      fails[key] = (fails[key] || 0) + 1;
+      throw new Error('chosen to fail: ' + key);
+    }
+    okKeys.add(key);
+  });
+  await consumer.ready();
+  const t0 = Date.now();
+  let done = false;
+  while (Date.now() - t0 < timeoutS * 1000) {
+    const failKeys = Object.keys(fails);
+    const failDone = failKeys.length > 0 && failKeys.every(k => fails[k] >= maxReconsume + 1);
+    if (okKeys.size >= expectOk && (!failPrefix || failDone)) { done = true; break; }
+    await sleep(100);
+  }
+  if (done && failPrefix) await sleep(3000);
+  await consumer.close();
+  out({ done, ok: okKeys.size, fails });
+  return done ? 0 : 1;
+}
+
+(async () => {
+  const a = process.argv.slice(2);
+  let rc;
+  if (a[0] === 'produce') rc = await produce(a[1], a[2], a[3], Number(a[4]));
+  else if (a[0] === 'consume') rc = await consume(a[1], a[2], a[3], Number(a[4]), Number(a[5]), a[6], Number(a[7] || 0));
+  else rc = 2;
+  process.exit(rc);
+})().catch(e => { process.stderr.write('ERR ' + (e && e.stack || e) + '\n'); process.exit(3); });
