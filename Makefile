@@ -7,10 +7,16 @@ DEMO ?= demo-store
 
 .PHONY: dev test demo lint typecheck conformance bench clean peers chromium
 
+# setuptools warns on every editable install whose packages are mapped (formats/ is installed as
+# mqtool.formats): "folders in your working directory with the same name as your package ... may
+# take precedence during imports". Here the folder mqtool/ IS the source the editable install
+# points to, so it shadows nothing; the warning is silenced for this one install, nothing else.
+EDITABLE_QUIET := PYTHONWARNINGS=ignore:::setuptools.command.editable_wheel
+
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(EDITABLE_QUIET) $(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@
 
 dev: $(BIN)/.installed

@@ -445,49 +445,15 @@ def parse_message(
 
 
 def build_message(msg: CommitLogMessage) -> bytes:
-    """Encode ``msg`` as RocketMQ writes it (``MessageExtEncoder``), fast ``struct`` path.
+    """Encode ``msg`` as RocketMQ writes it (``MessageExtEncoder``): the one encoder,
+    :func:`mqtool.formats.encoder.encode_message` (proven equal to the construct reference).
 
     TOTALSIZE and the length fields are derived from the content; a V1 magic is upgraded to V2
     when the topic is longer than 127 bytes (V1 cannot hold it). BODYCRC is taken as given.
     """
-    topic_b = msg.topic.encode("utf-8")
-    props_b = msg.properties_raw.encode("utf-8")
-    if len(props_b) > 32767:
-        raise FormatError(None, msg.physical_offset, f"properties too long: {len(props_b)} bytes")
-    magic = msg.magic & 0xFFFFFFFF
-    if magic == MAGIC_V1 and len(topic_b) > 127:
-        magic = MAGIC_V2
-    born_ip = msg.born_host.packed
-    store_ip = msg.store_host.packed
-    sys_flag = msg.sys_flag
-    if len(born_ip) == 16:
-        sys_flag |= BORNHOST_V6_FLAG
-    else:
-        sys_flag &= ~BORNHOST_V6_FLAG
-    sys_flag = (
-        (sys_flag | STOREHOSTADDRESS_V6_FLAG)
-        if len(store_ip) == 16
-        else (sys_flag & ~STOREHOSTADDRESS_V6_FLAG)
-    )
-    total = cal_msg_length(magic, sys_flag, len(msg.body), len(topic_b), len(props_b))
-    topic_len = (
-        struct.pack(">h", len(topic_b)) if magic == MAGIC_V2 else struct.pack(">B", len(topic_b))
-    )
-    return b"".join(
-        (
-            struct.pack(
-                ">iIiiiqqiq", total, magic, msg.body_crc, msg.queue_id, msg.flag,
-                msg.queue_offset, msg.physical_offset, sys_flag, msg.born_timestamp,
-            ),
-            born_ip, _I32.pack(msg.born_host.port),
-            _I64.pack(msg.store_timestamp),
-            store_ip, _I32.pack(msg.store_host.port),
-            _MID.pack(msg.reconsume_times, msg.prepared_transaction_offset),
-            _I32.pack(len(msg.body)), msg.body,
-            topic_len, topic_b,
-            _I16.pack(len(props_b)), props_b,
-        )
-    )
+    from mqtool.formats.encoder import encode_message  # the encoder imports this module
+
+    return encode_message(msg)
 
 
 _LOCAL_BORN = HostPort("127.0.0.1", 0)

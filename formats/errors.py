@@ -140,6 +140,12 @@ _kind("layout", "unexpected file names or sizes in the store layout")
 _kind("torn", "the written data ends inside a record")
 _kind("zeros", "the written data ends before the last commitlog file")
 _kind("gap", "commitlog data missing between two files")
+# Kinds of the cross-file checks (mqtool scan's integrity audit)
+UNREADABLE = _kind("unreadable", "a commitlog region that holds no readable record")
+CQ_DANGLING = _kind("cq-dangling", "a consume-queue unit that points at no message")
+CQ_MISMATCH = _kind("cq-mismatch", "a consume-queue unit that points at another message")
+CQ_MISSING = _kind("cq-missing", "a message without its consume-queue unit")
+INDEX_DANGLING = _kind("index-dangling", "an index entry that points at no message start")
 
 
 def _where(file: str, offset: int | None, phy: int | None) -> str:

@@ -1,36 +1,29 @@
 """Bulk decoding of whole commitlog files into columns (numpy), for scans, Spark and benches.
 
-Mirrors the same ``CommitLog`` / ``MessageDecoder`` record layout as :mod:`.commitlog` (big-endian),
-in two steps:
+The per-record work runs in the compiled kernel (:mod:`.kernel`): one pass follows TOTALSIZE,
+checks each record the way :func:`.commitlog.parse_message` does (magic, lengths adding up to
+TOTALSIZE as ``MessageExtEncoder#calMsgLength``, PHYSICALOFFSET, UTF-8 topic/properties) and
+gathers every fixed field; topic and properties are cut out as Arrow-style binary columns
+(offsets into one ``bytes``), decoded to ``str`` only on request.
 
-1. :func:`walk` follows the TOTALSIZE chain from a start position (the only inherently
-   sequential part: one ``struct`` read per record, nothing else in the loop);
-2. :func:`decode_records` gathers every fixed field of all those records at once with numpy,
-   checks each record the way :func:`.commitlog.parse_message` does (magic, lengths adding up to
-   TOTALSIZE as ``MessageExtEncoder#calMsgLength``, PHYSICALOFFSET, UTF-8 topic/properties),
-   and cuts the variable parts (body, topic, properties) out as Arrow-style binary columns
-   (``int64`` offsets into one ``bytes``), decoded to ``str`` only on request.
-
-:func:`decode_file` combines both and ends a file exactly where :func:`.commitlog.scan_file`
-does, with the same :class:`.commitlog.FileEnd` (the first record the vectorised checks reject
-is handed to ``scan_file`` for the verdict). The columns are proven equal, field for field, to
-``parse_message`` on every real record of the fixtures. numpy only: no pyarrow/pyspark here
-(``pyarrow.Array.from_buffers`` takes the offsets and data as they are).
+:func:`decode_file` ends a file exactly where :func:`.commitlog.scan_file` does, with the same
+:class:`.commitlog.FileEnd`: the kernel never judges damage, the first record it does not
+accept is handed to ``scan_file`` for the verdict. The columns are proven equal, field for
+field, to ``parse_message`` on every real record of the fixtures and on damaged copies.
+numpy only: no pyarrow/pyspark here (``pyarrow.Array.from_buffers`` takes the offsets and data
+as they are).
 """
 
 from __future__ import annotations
 
-import codecs
-import mmap
 import struct
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from mqtool.formats import kernel
 from mqtool.formats.commitlog import (
     BORNHOST_V6_FLAG,
-    MAGIC_V1,
-    MAGIC_V2,
     STOREHOSTADDRESS_V6_FLAG,
     CommitLogMessage,
     FileEnd,
@@ -40,16 +33,6 @@ from mqtool.formats.commitlog import (
 
 MIN_RECORD_SIZE = 91  # calMsgLength(V1, IPv4 hosts, empty body/topic/properties)
 
-HEAD_DTYPE = np.dtype(
-    [
-        ("total_size", ">i4"), ("magic", ">u4"), ("body_crc", ">i4"), ("queue_id", ">i4"),
-        ("flag", ">i4"), ("queue_offset", ">i8"), ("physical_offset", ">i8"),
-        ("sys_flag", ">i4"), ("born_timestamp", ">i8"),
-    ]
-)
-"""The first 48 bytes of every record (TOTALSIZE .. BORNTIMESTAMP)."""
-
-_HEAD_LEN = HEAD_DTYPE.itemsize
 _I32 = struct.Struct(">i")
 _AR = {16: np.arange(16, dtype=np.int64)}
 
@@ -128,9 +111,8 @@ class Columns:
         pos, ln = self.arrays["body_position"], self.arrays["body_length"]
         offsets = np.zeros(len(pos) + 1, dtype=np.int64)
         np.cumsum(ln, out=offsets[1:])
-        src = _sliceable(self.buf)
-        data = b"".join([src[a:b] for a, b in zip(pos.tolist(), (pos + ln).tolist(), strict=True)])
-        return Binary(offsets[:-1], ln, data)
+        off, data = kernel.gather(kernel.as_bytes(self.buf), pos, ln)
+        return Binary(off[:-1].astype(np.int64), ln, data.tobytes())
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.arrays[name]
@@ -201,10 +183,10 @@ def _empty_arrays() -> dict[str, np.ndarray]:
 def walk(buf: Buffer, start: int = 0, stop: int | None = None) -> tuple[list[int], int]:
     """Positions of the records chained by TOTALSIZE from ``start``, and where the walk ended.
 
-    The loop trusts TOTALSIZE (>= 91 and inside the buffer) and nothing else; everything else
-    is checked afterwards, vectorised, by :func:`decode_records` (a bad record cuts the list
-    there). The walk ends at ``stop`` (default: the end of ``buf``), at a TOTALSIZE that cannot
-    be a message (zeros, a short BLANK, garbage) or one that runs past the end.
+    The loop trusts TOTALSIZE (>= 91 and inside the buffer) and nothing else (a bench figure:
+    the bare walk in Python). The walk ends at ``stop`` (default: the end of ``buf``), at a
+    TOTALSIZE that cannot be a message (zeros, a short BLANK, garbage) or one that runs past
+    the end.
     """
     n = len(buf)
     end = n if stop is None else min(stop, n)
@@ -222,162 +204,74 @@ def walk(buf: Buffer, start: int = 0, stop: int | None = None) -> tuple[list[int
     return out, p
 
 
-def _views(a: np.ndarray) -> dict[str, np.ndarray]:
-    """Big-endian int views of ``a`` starting at every byte (stride 1): ``v[w][i]`` is the
-    w-byte int at byte ``i``. A gather from them reads each field with one fancy index."""
-    n = len(a)
-    out = {}
-    for code, w in (("i1", 1), ("i2", 2), ("i4", 4), ("i8", 8), ("u4", 4)):
-        out[code] = np.ndarray(shape=(max(n - w + 1, 0),), dtype=f">{code}", buffer=a,
-                               strides=(1,))
-    return out
+def _ips(a: np.ndarray, ip4: np.ndarray, v6: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """n x 16 address bytes (IPv4 in the first 4; IPv6 rows read 16 bytes at ``pos``)."""
+    raw = np.zeros((len(ip4), 16), dtype=np.uint8)
+    raw[:, :4] = ip4.astype(">u4").view(np.uint8).reshape(-1, 4)
+    if v6.any():
+        raw[v6] = a[pos[v6][:, None] + _AR[16]]
+    return raw
 
 
-def _sliceable(buf: Buffer) -> bytes | bytearray | mmap.mmap:
-    """Something whose slices are ``bytes`` (a memoryview's slices are views: slow to join)."""
-    if isinstance(buf, bytes | bytearray | mmap.mmap):
-        return buf
-    return bytes(buf)
-
-
-def _tails(
-    buf: Buffer, topic_pos: np.ndarray, topic_len: np.ndarray, props_len: np.ndarray,
-    ends: np.ndarray,
-) -> tuple[Binary, Binary, int]:
-    """Topic and properties columns from one slice per record (topic .. record end, the
-    properties length field included), and the index of the first record whose topic or
-    properties are not UTF-8 on their own (-1: none).
-
-    UTF-8 is checked in bulk: with the two length bytes blanked, the joined tails must decode
-    and no topic or properties may start with a continuation byte (so every boundary between
-    items is a character boundary); only on failure are the records decoded one by one.
-    """
-    src = _sliceable(buf)
-    tl = ends - topic_pos
-    toff = np.zeros(len(tl), dtype=np.int64)
-    np.cumsum(tl[:-1], out=toff[1:])
-    data = b"".join([src[a:b] for a, b in zip(topic_pos.tolist(), ends.tolist(), strict=True)])
-    topic = Binary(toff, topic_len, data)
-    props = Binary(toff + topic_len + 2, props_len, data)
-    bad = -1
-    if len(data) and not data.isascii():
-        arr = np.frombuffer(data, dtype=np.uint8).copy()
-        arr[toff + topic_len] = 0x20  # the PROPERTIESLEN bytes are binary
-        arr[toff + topic_len + 1] = 0x20
-        try:
-            codecs.utf_8_decode(arr.tobytes(), "strict", True)
-            starts = np.concatenate([toff, props.starts])
-            starts = starts[starts < len(arr)]
-            ok = not ((arr[starts] & 0xC0) == 0x80).any()
-        except UnicodeDecodeError:
-            ok = False
-        if not ok:
-            for i, (t, p) in enumerate(zip(topic.to_pylist(), props.to_pylist(), strict=True)):
-                try:
-                    t.decode("utf-8")
-                    p.decode("utf-8")
-                except UnicodeDecodeError:
-                    bad = i
-                    break
-    return topic, props, bad
+def columns_of(buf: Buffer, fields: np.ndarray) -> Columns:
+    """:class:`Columns` of the records the kernel accepted (``fields``: its field table)."""
+    a = kernel.as_bytes(buf)
+    f = fields
+    sys_flag = f[kernel.F_SYS_FLAG]
+    born_v6 = (sys_flag & BORNHOST_V6_FLAG) != 0
+    store_v6 = (sys_flag & STOREHOSTADDRESS_V6_FLAG) != 0
+    t_off, t_data = kernel.gather(a, f[kernel.F_TOPIC_POS], f[kernel.F_TOPIC_LEN])
+    p_off, p_data = kernel.gather(a, f[kernel.F_PROPS_POS], f[kernel.F_PROPS_LEN])
+    arrays = {
+        "position": f[kernel.F_POS].copy(),
+        "total_size": f[kernel.F_SIZE].copy(),
+        "magic": f[kernel.F_MAGIC].copy(),
+        "body_crc": f[kernel.F_BODY_CRC].copy(),
+        "queue_id": f[kernel.F_QUEUE_ID].copy(),
+        "flag": f[kernel.F_FLAG].copy(),
+        "queue_offset": f[kernel.F_QUEUE_OFFSET].copy(),
+        "physical_offset": f[kernel.F_PHYS].copy(),
+        "sys_flag": sys_flag.copy(),
+        "born_timestamp": f[kernel.F_BORN_TS].copy(),
+        "born_ip": _ips(a, f[kernel.F_BORN_IP4], born_v6, f[kernel.F_POS] + 48),
+        "born_v6": born_v6,
+        "born_port": f[kernel.F_BORN_PORT].copy(),
+        "store_timestamp": f[kernel.F_STORE_TS].copy(),
+        "store_ip": _ips(a, f[kernel.F_STORE_IP4], store_v6, f[kernel.F_STORE_IP_POS]),
+        "store_v6": store_v6,
+        "store_port": f[kernel.F_STORE_PORT].copy(),
+        "reconsume_times": f[kernel.F_RECONSUME].copy(),
+        "prepared_transaction_offset": f[kernel.F_PREPARED].copy(),
+        "body_position": f[kernel.F_BODY_POS].copy(),
+        "body_length": f[kernel.F_BODY_LEN].copy(),
+    }
+    topic = Binary(t_off[:-1].astype(np.int64), f[kernel.F_TOPIC_LEN].copy(), t_data.tobytes())
+    props = Binary(p_off[:-1].astype(np.int64), f[kernel.F_PROPS_LEN].copy(), p_data.tobytes())
+    return Columns(arrays, topic, props, buf)
 
 
 def decode_records(
     buf: Buffer, positions: list[int] | np.ndarray, *, file_start: int = 0
 ) -> tuple[Columns, int]:
-    """Decode the records at ``positions`` (from :func:`walk`) into columns, vectorised.
+    """Decode the records chained from ``positions[0]`` (from :func:`walk`) into columns.
 
     Returns the columns of the leading run of records that ``parse_message`` would accept (and
     whose PHYSICALOFFSET is ``file_start`` + position, as ``scan_file`` requires), and how many
     that is: ``positions[good]`` is the first rejected record, if any.
     """
     pos = np.asarray(positions, dtype=np.int64)
-    n_all = len(pos)
-    if n_all == 0:
+    if len(pos) == 0:
         return Columns(), 0
-    a = np.frombuffer(buf, dtype=np.uint8)
-    n = len(a)
-    clip = n - 8
-
-    v = _views(a)
-    i4, i8 = v["i4"], v["i8"]
-
-    def be4(at: np.ndarray) -> np.ndarray:
-        out: np.ndarray = i4[at].astype(np.int64)
-        return out
-
-    size = be4(pos)
-    magic = v["u4"][pos + 4].astype(np.int64)
-    sys_flag = be4(pos + 36)
-    phys = i8[pos + 28].astype(np.int64)
-    born_len = np.where(sys_flag & BORNHOST_V6_FLAG, 16, 4)
-    store_len = np.where(sys_flag & STOREHOSTADDRESS_V6_FLAG, 16, 4)
-    born_pos = pos + 48
-    store_ts_pos = born_pos + born_len + 4
-    store_pos = store_ts_pos + 8
-    recon_pos = store_pos + store_len + 4
-    blen_pos = recon_pos + 12
-    ends = pos + size
-    v2 = magic == MAGIC_V2
-    body_len = be4(np.minimum(blen_pos, clip))
-    body_pos = blen_pos + 4
-    tl_pos = np.clip(body_pos + body_len, 0, clip)
-    topic_len = np.where(v2, v["i2"][tl_pos], v["i1"][tl_pos]).astype(np.int64)
-    topic_pos = tl_pos + np.where(v2, 2, 1)
-    pl_pos = np.clip(topic_pos + topic_len, 0, clip)
-    props_len = v["i2"][pl_pos].astype(np.int64)
-    props_pos = pl_pos + 2
-    ok = (
-        ((magic == MAGIC_V1) | v2)
-        & (phys == file_start + pos)
-        & (body_len >= 0) & (body_pos + body_len <= ends)
-        & (topic_len >= 0) & (topic_pos + topic_len <= ends)
-        & (props_len >= 0)
-        & (props_pos + props_len == ends)  # == calMsgLength(...) == TOTALSIZE
-        & (ends <= n)
+    fields, _, _ = kernel.scan_buffer(
+        buf, int(pos[0]), int(pos[-1]) + 1, file_start=file_start, cap=len(pos)
     )
-    bad = np.flatnonzero(~ok)
-    good = int(bad[0]) if bad.size else n_all
-    sel = slice(0, good)
-    topic, props, first_bad = _tails(buf, topic_pos[sel], topic_len[sel], props_len[sel],
-                                     ends[sel])
-    if first_bad >= 0:
-        return decode_records(buf, pos[:first_bad], file_start=file_start)[0], first_bad
-    pos = pos[sel]
-    born_v6 = (sys_flag[sel] & BORNHOST_V6_FLAG) != 0
-    store_v6 = (sys_flag[sel] & STOREHOSTADDRESS_V6_FLAG) != 0
-
-    def ip(at: np.ndarray, v6: np.ndarray) -> np.ndarray:
-        raw = np.zeros((len(at), 16), dtype=np.uint8)
-        raw[:, :4] = v["u4"][at].astype(">u4").view(np.uint8).reshape(-1, 4)
-        if v6.any():  # rare: whole 16-byte addresses for those rows
-            raw[v6] = a[at[v6][:, None] + _AR[16]]
-        return raw
-
-    arrays = {
-        "position": pos,
-        "total_size": size[sel],
-        "magic": magic[sel],
-        "body_crc": be4(pos + 8),
-        "queue_id": be4(pos + 12),
-        "flag": be4(pos + 16),
-        "queue_offset": i8[pos + 20].astype(np.int64),
-        "physical_offset": phys[sel],
-        "sys_flag": sys_flag[sel],
-        "born_timestamp": i8[pos + 40].astype(np.int64),
-        "born_ip": ip(born_pos[sel], born_v6),
-        "born_v6": born_v6,
-        "born_port": be4(born_pos[sel] + born_len[sel]),
-        "store_timestamp": i8[store_ts_pos[sel]].astype(np.int64),
-        "store_ip": ip(store_pos[sel], store_v6),
-        "store_v6": store_v6,
-        "store_port": be4(store_pos[sel] + store_len[sel]),
-        "reconsume_times": be4(recon_pos[sel]),
-        "prepared_transaction_offset": i8[recon_pos[sel] + 4].astype(np.int64),
-        "body_position": body_pos[sel],
-        "body_length": body_len[sel],
-    }
-    return Columns(arrays, topic, props, buf), good
+    good = fields.shape[1]
+    # the kernel follows TOTALSIZE: its records are ``positions`` for as long as both agree
+    same = np.flatnonzero(fields[kernel.F_POS] != pos[:good])
+    if same.size:
+        good = int(same[0])
+        fields = fields[:, :good]
+    return columns_of(buf, fields), good
 
 
 def decode_file(
@@ -386,24 +280,20 @@ def decode_file(
     """Every message of one commitlog file as columns, and how the file ends.
 
     Same records and same :class:`FileEnd` as :func:`.commitlog.scan_file` (which is asked for
-    the verdict wherever the vectorised checks stop). ``batch`` bounds the records per
-    vectorised step (memory).
+    the verdict wherever the kernel stops). ``batch`` bounds the records per kernel call.
     """
     parts: list[Columns] = []
     p = 0
     n = len(buf)
+    table = kernel.field_table(max(1, min(batch, n // MIN_RECORD_SIZE + 1)))
     while True:
-        positions, q = walk(buf, p)
-        done = 0
-        while done < len(positions):
-            chunk = positions[done : done + batch]
-            cols, good = decode_records(buf, chunk, file_start=file_start)
-            parts.append(cols)
-            done += good
-            if good < len(chunk):
-                q = chunk[good]
-                break
-        if done == len(positions) and q >= n:
+        fields, q, status = kernel.scan_buffer(buf, p, n, file_start=file_start, out=table)
+        if fields.shape[1]:
+            parts.append(columns_of(buf, fields))
+        if status == kernel.STOP_FULL:
+            p = q
+            continue
+        if q >= n:
             return Columns.concat(parts), FileEnd(file_start + q, "eof")
         # let the reference scanner judge what is at q
         view = memoryview(buf)[q:]
@@ -418,6 +308,6 @@ def decode_file(
                 return Columns.concat(parts), end
         finally:
             view.release()
-        raise AssertionError(  # pragma: no cover - the vectorised checks match parse_message
-            f"fast decode rejected a record scan_file accepts at {file_start + q}"
+        raise AssertionError(  # pragma: no cover - the kernel's checks match parse_message
+            f"kernel rejected a record scan_file accepts at {file_start + q}"
         )

@@ -92,6 +92,20 @@ PROPERTY_FIRST_POP_TIME = "1ST_POP_TIME"
 PROPERTY_TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 KEY_SEPARATOR = " "  # MessageConst.KEY_SEPARATOR (KEYS holds several keys)
 
+
+def index_keys(topic: str, properties: dict[str, str]) -> list[str]:
+    """Index keys ``IndexService#buildIndex`` adds for one record: UNIQ_KEY, then every
+    non-empty space-separated KEYS token, each as ``topic#key``."""
+    out: list[str] = []
+    uniq = properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    if uniq is not None:
+        out.append(f"{topic}#{uniq}")
+    keys = properties.get(PROPERTY_KEYS)
+    if keys:
+        out.extend(f"{topic}#{k}" for k in keys.split(KEY_SEPARATOR) if k)
+    return out
+
+
 # --- delay levels (ScheduleMessageService) ---------------------------------------------------
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 """``MessageStoreConfig.messageDelayLevel`` default."""

@@ -16,25 +16,53 @@ from mqtool.store import QueueEntry
 BODY_MODES = ("none", "utf8", "hex", "base64")
 
 
-def body_value(m: CommitLogMessage, mode: str) -> str | None:
-    """The body rendered for output: ``none`` (omitted), ``utf8``, ``hex`` or ``base64``.
+def encode_bytes(data: bytes, mode: str) -> tuple[str, str]:
+    """``data`` as text in ``mode`` (utf8, hex or base64), and the encoding actually used.
 
-    Compressed bodies are inflated first for ``utf8`` (as a consumer would see them); ``hex``
-    and ``base64`` give the bytes as stored.
+    ``utf8`` is used only for valid UTF-8: other bytes are never replaced (U+FFFD would lose
+    them while still claiming utf8). They come back as base64, labelled ``base64``.
     """
-    if mode == "none":
-        return None
     if mode == "utf8":
         try:
-            data = m.decompressed_body()
-        except MqtoolError:
-            data = m.body
-        return data.decode("utf-8", "replace")
+            return data.decode("utf-8"), "utf8"
+        except UnicodeDecodeError:
+            return base64.b64encode(data).decode("ascii"), "base64"
     if mode == "hex":
-        return m.body.hex()
+        return data.hex(), "hex"
     if mode == "base64":
-        return base64.b64encode(m.body).decode("ascii")
+        return base64.b64encode(data).decode("ascii"), "base64"
     raise ValueError(mode)
+
+
+def body_encoded(m: CommitLogMessage, mode: str) -> tuple[str | None, str]:
+    """The body rendered for output, and its encoding: ``none`` (omitted), ``utf8``, ``hex``
+    or ``base64``.
+
+    Compressed bodies are inflated first for ``utf8`` (as a consumer would see them); ``hex``
+    and ``base64`` give the bytes as stored. A body that ``utf8`` cannot show exactly (not
+    UTF-8, or a compressed body that does not inflate) is given as ``base64`` of the bytes as
+    stored, and labelled so.
+    """
+    if mode == "none":
+        return None, "none"
+    if mode == "utf8":
+        try:
+            text, enc = encode_bytes(m.decompressed_body(), "utf8")
+        except MqtoolError:
+            enc = "damaged"
+        if enc == "utf8":
+            return text, enc
+        return encode_bytes(m.body, "base64")
+    return encode_bytes(m.body, mode)
+
+
+def body_value(m: CommitLogMessage, mode: str) -> str | None:
+    """The body as one text value (tables, CSV). When ``utf8`` could not show it, the value
+    says so: ``base64:<base64 of the bytes as stored>``."""
+    value, enc = body_encoded(m, mode)
+    if value is not None and enc != mode:
+        return f"{enc}:{value}"
+    return value
 
 
 def message_dict(m: CommitLogMessage, body: str = "none") -> dict[str, Any]:
@@ -65,8 +93,7 @@ def message_dict(m: CommitLogMessage, body: str = "none") -> dict[str, Any]:
         "compressionType": m.compression_type,
     }
     if body != "none":
-        d["body"] = body_value(m, body)
-        d["bodyEncoding"] = body
+        d["body"], d["bodyEncoding"] = body_encoded(m, body)
     return d
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mqtool.formats.config.load import load_config
 from mqtool.formats.errors import Finding, FormatError
 from mqtool.formats.rules import (
     DEFAULT_MESSAGE_DELAY_LEVEL,
@@ -24,40 +25,27 @@ class Overview:
     findings: list[Finding] = field(default_factory=list)
 
 
-def read_text(store: Store, name: str) -> tuple[str | None, str | None]:
-    """A config file's text, or (None, reason)."""
-    p = store.config_path(name)
-    if not p.exists():
-        return None, "missing"
-    try:
-        return p.read_bytes().decode("utf-8"), None
-    except UnicodeDecodeError as e:
-        return None, f"not UTF-8 at byte {e.start}"
+def load_store_config(store: Store, name: str) -> Any:
+    """``config/<name>`` as the broker loads it (``.bak`` fallback, :func:`load_config`): the
+    parsed model or None; what went wrong becomes findings of ``store``."""
+    loaded = load_config(store.root, name)
+    for f in loaded.findings:
+        if f not in store.findings:
+            store.findings.append(f)
+    return loaded.value
 
 
 def load_delay_offsets(store: Store) -> dict[int, int] | None:
-    """delayOffset.json's table (level -> next offset), None when absent; damage -> FormatError."""
-    from mqtool.formats.config import parse_delay_offset
-
-    text, why = read_text(store, "delayOffset.json")
-    if text is None:
-        if why == "missing":
-            return None
-        raise FormatError(f"{store.config_path('delayOffset.json')}", None, why or "unreadable")
-    path = str(store.config_path("delayOffset.json"))
-    return dict(parse_delay_offset(text, file=path).offset_table)
+    """delayOffset.json's table (level -> next offset), None when nothing loads."""
+    parsed = load_store_config(store, "delayOffset.json")
+    return None if parsed is None else dict(parsed.offset_table)
 
 
 def load_consumer_offsets(store: Store) -> dict[tuple[str, str], dict[int, int]] | None:
-    """consumerOffset.json as (topic, group) -> {queueId: offset}, None when absent."""
-    from mqtool.formats.config import parse_consumer_offset
-
-    text, why = read_text(store, "consumerOffset.json")
-    if text is None:
-        if why == "missing":
-            return None
-        raise FormatError(f"{store.config_path('consumerOffset.json')}", None, why or "unreadable")
-    co = parse_consumer_offset(text, file=str(store.config_path("consumerOffset.json")))
+    """consumerOffset.json as (topic, group) -> {queueId: offset}, None when nothing loads."""
+    co = load_store_config(store, "consumerOffset.json")
+    if co is None:
+        return None
     out: dict[tuple[str, str], dict[int, int]] = {}
     for key, table in co.offset_table.items():
         topic, group = co.topic_group(key)
@@ -137,11 +125,7 @@ def inspect_store(store: Store, delay_levels: str = DEFAULT_DELAY_LEVELS) -> Ove
         tk["messages"] += info.max_offset - info.min_offset
     data["topics"] = list(topics.values())
 
-    try:
-        delay = load_delay_offsets(store)
-    except FormatError as e:
-        store.findings.append(Finding("config", "config/delayOffset.json", e.offset, e.detail))
-        delay = None
+    delay = load_delay_offsets(store)
     data["delayOffset"] = {str(k): v for k, v in sorted((delay or {}).items())}
     sched = []
     sched_levels = {q + 1 for t, q in queue_max if t == SCHEDULE_TOPIC} | set(delay or {})
@@ -156,11 +140,7 @@ def inspect_store(store: Store, delay_levels: str = DEFAULT_DELAY_LEVELS) -> Ove
         })
     data["delayLevels"] = sched
 
-    try:
-        offsets = load_consumer_offsets(store)
-    except FormatError as e:
-        store.findings.append(Finding("config", "config/consumerOffset.json", e.offset, e.detail))
-        offsets = None
+    offsets = load_consumer_offsets(store)
     groups = []
     for (topic, group), table in sorted((offsets or {}).items()):
         for qid, off in sorted(table.items()):

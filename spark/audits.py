@@ -5,9 +5,10 @@ Inputs are the tables of :mod:`mqtool.spark.source` (``records``, ``consumequeue
 (:func:`delay_offsets_df`, :func:`consumer_offsets_df`). Every function is pure: it takes
 DataFrames and returns one, so each can be tested on its own and composed freely.
 
-Offsets in findings follow :class:`mqtool.store.Finding`: for commitlog files the commitlog
-offset, for consume-queue files the unit's absolute byte position in its queue (file start +
-position = queue offset x 20), for index files the byte offset within the file.
+Integrity findings are rows of the one :class:`mqtool.formats.errors.Finding` type
+(:data:`~mqtool.spark.schema.FINDING_SCHEMA`, converted back with
+:func:`~mqtool.spark.schema.finding_of`): ``file`` relative to the store root, ``offset`` the
+byte offset inside that file, ``phy`` the commitlog position concerned.
 """
 
 from __future__ import annotations
@@ -18,19 +19,28 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from mqtool.formats.commitlog import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
-from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
+from mqtool.formats.errors import (
+    CQ_DANGLING,
+    CQ_MISMATCH,
+    CQ_MISSING,
+    FINDING_KINDS,
+    INDEX_DANGLING,
+    UNREADABLE,
+    CrcMismatchError,
+    Finding,
+    Severity,
+)
 from mqtool.formats.rules import DLQ_GROUP_TOPIC_PREFIX as DLQ_PREFIX
 from mqtool.formats.rules import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
 from mqtool.formats.rules import SCHEDULE_TOPIC
+from mqtool.integrity.rules import NOT_IN_CONSUME_QUEUE, TRANSACTION_TYPE_MASK
 from mqtool.spark.schema import (
     FINDING_SCHEMA,
     RECORD_KIND_MESSAGE,
     RECORD_KIND_UNREADABLE,
+    finding_row,
     spark_schema,
 )
-
-TRANSACTION_TYPE_MASK = TRANSACTION_ROLLBACK_TYPE  # MessageSysFlag.TRANSACTION_ROLLBACK_TYPE = 0xC
 
 FINDING_COLUMNS = FINDING_SCHEMA.names
 
@@ -240,13 +250,23 @@ def lag_summary(lag: DataFrame) -> DataFrame:
 
 
 # --- integrity -------------------------------------------------------------------------------
-def _finding(kind: str, file: Column, offset: Column, detail: Column) -> list[Column]:
+def _finding(
+    kind: str, file: Column, offset: Column, detail: Column, phy: Column | None = None
+) -> list[Column]:
+    """The FINDING_SCHEMA columns of a :class:`~mqtool.formats.errors.Finding` of ``kind``
+    (a registered name: checked here, on the driver)."""
+    if kind not in FINDING_KINDS:
+        raise ValueError(f"unknown finding kind {kind!r}")
     return [
         F.col("store"),
+        F.lit(str(Severity.ERROR)).alias("severity"),
         F.lit(kind).alias("kind"),
         file.alias("file"),
         offset.cast("long").alias("offset"),
         detail.alias("detail"),
+        F.lit(None).cast("string").alias("expected"),
+        F.lit(None).cast("string").alias("found"),
+        (F.lit(None) if phy is None else phy).cast("long").alias("phy"),
     ]
 
 
@@ -254,8 +274,9 @@ def unreadable_regions(records: DataFrame) -> DataFrame:
     """Findings for commitlog regions that hold no record (corrupt or torn bytes)."""
     return records.filter(F.col("recordType") == RECORD_KIND_UNREADABLE).select(
         *_finding(
-            "unreadable", F.col("file"), F.col("commitLogOffset"),
+            UNREADABLE, F.col("file"), F.col("fileOffset"),
             F.format_string("%d bytes: %s", F.col("storeSize"), F.col("detail")),
+            F.col("commitLogOffset"),
         )
     )
 
@@ -264,11 +285,12 @@ def crc_failures(msgs: DataFrame) -> DataFrame:
     """Findings for messages whose BODYCRC does not match the stored body."""
     return msgs.filter(F.col("crcOk") == F.lit(False)).select(
         *_finding(
-            "crc", F.col("file"), F.col("commitLogOffset"),
+            CrcMismatchError.kind, F.col("file"), F.col("fileOffset"),
             F.format_string(
                 "BODYCRC %d does not match the %d-byte body (%s/%d@%d)", F.col("bodyCRC"),
                 F.col("bodyLength"), F.col("topic"), F.col("queueId"), F.col("queueOffset"),
             ),
+            F.col("commitLogOffset"),
         )
     )
 
@@ -291,7 +313,7 @@ def _targets(msgs: DataFrame) -> DataFrame:
     """The message side of every integrity join (one projection: one shuffle, reused)."""
     return msgs.select(
         "store", "commitLogOffset", "topic", "queueId", "queueOffset", "storeSize", "sysFlag",
-        "file",
+        "file", "fileOffset",
     )
 
 
@@ -328,8 +350,8 @@ def cq_problems(records: DataFrame, msgs: DataFrame, cq: DataFrame) -> DataFrame
     )
     dangling = joined.filter(F.col("topic").isNull()).select(
         *_finding(
-            "cq-dangling", F.col("uFile"), F.col("uQueueOffset") * CQ_STORE_UNIT_SIZE,
-            F.concat(where, F.lit(": no message starts there")),
+            CQ_DANGLING, F.col("uFile"), F.col("uFileOffset"),
+            F.concat(where, F.lit(": no message starts there")), F.col("commitLogOffset"),
         )
     )
     wrong = joined.filter(
@@ -342,7 +364,7 @@ def cq_problems(records: DataFrame, msgs: DataFrame, cq: DataFrame) -> DataFrame
         )
     ).select(
         *_finding(
-            "cq-mismatch", F.col("uFile"), F.col("uQueueOffset") * CQ_STORE_UNIT_SIZE,
+            CQ_MISMATCH, F.col("uFile"), F.col("uFileOffset"),
             F.concat(
                 where,
                 F.format_string(
@@ -350,6 +372,7 @@ def cq_problems(records: DataFrame, msgs: DataFrame, cq: DataFrame) -> DataFrame
                     F.col("topic"), F.col("queueId"), F.col("queueOffset"), F.col("storeSize"),
                 ),
             ),
+            F.col("commitLogOffset"),
         )
     )
     return dangling.unionByName(wrong)
@@ -376,19 +399,18 @@ def missing_from_cq(msgs: DataFrame, cq: DataFrame) -> DataFrame:
     return (
         per_message.filter(~F.col("hit"))
         .filter(
-            ~(F.col("sysFlag").bitwiseAND(TRANSACTION_TYPE_MASK)).isin(
-                TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
-            )
+            ~(F.col("sysFlag").bitwiseAND(TRANSACTION_TYPE_MASK)).isin(*NOT_IN_CONSUME_QUEUE)
         )
         .join(qmin, ["store", "topic", "queueId"], "left")
         .filter(F.col("minOffset").isNull() | (F.col("queueOffset") >= F.col("minOffset")))
         .select(
             *_finding(
-                "cq-missing", F.col("file"), F.col("commitLogOffset"),
+                CQ_MISSING, F.col("file"), F.col("fileOffset"),
                 F.format_string(
                     "message %s/%d@%d (%d bytes) has no consume-queue unit", F.col("topic"),
                     F.col("queueId"), F.col("queueOffset"), F.col("storeSize"),
                 ),
+                F.col("commitLogOffset"),
             )
         )
     )
@@ -403,11 +425,12 @@ def index_dangling(records: DataFrame, msgs: DataFrame, index: DataFrame) -> Dat
     joined = _in_commitlog(entries.join(_targets(msgs), _KEYS, "left"), records)
     return joined.filter(F.col("topic").isNull()).select(
         *_finding(
-            "index-dangling", F.col("iFile"), F.col("iFileOffset"),
+            INDEX_DANGLING, F.col("iFile"), F.col("iFileOffset"),
             F.format_string(
                 "entry %d (keyHash %d) -> commitlog offset %d: no message starts there",
                 F.col("entry"), F.col("keyHash"), F.col("commitLogOffset"),
             ),
+            F.col("commitLogOffset"),
         )
     )
 
@@ -433,6 +456,10 @@ def integrity(
     return out.orderBy("store", "file", "offset", "kind")
 
 
-def findings_df(spark: SparkSession, rows: Iterable[tuple[str, str, str, int, str]]) -> DataFrame:
-    """Findings made on the driver (config files) as a FINDING_SCHEMA DataFrame."""
-    return spark.createDataFrame(list(rows), spark_schema(FINDING_SCHEMA))
+def findings_df(spark: SparkSession, findings: Iterable[tuple[str, Finding]]) -> DataFrame:
+    """Findings made on the driver (layout, config files), ``(store, finding)`` pairs, as a
+    FINDING_SCHEMA DataFrame."""
+    rows = [finding_row(store, f) for store, f in findings]
+    return spark.createDataFrame(
+        [tuple(r[k] for k in FINDING_COLUMNS) for r in rows], spark_schema(FINDING_SCHEMA)
+    )

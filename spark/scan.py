@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqtool.formats.errors import FormatError
+from mqtool.formats.errors import Finding
+from mqtool.formats.rules import SCHEDULE_TOPIC
 from mqtool.spark import splits
 from mqtool.spark.errors import SparkScanError
 
@@ -57,6 +58,12 @@ class ScanResult:
     sql_rows: list[dict[str, Any]] = field(default_factory=list)
     outputs: dict[str, str] = field(default_factory=dict)
 
+    def findings(self) -> list[tuple[str, Finding]]:
+        """The integrity audit's findings as ``(store, Finding)`` (empty when it did not run)."""
+        from mqtool.spark.schema import finding_of
+
+        return [(r["store"], finding_of(r)) for r in self.summary.get("integrity", [])]
+
 
 @dataclass
 class StoreConfig:
@@ -65,27 +72,10 @@ class StoreConfig:
     delay_offsets: dict[int, int] = field(default_factory=dict)
     consumer_offsets: list[tuple[str, str, int, int]] = field(default_factory=list)
     has_consumer_offsets: bool = False
-    findings: list[tuple[str, str, str, int, str]] = field(default_factory=list)
+    findings: list[tuple[str, Finding]] = field(default_factory=list)
 
 
-def _read_config(root: Path, name: str, store: str, cfg: StoreConfig) -> str | None:
-    """Text of ``config/<name>``, falling back to ``.bak`` as the broker does."""
-    path = root / "config" / name
-    for candidate in (path, path.with_name(name + ".bak")):
-        if not candidate.is_file():
-            continue
-        text = candidate.read_text(encoding="utf-8", errors="replace")
-        if text.strip():
-            if candidate != path:
-                cfg.findings.append(
-                    (store, "config", f"config/{name}", 0,
-                     f"empty or missing; the broker would load config/{name}.bak")
-                )
-            return text
-    return None
-
-
-def layout_findings(store: str) -> list[tuple[str, str, str, int, str]]:
+def layout_findings(store: str) -> list[tuple[str, Finding]]:
     """Damage visible from names and sizes alone (the driver checks these, no Spark job).
 
     Unexpected names in commitlog/ (:meth:`mqtool.store.Store.open`), commitlog files that do
@@ -95,60 +85,58 @@ def layout_findings(store: str) -> list[tuple[str, str, str, int, str]]:
     from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
     from mqtool.store import Store
 
-    out: list[tuple[str, str, str, int, str]] = []
+    out: list[tuple[str, Finding]] = []
     with Store.open(store) as st:
         root = st.root
-        out += [(store, f.kind, f.file, f.offset or 0, f.detail) for f in st.findings]
+        out += [(store, f) for f in st.findings]
     files = splits.commitlog_splits(store, root, 1 << 62)
     for a, b in zip(files, files[1:], strict=False):
         if a.base + a.file_size != b.base:
-            out.append((store, "layout", b.name, b.base,
-                        f"file starts at {b.base} but the previous one ends at "
-                        f"{a.base + a.file_size}"))
-    from mqtool.spark.decode import index_problem
+            out.append((store, Finding(
+                "layout", b.name, 0,
+                f"file starts at {b.base} but the previous one ends at {a.base + a.file_size}",
+                phy=b.base,
+            )))
+    from mqtool.spark.auxfiles import index_problem
 
     for s in splits.index_splits(store, root):
         e = index_problem(s.path, s.name)
         if e is not None:
-            out.append((store, "index", s.name, e.offset or 0, e.detail))
+            out.append((store, Finding("index", s.name, e.offset or 0, e.detail)))
     for s in splits.consumequeue_splits(store, root):
         if s.file_size == 0:
-            out.append((store, "cq", s.name, s.base, "empty consume-queue file (0 bytes)"))
+            out.append((store, Finding("cq", s.name, 0, "empty consume-queue file (0 bytes)")))
         elif s.file_size % CQ_STORE_UNIT_SIZE:
             whole = s.file_size - s.file_size % CQ_STORE_UNIT_SIZE
-            out.append((store, "cq", s.name, s.base + whole,
-                        f"consume-queue file size {s.file_size} is not a multiple of "
-                        f"{CQ_STORE_UNIT_SIZE}"))
+            out.append((store, Finding(
+                "cq", s.name, whole,
+                f"consume-queue file size {s.file_size} is not a multiple of "
+                f"{CQ_STORE_UNIT_SIZE}",
+            )))
     return out
 
 
 def load_store_config(store: str) -> StoreConfig:
-    """delayOffset.json and consumerOffset.json of a store (findings for damaged files)."""
-    from mqtool.formats.config import parse_consumer_offset, parse_delay_offset
+    """delayOffset.json and consumerOffset.json of a store as the broker loads them (``.bak``
+    fallback: :func:`mqtool.formats.config.load_config`), findings for damaged files."""
+    from mqtool.formats.config import load_config
 
     root = splits.find_store_root(store)
     cfg = StoreConfig(findings=layout_findings(store))
-    text = _read_config(root, "delayOffset.json", store, cfg)
-    if text is not None:
-        try:
-            cfg.delay_offsets = dict(
-                parse_delay_offset(text, file="config/delayOffset.json").offset_table
-            )
-        except FormatError as e:
-            cfg.findings.append((store, "config", "config/delayOffset.json", 0, e.detail))
-    text = _read_config(root, "consumerOffset.json", store, cfg)
-    if text is not None:
-        try:
-            parsed = parse_consumer_offset(text, file="config/consumerOffset.json")
-        except FormatError as e:
-            cfg.findings.append((store, "config", "config/consumerOffset.json", 0, e.detail))
-        else:
-            cfg.has_consumer_offsets = True
-            for key, queues in parsed.offset_table.items():
-                topic, group = parsed.topic_group(key)
-                if "@" in group:  # "topic@group@broadcast"-style extra keys: not a group offset
-                    continue
-                cfg.consumer_offsets += [(group, topic, q, o) for q, o in queues.items()]
+    delay = load_config(root, "delayOffset.json")
+    offsets = load_config(root, "consumerOffset.json")
+    for f in delay.findings + offsets.findings:
+        cfg.findings.append((store, f))
+    if delay.value is not None:
+        cfg.delay_offsets = dict(delay.value.offset_table)
+    if offsets.value is not None:
+        parsed = offsets.value
+        cfg.has_consumer_offsets = True
+        for key, queues in parsed.offset_table.items():
+            topic, group = parsed.topic_group(key)
+            if "@" in group:  # "topic@group@broadcast"-style extra keys: not a group offset
+                continue
+            cfg.consumer_offsets += [(group, topic, q, o) for q, o in queues.items()]
     return cfg
 
 
@@ -203,8 +191,19 @@ def run_scan(
         spark, stores, "records", check_crc=check_crc, columns=[*AUDIT_COLUMNS[2:], "properties"],
         properties_for=[A.DLQ_PREFIX], **opts,
     )
-    cq = source.load(spark, stores, "consumequeue", **opts)
-    index = source.load(spark, stores, "index", **opts) if "integrity" in audits or sql else None
+    want = set(audits)
+    # The whole consume queue and the index are read only for the integrity audit (and for
+    # --out / --sql); schedule and lag read the queues of the topics they concern.
+    full_cq = "integrity" in want or out is not None or sql is not None
+    cq_topics: set[str] | None = None
+    if not full_cq:
+        cq_topics = set()
+        if "schedule" in want:
+            cq_topics.add(SCHEDULE_TOPIC)
+        if "lag" in want:
+            cq_topics |= {t for c in configs.values() for _, t, _, _ in c.consumer_offsets}
+    cq = source.load(spark, stores, "consumequeue", topics=cq_topics, **opts)
+    index = source.load(spark, stores, "index", **opts) if "integrity" in want or sql else None
 
     # One decode pass for every audit: only the columns they need are computed, and the
     # properties only of dead-lettered messages (the DLQ audit reads RETRY_TOPIC); cached.
@@ -214,7 +213,6 @@ def run_scan(
     try:
         lean_msgs = A.messages(lean)
         tables: dict[str, DataFrame] = {}
-        want = set(audits)
         if "queues" in want:
             tables["queues"] = A.queue_stats(lean_msgs)
         if "rate" in want:
@@ -252,7 +250,8 @@ def run_scan(
             )
         )[0]
         summary["totals"] = {k: int(v or 0) for k, v in totals.items()}
-        summary["totals"]["consumeQueueUnits"] = cq_cached.count()
+        if full_cq:
+            summary["totals"]["consumeQueueUnits"] = cq_cached.count()
         for name in ("queues", "rate", "retry", "schedule", "integrity", "lag"):
             if name in tables:
                 summary[name] = _rows(tables[name])

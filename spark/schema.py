@@ -15,12 +15,15 @@ Importing this module needs pyarrow only, never pyspark.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
+
+    from mqtool.formats.errors import Finding
 
 # --- commitlog records ----------------------------------------------------------------------
 MESSAGE_FIELDS: list[pa.Field] = [
@@ -120,13 +123,35 @@ INDEX_SCHEMA = pa.schema(
 FINDING_SCHEMA = pa.schema(
     [
         pa.field("store", pa.string(), False),
-        pa.field("kind", pa.string(), False),
-        pa.field("file", pa.string(), False),
-        pa.field("offset", pa.int64(), False),  # byte offset in ``file``
+        pa.field("severity", pa.string(), False),  # error / warning / info
+        pa.field("kind", pa.string(), False),  # a name in formats.errors.FINDING_KINDS
+        pa.field("file", pa.string(), False),  # relative to the store root
+        pa.field("offset", pa.int64(), True),  # byte offset inside ``file``
         pa.field("detail", pa.string(), False),
+        pa.field("expected", pa.string(), True),
+        pa.field("found", pa.string(), True),
+        pa.field("phy", pa.int64(), True),  # the commitlog position concerned, if any
     ]
 )
-"""One row per integrity finding (the ``integrity`` audit)."""
+"""One row per integrity finding (the ``integrity`` audit): the fields of
+:class:`mqtool.formats.errors.Finding` plus the store (:func:`finding_row`,
+:func:`finding_of`)."""
+
+
+def finding_row(store: str, finding: Finding) -> dict[str, Any]:
+    """A :class:`~mqtool.formats.errors.Finding` of ``store`` as a FINDING_SCHEMA row."""
+    return {"store": store, **{k: finding.to_json()[k] for k in FINDING_SCHEMA.names[1:]}}
+
+
+def finding_of(row: Mapping[str, Any]) -> Finding:
+    """The :class:`~mqtool.formats.errors.Finding` a FINDING_SCHEMA row carries."""
+    from mqtool.formats.errors import Finding, Severity
+
+    return Finding(
+        row["kind"], row["file"], row["offset"], row["detail"],
+        severity=Severity(row["severity"]), expected=row["expected"], found=row["found"],
+        phy=row["phy"],
+    )
 
 
 def spark_schema(schema: pa.Schema) -> StructType:

@@ -67,6 +67,38 @@ def default_conf(master: str) -> dict[str, str]:
     return conf
 
 
+SMALL_JOB_BYTES = 512 * 1024 * 1024
+
+
+def memory_conf(
+    master: str, stores: list[str] | tuple[str, ...], small: int = SMALL_JOB_BYTES
+) -> dict[str, str]:
+    """Spark memory sized to the job: the driver heap (which is the executor in ``local``
+    mode) for the commitlog bytes the stores really hold.
+
+    The executors stream (nothing holds a whole file) and only a narrow projection of the
+    commitlog is cached (spilled to disk when it does not fit), so the heap needs no more as
+    the store grows: 512 MiB up to ``small`` (512 MiB) of commitlog data, 1 GiB above.
+    Spark's default is 1 GiB whatever the job. On a cluster the executors' memory is the
+    cluster's business (``--conf spark.executor.memory=...``); user ``--conf`` pairs win.
+    """
+    if not master.startswith("local"):
+        return {}
+    total = 0
+    for store in stores:
+        cl = Path(store) / "commitlog"
+        if not cl.is_dir():
+            cl = Path(store) / "store" / "commitlog"
+        if cl.is_dir():
+            for f in cl.iterdir():
+                try:
+                    st = f.stat()
+                except OSError:
+                    continue
+                total += min(st.st_size, getattr(st, "st_blocks", 0) * 512 or st.st_size)
+    return {"spark.driver.memory": "512m" if total <= small else "1g"}
+
+
 def parse_conf(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
     """``["k=v", ...]`` (the CLI's ``--conf``) to a dict; a pair without ``=`` is an error."""
     from mqtool.spark.errors import SparkScanError

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from mqtool.spark import decode, splits
+from mqtool.spark import auxfiles, decode, splits
 from mqtool.spark.schema import (
     CQ_SCHEMA,
     INDEX_SCHEMA,
@@ -74,12 +74,12 @@ def read_splits(
                 for b in batches:
                     yield b.select(names)
         elif table == "consumequeue":
-            yield from decode.decode_cq_file(
+            yield from auxfiles.decode_cq_file(
                 s.path, store=s.store, name=s.name, topic=s.topic, queue_id=s.queue_id,
                 base=s.base,
             )
         else:
-            yield from decode.decode_index_file(s.path, store=s.store, name=s.name)
+            yield from auxfiles.decode_index_file(s.path, store=s.store, name=s.name)
 
 
 class MqtoolReader(DataSourceReader):
@@ -94,10 +94,14 @@ class MqtoolReader(DataSourceReader):
         cols = options.get("columns", "")
         self.columns = frozenset(c for c in cols.split(",") if c) if cols else None
         self.properties_for = tuple(p for p in options.get("propertiesFor", "").split(",") if p)
+        topics = options.get("topics")
+        self.topics = None if topics is None else frozenset(json.loads(topics))
 
     def partitions(self) -> list[SplitsPartition]:
         kind = TABLES[self.table][1]
-        planned = splits.plan_splits(self.stores, kind, split_size=self.split_size)
+        planned = splits.plan_splits(
+            self.stores, kind, split_size=self.split_size, topics=self.topics
+        )
         packed = splits.pack(planned, self.partition_bytes)
         return [SplitsPartition(p) for p in packed] or [SplitsPartition([])]
 
@@ -142,6 +146,7 @@ def load(
     check_crc: bool = True,
     columns: Sequence[str] | None = None,
     properties_for: Sequence[str] = (),
+    topics: Sequence[str] | None = None,
 ) -> DataFrame:
     """The DataFrame of ``table`` (``records``, ``consumequeue``, ``index``) over ``stores``.
 
@@ -149,6 +154,7 @@ def load(
     over (the schema is RECORD_SCHEMA projected on them, see
     :func:`~mqtool.spark.schema.record_schema`) and ``properties_for`` computes
     ``properties`` only for topics with those prefixes: a narrow, faster pass for the audits.
+    For ``consumequeue``, ``topics`` reads the queues of those topics only.
     """
     register(spark)
     options: dict[str, Any] = {
@@ -160,4 +166,6 @@ def load(
         "columns": ",".join(columns or ()),
         "propertiesFor": ",".join(properties_for),
     }
+    if topics is not None:
+        options["topics"] = json.dumps(sorted(set(topics)))
     return spark.read.format(SOURCE_NAME).options(**options).load()

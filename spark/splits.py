@@ -15,7 +15,7 @@ or a directory holding such a root as ``store/`` (the fixtures' layout).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,14 +90,17 @@ def commitlog_splits(store: str, root: Path, split_size: int) -> list[Split]:
     return out
 
 
-def consumequeue_splits(store: str, root: Path) -> list[Split]:
-    """One split per consume-queue file (``consumequeue/<topic>/<queueId>/<offset>``)."""
+def consumequeue_splits(
+    store: str, root: Path, topics: Collection[str] | None = None
+) -> list[Split]:
+    """One split per consume-queue file (``consumequeue/<topic>/<queueId>/<offset>``), of every
+    topic or of ``topics`` only."""
     out: list[Split] = []
     cq_root = root / "consumequeue"
     if not cq_root.is_dir():
         return out
     for topic_dir in sorted(cq_root.iterdir()):
-        if not topic_dir.is_dir():
+        if not topic_dir.is_dir() or (topics is not None and topic_dir.name not in topics):
             continue
         for queue_dir in sorted(topic_dir.iterdir(), key=lambda d: d.name):
             if not queue_dir.is_dir() or not queue_dir.name.lstrip("-").isdigit():
@@ -124,16 +127,18 @@ def index_splits(store: str, root: Path) -> list[Split]:
 
 
 def plan_splits(
-    stores: Sequence[str], kind: str, *, split_size: int = DEFAULT_SPLIT_SIZE
+    stores: Sequence[str], kind: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
+    topics: Collection[str] | None = None,
 ) -> list[Split]:
-    """All splits of one ``kind`` over the given store paths, in store and file order."""
+    """All splits of one ``kind`` over the given store paths, in store and file order
+    (consume queues: of ``topics`` only, when given)."""
     out: list[Split] = []
     for store in stores:
         root = find_store_root(store)
         if kind == KIND_COMMITLOG:
             out += commitlog_splits(store, root, split_size)
         elif kind == KIND_CONSUMEQUEUE:
-            out += consumequeue_splits(store, root)
+            out += consumequeue_splits(store, root, topics)
         elif kind == KIND_INDEX:
             out += index_splits(store, root)
         else:

@@ -3,26 +3,29 @@
 Usage::
 
     .venv/bin/python bench/scan/bench_scan.py [--store DIR] [--size 2GiB] [--cores 2]
+    .venv/bin/python bench/scan/bench_scan.py --store DIR --no-spark     # single process only
 
 Builds the store once with the reference store (``mqtool demo DIR --size SIZE``: the demo's
 business messages plus 1 KiB BenchTopic messages up to SIZE), then measures on warm files, in
 one run (a benchmark, not a test; do not loop it on a shared machine):
 
-* ``read``: sequential ``readinto`` of every commitlog file (8 MiB buffer): the ceiling;
-* ``reference decoder``: :func:`mqtool.formats.commitlog.scan_file` (one record at a time,
-  struct-based), single process, on the first 300,000 records;
-* ``vectorised decode (full)`` / ``(audit columns)``: :mod:`mqtool.spark.decode` over every
-  commitlog file, single process (all columns; the audits' narrow pass; both with body CRCs);
-* ``spark local[N]``: in this process: start-up time of the session, then the audits' decode
-  pass alone (throughput after start-up), ``run_scan`` with every audit, and the messages
-  table written to Parquet (the ``--out`` pass);
-* ``mqtool scan`` CLI: a fresh process, wall time including start-up;
+* ``sequential read``: ``readinto`` of every commitlog file (8 MiB buffer): the baseline every
+  ratio is taken against (its record rate: the store's messages at that byte rate);
+* the hot-loop prototypes of issue 13 (TOTALSIZE walk, record checks, field gather, property
+  split, optionally BODYCRC): the numba kernel (:mod:`mqtool.formats.kernel`) and a plain
+  Java loop (``proto/HotLoop.java``, compiled with ``javac`` when a JDK is there);
+* single process, every column: :func:`mqtool.spark.decode.decode_commitlog_range` (kernel +
+  Arrow batches of the ``messages`` table) with the CRC check off (as
+  ``MessageDecoder.decode``) and on; the audits' narrow columns; the struct-based reference
+  decoder on the first 300,000 records;
+* ``spark local[N]``: Spark's start-up on its own (session, then the Python workers), the
+  decode pass (all columns, and the audits' columns), ``run_scan`` with every audit, and the
+  ``mqtool scan`` CLI in a fresh process (wall time, and wall time less the start-up);
 * peak anonymous RSS (``RssAnon``: heap, not mapped store pages) of the driver (this Python
   process and its JVM) and of the Python workers (sampled from /proc every 0.2 s).
 
-The goal is RocketMQ's own Java decoder: about 3 M msgs/s single-threaded on 1 KiB messages,
-roughly 0.2 of a warm sequential read on these machines. Results go to stdout and to
-``bench/scan/last-run.json``.
+Everything goes to stdout and to ``bench/scan/last-run.json`` with the commit, the CPU count
+and the load average it ran with.
 """
 
 from __future__ import annotations
@@ -40,8 +43,6 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-JAVA_MSGS_PER_S = 3_000_000
-JAVA_READ_RATIO = 0.2
 
 
 # --- memory sampling -------------------------------------------------------------------------
@@ -198,8 +199,10 @@ def reference_decode(files: list[Path], limit: int) -> tuple[float, int, int]:
 
 
 def vectorised_decode(
-    files: list[Path], columns: frozenset[str] | None, props_for: tuple[str, ...]
+    files: list[Path], columns: frozenset[str] | None, props_for: tuple[str, ...],
+    check_crc: bool = True,
 ) -> tuple[float, int, int]:
+    """:func:`decode_commitlog_range` over every file: (seconds, messages, their bytes)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -210,7 +213,7 @@ def vectorised_decode(
     for f in files:
         for b in decode_commitlog_range(
             str(f), store="s", name=f.name, file_start=int(f.name), start=0,
-            end=f.stat().st_size, columns=columns, properties_for=props_for,
+            end=f.stat().st_size, columns=columns, properties_for=props_for, check_crc=check_crc,
         ):
             is_msg = pc.equal(b.column(0), "msg")
             n += int(pc.sum(pc.cast(is_msg, pa.int64())).as_py() or 0)
@@ -218,14 +221,71 @@ def vectorised_decode(
     return time.perf_counter() - t, n, nbytes
 
 
+def kernel_hot_loop(files: list[Path], check_crc: bool) -> tuple[float, int]:
+    """The numba hot loop alone: scan (walk, checks, field gather, CRC) + property split."""
+    import mmap
+
+    import numpy as np
+
+    from mqtool.formats import kernel as K
+
+    table = K.field_table(8192)
+    splitter = K.PropertySplitter()
+    n = 0
+    t = time.perf_counter()
+    for f in files:
+        with open(f, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            a = np.frombuffer(mm, dtype=np.uint8)
+            w = K.words_of(a)
+            p = 0
+            while True:
+                c, p, status = K.scan(a, w, p, len(a), int(f.name), check_crc, table,
+                                      K.CRC_TABLES)
+                splitter.split(a, table[K.F_PROPS_POS, :c], table[K.F_PROPS_LEN, :c])
+                n += c
+                if status != K.STOP_FULL:
+                    break
+            del a, w
+    return time.perf_counter() - t, n
+
+
+def java_hot_loop(files: list[Path], check_crc: bool) -> tuple[float, int] | None:
+    """``proto/HotLoop.java`` (compiled now with javac), in-JVM seconds and records."""
+    import shutil
+
+    if not shutil.which("javac") or not shutil.which("java"):
+        return None
+    out = ROOT / "bench" / "out" / "scan" / "javac"
+    out.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["javac", "-d", str(out), str(HERE / "proto" / "HotLoop.java")], check=True)
+    cmd = ["java", "-cp", str(out), "HotLoop", *(["--crc"] if check_crc else []),
+           *map(str, files)]
+    records, seconds, _ = subprocess.run(cmd, check=True, capture_output=True,
+                                         text=True).stdout.split()
+    return float(seconds), int(records)
+
+
+def _git_commit() -> str:
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], check=True,
+                              capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--store", type=Path, default=ROOT / "bench" / "out" / "scan" / "store")
     ap.add_argument("--size", default="2GiB")
     ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--no-spark", action="store_true", help="single-process figures only")
     ap.add_argument("--json", action="store_true", help="print the results as JSON only")
     args = ap.parse_args()
     master = f"local[{args.cores}]"
+    sys.path.insert(0, str(HERE.parent))
+    from figures import render, run_meta, write_last_run
+
+    meta = run_meta()
     res: dict[str, Any] = {"store": str(args.store), "master": master}
     res["buildSeconds"] = build_store(args.store, args.size)
     files = commitlog_files(args.store)
@@ -233,59 +293,148 @@ def main() -> None:
 
     sequential_read(files)  # warm the page cache: every figure below is on warm files
     t_read, nread = sequential_read(files)
+    kernel_hot_loop(files[:1], False)  # compile (or load) the kernels before timing
 
     from mqtool.spark.scan import AUDIT_COLUMNS
 
     narrow = frozenset([*AUDIT_COLUMNS[2:], "properties"])
-    t_full, n_msgs, data_bytes = vectorised_decode(files, None, ())
+    t_full, n_msgs, data_bytes = vectorised_decode(files, None, (), check_crc=False)
+    t_full_crc, n1, _ = vectorised_decode(files, None, (), check_crc=True)
     t_narrow, n2, _ = vectorised_decode(files, narrow, ("%DLQ%",))
-    assert n2 == n_msgs
+    assert n1 == n2 == n_msgs, (n1, n2, n_msgs)
+    t_k, n_k = kernel_hot_loop(files, False)
+    t_k_crc, _ = kernel_hot_loop(files, True)
+    java = java_hot_loop(files, False)
+    java_crc = java_hot_loop(files, True)
     t_ref, n_ref, _ = reference_decode(files, 300_000)
     read_bps = nread / t_read
     # the read rate in messages: reading the bytes that hold the messages at that rate
     read_mps = n_msgs / (data_bytes / read_bps)
     res.update(messages=n_msgs, dataBytes=data_bytes, avgRecordBytes=round(data_bytes / n_msgs, 1))
 
-    rows: list[tuple[str, float, float]] = []  # (what, seconds, msgs/s)
+    rows: list[tuple[str, str, float, float]] = []  # (key, what, seconds, msgs/s)
 
-    def add(what: str, seconds: float, msgs: int) -> None:
-        rows.append((what, seconds, msgs / seconds))
+    def add(key: str, what: str, seconds: float, msgs: int) -> None:
+        rows.append((key, what, seconds, msgs / seconds))
 
-    add("sequential read (warm)", data_bytes / read_bps, n_msgs)
-    add("reference decoder, 1 process (scan_file)", t_ref, n_ref)
-    add("vectorised decode, 1 process, all columns", t_full, n_msgs)
-    add("vectorised decode, 1 process, audit columns", t_narrow, n_msgs)
+    add("read", "sequential read (warm)", data_bytes / read_bps, n_msgs)
+    add("kernelHotLoop", "hot loop prototype: numba kernel, CRC off", t_k, n_k)
+    add("kernelHotLoopCrc", "hot loop prototype: numba kernel, CRC on", t_k_crc, n_k)
+    if java is not None and java_crc is not None:
+        add("javaHotLoop", "hot loop prototype: plain Java (javac), CRC off", *java)
+        add("javaHotLoopCrc", "hot loop prototype: plain Java (javac), CRC on", *java_crc)
+    add("singleFull", "1 process, every column, CRC off", t_full, n_msgs)
+    add("singleFullCrc", "1 process, every column, CRC on", t_full_crc, n_msgs)
+    add("singleAudit", "1 process, audit columns, CRC on", t_narrow, n_msgs)
+    add("reference", "reference decoder, 1 process (scan_file, 300k records)", t_ref, n_ref)
 
+    if not args.no_spark:
+        _spark_figures(args, master, res, n_msgs, narrow, add)
+
+    rates = {k: r for k, _, _, r in rows}
+    res["readGBps"] = round(read_bps / 1e9, 2)
+    figures: list[dict[str, Any]] = [
+        {"what": w, "value": round(r), "unit": "msgs/s", "ratio": round(r / read_mps, 4),
+         "seconds": round(s, 2), "key": k}
+        for k, w, s, r in rows
+    ]
+    targets: dict[str, Any] = {
+        "singleFullOfRead": round(rates["singleFull"] / read_mps, 4),  # issue 13: >= 0.25
+    }
+    if "sparkFull" in rates:
+        targets["sparkFullOverSingle"] = round(rates["sparkFull"] / rates["singleFull"], 3)
+        start = res["sparkStartSeconds"] + res["pythonWorkersStartSeconds"]
+        targets["scanBudgetSeconds"] = round(start + 2 * t_full, 2)  # start-up + 2 x single
+        targets["cliWallSeconds"] = res["cliWallSeconds"]
+        targets["cliAfterStartupSeconds"] = round(res["cliWallSeconds"] - start, 2)
+        figures += [
+            {"what": "Spark start-up on its own (session + Python workers)", "value": start,
+             "unit": "s", "ratio": None},
+            {"what": f"mqtool scan CLI {master}, every audit: wall time", "value":
+             res["cliWallSeconds"], "unit": "s", "ratio": None},
+            {"what": f"mqtool scan CLI {master}: wall time less the start-up", "value":
+             targets["cliAfterStartupSeconds"], "unit": "s", "ratio": None},
+            {"what": "issue 13 budget for the CLI: start-up + 2 x single-process decode (every "
+             "column, CRC off)", "value": targets["scanBudgetSeconds"], "unit": "s",
+             "ratio": None},
+        ]
+    doc = {
+        "size": args.size,
+        "params": res,
+        "baseline": "sequential read (warm) of the same commitlog bytes, same run, as a record "
+                    "rate",
+        "figures": figures,
+        "targets": targets,
+        "notes": [
+            f"Store: {n_msgs:,} messages, {data_bytes:,} bytes of records (average "
+            f"{res['avgRecordBytes']} B), {len(files)} commitlog files; sequential read "
+            f"{res['readGBps']} GB/s. Targets (issue 13): {json.dumps(targets)}. Peak "
+            f"anonymous RSS (MiB): in-process {res.get('inProcessPeakMiB', 'not run')}, CLI "
+            f"{res.get('cliPeakMiB', 'not run')}.",
+        ],
+    }
+    path = write_last_run("scan", meta, doc)
+    _copy_to_spark_readme(render("scan", json.loads(path.read_text(encoding="utf-8"))))
+    if args.json:
+        print(path.read_text(encoding="utf-8"))
+        return
+    print(f"{'what':66} {'seconds':>8} {'msgs/s':>12} {'x read':>8}")
+    for k, w, sec, r in rows:
+        print(f"{w:66} {sec:8.2f} {round(r):12,} {r / read_mps:8.4f}  ({k})")
+    print(json.dumps(targets))
+
+
+SPARK_README = ROOT / "spark" / "README.md"
+
+
+def _copy_to_spark_readme(block: str) -> None:
+    """The figures block (as bench/figures.py renders it) between spark/README.md's markers."""
+    start, end = "<!-- bench:scan:start -->", "<!-- bench:scan:end -->"
+    text = SPARK_README.read_text(encoding="utf-8")
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        _, tail = rest.split(end, 1)
+        SPARK_README.write_text(f"{head}{start}\n{block}\n{end}{tail}", encoding="utf-8")
+
+
+def _spark_figures(
+    args: argparse.Namespace, master: str, res: dict[str, Any], n_msgs: int,
+    narrow: frozenset[str], add: Callable[[str, str, float, int], None],
+) -> None:
     from pyspark.sql import functions as F
 
     from mqtool.spark import source
-    from mqtool.spark.audits import messages
     from mqtool.spark.scan import run_scan
     from mqtool.spark.session import get_session
 
+    store = [str(args.store)]
     with MemorySampler(os.getpid()) as mem:
         t_start, spark = _timed(lambda: get_session(master))
-        # start the Python workers (one small partition each) so that the pass below is
+        # start the Python workers (one small partition each): the passes below are
         # throughput after start-up
         t_workers, _ = _timed(lambda: source.load(
-            spark, [str(args.store)], "consumequeue", partition_bytes=1,
+            spark, store, "consumequeue", partition_bytes=1,
         ).count())
-        t_pass, got = _timed(lambda: source.load(
-            spark, [str(args.store)], "records", columns=sorted(narrow),
-            properties_for=["%DLQ%"],
-        ).filter(F.col("recordType") == "msg").agg(F.count(F.lit(1))).collect()[0][0])
+
+        def count(df: Any) -> int:
+            return int(df.filter(F.col("recordType") == "msg").agg(F.count(F.lit(1)))
+                       .collect()[0][0])
+
+        t_full, got = _timed(lambda: count(source.load(spark, store, "records",
+                                                       check_crc=False)))
         assert got == n_msgs, (got, n_msgs)
-        t_scan, result = _timed(lambda: run_scan(spark, [str(args.store)]))
-        out = args.store.parent / "scan-parquet"
-        t_parquet, _ = _timed(lambda: messages(source.load(spark, [str(args.store)], "records"))
-                              .write.mode("overwrite").parquet(str(out)))
+        t_pass, got = _timed(lambda: count(source.load(
+            spark, store, "records", columns=sorted(narrow), properties_for=["%DLQ%"],
+        )))
+        assert got == n_msgs, (got, n_msgs)
+        t_scan, result = _timed(lambda: run_scan(spark, store))
         spark.stop()
     res["sparkStartSeconds"] = round(t_start, 2)
     res["pythonWorkersStartSeconds"] = round(t_workers, 2)
     res["inProcessPeakMiB"] = mem.mib()
-    add(f"spark {master}: audit decode pass (after start-up)", t_pass, n_msgs)
-    add(f"spark {master}: run_scan, every audit (after start-up)", t_scan, n_msgs)
-    add(f"spark {master}: messages -> Parquet (--out pass)", t_parquet, n_msgs)
+    add("sparkFull", f"spark {master}: decode pass, every column, CRC off", t_full, n_msgs)
+    add("sparkAudit", f"spark {master}: decode pass, audit columns, CRC on", t_pass, n_msgs)
+    add("runScan", f"spark {master}: run_scan, every audit (after start-up)", t_scan, n_msgs)
     res["integrityFindings"] = len(result.summary["integrity"])
 
     cli = [sys.executable, "-m", "mqtool", "scan", str(args.store), "--master", master, "--json"]
@@ -296,33 +445,9 @@ def main() -> None:
     t_cli = time.perf_counter() - t0
     cli_doc = json.loads(stdout)
     assert cli_doc["totals"]["messages"] == n_msgs
-    add(f"mqtool scan CLI {master}: wall time incl. start-up", t_cli, n_msgs)
+    add("cli", f"mqtool scan CLI {master}: wall time incl. start-up", t_cli, n_msgs)
+    res["cliWallSeconds"] = round(t_cli, 2)
     res["cliPeakMiB"] = cli_mem.mib()
-
-    res["rates"] = [
-        {"what": w, "seconds": round(s, 2), "msgsPerSecond": round(r),
-         "ofSequentialRead": round(r / read_mps, 4), "ofJavaDecoder": round(r / JAVA_MSGS_PER_S, 4)}
-        for w, s, r in rows
-    ]
-    res["readGBps"] = round(read_bps / 1e9, 2)
-    res["javaGoalMsgsPerSecond"] = JAVA_MSGS_PER_S
-    res["javaGoalOfSequentialRead"] = JAVA_READ_RATIO
-    (HERE / "last-run.json").write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
-    if args.json:
-        print(json.dumps(res, indent=2))
-        return
-    print(f"store {args.store}: {n_msgs:,} messages, {data_bytes:,} bytes of records "
-          f"(avg {res['avgRecordBytes']} B), {len(files)} commitlog files; "
-          f"built in {res['buildSeconds']} s" if res["buildSeconds"] else "")
-    print(f"{'what':58} {'seconds':>8} {'msgs/s':>12} {'x read':>8} {'x Java':>8}")
-    for r in res["rates"]:
-        print(f"{r['what']:58} {r['seconds']:8.2f} {r['msgsPerSecond']:12,} "
-              f"{r['ofSequentialRead']:8.4f} {r['ofJavaDecoder']:8.4f}")
-    print(f"Spark start-up {res['sparkStartSeconds']} s (+ {t_workers:.2f} s Python workers); "
-          "peak RssAnon MiB in-process "
-          f"{res['inProcessPeakMiB']}, CLI {res['cliPeakMiB']}")
-    print(f"goal: Java decoder {JAVA_MSGS_PER_S:,} msgs/s = about {JAVA_READ_RATIO} of a warm "
-          "sequential read")
 
 
 if __name__ == "__main__":

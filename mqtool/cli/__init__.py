@@ -6,8 +6,8 @@ import typer
 
 app = typer.Typer(
     name="mqtool",
-    help="Inspect, trace and audit Apache RocketMQ message stores offline; resend dead-lettered "
-    "messages into a store directory.",
+    help="Inspect, trace, verify, repair and audit Apache RocketMQ message stores offline; resend "
+    "dead-lettered messages into a store directory or a live cluster.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -29,6 +29,9 @@ def _register_all() -> None:
                 raise
             continue
         mod.register(app)
+    from mqtool.cli.common import tidy_help
+
+    tidy_help(app)
 
 
 _register_all()

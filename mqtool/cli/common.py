@@ -26,6 +26,10 @@ StoreArg = Annotated[
         "e.g. ~/store", show_default=False,
     ),
 ]
+LimitOpt = Annotated[
+    int | None,
+    typer.Option("--limit", min=1, help="Stop after this many records (1 or more), e.g. 100."),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document to stdout.")]
 JsonlOpt = Annotated[
     bool, typer.Option("--jsonl", help="Print one JSON object per line (streaming) to stdout.")
@@ -48,9 +52,29 @@ UntilOpt = Annotated[
 ]
 
 
+# Width of stdout when it is not a terminal and COLUMNS is unset: wide enough that no table
+# cell is ever wrapped, so piped output keeps ids and topic names whole on one line.
+PIPE_WIDTH = 100_000
+
+
 def out_console() -> Console:
-    """Console for data on stdout (tables); no colour when NO_COLOR or not a terminal."""
-    return Console(no_color=bool(os.environ.get("NO_COLOR")) or None, soft_wrap=False)
+    """Console for data on stdout (tables); no colour when NO_COLOR or not a terminal.
+
+    On a terminal, tables fit its width. When stdout is a pipe or a file, lines are not
+    wrapped at all (unless COLUMNS says otherwise): ids, offsets and topic names stay whole.
+    """
+    width = None
+    if "COLUMNS" not in os.environ and not _isatty(sys.stdout):
+        width = PIPE_WIDTH
+    return Console(no_color=bool(os.environ.get("NO_COLOR")) or None, soft_wrap=False,
+                   width=width)
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 def err_console() -> Console:
@@ -149,3 +173,86 @@ def check_body_mode(mode: str) -> str:
     if mode not in BODY_MODES:
         raise typer.BadParameter(f"--body must be one of {', '.join(BODY_MODES)}, not {mode!r}")
     return mode
+
+
+# --- argument rules shared by the commands (issue 9: say what is wrong, accept nothing silly) ---
+def require_with(value: object, needed: object, flag: str, needs: str) -> None:
+    """``flag`` only makes sense together with ``needs`` (e.g. --queue with --topic)."""
+    if value is not None and needed is None:
+        raise typer.BadParameter(f"{flag} needs {needs} (a queue id alone names no queue)"
+                                 if flag == "--queue" else f"{flag} needs {needs}")
+
+
+def exactly_one(what: str, given: dict[str, object]) -> None:
+    """Exactly one of ``given`` (name -> value) must be set; ``what`` says what they identify.
+
+    ``exactly_one("the message to trace", {"ID": msg_id, "--key": key})``
+    """
+    options = " or ".join(given)
+    n = sum(v is not None for v in given.values())
+    if n == 0:
+        raise typer.BadParameter(f"give {what}: {options}")
+    if n > 1:
+        raise typer.BadParameter(f"give {options}, not both")
+
+
+# --- help text: flags show no value placeholder; docstrings reflow instead of wrapping twice ---
+def _patch_flag_placeholders() -> None:
+    """typer's rich help prints a type placeholder after every option, flags included
+    (``--json <bool>``), as if they took a value. Flags take none: show nothing there."""
+    from typer.core import TyperOption
+
+    if getattr(TyperOption, "_mqtool_flags_plain", False):
+        return
+    original = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        if self.is_flag or self.count:
+            return None
+        return original(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+    TyperOption._mqtool_flags_plain = True  # type: ignore[attr-defined]
+
+
+_patch_flag_placeholders()
+
+
+def reflow(text: str) -> str:
+    """A docstring as help text: each paragraph on one line (the terminal wraps it once, at
+    its own width), except lines that start a list item (``- ``), an example (``Example``) or
+    are indented."""
+    import inspect
+
+    paragraphs = []
+    for para in inspect.cleandoc(text).split("\n\n"):
+        lines = para.split("\n")
+        out = [lines[0]]
+        for ln in lines[1:]:
+            if ln.startswith(("- ", "* ", " ", "\b", "Example")) or out[-1].startswith("\b"):
+                out.append(ln)
+            else:
+                out[-1] = f"{out[-1]} {ln.strip()}"
+        paragraphs.append("\n".join(out))
+    return "\n\n".join(paragraphs)
+
+
+def tidy_help(app: typer.Typer) -> None:
+    """Reflow the help of every registered command and group (see :func:`reflow`)."""
+    import inspect
+
+    for cmd in app.registered_commands:
+        doc = cmd.help or (inspect.getdoc(cmd.callback) if cmd.callback else None)
+        if doc:
+            cmd.help = reflow(doc)
+    for grp in app.registered_groups:
+        sub = grp.typer_instance
+        if sub is None:
+            continue
+        info = sub.info
+        doc = grp.help if isinstance(grp.help, str) else None
+        if doc:
+            grp.help = reflow(doc)
+        elif isinstance(info.help, str) and info.help:
+            info.help = reflow(info.help)
+        tidy_help(sub)

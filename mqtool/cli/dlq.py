@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -15,8 +15,8 @@ from mqtool.cli.common import (
     BodyOpt,
     JsonlOpt,
     JsonOpt,
+    LimitOpt,
     SinceOpt,
-    StoreArg,
     UntilOpt,
     check_body_mode,
     err_console,
@@ -43,9 +43,13 @@ from mqtool.dlq import (
 )
 from mqtool.query import ProgressFn
 
+if TYPE_CHECKING:
+    from mqtool.remoting.client import LiveClient
+
 JOURNAL_HELP = (
-    "Resend journals live in each target store at config/mqtool-resend/journal.jsonl "
-    "(or where --journal says)."
+    "Resend journals live in each target store at config/mqtool-resend/journal.jsonl; for a "
+    "live cluster under $XDG_STATE_HOME/mqtool/resend/<name servers>/<group>.jsonl "
+    "(~/.local/state when unset); --journal chooses another place."
 )
 
 dlq_app = typer.Typer(
@@ -72,14 +76,63 @@ MsgIdOpt = Annotated[
 KeyOpt = Annotated[
     str | None, typer.Option("--key", help="Only records with this KEYS token, e.g. order-42."),
 ]
-LimitOpt = Annotated[
-    int | None, typer.Option("--limit", help="Stop after this many records, e.g. 100."),
+SourceArg = Annotated[
+    Path | None,
+    typer.Argument(help="Broker store root (the directory holding commitlog/, consumequeue/, "
+                   "index/), e.g. ~/store; leave it out to read a live cluster (--namesrv).",
+                   show_default=False),
+]
+NamesrvOpt = Annotated[
+    str | None,
+    typer.Option("--namesrv", "-n", help="Name servers of a live cluster, host:port;host:port "
+                 "(default: $NAMESRV_ADDR), e.g. 127.0.0.1:9876.", show_default=False),
+]
+AccessKeyOpt = Annotated[
+    str | None, typer.Option("--access-key", help="ACL access key: requests are signed as "
+                             "the Java AclClientRPCHook signs them, e.g. rocketmq2."),
+]
+SecretKeyOpt = Annotated[
+    str | None, typer.Option("--secret-key", help="ACL secret key (with --access-key), "
+                             "e.g. 12345678."),
+]
+TimeoutOpt = Annotated[
+    float, typer.Option("--timeout", help="Seconds to wait for each answer of a live "
+                        "cluster, e.g. 3.", min=0.1),
 ]
 ProgressOpt = Annotated[
     bool,
     typer.Option("--progress/--no-progress",
                  help="Progress bar on stderr (shown only when stderr is a terminal)."),
 ]
+
+
+def _live_client(namesrv: str | None, access_key: str | None, secret_key: str | None,
+                 timeout: float) -> LiveClient:
+    from mqtool.remoting.acl import AclCredentials
+    from mqtool.remoting.client import LiveClient, parse_namesrv
+
+    assert namesrv is not None
+    parse_namesrv(namesrv)
+    if (access_key is None) != (secret_key is None):
+        raise typer.BadParameter("--access-key and --secret-key go together")
+    acl = AclCredentials(access_key, secret_key) if access_key and secret_key else None
+    return LiveClient(namesrv, acl=acl, timeout=timeout)
+
+
+def _where(store: Path | None, namesrv: str | None) -> str | None:
+    """The live name servers when the command reads a live cluster, None when it reads STORE;
+    typer.BadParameter when it is told both or neither."""
+    from mqtool.remoting.client import namesrv_from
+
+    if store is not None:
+        if namesrv:
+            raise typer.BadParameter("give STORE or --namesrv, not both")
+        return None
+    ns = namesrv_from(namesrv)
+    if ns is None:
+        raise typer.BadParameter("give a STORE directory or --namesrv host:port (or set "
+                                 "NAMESRV_ADDR) for a live cluster")
+    return ns
 
 
 def _selection(group: str, since: str | None, until: str | None, topic: str | None,
@@ -109,7 +162,7 @@ def _progress(enabled: bool, what: str) -> Iterator[ProgressFn | None]:
 
 
 def list_cmd(
-    store: StoreArg,
+    store: SourceArg = None,
     target: Annotated[
         list[Path] | None,
         typer.Option("--target", help="A store resent into: count records done in its "
@@ -120,27 +173,45 @@ def list_cmd(
         typer.Option("--journal", help="A resend journal file to count from (repeatable), "
                      "e.g. ./resend.jsonl."),
     ] = None,
+    namesrv: NamesrvOpt = None,
+    access_key: AccessKeyOpt = None,
+    secret_key: SecretKeyOpt = None,
+    timeout: TimeoutOpt = 3.0,
     json_: JsonOpt = False,
     progress: ProgressOpt = True,
 ) -> None:
     """Every %DLQ%<group>: record count, store-time range, original topics (RETRY_TOPIC) and
-    how many were already resent (per the journals of STORE itself and every --target).
+    how many were already resent (per the journals of STORE itself and every --target; for a
+    live cluster, per its default journals and every --journal).
 
     Example: mqtool dlq list ~/store --target /data/replay-store --json
+    Example: mqtool dlq list --namesrv 127.0.0.1:9876 --json
     """
-    from mqtool.dlq.journal import default_journal_path, resent_checker
+    from mqtool.dlq.journal import default_journal_path, live_journal_path, resent_checker
 
+    ns = _where(store, namesrv)
     with handle_errors():
-        st = open_store(store)
-        paths = [default_journal_path(st.root)]
-        paths += [default_journal_path(t) for t in target or []]
-        paths += list(journal or [])
-        with _progress(progress, "scanning commitlog") as pg:
-            groups = list_groups(st, resent_ids=resent_checker(paths), progress=pg)
+        st = None
+        if ns is None:
+            assert store is not None
+            st = open_store(store)
+            paths = [default_journal_path(st.root)]
+            paths += [default_journal_path(t) for t in target or []]
+            paths += list(journal or [])
+            with _progress(progress, "scanning commitlog") as pg:
+                groups = list_groups(st, resent_ids=resent_checker(paths), progress=pg)
+            where = str(st.root)
+        else:
+            from mqtool.dlq.live import live_groups
+
+            with _live_client(ns, access_key, secret_key, timeout) as client:
+                groups = live_groups(client, resent_ids=lambda g: resent_checker(
+                    [live_journal_path(ns, g), *(journal or [])]))
+            where = ns
         if json_:
             print_json([g.to_dict() for g in groups])
         else:
-            t = Table(title=f"dead-letter queues in {st.root}")
+            t = Table(title=f"dead-letter queues in {where}")
             for c in ("group", "count", "first stored (UTC)", "last stored (UTC)",
                       "original topics", "resent"):
                 t.add_column(c, overflow="fold")
@@ -151,12 +222,32 @@ def list_cmd(
                           str(g.resent))
             t.caption = f"{len(groups)} groups"
             out_console().print(t)
-        exit_on_findings(st)
+        if st is not None:
+            exit_on_findings(st)
+
+
+@contextmanager
+def _records(store: Path | None, ns: str | None, sel: DlqSelection, access_key: str | None,
+             secret_key: str | None, timeout: float,
+             progress: ProgressFn | None = None) -> Iterator[tuple[Iterator[Any], Any]]:
+    """The selected DLQ records of STORE or of the live cluster, and the store (None live)."""
+    if ns is None:
+        assert store is not None
+        st = open_store(store)
+        require_group(st, sel.group)
+        yield select_dlq(st, sel, progress=progress), st
+        return
+    from mqtool.dlq.live import LiveDlq
+
+    with _live_client(ns, access_key, secret_key, timeout) as client:
+        live = LiveDlq(client, sel.group)
+        live.require_group()
+        yield live.records(sel), None
 
 
 def show(
-    store: StoreArg,
     group: GroupOpt,
+    store: SourceArg = None,
     since: SinceOpt = None,
     until: UntilOpt = None,
     topic: TopicOpt = None,
@@ -166,18 +257,22 @@ def show(
     body: BodyOpt = "utf8",
     json_: JsonOpt = False,
     jsonl: JsonlOpt = False,
+    namesrv: NamesrvOpt = None,
+    access_key: AccessKeyOpt = None,
+    secret_key: SecretKeyOpt = None,
+    timeout: TimeoutOpt = 3.0,
 ) -> None:
     """Show the DLQ records of a group: original topic and msgId, reconsume count, hosts,
-    times, properties and body.
+    times, properties and body. Live (--namesrv), the %DLQ% queues are read between their
+    min and max offsets; no consumer offset is committed.
 
     Example: mqtool dlq show ~/store --group cg_journey --topic JourneyTopic --limit 10
+    Example: mqtool dlq show --namesrv 127.0.0.1:9876 --group cg_journey --json
     """
     check_body_mode(body)
     sel = _selection(group, since, until, topic, msg_id, key, limit)
-    with handle_errors():
-        st = open_store(store)
-        require_group(st, group)
-        rows = select_dlq(st, sel)
+    ns = _where(store, namesrv)
+    with handle_errors(), _records(store, ns, sel, access_key, secret_key, timeout) as (rows, st):
         if json_:
             print_json([export_dict(m, body) for m in rows])
         elif jsonl:
@@ -206,12 +301,13 @@ def show(
                     t.add_row(f"body ({m.body_length} B)", body_value(m, body) or "")
                 con.print(t)
             con.print(f"{n} DLQ records of {sel.dlq_topic}", highlight=False)
-        exit_on_findings(st)
+        if st is not None:
+            exit_on_findings(st)
 
 
 def export(
-    store: StoreArg,
     group: GroupOpt,
+    store: SourceArg = None,
     format_: Annotated[
         str, typer.Option("--format", help="jsonl (the `mqtool messages` fields plus "
                           "originalTopic, originMsgId) or csv (the Dashboard's columns and "
@@ -230,10 +326,16 @@ def export(
     limit: LimitOpt = None,
     body: BodyOpt = "utf8",
     progress: ProgressOpt = True,
+    namesrv: NamesrvOpt = None,
+    access_key: AccessKeyOpt = None,
+    secret_key: SecretKeyOpt = None,
+    timeout: TimeoutOpt = 3.0,
 ) -> None:
-    """Export DLQ records as JSON lines or CSV, streaming (constant memory).
+    """Export DLQ records as JSON lines or CSV, streaming (constant memory), from STORE or a
+    live cluster (--namesrv; no consumer offset is committed).
 
     Example: mqtool dlq export ~/store --group cg_journey --format csv -o dlq.csv
+    Example: mqtool dlq export --namesrv 127.0.0.1:9876 --group cg_journey -o dlq.jsonl
     """
     check_body_mode(body)
     if format_ not in ("jsonl", "csv"):
@@ -241,43 +343,52 @@ def export(
     sel = _selection(group, since, until, topic, msg_id, key, limit)
     import json
 
-    with handle_errors():
-        st = open_store(store)
-        require_group(st, group)
+    ns = _where(store, namesrv)
+    with handle_errors(), _progress(progress, f"exporting {sel.dlq_topic}") as pg, \
+            _records(store, ns, sel, access_key, secret_key, timeout, pg) as (rows, st):
         out = open(output, "w", encoding="utf-8", newline="") if output else sys.stdout
         n = 0
         try:
-            with _progress(progress, f"exporting {sel.dlq_topic}") as pg:
+            if format_ == "csv":
+                out.write(csv_header())
+            for m in rows:
                 if format_ == "csv":
-                    out.write(csv_header())
-                for m in select_dlq(st, sel, progress=pg):
-                    if format_ == "csv":
-                        out.write(csv_row(m, body))
-                    else:
-                        out.write(json.dumps(export_dict(m, body), ensure_ascii=False) + "\n")
-                    n += 1
+                    out.write(csv_row(m, body))
+                else:
+                    out.write(json.dumps(export_dict(m, body), ensure_ascii=False) + "\n")
+                n += 1
         finally:
             if output:
                 out.close()
         if output:
             err_console().print(f"{n} records written to {output}", highlight=False)
-        exit_on_findings(st)
+        if st is not None:
+            exit_on_findings(st)
 
 
 def resend_cmd(
-    store: StoreArg,
     group: GroupOpt,
+    store: Annotated[
+        Path | None,
+        typer.Argument(help="Store to read the DLQ records from (e.g. a dead broker's disk, "
+                       "~/store); left out: the live %DLQ%<group> of the --namesrv cluster.",
+                       show_default=False),
+    ] = None,
     target: Annotated[
-        Path, typer.Option("--target", help="The store to resend into (a reference store; "
-                           "created when missing, geometry taken from its files when it is a "
-                           "broker's store), e.g. /data/replay-store.", show_default=False),
-    ],
+        Path | None,
+        typer.Option("--target", help="A store to resend into (a reference store; created "
+                     "when missing or empty, geometry taken from its files when it is a "
+                     "broker's store; any other existing directory is refused), e.g. "
+                     "/data/replay-store. Leave it out to resend into the --namesrv cluster.",
+                     show_default=False),
+    ] = None,
+    namesrv: NamesrvOpt = None,
     to: Annotated[
         str,
         typer.Option("--to", help="retry (default): %RETRY%<group>, consumed again only by the "
                      "group that failed; original: the topic in RETRY_TOPIC, which EVERY "
                      "group subscribed to it receives again, not only the failed one; any "
-                     "other value: that topic, e.g. --to OrderTopicRepair."),
+                     "other value: that topic, which must exist, e.g. --to OrderTopicRepair."),
     ] = "retry",
     since: SinceOpt = None,
     until: UntilOpt = None,
@@ -288,11 +399,13 @@ def resend_cmd(
     journal: Annotated[
         Path | None,
         typer.Option("--journal", help="Resend journal file (default: "
-                     "<target>/config/mqtool-resend/journal.jsonl), e.g. ./resend.jsonl."),
+                     "<target>/config/mqtool-resend/journal.jsonl; live: $XDG_STATE_HOME/"
+                     "mqtool/resend/<name servers>/<group>.jsonl), e.g. ./resend.jsonl."),
     ] = None,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print exactly what would be sent; write nothing "
-                           "anywhere (not even the journal)."),
+        bool, typer.Option("--dry-run", help="Print exactly what would be sent, after the "
+                           "same checks of the target as a real run; write nothing anywhere "
+                           "(not even the journal)."),
     ] = False,
     rate: Annotated[
         float | None, typer.Option("--rate", help="At most this many messages per second, "
@@ -300,28 +413,59 @@ def resend_cmd(
     ] = None,
     batch: Annotated[
         int, typer.Option("--batch", help="Group commit: journal fsyncs once per this many "
-                          "puts (a kill leaves at most one batch to resolve), e.g. 16."),
+                          "sends (in flight together to a live cluster; a kill leaves at most "
+                          "one batch to resolve), e.g. 16.", min=1),
     ] = 64,
+    commit: Annotated[
+        bool, typer.Option("--commit", help="Live source only: after the run, commit the "
+                           "group's consumer offset on %DLQ%<group> up to the first record not "
+                           "resent (without it no offset is committed)."),
+    ] = False,
+    access_key: AccessKeyOpt = None,
+    secret_key: SecretKeyOpt = None,
+    timeout: TimeoutOpt = 3.0,
     body: BodyOpt = "utf8",
     json_: JsonOpt = False,
 ) -> None:
-    """Resend DLQ records into a store, exactly once per record and target.
+    """Resend DLQ records into a live cluster or a store, exactly once per record and target.
 
     Each resent copy keeps body, tags, keys, user properties and UNIQ_KEY, has its reconsume
-    count reset, and carries MQTOOL_DLQ_TOPIC, MQTOOL_DLQ_MSG_ID and MQTOOL_RESEND_ID. A
-    journal in the target records every resend (write-ahead intent, put, done, each fsynced):
-    running the same command again sends nothing twice, and a killed run can simply be re-run.
-    Exit status 1 when any record failed.
+    count reset, and carries MQTOOL_DLQ_TOPIC, MQTOOL_DLQ_MSG_ID and MQTOOL_RESEND_ID (also
+    added to KEYS, so the broker indexes it). A journal records every resend (write-ahead
+    intent, send, done; group-committed fsyncs): running the same command again sends nothing
+    twice, and a killed run can simply be run again (a send whose outcome a crash left unknown
+    is looked up on the broker, QUERY_MESSAGE by the resend id, before it is sent again).
+    Exit status 1, with one error line, when any record failed or the run stopped.
 
-    Example: mqtool dlq resend ~/store --group cg_journey --target /data/replay --rate 100
+    Example: mqtool dlq resend --namesrv 127.0.0.1:9876 --group cg_journey --rate 100
+    Example: mqtool dlq resend ~/dead-broker/store --group cg_journey --namesrv 10.0.0.5:9876
+    Example: mqtool dlq resend ~/store --group cg_journey --target /data/replay --dry-run
     """
-    from mqtool.dlq.journal import ResendJournal, default_journal_path
+    from mqtool.dlq.journal import ResendJournal, default_journal_path, live_journal_path
     from mqtool.dlq.resend import Outcome, resend
-    from mqtool.dlq.targets import RefStoreTarget
+    from mqtool.dlq.targets import RefStoreTarget, ResendTarget
+    from mqtool.remoting.client import namesrv_from
 
     check_body_mode(body)
     sel = _selection(group, since, until, topic, msg_id, key, limit)
-    jpath = journal or default_journal_path(target)
+    if target is not None and namesrv:
+        raise typer.BadParameter("give --target DIR (a store) or --namesrv (a live cluster), "
+                                 "not both")
+    ns = None if target is not None else namesrv_from(namesrv)
+    if target is None and ns is None:
+        raise typer.BadParameter("give --namesrv host:port (or set NAMESRV_ADDR) to resend "
+                                 "into a live cluster, or --target DIR for a store")
+    if store is None and ns is None:
+        raise typer.BadParameter("no STORE given: reading the live %DLQ% needs --namesrv")
+    if commit and store is not None:
+        raise typer.BadParameter("--commit commits the live %DLQ% offsets: it needs the live "
+                                 "source (no STORE)")
+    if ns is not None:
+        jpath = journal or live_journal_path(ns, group)
+    else:
+        assert target is not None
+        jpath = journal or default_journal_path(target)
+
     def show_outcome(o: Outcome) -> None:
         if json_:
             return
@@ -335,35 +479,68 @@ def resend_cmd(
         if o.message is not None:
             print_json(o.message.to_dict(body))
 
-    with handle_errors():
-        st = open_store(store)
-        require_group(st, group)
-        tgt = RefStoreTarget(target, read_only=dry_run)
+    with handle_errors(), ExitStack() as stack:
+        st = None
+        live = None
+        client = None
+        if ns is not None:
+            client = stack.enter_context(_live_client(ns, access_key, secret_key, timeout))
+        if store is not None:
+            st = open_store(store)
+            require_group(st, group)
+            records: Iterable[Any] = select_dlq(st, sel)
+            source = str(st.root)
+        else:
+            from mqtool.dlq.live import LiveDlq
+
+            assert client is not None
+            live = LiveDlq(client, group)
+            live.require_group()
+            records = live.records(sel)
+            source = live.label
+        tgt: ResendTarget
+        if client is not None:
+            from mqtool.dlq.live import BrokerTarget
+
+            tgt = BrokerTarget(client, group)
+        else:
+            assert target is not None
+            tgt = RefStoreTarget(target, read_only=dry_run)
+        stack.callback(tgt.close)
         jr = ResendJournal.read(jpath) if dry_run else ResendJournal.open(jpath)
-        try:
-            records = select_dlq(st, sel)
-            report = resend(records, group, tgt, jr, source=str(st.root), to=to,
-                            dry_run=dry_run, rate=rate, batch=batch, on_outcome=show_outcome)
-        finally:
-            jr.close()
-            tgt.close()
+        stack.callback(jr.close)
+        report = resend(records, group, tgt, jr, source=source, to=to, dry_run=dry_run,
+                        rate=rate, batch=batch, on_outcome=show_outcome)
+        committed = None
+        if commit and live is not None and not dry_run and report.stopped is None:
+            committed = live.commit(ResendJournal.read(jpath).done_ids())
         d = report.to_dict(body)
+        if committed is not None:
+            d["committedOffsets"] = {str(k): v for k, v in committed.items()}
         if json_:
             print_json(d)
+        tail = f"; journal {jpath}"
         if report.stopped is not None:
             report_error(
                 f"{report.stopped} (sent {d['sent']}, failed {d['failed']}, not reached "
-                f"{d['notSent']}; journal {jpath}; run the same command again to go on)")
+                f"{d['notSent']}{tail}; run the same command again to go on)")
+            raise typer.Exit(1)
+        if not report.ok:
+            first = next(o for o in report.outcomes if o.status == "failed")
+            report_error(
+                f"{d['failed']} of {d['selected']} records not resent (first: {first.reason}); "
+                f"sent {d['sent']}, skipped {d['skipped']}{tail}; run the same command again "
+                "to retry them")
             raise typer.Exit(1)
         if not json_:
             err_console().print(
                 f"selected {d['selected']}: sent {d['sent']}, skipped {d['skipped']}, "
                 f"failed {d['failed']}" + (f", would send {d['wouldSend']} (dry run)"
                                            if dry_run else "")
-                + f"; journal {jpath}", highlight=False)
-        exit_on_findings(st)
-        if not report.ok:
-            raise typer.Exit(1)
+                + (f", committed {committed}" if committed else "")
+                + tail, highlight=False)
+        if st is not None:
+            exit_on_findings(st)
 
 
 def register(app: typer.Typer) -> None:

@@ -12,6 +12,7 @@ from mqtool.cli.common import (
     BodyOpt,
     JsonlOpt,
     JsonOpt,
+    LimitOpt,
     SinceOpt,
     StoreArg,
     UntilOpt,
@@ -25,6 +26,7 @@ from mqtool.cli.common import (
     print_json,
     print_jsonl,
     report_error,
+    require_with,
 )
 from mqtool.jsonview import body_value, cq_dict, message_dict
 from mqtool.query import MessageFilter, select_messages
@@ -47,7 +49,7 @@ def messages(
     offset: Annotated[
         int, typer.Option(help="Start at this commitlog offset (physical order).")
     ] = 0,
-    limit: Annotated[int | None, typer.Option(help="Stop after this many messages.")] = None,
+    limit: LimitOpt = None,
     body: BodyOpt = "none",
     json_: JsonOpt = False,
     jsonl: JsonlOpt = False,
@@ -57,6 +59,7 @@ def messages(
     Example: mqtool messages ~/store --topic TopicA --since 2026-11-21T21:00:00Z --jsonl
     """
     check_body_mode(body)
+    require_with(queue, topic, "--queue", "--topic")
     flt = MessageFilter(
         topic=topic, queue_id=queue, since=parse_time(since, "--since"),
         until=parse_time(until, "--until"), tag=tag, key=key, start_offset=offset, limit=limit,

@@ -40,7 +40,7 @@ def _audits(values: list[str] | None) -> list[str]:
     if bad:
         raise typer.BadParameter(
             f"unknown audit {', '.join(bad)}; choose from {', '.join(AUDIT_NAMES)}",
-            param_hint="--audit",
+            param_hint="--audits",
         )
     return out
 
@@ -73,9 +73,12 @@ def scan(
     audit: Annotated[
         list[str] | None,
         typer.Option(
+            "--audits",
             "--audit",
             help="Audits to run (repeatable or comma-separated; default all): "
-            "queues,rate,dlq,retry,schedule,integrity,lag, e.g. --audit dlq,schedule",
+            "queues,rate,dlq,retry,schedule,integrity,lag, e.g. --audits dlq,schedule. The "
+            "consume-queue and index passes run only for integrity (schedule and lag read "
+            "only the queues they concern)",
             metavar="NAME",
         ),
     ] = None,
@@ -121,27 +124,47 @@ def scan(
         ),
     ] = 128,
     json_: JsonOpt = False,
+    report: Annotated[
+        Path | None,
+        typer.Option(
+            "--report",
+            help="Also write the audit as one self-contained HTML page with charts (no network "
+            "needed to view it; every store shown), e.g. --report report.html",
+            metavar="FILE",
+        ),
+    ] = None,
 ) -> None:
     """Audit whole stores with Apache Spark: queues, rates, DLQ, retries, schedule, integrity, lag.
 
     Runs an embedded local Spark by default (--master for a cluster). Exits 1 on integrity findings.
 
-    Example: mqtool scan ~/store --audit dlq,schedule --json
+    Example: mqtool scan ~/store --audits dlq,schedule --json
+
+    Example: mqtool scan /data/broker-a/store /data/broker-b/store --report report.html
     """
     chosen = _audits(audit)
     if fmt not in ("parquet", "json"):
         raise typer.BadParameter("must be parquet or json", param_hint="--format")
     now_ms = parse_time(now, "--now")
     with handle_errors():
-        from mqtool.spark.scan import run_scan
-        from mqtool.spark.session import parse_conf, session_scope, stage_progress
+        if report is not None:
+            from mqtool.report.page import check_target
 
-        settings = parse_conf(conf or [])
+            check_target(report)  # before the long run, not after
+        from mqtool.spark.scan import run_scan
+        from mqtool.spark.session import memory_conf, parse_conf, session_scope, stage_progress
+
+        settings = {**memory_conf(master, [str(s) for s in stores]), **parse_conf(conf or [])}
         with session_scope(master, settings) as spark, stage_progress(spark, "scan"):
             result = run_scan(
                 spark, [str(s) for s in stores], audits=chosen, out=out, fmt=fmt, sql=sql,
                 now_ms=now_ms, check_crc=not no_crc, split_size=split_mib * 1024 * 1024,
             )
+        if report is not None:
+            from mqtool.report.scan_report import write_scan_report
+
+            write_scan_report(report, result.summary)
+            err_console().print(f"wrote {report}", highlight=False, markup=False)
         if json_:
             doc = dict(result.summary)
             if sql is not None:
@@ -182,8 +205,10 @@ def render(
 
     tot = summary.get("totals", {})
     console.print(
-        f"{tot.get('messages', 0)} messages, {tot.get('bytes', 0)} bytes, "
-        f"{tot.get('consumeQueueUnits', 0)} consume-queue units in "
+        f"{tot.get('messages', 0)} messages, {tot.get('bytes', 0)} bytes"
+        + (f", {tot['consumeQueueUnits']} consume-queue units" if "consumeQueueUnits" in tot
+           else "")
+        + " in "
         f"{len(summary.get('stores', []))} store(s); {summary.get('elapsedSeconds')} s",
         highlight=False,
     )
@@ -234,7 +259,9 @@ def render(
         if findings:
             console.print(_table(
                 f"integrity: {len(findings)} finding(s)", cols("kind", "file", "offset", "detail"),
-                [pick(r, "kind", "file") + [hex(r["offset"]), r["detail"]] for r in findings],
+                [pick(r, "kind", "file")
+                 + ["-" if r["offset"] is None else hex(r["offset"]), r["detail"]]
+                 for r in findings],
             ))
         else:
             console.print("integrity: no findings", highlight=False)

@@ -74,12 +74,13 @@ def serve(
 ) -> None:
     """Serve a name server and a broker in one process over a reference store.
 
-    Real RocketMQ remoting clients (4.x protocol: Java, the C++ core, ali-ons) produce to and
-    consume from it: sends (single, batch), pulls with long polling, offsets, retries through
-    SCHEDULE_TOPIC_XXXX and %RETRY%<group> to %DLQ%<group>, orderly locks, queries by key and
-    id. Unknown topics are created on first route lookup. Prints one line when ready:
-    "mqtool serve: ready namesrv HOST:PORT broker NAME HOST:PORT ...". SIGTERM or Ctrl-C stops
-    it cleanly (offsets, delayOffset.json and checkpoint written, lock released, exit 0).
+    Real RocketMQ remoting clients (4.x protocol; tested with the C++ core and ali-ons)
+    produce to and consume from it: sends (single, batch), pulls with long polling, offsets,
+    retries through SCHEDULE_TOPIC_XXXX and %RETRY%<group> to %DLQ%<group>, orderly locks,
+    queries by key and id. Unknown topics are created on their first route lookup. Prints one
+    line when ready: "mqtool serve: ready namesrv HOST:PORT broker NAME HOST:PORT ...".
+    SIGTERM or Ctrl-C stops it cleanly (offsets, delayOffset.json and checkpoint written, lock
+    released, exit 0).
 
     Example: mqtool serve ./live-store --namesrv-port 9876 --broker-port 10911
     """

@@ -17,6 +17,7 @@ from mqtool.cli.common import (
     JsonOpt,
     StoreArg,
     err_console,
+    exactly_one,
     exit_on_findings,
     fmt_time,
     handle_errors,
@@ -218,8 +219,7 @@ def trace(
     """
     from mqtool.trace import trace_id, trace_key
 
-    if (msg_id is None) == (key is None):
-        raise typer.BadParameter("give either an ID or --key KEY (not both)")
+    exactly_one("the message to trace", {"ID": msg_id, "--key KEY": key})
     if topic is not None and key is None:
         raise typer.BadParameter("--topic goes with --key")
     now_ms = _now_value(now)

@@ -31,7 +31,6 @@ subscribed to that topic receives it again, not only the failed one. Anything el
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -143,14 +142,10 @@ class OutgoingMessage:
             "properties": dict(self.properties),
             "bodyLength": len(self.body),
         }
-        if body == "utf8":
-            d["body"] = self.body.decode("utf-8", "replace")
-        elif body == "base64":
-            d["body"] = base64.b64encode(self.body).decode("ascii")
-        elif body == "hex":
-            d["body"] = self.body.hex()
-        if body != "none":
-            d["bodyEncoding"] = body
+        if body != "none":  # one home for body encodings: jsonview (never a silent U+FFFD)
+            from mqtool.jsonview import encode_bytes
+
+            d["body"], d["bodyEncoding"] = encode_bytes(self.body, body)
         return d
 
 

@@ -205,6 +205,11 @@ def resend(
                 "skipped", *base, "already in the target (put by an interrupted run)"))
             continue
         if dry_run:
+            try:
+                target.check(out)
+            except ResendError as e:
+                items.append(Outcome("failed", *base, str(e)))
+                continue
             items.append(Outcome("would-send", *base, message=out))
             continue
         items.append(out)

@@ -68,6 +68,11 @@ class ResendTarget(Protocol):
         """Store/send one message; raise :class:`MqtoolError` when it was not accepted."""
         ...
 
+    def check(self, message: OutgoingMessage) -> None:
+        """Raise :class:`ResendError` when ``message`` cannot be sent (run for ``--dry-run``
+        outcomes too, so a dry run checks what a real run checks)."""
+        ...
+
     def put_many(self, messages: list[OutgoingMessage]) -> list[SendResult | SendFailure]:
         """Send several messages (a live target keeps them in flight together); one result
         per message, in order."""
@@ -196,6 +201,9 @@ class RefStoreTarget:
         ))
         return SendResult(r.msg_id, r.topic, r.queue_id, r.queue_offset, r.physical_offset,
                           r.store_timestamp)
+
+    def check(self, message: OutgoingMessage) -> None:
+        """Nothing per message: the store itself was checked when the target was made."""
 
     def put_many(self, messages: list[OutgoingMessage]) -> list[SendResult | SendFailure]:
         out: list[SendResult | SendFailure] = []

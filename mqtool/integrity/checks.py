@@ -35,6 +35,7 @@ import numpy as np
 from mqtool.formats.checkpoint import Checkpoint, parse_checkpoint
 from mqtool.formats.commitlog import (
     PROPERTY_CRC32,
+    PROPERTY_TAGS,
     BlankRecord,
     CommitLogMessage,
     FileEnd,
@@ -42,9 +43,11 @@ from mqtool.formats.commitlog import (
 from mqtool.formats.config import parse_consumer_offset, parse_delay_offset
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, MAX_ADDR, tags_code_of
 from mqtool.formats.errors import Finding, FormatError, Severity
-from mqtool.formats.indexfile import IndexReader, index_key_hash
+from mqtool.formats.indexfile import IndexReader
+from mqtool.formats.javacompat import java_hash_unsigned
 from mqtool.integrity import rules
 from mqtool.integrity.configs import ConfigLoad, load_config
+from mqtool.refstore.fastpath import index_hashes
 from mqtool.store import SCHEDULE_TOPIC, CommitLogFile, Store, map_readonly
 
 ProgressFn = Callable[[int], None]
@@ -81,6 +84,7 @@ class Messages:
     sys_flag: np.ndarray
     crc_ok: np.ndarray
     topics: list[str]
+    key_rows: np.ndarray  # sorted (message row << 31 | index key hash) of every index key
 
     def __len__(self) -> int:
         return len(self.phy)
@@ -163,6 +167,47 @@ class _Sink:
 
 
 # --- commitlog ------------------------------------------------------------------------------
+class _KeyHashes:
+    """The index key hashes of every message (``IndexService#buildIndex``'s keys), hashed in
+    vectorised batches and kept as ``row << 31 | hash`` (hash is 0..2^31-1)."""
+
+    BATCH = 65_536
+
+    def __init__(self) -> None:
+        self._pre: dict[str, int] = {}
+        self.rows: list[int] = []
+        self.prefixes: list[int] = []
+        self.keys: list[str] = []
+        self.done: list[np.ndarray] = []
+
+    def add(self, row: int, topic: str, props: dict[str, str]) -> None:
+        ks = rules.index_key_suffixes(props)
+        if not ks:
+            return
+        pre = self._pre.get(topic)
+        if pre is None:
+            pre = self._pre[topic] = java_hash_unsigned(topic + "#")
+        for k in ks:
+            self.rows.append(row)
+            self.prefixes.append(pre)
+            self.keys.append(k)
+        if len(self.keys) >= self.BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.keys:
+            h = np.asarray(index_hashes(self.prefixes, self.keys), dtype=np.int64)
+            self.done.append((np.asarray(self.rows, dtype=np.int64) << 31) | h)
+            self.rows, self.prefixes, self.keys = [], [], []
+
+    def finish(self) -> np.ndarray:
+        self._flush()
+        out = np.concatenate(self.done) if self.done else np.zeros(0, np.int64)
+        self.done = []
+        out.sort()
+        return out
+
+
 def _scan_commitlog(
     store: Store, sink: _Sink, check_crc: bool, progress: ProgressFn | None
 ) -> tuple[list[FileScan], Messages]:
@@ -170,6 +215,8 @@ def _scan_commitlog(
         "phy", "size", "qid", "qoff", "topic", "ts", "tags", "sys", "crc")}
     topics: dict[str, int] = {}
     scans: list[FileScan] = []
+    keys = _KeyHashes()
+    tag_codes: dict[str, int] = {}
     mfs = store.mapped_file_size
     store.check_crc = False  # the body CRC is checked below (and skipped with --no-crc)
     for f in store.commitlog_files:
@@ -215,7 +262,18 @@ def _scan_commitlog(
                 cols["qoff"].append(item.queue_offset)
                 cols["topic"].append(t)
                 cols["ts"].append(item.store_timestamp)
-                cols["tags"].append(tags_code_of(item.tags))
+                props = item.properties
+                tag = props.get(PROPERTY_TAGS)
+                if tag:
+                    code = tag_codes.get(tag)
+                    if code is None:
+                        code = tags_code_of(tag)
+                        if len(tag_codes) < 100_000:
+                            tag_codes[tag] = code
+                else:
+                    code = 0
+                cols["tags"].append(code)
+                keys.add(len(cols["phy"]) - 1, item.topic, props)
                 cols["sys"].append(item.sys_flag)
                 cols["crc"].append(1 if ok else 0)
             elif isinstance(item, BlankRecord):
@@ -282,6 +340,7 @@ def _scan_commitlog(
         sys_flag=np.array(cols["sys"], dtype=np.int64).reshape(n),
         crc_ok=np.array(cols["crc"], dtype=bool).reshape(n),
         topics=list(topics),
+        key_rows=keys.finish(),
     )
     return scans, msgs
 
@@ -535,38 +594,34 @@ def _scan_index(
                     sink.add(Finding("index", rel, pos, f"{what}: no readable message starts "
                                      "there", phy=int(phys[i])))
             # key hash and time difference of entries that point at a message
-            ok_rows = np.flatnonzero(hit & ~below & ~past & ~bad_prev)
-            keys_at: dict[int, set[int]] = {}
-            for i in ok_rows.tolist():
-                phy = int(phys[i])
+            ok = hit & ~below & ~past & ~bad_prev
+            rows = ii.astype(np.int64)
+            pair = (rows << 31) | kh
+            pos_k = np.searchsorted(msgs.key_rows, pair)
+            known = (pos_k < len(msgs.key_rows)) & (
+                msgs.key_rows[np.minimum(pos_k, max(len(msgs.key_rows) - 1, 0))] == pair
+            ) if len(msgs.key_rows) else np.zeros(len(pair), bool)
+            bad_key = ok & ~known
+            exp = rules.index_time_diffs(msgs.store_ts[ii] if len(msgs) else phys,
+                                         h.begin_timestamp)
+            bad_time = ok & known & (nums >= 2) & (h.begin_timestamp > 0) & (exp != tds)
+            for i in np.flatnonzero(bad_key).tolist():
                 n = i + 1
-                want = keys_at.get(phy)
-                if want is None:
-                    m = store.try_message_at(phy)
-                    want = set() if m is None else {
-                        index_key_hash(k) for k in rules.index_keys(m.topic, m.properties)}
-                    if len(keys_at) > 4096:
-                        keys_at.clear()
-                    keys_at[phy] = want
-                if int(kh[i]) not in want:
-                    ix.bad_entries.append(n)
-                    sink.add(Finding(
-                        "index", rel, g.entry_pos(n),
-                        f"entry {n} -> commitlog offset {phy}: keyHash {int(kh[i])} is none of "
-                        "the message's index keys", phy=phy,
-                    ))
-                    continue
-                if n >= 2 and h.begin_timestamp > 0:
-                    ts = int(msgs.store_ts[int(ii[i])])
-                    exp = rules.index_time_diff(ts, h.begin_timestamp)
-                    if exp != int(tds[i]):
-                        ix.bad_entries.append(n)
-                        sink.add(Finding(
-                            "index", rel, g.entry_pos(n),
-                            f"entry {n} -> commitlog offset {phy}: timeDiff {int(tds[i])} s, "
-                            f"the message's store time gives {exp} s", expected=str(exp),
-                            found=str(int(tds[i])), phy=phy,
-                        ))
+                ix.bad_entries.append(n)
+                sink.add(Finding(
+                    "index", rel, g.entry_pos(n),
+                    f"entry {n} -> commitlog offset {int(phys[i])}: keyHash {int(kh[i])} is none "
+                    "of the message's index keys", phy=int(phys[i]),
+                ))
+            for i in np.flatnonzero(bad_time).tolist():
+                n = i + 1
+                ix.bad_entries.append(n)
+                sink.add(Finding(
+                    "index", rel, g.entry_pos(n),
+                    f"entry {n} -> commitlog offset {int(phys[i])}: timeDiff {int(tds[i])} s, "
+                    f"the message's store time gives {int(exp[i])} s", expected=str(int(exp[i])),
+                    found=str(int(tds[i])), phy=int(phys[i]),
+                ))
         finally:
             if isinstance(buf, mmap.mmap):
                 try:

@@ -1,94 +1,11 @@
-"""Config files as the broker loads them: ``ConfigManager#load`` / ``loadBak``.
+"""Config files as the broker loads them (``ConfigManager#load`` / ``loadBak``).
 
-RocketMQ 4.9.7 ``ConfigManager.load()`` reads ``config/<name>``; when the text is null (missing
-file) or of length 0 it calls ``loadBak()``; when ``decode`` throws it also calls ``loadBak()``,
-which reads ``<name>.bak`` and decodes it when it is non-empty (a missing or empty ``.bak`` loads
-nothing and still counts as loaded). So an empty or garbled file with a good ``.bak`` is a normal
-crash state: the broker starts from the ``.bak``. This module says which file the broker would
-load and why, as findings; it never writes.
+The loader has one home, :mod:`mqtool.formats.config.load`; this name is kept for verify's
+imports.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from mqtool.formats.config.load import ConfigLoad, load_config
 
-from mqtool.formats.errors import Finding, FormatError, Severity
-
-
-@dataclass
-class ConfigLoad:
-    """What the broker would load for one config file."""
-
-    name: str  # e.g. "delayOffset.json"
-    value: Any = None  # the parsed content (None: nothing loaded)
-    source: str | None = None  # "config/<name>" or "config/<name>.bak" (None: nothing loaded)
-    text: str | None = None  # the text that was parsed
-    findings: list[Finding] = field(default_factory=list)
-
-    @property
-    def from_bak(self) -> bool:
-        return self.source is not None and self.source.endswith(".bak")
-
-
-def _read(path: Path) -> tuple[str | None, str | None]:
-    """(text, None) or (None, why); a missing file gives (None, "missing")."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None, "missing"
-    except OSError as e:
-        return None, f"cannot be read: {e.strerror}"
-    try:
-        return data.decode("utf-8"), None
-    except UnicodeDecodeError as e:
-        return None, f"not UTF-8 at byte {e.start}"
-
-
-def load_config(root: Path, name: str, parse: Callable[..., Any]) -> ConfigLoad:
-    """Load ``config/<name>`` the broker's way (``parse(text, file=...)`` decodes it)."""
-    rel = f"config/{name}"
-    out = ConfigLoad(name)
-    path = root / "config" / name
-    text, why = _read(path)
-    if text is not None and len(text) > 0:
-        try:
-            out.value = parse(text, file=rel)
-            out.source, out.text = rel, text
-            return out
-        except FormatError as e:
-            why = f"cannot be parsed: {e.detail}"
-            bad_at: int | None = e.offset
-    else:
-        bad_at = 0 if why != "missing" else None
-        why = why or "empty (0 bytes)"
-    bak_rel = rel + ".bak"
-    bak_text, bak_why = _read(root / "config" / (name + ".bak"))
-    if why == "missing" and bak_text is None:
-        return out  # neither file: nothing to load, nothing wrong
-    if bak_text:
-        try:
-            out.value = parse(bak_text, file=bak_rel)
-            out.source, out.text = bak_rel, bak_text
-        except FormatError as e:
-            out.findings.append(Finding(
-                "bad-config", bak_rel, e.offset,
-                f"{rel} {why} and its .bak cannot be parsed either ({e.detail}): the broker "
-                "loads nothing", severity=Severity.ERROR,
-            ))
-            return out
-        # the .bak is the previous version: what was saved after it is lost at restart
-        sev = Severity.ERROR if why != "missing" else Severity.WARNING
-        kind = "bad-config" if why.startswith("cannot be parsed") else "config"
-        out.findings.append(Finding(
-            kind, rel, bad_at, f"{why}; the broker loads {bak_rel} instead", severity=sev,
-        ))
-        return out
-    out.findings.append(Finding(
-        "bad-config" if why.startswith("cannot be parsed") else "config", rel, bad_at,
-        f"{why} and no usable {bak_rel} ({bak_why or 'empty'}): the broker loads nothing",
-        severity=Severity.ERROR,
-    ))
-    return out
+__all__ = ["ConfigLoad", "load_config"]

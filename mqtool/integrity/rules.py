@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from mqtool.formats.commitlog import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
-from mqtool.refstore.broker import index_keys as _index_keys
-from mqtool.store import SCHEDULE_TOPIC
+from mqtool.formats.rules import SCHEDULE_TOPIC
+from mqtool.formats.rules import index_keys as _index_keys
 
 TRANSACTION_TYPE_MASK = TRANSACTION_ROLLBACK_TYPE  # MessageSysFlag.TRANSACTION_ROLLBACK_TYPE = 0xC
 NOT_IN_CONSUME_QUEUE = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
@@ -47,9 +47,16 @@ def index_keys(topic: str, properties: dict[str, str]) -> list[str]:
     return _index_keys(topic, properties)
 
 
-def index_time_diff(store_timestamp: int, begin_timestamp: int) -> int:
-    """``IndexFile#putKey``'s timeDiff in seconds for an entry after the file's first."""
+def index_key_suffixes(properties: dict[str, str]) -> list[str]:
+    """The keys of :func:`index_keys` without their ``topic#`` prefix (for hashing the prefix
+    once per topic)."""
+    return [k.split("#", 1)[1] for k in _index_keys("", properties)]
+
+
+def index_time_diffs(store_timestamps: np.ndarray, begin_timestamp: int) -> np.ndarray:
+    """``IndexFile#putKey``'s timeDiff in seconds for entries after the file's first."""
+    ts = np.asarray(store_timestamps, dtype=np.int64)
     if begin_timestamp <= 0:
-        return 0
-    d = int((store_timestamp - begin_timestamp) / 1000)  # Java long division truncates
-    return max(0, min(d, 0x7FFFFFFF))
+        return np.zeros(len(ts), np.int64)
+    d = np.trunc((ts - begin_timestamp) / 1000).astype(np.int64)  # Java long division truncates
+    return np.clip(d, 0, 0x7FFFFFFF)

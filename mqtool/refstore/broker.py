@@ -51,6 +51,7 @@ from mqtool.formats.rules import (
     BrokerRuleError,
     delay_level_to_queue_id,
     dlq_topic,
+    index_keys,
     parse_delay_levels,
     queue_id_to_delay_level,
     retry_topic,
@@ -82,19 +83,6 @@ def correct_deliver_timestamp(now: int, deliver_timestamp: int, level_delay: int
     """``DeliverDelayedMessageTimerTask#correctDeliverTimestamp``: a deliver time further away
     than one full delay (clock moved back) is delivered now."""
     return now if deliver_timestamp > now + level_delay else deliver_timestamp
-
-
-def index_keys(topic: str, properties: dict[str, str]) -> list[str]:
-    """Index keys ``IndexService#buildIndex`` adds for one record: UNIQ_KEY, then every
-    non-empty space-separated KEYS token, each as ``topic#key``."""
-    out: list[str] = []
-    uniq = properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-    if uniq is not None:
-        out.append(f"{topic}#{uniq}")
-    keys = properties.get(PROPERTY_KEYS)
-    if keys:
-        out.extend(f"{topic}#{k}" for k in keys.split(KEY_SEPARATOR) if k)
-    return out
 
 
 def delay_level_of(properties: dict[str, str]) -> int:

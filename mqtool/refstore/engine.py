@@ -5,7 +5,7 @@ One :class:`RefStore` owns one store root while it is open: it holds the broker'
 until a clean :meth:`RefStore.close`, and writes
 
 * ``commitlog/`` records byte for byte as :func:`mqtool.formats.commitlog.build_message` builds
-  them (written by :func:`mqtool.refstore.fastpath.pack_record_into` straight into the mapping;
+  them (written by :func:`mqtool.formats.encoder.pack_record_into` straight into the mapping;
   a test proves the two agree): V1, V2 for long topics, IPv4/IPv6 hosts; files roll with a BLANK
   end-of-file record when a record plus 8 bytes does not fit
   (``CommitLog.DefaultAppendMessageCallback#doAppend``);
@@ -69,19 +69,10 @@ from mqtool.formats.config import (
     build_topics,
     chm_order,
     default_subscription_group_fields,
-    parse_consumer_offset,
-    parse_delay_offset,
-    parse_subscription_groups,
-    parse_topics,
+    load_config,
 )
-from mqtool.formats.errors import FormatError
-from mqtool.formats.javacompat import hashmap_key_order
-from mqtool.refstore import broker as B
-from mqtool.refstore.fastpath import (
+from mqtool.formats.encoder import (
     CRC32_PLACEHOLDER,
-    JavaHashCache,
-    index_hashes,
-    java_hash_unsigned,
     magic_for,
     pack_record_into,
     packed_ip,
@@ -89,6 +80,10 @@ from mqtool.refstore.fastpath import (
     topic_header,
     write_total_size,
 )
+from mqtool.formats.errors import Finding, FormatError
+from mqtool.formats.javacompat import hashmap_key_order
+from mqtool.refstore import broker as B
+from mqtool.refstore.fastpath import JavaHashCache, index_hashes, java_hash_unsigned
 from mqtool.refstore.logfiles import (
     B_BLANK_MAGIC,
     CommitLogFiles,
@@ -114,7 +109,6 @@ from mqtool.refstore.model import (
 )
 from mqtool.refstore.persist import atomic_write as _atomic_write
 from mqtool.refstore.persist import infer_config
-from mqtool.refstore.persist import read_config as _read_config
 from mqtool.refstore.uniqkey import UniqKeyGenerator
 
 __all__ = [  # the public API (model types re-exported from mqtool.refstore.model)
@@ -566,24 +560,31 @@ class RefStore:
         counter = self._versions.get(name, 0)
         return DataVersion(counter, self.clock(), 0 if self.config.v5 else None)
 
+    def _read_config(self, name: str) -> Any:
+        """``ConfigManager#load`` (``.bak`` fallback): the model or None; what went wrong is
+        kept in :attr:`config_findings`."""
+        loaded = load_config(self.root, name)
+        self.config_findings.extend(loaded.findings)
+        return loaded.value
+
     def _load_configs(self) -> None:
-        cfg = self.root / "config"
-        delay = _read_config(cfg / "delayOffset.json", parse_delay_offset)
+        self.config_findings: list[Finding] = []
+        delay = self._read_config("delayOffset.json")
         if delay is not None:
             self.delay_offsets = dict(delay.offset_table)
-        offsets = _read_config(cfg / "consumerOffset.json", parse_consumer_offset)
+        offsets = self._read_config("consumerOffset.json")
         if offsets is not None:
             self.consumer_offsets = {k: dict(v) for k, v in offsets.offset_table.items()}
             if offsets.data_version is not None:
                 self._versions["consumerOffset"] = offsets.data_version.counter
-        topics = _read_config(cfg / "topics.json", parse_topics)
+        topics = self._read_config("topics.json")
         if topics is not None:
             self.topics = dict(topics.topic_config_table)
             if topics.data_version is not None:
                 self._versions["topics"] = topics.data_version.counter
         else:
             self._create_system_topics()
-        groups = _read_config(cfg / "subscriptionGroup.json", parse_subscription_groups)
+        groups = self._read_config("subscriptionGroup.json")
         if groups is not None:
             self.groups = dict(groups.subscription_group_table)
             if groups.data_version is not None:

@@ -17,13 +17,13 @@ from pathlib import Path
 import numpy as np
 
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
+from mqtool.formats.errors import MqtoolError
 from mqtool.formats.indexfile import (
     HASH_SLOT_SIZE,
     INDEX_HEADER_SIZE,
     INDEX_SIZE,
     INVALID_INDEX,
 )
-from mqtool.store import StoreError
 
 _CQ = struct.Struct(">qiq")
 _IDX_HEADER = struct.Struct(">qqqqii")
@@ -32,7 +32,7 @@ _ENTRY_DTYPE = np.dtype([("h", ">i4"), ("p", ">i8"), ("t", ">i4"), ("v", ">i4")]
 _I32 = struct.Struct(">i")
 
 
-class RefStoreError(StoreError):
+class RefStoreError(MqtoolError):
     """A reference-store operation that cannot be done (locked store, bad geometry, ...)."""
 
 

@@ -3,12 +3,15 @@ stores."""
 
 from __future__ import annotations
 
+import mmap
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mqtool.formats.commitlog import CommitLogMessage, parse_message, scan_file
+from mqtool.formats.consumequeue import CqEntry, iter_cq
 from mqtool.formats.errors import FormatError
+from mqtool.formats.indexfile import IndexReader
 from mqtool.formats.rules import fmt_delay
 from mqtool.refstore import broker as B
 from mqtool.refstore.model import StoreConfig
@@ -22,75 +25,120 @@ def infer_config(root: str | os.PathLike[str]) -> StoreConfig | None:
     levels that have messages in SCHEDULE_TOPIC_XXXX are measured (tagsCode - store time), the
     others keep RocketMQ's default.
     """
-    from mqtool.store import Store
-
     rootp = Path(root)
-    if not (rootp / "commitlog").is_dir():
+    logs = _commitlog_files(rootp)
+    if not logs:
         return None
-    with Store.open(rootp) as st:
-        size = st.mapped_file_size
-        if size is None:
-            return None
-        kw: dict[str, Any] = {"commitlog_file_size": size}
-        for m in st.messages():
-            kw["store_host"] = str(m.store_host)
-            if m.properties_raw.endswith("\x02"):
-                kw["dialect"] = "5.3.3"
-            if "__CRC32#\x01" in m.properties_raw:
-                kw["append_prop_crc"] = True
-            break
-        cq_root = rootp / "consumequeue"
-        if cq_root.is_dir():
-            for f in sorted(cq_root.glob("*/*/*")):
-                if f.is_file() and f.name.isdigit() and f.stat().st_size % 20 == 0:
-                    kw["cq_entries_per_file"] = f.stat().st_size // 20
-                    break
-        ix = st.index_files()
-        if ix:
-            g = ix[-1][1].geometry
-            kw["index_hash_slots"], kw["index_max_entries"] = g.hash_slot_num, g.index_num
-        # delay levels: a SCHEDULE_TOPIC_XXXX unit's tagsCode is storeTime + the level's delay
-        levels = B.parse_delay_levels()
-        seen = False
-        for topic, qid in st.queue_ids():
-            if topic != B.SCHEDULE_TOPIC:
-                continue
-            last = None
-            for e in st.queue_entries(topic, qid):
+    sizes = [size for _, _, size in logs if size]
+    if not sizes:
+        return None
+    kw: dict[str, Any] = {"commitlog_file_size": max(set(sizes), key=sizes.count)}
+    first = _first_message(logs)
+    if first is not None:
+        kw["store_host"] = str(first.store_host)
+        if first.properties_raw.endswith("\x02"):
+            kw["dialect"] = "5.3.3"
+        if "__CRC32#\x01" in first.properties_raw:
+            kw["append_prop_crc"] = True
+    cq_root = rootp / "consumequeue"
+    if cq_root.is_dir():
+        for f in sorted(cq_root.glob("*/*/*")):
+            if f.is_file() and f.name.isdigit() and f.stat().st_size % 20 == 0:
+                kw["cq_entries_per_file"] = f.stat().st_size // 20
+                break
+    geometry = _last_index_geometry(rootp / "index")
+    if geometry is not None:
+        kw["index_hash_slots"], kw["index_max_entries"] = geometry
+    # delay levels: a SCHEDULE_TOPIC_XXXX unit's tagsCode is storeTime + the level's delay
+    levels = B.parse_delay_levels()
+    seen = False
+    sched = cq_root / B.SCHEDULE_TOPIC
+    qids = sorted(int(q.name) for q in sched.iterdir() if q.is_dir() and q.name.isdigit()) \
+        if sched.is_dir() else []
+    for qid in qids:
+        last = _last_cq_entry(sched / str(qid))
+        if last is None:
+            continue
+        sm = _message_at(logs, last.commit_log_offset)
+        if sm is not None and last.tags_code > sm.store_timestamp:
+            levels[B.queue_id_to_delay_level(qid)] = last.tags_code - sm.store_timestamp
+            seen = True
+    if seen:
+        top = max(levels)
+        kw["message_delay_level"] = " ".join(
+            _level_text(levels.get(i, 1000)) for i in range(1, top + 1)
+        )
+    return StoreConfig(**kw)
+
+
+# Reading an existing store with formats/ only (the write engine does not use mqtool.store).
+
+
+def _map(path: Path) -> bytes | mmap.mmap:
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) if size else b""
+
+
+def _commitlog_files(root: Path) -> list[tuple[Path, int, int]]:
+    """(path, start offset, size) of the commitlog files, in offset order."""
+    d = root / "commitlog"
+    if not d.is_dir():
+        return []
+    out = [(p, int(p.name), p.stat().st_size) for p in d.iterdir()
+           if p.is_file() and len(p.name) == 20 and p.name.isdigit()]
+    return sorted(out, key=lambda t: t[1])
+
+
+def _first_message(logs: list[tuple[Path, int, int]]) -> CommitLogMessage | None:
+    for path, start, _ in logs:
+        for item in scan_file(_map(path), file=f"commitlog/{path.name}", file_start=start):
+            if isinstance(item, CommitLogMessage):
+                return item
+    return None
+
+
+def _message_at(logs: list[tuple[Path, int, int]], offset: int) -> CommitLogMessage | None:
+    for path, start, size in logs:
+        if start <= offset < start + size:
+            try:
+                m = parse_message(_map(path), offset - start, file_start=start)
+            except FormatError:
+                return None
+            return m if isinstance(m, CommitLogMessage) else None
+    return None
+
+
+def _last_cq_entry(queue_dir: Path) -> CqEntry | None:
+    last = None
+    for p in sorted(queue_dir.iterdir()):
+        if not (p.is_file() and p.name.isdigit()):
+            continue
+        try:
+            for _, e in iter_cq(_map(p)):
                 last = e
-            if last is None:
-                continue
-            sm = st.try_message_at(last.entry.commit_log_offset)
-            if sm is not None and last.entry.tags_code > sm.store_timestamp:
-                levels[B.queue_id_to_delay_level(qid)] = last.entry.tags_code - sm.store_timestamp
-                seen = True
-        if seen:
-            top = max(levels)
-            kw["message_delay_level"] = " ".join(
-                _level_text(levels.get(i, 1000)) for i in range(1, top + 1)
-            )
-        return StoreConfig(**kw)
+        except FormatError:
+            pass  # a torn tail: the whole units before it count (settings inference only)
+    return last
+
+
+def _last_index_geometry(index_dir: Path) -> tuple[int, int] | None:
+    if not index_dir.is_dir():
+        return None
+    for p in sorted(index_dir.iterdir(), reverse=True):
+        if not p.is_file():
+            continue
+        try:
+            g = IndexReader(_map(p), file=f"index/{p.name}").geometry
+        except FormatError:
+            continue
+        return g.hash_slot_num, g.index_num
+    return None
 
 
 def _level_text(ms: int) -> str:
     """A measured delay as a ``messageDelayLevel`` token (whole seconds at least)."""
     return fmt_delay(ms if ms % 1000 == 0 else max(1, round(ms / 1000)) * 1000)
-
-
-def read_config(path: Path, parse: Callable[..., Any]) -> Any:
-    """ConfigManager#load: the file, or its .bak when the file is missing/garbled."""
-    for p in (path, path.with_name(path.name + ".bak")):
-        try:
-            text = p.read_text("utf-8")
-        except FileNotFoundError:
-            continue
-        if not text.strip():
-            continue
-        try:
-            return parse(text, file=str(p))
-        except FormatError:
-            continue
-    return None
 
 
 def atomic_write(path: Path, text: str, *, bak: bool = True, fsync: bool = False) -> None:

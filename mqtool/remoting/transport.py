@@ -1,7 +1,8 @@
 """asyncio (stdlib) transport for remoting frames: a server and a client connection.
 
-Server: every request is handled in its own task (a held long-poll never blocks the other
-requests of the same connection); a response carries the request's opaque; oneway requests get
+Server: requests whose code may be held (``held_codes``, e.g. PULL_MESSAGE with long polling)
+run in their own task so they never block the other requests of the same connection; the rest
+are answered in order as they arrive. A response carries the request's opaque; oneway requests get
 none. A bad frame (:class:`FrameError`) closes that one connection with a one-line log; other
 connections keep being served. Requests are bounded: ``max_frame`` before any allocation, an idle
 timeout between frames and a timeout for the rest of a frame once its length is read (slow or
@@ -35,6 +36,8 @@ from mqtool.remoting.frame import (
 
 #: RocketMQ closes a channel idle for 120 s (``serverChannelMaxIdleTimeSeconds``).
 DEFAULT_IDLE_TIMEOUT = 120.0
+#: Held requests (long polls) one connection may have at once; more are answered SYSTEM_BUSY.
+DEFAULT_MAX_HELD = 1024
 #: Time allowed for the rest of a frame once its length arrived.
 DEFAULT_FRAME_TIMEOUT = 30.0
 
@@ -51,7 +54,8 @@ async def read_command(
     FrameError: bad length/header, end of stream or timeout inside a frame.
     """
     try:
-        prefix = await asyncio.wait_for(reader.readexactly(LENGTH_FIELD_SIZE), idle_timeout)
+        async with asyncio.timeout(idle_timeout):  # no extra task per frame, unlike wait_for
+            prefix = await reader.readexactly(LENGTH_FIELD_SIZE)
     except asyncio.IncompleteReadError as e:
         if not e.partial:
             return None
@@ -63,7 +67,8 @@ async def read_command(
     length = length_of(prefix)
     check_length(length, max_frame=max_frame)
     try:
-        payload = await asyncio.wait_for(reader.readexactly(length), frame_timeout)
+        async with asyncio.timeout(frame_timeout):
+            payload = await reader.readexactly(length)
     except asyncio.IncompleteReadError as e:
         raise FrameError(
             f"connection closed mid-frame ({len(e.partial)} of {length} bytes)"
@@ -122,6 +127,8 @@ class RemotingServer:
         frame_timeout: float = DEFAULT_FRAME_TIMEOUT,
         log: Callable[[str], None] = _log,
         on_disconnect: Callable[[Peer], None] | None = None,
+        held_codes: frozenset[int] = frozenset(),
+        max_held: int = DEFAULT_MAX_HELD,
     ) -> None:
         self.handler = handler
         self.name = name
@@ -130,6 +137,8 @@ class RemotingServer:
         self.frame_timeout = frame_timeout
         self.log = log
         self.on_disconnect = on_disconnect
+        self.held_codes = held_codes
+        self.max_held = max_held
         self.peers: set[Peer] = set()
         self._server: asyncio.Server | None = None
         self.bad_frames = 0
@@ -163,9 +172,19 @@ class RemotingServer:
                     break
                 if cmd.is_response:
                     continue  # mqtool's server sends no requests; stray responses are dropped
-                task = asyncio.create_task(self._dispatch(cmd, peer))
-                peer.tasks.add(task)
-                task.add_done_callback(peer.tasks.discard)
+                if cmd.code in self.held_codes and len(peer.tasks) >= self.max_held:
+                    await peer.send(
+                        cmd.response(
+                            ResponseCode.SYSTEM_BUSY,
+                            f"[PCBUSY] {self.max_held} held requests already on this connection",
+                        )
+                    )
+                elif cmd.code in self.held_codes:  # may be held (long polling): its own task
+                    task = asyncio.create_task(self._dispatch(cmd, peer))
+                    peer.tasks.add(task)
+                    task.add_done_callback(peer.tasks.discard)
+                else:  # answered at once: in order, without a task per request
+                    await self._dispatch(cmd, peer)
         finally:
             if peer.tasks:
                 await asyncio.wait(set(peer.tasks), timeout=self.frame_timeout)

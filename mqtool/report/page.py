@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from mqtool.formats.errors import MqtoolError
 
@@ -25,6 +25,13 @@ DATA_ELEMENT_ID = "mqtool-data"
 
 class ReportError(MqtoolError):
     """A page that cannot be written (bad output path, ...)."""
+
+
+class Cell(NamedTuple):
+    """A table cell shown as ``text`` but sorted by ``sort`` (e.g. an offset shown in hex)."""
+
+    text: str
+    sort: int | float | str
 
 
 def utc(ms: int | None) -> str:
@@ -187,7 +194,10 @@ class Page:
             tds: list[str] = []
             for j, v in enumerate(row):
                 extra = cell_class[i][j] if cell_class else ""
-                if isinstance(v, bool) or v is None or not isinstance(v, int | float):
+                if isinstance(v, Cell):
+                    c = f' class="{esc(extra)}"' if extra else ""
+                    tds.append(f'<td{c} data-sort="{esc(v.sort)}">{esc(v.text)}</td>')
+                elif isinstance(v, bool) or v is None or not isinstance(v, int | float):
                     c = f' class="{esc(extra)}"' if extra else ""
                     tds.append(f"<td{c}>{esc(v)}</td>")
                 else:
@@ -218,14 +228,21 @@ class Page:
         )
 
 
-def write_page(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all (temporary file, fsync, rename)."""
+def check_target(path: Path) -> Path:
+    """Fail early (before long work) when ``path`` cannot be a page file; its directory."""
     target = Path(path)
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
         raise ReportError(f"{target}: directory {parent} does not exist")
     if target.is_dir():
         raise ReportError(f"{target}: is a directory")
+    return parent
+
+
+def write_page(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (temporary file, fsync, rename)."""
+    target = Path(path)
+    parent = check_target(target)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
     except OSError as e:

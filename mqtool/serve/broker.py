@@ -12,11 +12,18 @@ Everything runs on one asyncio loop: the store is used from one thread, as it re
 from __future__ import annotations
 
 import asyncio
+import heapq
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from mqtool.formats.commitlog import CommitLogMessage, build_message, parse_properties
+from mqtool.formats.commitlog import (
+    COMPRESSED_FLAG,
+    CommitLogMessage,
+    build_message,
+    decompress,
+    parse_properties,
+)
 from mqtool.formats.errors import MqtoolError
 from mqtool.refstore import broker as B
 from mqtool.refstore.engine import Message, PutResult, RefStore
@@ -34,6 +41,12 @@ MAX_SUSPEND_MS = 30_000
 #: Consume-queue units a pull may skip for tag filtering before answering (RocketMQ's
 #: ``maxFilterMessageCount`` is 16,000).
 MAX_FILTER_SCAN = 16_000
+#: ``defaultQueryMaxNum``: QUERY_MESSAGE answers at most this many messages.
+MAX_QUERY_RESULTS = 32
+#: ``maxTransferCountOnMessageInMemory`` / ``maxTransferBytesOnMessageInMemory``: one pull
+#: answers at most 32 messages and stops adding once 256 KiB are reached.
+MAX_TRANSFER_COUNT = 32
+MAX_TRANSFER_BYTES = 256 * 1024
 
 
 _PULL_REMARKS: dict[int, str] = {
@@ -155,9 +168,17 @@ class Broker:
         if h.topic not in store.topics:  # autoCreateTopicEnable
             nums = max(1, min(h.defaultTopicQueueNums, store.config.default_queue_nums))
             store.create_topic(h.topic, nums)
-        props = tuple(parse_properties(h.properties or "").items())
+        prop_map = parse_properties(h.properties or "")
+        if h.topic.startswith(B.RETRY_GROUP_TOPIC_PREFIX):
+            h = self._retry_or_dlq(h, prop_map)
+        props = tuple(prop_map.items())
         if cmd.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
-            batch = bodies.decode_batch(cmd.body)
+            raw = cmd.body
+            sys_flag = h.sysFlag
+            if sys_flag & COMPRESSED_FLAG:  # librocketmq 1.0.1 zlib-compresses a batch > 4 KiB
+                raw = decompress(raw, "ZLIB", 32 * store.config.max_message_size)
+                sys_flag &= ~COMPRESSED_FLAG
+            batch = bodies.decode_batch(raw)
             msgs = [
                 Message(
                     h.topic,
@@ -165,7 +186,7 @@ class Broker:
                     tuple(parse_properties(m.properties).items()),
                     h.queueId,
                     m.flag,
-                    h.sysFlag,
+                    sys_flag,
                     h.bornTimestamp,
                     peer.address,
                     h.reconsumeTimes or 0,
@@ -201,6 +222,27 @@ class Broker:
             ).to_ext()
         )
 
+    def _retry_or_dlq(
+        self, h: H.SendMessageRequestHeader, props: dict[str, str]
+    ) -> H.SendMessageRequestHeader:
+        """A client's own send to ``%RETRY%<group>`` (``handleRetryAndDLQ``): dead-lettered
+        once its reconsumeTimes reaches the max (the header's, else the group's)."""
+        group = h.topic[len(B.RETRY_GROUP_TOPIC_PREFIX) :]
+        cfg = self.store.groups.get(group)
+        max_times = h.maxReconsumeTimes
+        if max_times is None:
+            max_times = (
+                cfg.retry_max_times
+                if cfg is not None
+                else self.store.config.default_max_reconsume_times
+            )
+        decision = B.decide_send_back(group, h.reconsumeTimes or 0, 0, max_times)
+        if not decision.to_dlq:
+            return h
+        self.store.create_topic(decision.topic, B.DLQ_NUMS_PER_GROUP, perm=6)
+        props[B.PROPERTY_DELAY_TIME_LEVEL] = "0"
+        return replace(h, topic=decision.topic, queueId=0)
+
     # -- pulling ------------------------------------------------------------------------------
 
     def _queue_bounds(self, topic: str, queue_id: int) -> tuple[int, int]:
@@ -224,13 +266,16 @@ class Broker:
         found: list[CommitLogMessage] = []
         nxt = offset
         scanned = 0
+        size = 0
+        want = min(max(1, h.maxMsgNums), MAX_TRANSFER_COUNT)
         for off, m in self.store.iter_queue(h.topic, h.queueId, offset):
-            if len(found) >= max(1, h.maxMsgNums) or scanned >= MAX_FILTER_SCAN:
+            if len(found) >= want or size >= MAX_TRANSFER_BYTES or scanned >= MAX_FILTER_SCAN:
                 break
             scanned += 1
             nxt = off + 1
             if _tag_matches(m, tags):
                 found.append(m)
+                size += m.total_size
         if found:
             return ResponseCode.SUCCESS, nxt, lo, hi, found
         if nxt < hi:  # NO_MATCHED_MESSAGE
@@ -407,16 +452,17 @@ class Broker:
         the index files: every message of the topic is looked at.
         """
         h = H.decode_header(H.QueryMessageRequestHeader, cmd.ext_fields)
-        found: list[CommitLogMessage] = []
-        limit = max(1, h.maxNum)
+        limit = min(max(1, h.maxNum), MAX_QUERY_RESULTS)
+        newest: list[tuple[int, CommitLogMessage]] = []  # a heap of the newest ``limit``
         for qid in self.store.queue_ids(h.topic):
             for _, m in self.store.iter_queue(h.topic, qid, 0):
                 if not h.beginTimestamp <= m.store_timestamp <= h.endTimestamp:
                     continue
                 if h.key in m.key_list or m.uniq_key == h.key:
-                    found.append(m)
-        found.sort(key=lambda m: m.physical_offset)
-        found = found[-limit:]
+                    heapq.heappush(newest, (m.physical_offset, m))
+                    if len(newest) > limit:
+                        heapq.heappop(newest)
+        found = [m for _, m in sorted(newest, key=lambda e: e[0])]
         ext = H.QueryMessageResponseHeader(
             indexLastUpdateTimestamp=self.store.last_store_timestamp,
             indexLastUpdatePhyoffset=self.store.write_position,

@@ -17,8 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from mqtool.refstore import broker as B
 from mqtool.refstore.engine import RefStore
-from mqtool.remoting.transport import RemotingServer
+from mqtool.remoting.codes import RequestCode
+from mqtool.remoting.frame import RemotingCommand
+from mqtool.remoting.transport import Peer, RemotingServer
 from mqtool.serve.broker import Broker
 from mqtool.serve.namesrv import NameServer
 
@@ -54,19 +57,25 @@ def open_store(opts: ServeOptions, broker_port: int) -> RefStore:
     The store's saved settings are kept except those the options name; when they differ the
     store is reopened with them (and they are saved, as the broker's config would be).
     """
+    if opts.delay_levels is not None:
+        B.parse_delay_levels(opts.delay_levels)  # refused before the store is touched
     store = RefStore.open(opts.store)
-    want = replace(
-        store.config,
-        store_host=f"{opts.host}:{broker_port}",
-        broker_name=opts.broker_name,
-        cluster_name=opts.cluster,
-        message_delay_level=opts.delay_levels or store.config.message_delay_level,
-        default_max_reconsume_times=(
-            opts.max_reconsume_times
-            if opts.max_reconsume_times is not None
-            else store.config.default_max_reconsume_times
-        ),
-    )
+    try:
+        want = replace(
+            store.config,
+            store_host=f"{opts.host}:{broker_port}",
+            broker_name=opts.broker_name,
+            cluster_name=opts.cluster,
+            message_delay_level=opts.delay_levels or store.config.message_delay_level,
+            default_max_reconsume_times=(
+                opts.max_reconsume_times
+                if opts.max_reconsume_times is not None
+                else store.config.default_max_reconsume_times
+            ),
+        )
+    except BaseException:
+        store.close()
+        raise
     if want != store.config:
         store.close()
         store = RefStore.open(opts.store, want)
@@ -93,19 +102,23 @@ class Service:
         opts = self.opts
         holder: dict[str, Broker | NameServer] = {}
 
-        async def broker_handle(cmd, peer):  # type: ignore[no-untyped-def]
+        async def broker_handle(cmd: RemotingCommand, peer: Peer) -> RemotingCommand | None:
             return await holder["broker"].handle(cmd, peer)
 
-        async def ns_handle(cmd, peer):  # type: ignore[no-untyped-def]
+        async def ns_handle(cmd: RemotingCommand, peer: Peer) -> RemotingCommand | None:
             return await holder["ns"].handle(cmd, peer)
 
-        def disconnected(peer):  # type: ignore[no-untyped-def]
+        def disconnected(peer: Peer) -> None:
             b = holder.get("broker")
             if isinstance(b, Broker):
                 b.disconnected(peer)
 
         self.broker_server = RemotingServer(
-            broker_handle, name="broker", log=self.log, on_disconnect=disconnected
+            broker_handle,
+            name="broker",
+            log=self.log,
+            on_disconnect=disconnected,
+            held_codes=frozenset({RequestCode.PULL_MESSAGE}),
         )
         self.ns_server = RemotingServer(ns_handle, name="namesrv", log=self.log)
         try:

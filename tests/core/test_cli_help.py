@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -106,3 +107,159 @@ def test_readme_claims_no_file_kind_a_command_does_not_read() -> None:
         assert kind not in listed, kind
     assert "No command reads these files yet." in readme
     assert "handles" not in readme.split("## Set up")[0]
+
+
+# --- CLI details (issue 9 item 7) --------------------------------------------------------------
+FIXTURES = REPO / "fixtures" / "rocketmq-stores"
+JOURNEY = FIXTURES / "4.9.7" / "journey" / "store"
+
+
+def test_flags_show_no_value_placeholder() -> None:
+    """`--json` takes no value, so its help shows none (typer's rich help printed `<bool>`)."""
+    runner = CliRunner()
+    for path in [[], *_commands()]:
+        res = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "200"})
+        assert res.exit_code == 0, path
+        assert "<bool>" not in res.stdout, path
+    res = runner.invoke(app, ["messages", "--help"], env={"COLUMNS": "200"})
+    assert "<int>" in res.stdout  # options that take a value still say what value
+
+
+def test_help_paragraphs_are_not_wrapped_mid_sentence() -> None:
+    """Each docstring paragraph reaches the terminal as one line and is wrapped once, at the
+    terminal's width: at 200 columns, every paragraph shorter than that is one whole line."""
+    import inspect as pyinspect
+
+    from mqtool.cli.common import reflow
+
+    runner = CliRunner()
+    checked = 0
+    for path in _commands():
+        cmd: object = get_command(app)
+        for name in path:
+            cmd = getattr(cmd, "commands", {})[name]
+        doc = getattr(cmd, "help", None) or ""
+        res = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "200"})
+        lines = {ln.strip() for ln in res.stdout.splitlines()}
+        for para in reflow(pyinspect.cleandoc(doc)).split("\n\n"):
+            if "\n" in para or "[" in para or len(para) > 180 or "`" in para:
+                continue  # lists, rich markup, or longer than the terminal
+            assert para.strip() in lines, (path, para)
+            checked += 1
+    assert checked > 20
+
+
+def test_reflow_joins_lines_but_keeps_lists() -> None:
+    from mqtool.cli.common import reflow
+
+    assert reflow("First line.\n\nOne sentence\nthat goes on.\n- item one\n- item two") == \
+        "First line.\n\nOne sentence that goes on.\n- item one\n- item two"
+    assert reflow("Examples follow.\n\nExample: mqtool a\nExample: mqtool b\n--flag c") == \
+        "Examples follow.\n\nExample: mqtool a\nExample: mqtool b --flag c"
+
+
+def test_piped_tables_keep_ids_and_topic_names_whole() -> None:
+    """stdout not a terminal and no COLUMNS: no cell is wrapped, whatever its length."""
+    env = {"COLUMNS": None, "NO_COLOR": "1"}
+    res = CliRunner().invoke(app, ["messages", str(JOURNEY), "--limit", "5"], env=env)
+    assert res.exit_code == 0, res.output
+    uniq = re.findall(r"\b[0-9A-F]{32}\b", res.stdout)
+    assert len(uniq) == 5, res.stdout
+    store = FIXTURES / "5.3.3" / "plain" / "store"
+    res = CliRunner().invoke(app, ["inspect", str(store)], env=env)
+    assert res.exit_code == 0, res.output
+    long_topic = "LongTopic-" + "abcdefghij" * 14
+    assert any(long_topic in ln for ln in res.stdout.splitlines()), res.stdout[:2000]
+    # COLUMNS, when set, is still honoured
+    res = CliRunner().invoke(app, ["messages", str(JOURNEY), "--limit", "5"],
+                             env={"COLUMNS": "60", "NO_COLOR": "1"})
+    assert max(map(len, res.stdout.splitlines())) <= 60
+
+
+def test_trace_without_id_or_key_says_what_to_give() -> None:
+    res = CliRunner().invoke(app, ["trace", str(JOURNEY)], env={"COLUMNS": "200"})
+    assert res.exit_code == 2
+    assert "give the message to trace: ID or --key KEY" in res.output
+    assert "not both" not in res.output
+    res = CliRunner().invoke(app, ["trace", str(JOURNEY), "ABC", "--key", "k"],
+                             env={"COLUMNS": "200"})
+    assert res.exit_code == 2 and "not both" in res.output
+
+
+@pytest.mark.parametrize("args", [
+    ["messages", str(JOURNEY)],
+    ["dlq", "show", str(JOURNEY), "--group", "cg_journey"],
+    ["dlq", "export", str(JOURNEY), "--group", "cg_journey"],
+    ["dlq", "resend", str(JOURNEY), "--group", "cg_journey", "--target", "/nonexistent/t",
+     "--dry-run"],
+])
+@pytest.mark.parametrize("limit", ["-1", "0"])
+def test_limit_below_one_is_rejected(args: list[str], limit: str) -> None:
+    res = CliRunner().invoke(app, [*args, "--limit", limit], env={"COLUMNS": "200"})
+    assert res.exit_code == 2, res.output
+    assert "--limit" in res.output
+
+
+def test_queue_without_topic_is_rejected() -> None:
+    res = CliRunner().invoke(app, ["messages", str(JOURNEY), "--queue", "1"],
+                             env={"COLUMNS": "200"})
+    assert res.exit_code == 2
+    assert "--queue needs --topic" in res.output
+    res = CliRunner().invoke(app, ["messages", str(JOURNEY), "--queue", "1", "--topic",
+                                   "JourneyTopic", "--json"])
+    assert res.exit_code == 0 and {m["queueId"] for m in json.loads(res.stdout)} == {1}
+
+
+def test_body_utf8_never_replaces_bytes_while_saying_utf8() -> None:
+    """A body that is not UTF-8 comes back as base64 of the stored bytes, labelled base64."""
+    import base64
+
+    from mqtool.jsonview import encode_bytes
+
+    assert encode_bytes("é".encode(), "utf8") == ("é", "utf8")
+    assert encode_bytes(b"\xff\xfe", "utf8") == (base64.b64encode(b"\xff\xfe").decode(), "base64")
+    store = FIXTURES / "4.9.7" / "plain" / "store"
+    res = CliRunner().invoke(app, ["messages", str(store), "--jsonl", "--body", "utf8"])
+    assert res.exit_code == 0
+    rows = [json.loads(ln) for ln in res.stdout.splitlines()]
+    b64 = [r for r in rows if r["bodyEncoding"] == "base64"]
+    assert b64, "the fixture has bodies that are not UTF-8"
+    assert all("\ufffd" not in r["body"] for r in rows)
+    res = CliRunner().invoke(app, ["messages", str(store), "--jsonl", "--body", "base64"])
+    stored = {json.loads(ln)["commitLogOffset"]: json.loads(ln)["body"]
+              for ln in res.stdout.splitlines()}
+    for r in b64:
+        assert r["body"] == stored[r["commitLogOffset"]]
+    for r in rows:
+        if r["bodyEncoding"] == "utf8" and not r["compressionType"]:
+            assert base64.b64encode(r["body"].encode()).decode() == stored[r["commitLogOffset"]]
+
+
+@pytest.mark.slow
+def test_editable_install_prints_no_same_name_folder_warning(tmp_path: Path) -> None:
+    """`make dev`'s editable install of this layout (formats/ mapped to mqtool.formats) does not
+    print setuptools' 'folders with the same name as your package' warning."""
+    import os
+    import subprocess
+    import sys
+
+    make = (REPO / "Makefile").read_text(encoding="utf-8")
+    m = re.search(r"^EDITABLE_QUIET := (\w+)=(\S+)$", make, re.MULTILINE)
+    assert m, "Makefile defines EDITABLE_QUIET"
+    assert "$(EDITABLE_QUIET) $(BIN)/python -m pip install" in make
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    env = dict(os.environ, **{m[1]: m[2]})
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
+         "--no-deps", "-q", "-e", str(REPO)],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    said = " ".join(proc.stderr.split())  # the warning is wrapped over several lines
+    assert "Please be careful with folders" not in said, proc.stderr[-2000:]
+    assert "same name as your package" not in said, proc.stderr[-2000:]
+    check = subprocess.run([str(venv / "bin" / "python"), "-c",
+                            "import mqtool.formats; print(mqtool.formats.__file__)"],
+                           capture_output=True, text=True, cwd=tmp_path, check=False)
+    assert check.returncode == 0 and str(REPO / "formats") in check.stdout, check.stderr

@@ -1,9 +1,17 @@
-"""Dependencies point one way: mqtool.spark -> mqtool -> mqtool.formats."""
+"""Dependencies point one way: mqtool.spark -> mqtool -> mqtool.formats.
+
+Layers (docs/ARCHITECTURE.md): ``formats`` imports nothing of the project but ``formats``;
+the write engine ``mqtool.refstore`` imports only ``formats``; read features (store, inspect,
+trace, dlq selection, verify) never import a write path; ``mqtool`` reaches ``spark`` only
+through the CLI's lazy scan entry.
+"""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 
 def _modules_after(code: str) -> set[str]:
@@ -18,7 +26,8 @@ def test_formats_imports_nothing_else_of_the_project() -> None:
     mods = _modules_after(
         "import mqtool.formats, mqtool.formats.commitlog, mqtool.formats.consumequeue, "
         "mqtool.formats.indexfile, mqtool.formats.msgid, mqtool.formats.config, "
-        "mqtool.formats.checkpoint, mqtool.formats.timer"
+        "mqtool.formats.checkpoint, mqtool.formats.timer, mqtool.formats.rules, "
+        "mqtool.formats.javacompat, mqtool.formats.encoder, mqtool.formats.batchcq"
     )
     assert not {m for m in mods if m.split(".")[0] in ("rich", "pyspark", "typer", "pyarrow")}
     project = {m for m in mods if m.startswith("mqtool")}
@@ -40,3 +49,91 @@ def test_python_dash_m_runs() -> None:
                          text=True)
     assert res.returncode == 0
     assert "inspect" in res.stdout
+
+
+# -- layers, checked on the source (every import, lazy ones included) --------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Read features: they never import the write engine (mqtool.refstore) nor a writer.
+READ_FEATURES = (
+    "mqtool/store.py", "mqtool/overview.py", "mqtool/query.py", "mqtool/jsonview.py",
+    "mqtool/trace.py", "mqtool/trace/*.py", "mqtool/dlq/selection.py",
+    "mqtool/integrity/checks.py", "mqtool/integrity/rules.py", "mqtool/integrity/configs.py",
+    "mqtool/cli/inspect_cmd.py", "mqtool/cli/read.py", "mqtool/cli/trace.py",
+)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module ``path`` imports (module level and inside functions), absolute names."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    pkg = ".".join(("mqtool",) + path.relative_to(ROOT).with_suffix("").parts[:-1])
+    pkg = pkg.replace("mqtool.mqtool", "mqtool")
+    if path.relative_to(ROOT).parts[0] in ("formats", "spark"):
+        pkg = "mqtool." + ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg.split(".")
+                base = base[: len(base) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            out.add(mod)
+            out.update(f"{mod}.{a.name}" for a in node.names)
+    return out
+
+
+def _files(*patterns: str) -> list[Path]:
+    found = sorted({p for pat in patterns for p in ROOT.glob(pat)})
+    assert found, patterns
+    return found
+
+
+def _offenders(files: list[Path], bad: tuple[str, ...], allowed: tuple[str, ...] = ()) -> list:
+    return sorted(
+        (str(f.relative_to(ROOT)), m)
+        for f in files for m in _imports(f)
+        if any(m == b or m.startswith(b + ".") for b in bad)
+        and not any(m == a or m.startswith(a + ".") for a in allowed)
+    )
+
+
+def test_formats_source_imports_only_formats() -> None:
+    assert _offenders(_files("formats/**/*.py"), ("mqtool",), ("mqtool.formats",)) == []
+
+
+def test_read_features_never_import_the_write_engine() -> None:
+    files = [p for pat in READ_FEATURES for p in ROOT.glob(pat)]
+    assert len(files) >= 8
+    bad = ("mqtool.refstore", "mqtool.dlq.resend", "mqtool.dlq.targets", "mqtool.dlq.journal",
+           "mqtool.integrity.repair", "mqtool.serve")
+    assert _offenders(files, bad) == []
+
+
+def test_refstore_never_imports_the_read_side_or_features() -> None:
+    bad = ("mqtool.store", "mqtool.overview", "mqtool.trace", "mqtool.dlq", "mqtool.query",
+           "mqtool.jsonview", "mqtool.cli", "mqtool.spark", "mqtool.serve", "mqtool.integrity",
+           "mqtool.report", "mqtool.remoting")
+    assert _offenders(_files("mqtool/refstore/*.py"), bad) == []
+
+
+def test_mqtool_imports_spark_only_through_the_cli_scan_entry() -> None:
+    files = [f for f in _files("mqtool/**/*.py") if f != ROOT / "mqtool" / "cli" / "scan.py"]
+    assert _offenders(files, ("mqtool.spark", "pyspark")) == []
+
+
+def test_spark_imports_no_feature_or_writer() -> None:
+    bad = ("mqtool.refstore", "mqtool.cli", "mqtool.serve", "mqtool.dlq", "mqtool.trace",
+           "mqtool.integrity.repair", "mqtool.report")
+    assert _offenders(_files("spark/**/*.py"), bad) == []
+
+
+def test_read_features_do_not_load_the_write_engine_at_import() -> None:
+    mods = _modules_after(
+        "import mqtool.store, mqtool.overview, mqtool.trace, mqtool.query, mqtool.jsonview"
+    )
+    assert not {m for m in mods if m.startswith("mqtool.refstore")}

@@ -374,3 +374,83 @@ def test_hypothesis_garbage_only_format_error(text: str) -> None:
         loads_fastjson(text)
     except FormatError:
         pass
+
+
+# -- the one loader: ConfigManager#load / loadBak ---------------------------------------------
+
+_GOOD = '{\n\t"offsetTable":{2:1,3:6\n\t}\n}'
+_BAK = '{\n\t"offsetTable":{2:1,3:5\n\t}\n}'
+
+
+def _cfg(tmp_path: Path, main: bytes | None, bak: bytes | None) -> Path:
+    (tmp_path / "config").mkdir()
+    if main is not None:
+        (tmp_path / "config" / "delayOffset.json").write_bytes(main)
+    if bak is not None:
+        (tmp_path / "config" / "delayOffset.json.bak").write_bytes(bak)
+    return tmp_path
+
+
+def test_load_config_reads_the_file(tmp_path: Path) -> None:
+    from mqtool.formats.config import load_config
+
+    got = load_config(_cfg(tmp_path, _GOOD.encode(), _BAK.encode()), "delayOffset.json")
+    assert got.source == "config/delayOffset.json" and not got.from_bak and got.findings == []
+    assert dict(got.value.offset_table) == {2: 1, 3: 6}
+
+
+@pytest.mark.parametrize(
+    ("main", "kind", "severity"),
+    [(b"", "config", "error"), (b'{"offsetTable":{1:2,', "bad-config", "error"),
+     (None, "config", "warning"), (b"\xff\xfe", "config", "error")],
+)
+def test_load_config_falls_back_to_bak(
+    tmp_path: Path, main: bytes | None, kind: str, severity: str
+) -> None:
+    from mqtool.formats.config import load_config
+
+    got = load_config(_cfg(tmp_path, main, _BAK.encode()), "delayOffset.json")
+    assert got.from_bak and dict(got.value.offset_table) == {2: 1, 3: 5}
+    assert [(f.kind, f.file, str(f.severity)) for f in got.findings] == [
+        (kind, "config/delayOffset.json", severity)
+    ]
+    assert "loads config/delayOffset.json.bak instead" in got.findings[0].detail
+
+
+def test_load_config_nothing_to_load(tmp_path: Path) -> None:
+    from mqtool.formats.config import load_config
+
+    assert load_config(_cfg(tmp_path, None, None), "delayOffset.json").value is None
+    assert load_config(tmp_path, "delayOffset.json").findings == []
+    bad = load_config(tmp_path, "topics.json", parse_topics)
+    assert bad.value is None and bad.findings == []
+
+
+def test_load_config_bad_file_and_bad_bak(tmp_path: Path) -> None:
+    from mqtool.formats.config import load_config
+
+    got = load_config(_cfg(tmp_path, b"{", b"["), "delayOffset.json")
+    assert got.value is None
+    found = [(f.kind, f.file) for f in got.findings]
+    assert found == [("bad-config", "config/delayOffset.json.bak")]
+
+
+def test_inspect_and_scan_load_the_same_bak(tmp_path: Path) -> None:
+    """inspect (overview) and scan (spark.scan.load_store_config) use the one loader."""
+    import shutil
+
+    from mqtool.overview import load_delay_offsets
+    from mqtool.store import Store
+
+    root = tmp_path / "store"
+    shutil.copytree(STORES / "4.9.7" / "journey" / "store", root)
+    bak = parse_delay_offset((root / "config" / "delayOffset.json.bak").read_text("utf-8"))
+    (root / "config" / "delayOffset.json").write_bytes(b"")
+    with Store.open(root) as st:
+        assert load_delay_offsets(st) == dict(bak.offset_table)
+        assert [(f.kind, f.file) for f in st.findings] == [("config", "config/delayOffset.json")]
+    from mqtool.spark.scan import load_store_config
+
+    cfg = load_store_config(str(root))
+    assert cfg.delay_offsets == dict(bak.offset_table)
+    assert [(f.kind, f.file) for _, f in cfg.findings] == [("config", "config/delayOffset.json")]

@@ -3,26 +3,30 @@ its file and in-file offset, exit status 1; clean stores exit 0; nothing is ever
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 from typing import Any
 
 import pytest
 from integrity_damage import (
     FIXTURES,
+    JOURNEY,
+    SEEDS,
     copy_store,
+    cq_unit_past_data,
+    crc_flip,
+    delay_offset_beyond_max,
+    empty_config_with_bak,
     manifest,
     messages,
     patch,
-    put_i64,
-    read_at,
     run,
+    torn_tail,
     tree_digest,
     verify_json,
+    zeroed_magic,
 )
 
 SCENARIOS = ["4.9.7/plain", "4.9.7/plain-crashed", "4.9.7/journey", "5.3.3/plain"]
-JOURNEY = "4.9.7/journey"
 
 
 def _errors(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -71,118 +75,67 @@ def test_human_output_prints_summary_findings_and_restart_section(tmp_path: Path
     assert res.stderr.startswith("error:")
 
 
-def test_torn_tail(tmp_path: Path) -> None:
+@pytest.mark.parametrize("seed", sorted(SEEDS))
+def test_seeded_damage_is_found_at_its_file_and_offset(seed: str, tmp_path: Path) -> None:
     store = copy_store(JOURNEY, tmp_path)
-    last = messages(JOURNEY)[-1]
-    path = store / "commitlog" / last["file"]
-    # the writer died inside the last record: only TOTALSIZE, MAGICCODE and BODYCRC reached
-    # the disk
-    patch(path, last["fileOffset"] + 12, bytes(last["size"] - 12))
+    want = SEEDS[seed](store)
     before = tree_digest(store)
     rc, doc = verify_json(store)
     assert rc == 1
-    assert _has(doc, f"commitlog/{last['file']}", last["fileOffset"])
-    loss = doc["restartWouldLose"]
+    assert _has(doc, want["file"], want["offset"], want.get("kind")), _errors(doc)
+    assert tree_digest(store) == before  # verify is read-only
+
+
+def test_torn_tail_restart_loss(tmp_path: Path) -> None:
+    store = copy_store(JOURNEY, tmp_path)
+    last = torn_tail(store)["msg"]
+    loss = verify_json(store)[1]["restartWouldLose"]
     assert loss["cutAt"] == last["phyOffset"]
     assert loss["cutFile"] == f"commitlog/{last['file']}"
     assert loss["cutFileOffset"] == last["fileOffset"]
     assert loss["lostMessages"] == 0  # the torn record was never readable
     assert loss["lostBytes"] > 0
-    q = f"{last['topic']}/{last['queueId']}"
-    assert loss["cqUnitsDropped"].get(q) == 1  # its unit points at the cut
-    assert tree_digest(store) == before
+    assert loss["cqUnitsDropped"] == {f"{last['topic']}/{last['queueId']}": 1}
 
 
-def test_zeroed_magic_mid_file(tmp_path: Path) -> None:
+def test_zeroed_magic_counts_unreadable_bytes(tmp_path: Path) -> None:
     store = copy_store(JOURNEY, tmp_path)
-    first = next(m for m in messages(JOURNEY) if m["file"] == "00000000000000004096")
-    patch(store / "commitlog" / first["file"], first["fileOffset"] + 4, bytes(4))
-    rc, doc = verify_json(store)
-    assert rc == 1
-    assert _has(doc, "commitlog/00000000000000004096", first["fileOffset"])
-    assert doc["summary"]["unreadableBytes"] > 0
+    zeroed_magic(store)
+    assert verify_json(store)[1]["summary"]["unreadableBytes"] > 0
 
 
-def test_crc_flip(tmp_path: Path) -> None:
+def test_crc_flip_stops_rocketmq_recovery(tmp_path: Path) -> None:
     store = copy_store(JOURNEY, tmp_path)
-    m = next(x for x in messages(JOURNEY) if x["bodyLength"] > 4 and x["file"] ==
-             "00000000000000008192")
-    path = store / "commitlog" / m["file"]
-    # BODY comes before TOPICLEN (1 byte, V1) + TOPIC and PROPERTIESLEN (2) + PROPERTIES
-    tail = 1 + len(m["topic"].encode()) + 2 + m["propertiesLength"]
-    body_at = m["fileOffset"] + m["size"] - tail - m["bodyLength"]
-    b = read_at(path, body_at, 1)
-    patch(path, body_at, bytes([b[0] ^ 0xFF]))
-    rc, doc = verify_json(store)
-    assert rc == 1
-    assert _has(doc, f"commitlog/{m['file']}", m["fileOffset"], "crc-mismatch")
-    # RocketMQ recovers with checkCRCOnRecover: the normal recovery starts at the third-last
-    # file and stops at the bad record
-    assert doc["restartWouldLose"]["cutAt"] == m["phyOffset"]
+    m = crc_flip(store)["msg"]
+    doc = verify_json(store)[1]
+    # checkCRCOnRecover: the normal recovery (last three files) stops at the bad record and
+    # drops every record after it
+    loss = doc["restartWouldLose"]
+    assert loss["cutAt"] == m["phyOffset"]
+    after = [x for x in messages(JOURNEY) if x["phyOffset"] > m["phyOffset"]]
+    assert loss["lostMessages"] == len(after) + 1
     rc2, doc2 = verify_json(store, "--no-crc")
     assert not any(f["kind"] == "crc-mismatch" for f in doc2["findings"])
 
 
-def test_cq_unit_past_data(tmp_path: Path) -> None:
+def test_cq_unit_past_data_is_dropped_at_restart(tmp_path: Path) -> None:
     store = copy_store(JOURNEY, tmp_path)
-    units = [u for u in manifest(JOURNEY, "consumequeue.jsonl")
-             if u["topic"] == "JourneyTopic" and u["queueId"] == 0]
-    last = units[-1]
-    path = store / "consumequeue" / "JourneyTopic" / "0" / last["file"]
-    pos = last["fileOffset"] + 20
-    assert pos < path.stat().st_size
-    end = doc_end = verify_json(store)[1]["summary"]["dataEnd"]
-    patch(path, pos, struct.pack(">qiq", end + 100, 200, 0))
-    rc, doc = verify_json(store)
-    assert rc == 1
-    assert _has(doc, f"consumequeue/JourneyTopic/0/{last['file']}", pos, "cq")
-    assert doc["restartWouldLose"]["cqUnitsDropped"] == {"JourneyTopic/0": 1}
-    assert doc_end == doc["summary"]["dataEnd"]
+    cq_unit_past_data(store)
+    assert verify_json(store)[1]["restartWouldLose"]["cqUnitsDropped"] == {"JourneyTopic/0": 1}
 
 
-def test_index_entry_damaged(tmp_path: Path) -> None:
+def test_empty_config_falls_back_to_bak_at_restart(tmp_path: Path) -> None:
     store = copy_store(JOURNEY, tmp_path)
-    entries = manifest(JOURNEY, "index_entries.jsonl")
-    e = entries[5]
-    path = store / "index" / e["file"]
-    size = path.stat().st_size
-    slots = (size - 40) // (4 + 4 * 20)  # RocketMQ's ratio: 4 entries per slot
-    pos = 40 + slots * 4 + e["index"] * 20
-    put_i64(path, pos + 4, e["phyOffset"] + 3)  # phyOffset now points inside a record
-    rc, doc = verify_json(store)
-    assert rc == 1
-    assert _has(doc, f"index/{e['file']}", pos, "index")
+    empty_config_with_bak(store)
+    loss = verify_json(store)[1]["restartWouldLose"]
+    assert loss["configsFromBak"] == ["config/delayOffset.json.bak"]
 
 
-def test_empty_config_with_bak(tmp_path: Path) -> None:
+def test_delay_offset_finding_names_the_level(tmp_path: Path) -> None:
     store = copy_store(JOURNEY, tmp_path)
-    (store / "config" / "delayOffset.json").write_bytes(b"")
-    rc, doc = verify_json(store)
-    assert rc == 1
-    assert _has(doc, "config/delayOffset.json", 0, "config")
-    assert doc["restartWouldLose"]["configsFromBak"] == ["config/delayOffset.json.bak"]
-
-
-def test_delay_offset_beyond_queue_max(tmp_path: Path) -> None:
-    store = copy_store(JOURNEY, tmp_path)
-    p = store / "config" / "delayOffset.json"
-    text = p.read_text("utf-8")
-    assert "3:" in text
-    p.write_text(text.replace("3:", "3:9", 1), "utf-8")  # level 3's offset grows a digit
-    rc, doc = verify_json(store)
-    assert rc == 1
-    hit = [f for f in _errors(doc) if f["file"] == "config/delayOffset.json"]
-    assert hit and "beyond the max offset" in hit[0]["detail"]
-    assert hit[0]["offset"] == len(text[: text.index("3:")].encode())
-
-
-def test_checkpoint_ahead_of_data(tmp_path: Path) -> None:
-    store = copy_store(JOURNEY, tmp_path)
-    last_ts = max(m["storeTimestamp"] for m in messages(JOURNEY))
-    put_i64(store / "checkpoint", 0, last_ts + 3_600_000)
-    rc, doc = verify_json(store)
-    assert rc == 1
-    assert _has(doc, "checkpoint", 0, "checkpoint")
+    delay_offset_beyond_max(store)
+    hit = [f for f in _errors(verify_json(store)[1]) if f["file"] == "config/delayOffset.json"]
+    assert hit and "delay level 3" in hit[0]["detail"]
 
 
 def test_not_a_store_is_one_line(tmp_path: Path) -> None:

@@ -19,7 +19,9 @@ async def _handler(cmd: RemotingCommand, peer: Peer) -> RemotingCommand | None:
 
 
 async def _start(logs: list[str], **kw: float) -> tuple[RemotingServer, int]:
-    srv = RemotingServer(_handler, name="test", log=logs.append, **kw)  # type: ignore[arg-type]
+    srv = RemotingServer(  # type: ignore[arg-type]
+        _handler, name="test", log=logs.append, held_codes=frozenset({1}), **kw
+    )
     port = await srv.start("127.0.0.1", 0)
     return srv, port
 
@@ -98,6 +100,31 @@ def test_vanish_mid_frame_and_slow_client() -> None:
         await conn.close()
         assert any("mid-frame" in line for line in logs)
         assert any("not complete after" in line for line in logs)
+        await srv.close()
+
+    asyncio.run(main())
+
+
+def test_held_requests_are_bounded_per_connection() -> None:
+    async def main() -> None:
+        srv = RemotingServer(
+            _handler,
+            name="test",
+            log=lambda s: None,  # type: ignore[arg-type]
+            held_codes=frozenset({1}),
+            max_held=2,
+        )
+        port = await srv.start("127.0.0.1", 0)
+        conn = await Connection.open("127.0.0.1", port)
+        held = [
+            asyncio.create_task(conn.invoke(RemotingCommand.request(1, {"ms": 500})))
+            for _ in range(2)
+        ]
+        await asyncio.sleep(0.1)
+        busy = await conn.invoke(RemotingCommand.request(1, {"v": "third"}))
+        assert busy.code == ResponseCode.SYSTEM_BUSY
+        assert [r.code for r in await asyncio.gather(*held)] == [ResponseCode.SUCCESS] * 2
+        await conn.close()
         await srv.close()
 
     asyncio.run(main())

@@ -27,10 +27,13 @@ class Rendered:
     page_errors: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)  # every URL the page asked for
     title: str = ""
-    table_first_cells: list[str] = field(default_factory=list)
+    sorted_column: list[str] = field(default_factory=list)
 
 
-def render(page_path: Path, png: Path, *, width: int = 1280, sort_table: bool = False) -> Rendered:
+def render(
+    page_path: Path, png: Path, *, width: int = 1280, sort_table: str | None = None,
+    sort_column: int = 0,
+) -> Rendered:
     """Open ``page_path`` in headless Chromium, screenshot it to ``png``."""
     from playwright.sync_api import sync_playwright
 
@@ -56,12 +59,12 @@ def render(page_path: Path, png: Path, *, width: int = 1280, sort_table: bool = 
             page.route("**/*", refuse)
             page.goto(page_path.resolve().as_uri(), wait_until="load")
             out.title = page.title()
-            if sort_table:
-                th = page.locator("table.sortable thead th").first
+            if sort_table:  # click a header of that table twice (descending), read the column
+                th = page.locator(f"{sort_table} thead th").nth(sort_column)
                 th.click()
                 th.click()
-                out.table_first_cells = page.locator(
-                    "table.sortable tbody tr td:first-child").all_inner_texts()
+                out.sorted_column = page.locator(
+                    f"{sort_table} tbody tr td:nth-child({sort_column + 1})").all_inner_texts()
             page.screenshot(path=str(png), full_page=True)
         finally:
             ctx.close()

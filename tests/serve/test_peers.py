@@ -42,6 +42,8 @@ def test_cpp_client_produces_and_consumes(tmp_path: Path, serve_factory: Any) ->
     got = [e for e in ev if "key" in e]
     assert {e["key"] for e in got} == keys
     assert {e["queue"] for e in got if e["key"].startswith("c-orderly")} == {1}
+    batch = [e for e in got if e["key"].startswith("c-batch")]
+    assert [len(e["body"]) for e in batch] == [2048] * 4  # sent compressed, stored inflated
     assert srv.stop() == 0, srv.stderr()
     assert not (store / "abort").exists()
     stored = _store_keys(store, "TopicCpp")
@@ -53,14 +55,22 @@ def test_cpp_client_produces_and_consumes(tmp_path: Path, serve_factory: Any) ->
 def test_js_client_produces_and_consumes(tmp_path: Path, serve_factory: Any) -> None:
     store = tmp_path / "store"
     srv = serve_factory(store)
-    rc, ev, err = run_js(tmp_path / "home", "produce", srv.namesrv, "TopicJs", "j", "6")
+    rc, ev, err = run_js(tmp_path / "home", "produce", srv.namesrv, "TopicJs", "j",
+                         "6", "3", "2", "1")
     assert rc == 0, err
-    assert [e["status"] for e in ev] == ["SEND_OK"] * 6
-    rc, ev, err = run_js(tmp_path / "home", "consume", srv.namesrv, "CID-JS", "TopicJs", "6", "60")
+    assert [e["mode"] for e in ev] == ["sync"] * 6 + ["orderly"] * 3 + ["big"]
+    assert {e["status"] for e in ev} == {"SEND_OK"}
+    assert {int(e["queue"]) for e in ev if e["mode"] == "orderly"} == {2}
+    keys = {e["key"] for e in ev}
+    rc, ev, err = run_js(tmp_path / "home", "consume", srv.namesrv, "CID-JS", "TopicJs",
+                         str(len(keys)), "60")
     assert rc == 0, err
-    assert {e["key"] for e in ev if "key" in e} == {f"j-sync-{i}" for i in range(6)}
+    got = {e["key"]: e for e in ev if "key" in e}
+    assert set(got) == keys
+    assert got["j-big-0"]["body"] == "body of j-big-0".ljust(6000, ".")  # sent compressed
+    assert {got[k]["queue"] for k in keys if "orderly" in k} == {2}
     assert srv.stop() == 0, srv.stderr()
-    assert sorted(_store_keys(store, "TopicJs")) == sorted(f"j-sync-{i}" for i in range(6))
+    assert sorted(_store_keys(store, "TopicJs")) == sorted(keys)
 
 
 def _journey_checks(store: Path, group: str, bad_key: str, topic: str) -> None:

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from conftest import manifest_jsonl, store_dir
 from mqtool.cli import app
+from mqtool.formats.errors import FINDING_KINDS
 from mqtool.formats.indexfile import index_geometry
 
 pytestmark = pytest.mark.slow
@@ -63,24 +64,23 @@ def damaged(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, set[tuple[s
         byte = f.read(1)
         f.seek(body_pos)
         f.write(bytes([byte[0] ^ 0xFF]))
-    expected.add(("crc", f"commitlog/{a['file']}", a["phyOffset"]))
+    expected.add(("crc-mismatch", f"commitlog/{a['file']}", a["fileOffset"]))
 
     # 2. a destroyed magic: an unreadable region; its CQ unit and index entries now dangle
     b = _msg("%RETRY%cg_journey", 0, 0)
     _patch(cl / b["file"], b["fileOffset"] + 4, b"\x00\x11\x22\x33")
-    expected.add(("unreadable", f"commitlog/{b['file']}", b["phyOffset"]))
+    expected.add(("unreadable", f"commitlog/{b['file']}", b["fileOffset"]))
     ub = _unit("%RETRY%cg_journey", 0, 0)
     expected.add(("cq-dangling", f"consumequeue/%RETRY%cg_journey/0/{ub['file']}",
-                  int(ub["file"]) + ub["fileOffset"]))
+                  ub["fileOffset"]))
 
     # 3. a CQ unit pointing one byte off: dangling unit, and its message has no unit
     c = _msg("DelayTopic", 0, 0)
     uc = _unit("DelayTopic", 0, 0)
     cq_c = root / "consumequeue" / "DelayTopic" / "0" / uc["file"]
     _patch(cq_c, uc["fileOffset"], struct.pack(">q", c["phyOffset"] + 1))
-    expected.add(("cq-dangling", f"consumequeue/DelayTopic/0/{uc['file']}",
-                  int(uc["file"]) + uc["fileOffset"]))
-    expected.add(("cq-missing", f"commitlog/{c['file']}", c["phyOffset"]))
+    expected.add(("cq-dangling", f"consumequeue/DelayTopic/0/{uc['file']}", uc["fileOffset"]))
+    expected.add(("cq-missing", f"commitlog/{c['file']}", c["fileOffset"]))
 
     # 4. a CQ unit pointing at another queue's message (same size): wrong message
     d = _msg("JourneyTopic", 1, 0)
@@ -88,9 +88,8 @@ def damaged(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, set[tuple[s
     ud = _unit("JourneyTopic", 1, 0)
     _patch(root / "consumequeue" / "JourneyTopic" / "1" / ud["file"], ud["fileOffset"],
            struct.pack(">q", other["phyOffset"]))
-    expected.add(("cq-mismatch", f"consumequeue/JourneyTopic/1/{ud['file']}",
-                  int(ud["file"]) + ud["fileOffset"]))
-    expected.add(("cq-missing", f"commitlog/{d['file']}", d["phyOffset"]))
+    expected.add(("cq-mismatch", f"consumequeue/JourneyTopic/1/{ud['file']}", ud["fileOffset"]))
+    expected.add(("cq-missing", f"commitlog/{d['file']}", d["fileOffset"]))
 
     # 5. an index entry pointing into the middle of a record
     index_file = next((root / "index").iterdir())
@@ -108,7 +107,7 @@ def damaged(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, set[tuple[s
         if m["kind"] == "msg" and m["file"] == last.name
     )
     _patch(last, data_end, b"\x01" * 12)
-    expected.add(("unreadable", f"commitlog/{last.name}", int(last.name) + data_end))
+    expected.add(("unreadable", f"commitlog/{last.name}", data_end))
 
     # 7. a consume-queue file that is not whole units (a torn append)
     cq_file = root / "consumequeue" / "DelayTopic" / "1" / "00000000000000000000"
@@ -137,6 +136,10 @@ def damaged_scan(spark, damaged) -> Any:  # noqa: F811
 def test_each_damage_is_found_with_file_and_offset(damaged, damaged_scan) -> None:
     found = {(f["kind"], f["file"], f["offset"]) for f in damaged_scan.summary["integrity"]}
     assert found == damaged[1]
+    # every row is the one Finding type, and converts back to it
+    for store, f in damaged_scan.findings():
+        assert store == str(damaged[0]) and f.kind in FINDING_KINDS and f.offset is not None
+        assert str(f).startswith(f"{f.file} @ {f.offset:#x}")
     for f in damaged_scan.summary["integrity"]:
         assert f["detail"] and f["store"] == str(damaged[0])
     torn = [f for f in damaged_scan.summary["integrity"] if f["file"].endswith("16384")]

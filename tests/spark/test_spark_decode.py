@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from conftest import SCENARIOS, manifest_jsonl, store_dir
 from mqtool.formats.commitlog import CommitLogMessage, parse_properties, scan_file
 from mqtool.jsonview import message_dict
-from mqtool.spark import decode, splits
+from mqtool.spark import auxfiles, decode, splits
 from mqtool.spark.schema import CQ_SCHEMA, INDEX_SCHEMA, MESSAGE_SCHEMA, RECORD_SCHEMA
 
 
@@ -143,7 +143,7 @@ def test_property_maps_follow_string2messageProperties(raw: str) -> None:
 def test_consume_queue_units_match_the_manifest(scenario: str) -> None:
     rows = []
     for s in splits.plan_splits([str(store_dir(scenario))], "consumequeue"):
-        for b in decode.decode_cq_file(
+        for b in auxfiles.decode_cq_file(
             s.path, store=s.store, name=s.name, topic=s.topic, queue_id=s.queue_id, base=s.base
         ):
             rows += b.to_pylist()
@@ -162,7 +162,7 @@ def test_consume_queue_units_match_the_manifest(scenario: str) -> None:
 def test_index_entries_match_the_manifest(scenario: str) -> None:
     rows = []
     for s in splits.plan_splits([str(store_dir(scenario))], "index"):
-        for b in decode.decode_index_file(s.path, store=s.store, name=s.name):
+        for b in auxfiles.decode_index_file(s.path, store=s.store, name=s.name):
             rows += b.to_pylist()
     got = {(r["file"], r["entry"]): r for r in rows}
     manifest = manifest_jsonl(scenario, "index_entries.jsonl")
@@ -277,7 +277,9 @@ def test_an_unreadable_index_file_gives_no_rows_and_a_finding(tmp_path: Path) ->
     data = bytearray(index_file.read_bytes())
     data[36:40] = (10**9).to_bytes(4, "big")  # indexCount far beyond the file
     index_file.write_bytes(bytes(data))
-    rows = list(decode.decode_index_file(str(index_file), store="s", name="index/x"))
+    rows = list(auxfiles.decode_index_file(str(index_file), store="s", name="index/x"))
     assert rows == []
     found = layout_findings(str(root))
-    assert [(f[1], f[2]) for f in found] == [("index", f"index/{index_file.name}")]
+    assert [(store, f.kind, f.file) for store, f in found] == [
+        (str(root), "index", f"index/{index_file.name}")
+    ]

@@ -186,3 +186,44 @@ def test_the_session_runs_this_interpreter(spark) -> None:  # noqa: F811
     assert os.environ["PYSPARK_PYTHON"] == sys.executable
     assert spark.conf.get("spark.ui.enabled") == "false"
     assert spark.sparkContext.master == "local[2]"
+
+
+def test_audits_selects_what_runs_and_what_is_read(spark, fixture_scan) -> None:  # noqa: F811
+    """Only the chosen audits appear; without integrity the consume queues of other topics
+    are not read (no unit count), and the chosen tables equal those of the full scan."""
+    from typer.testing import CliRunner
+
+    from mqtool.cli import app
+    from mqtool.spark.scan import run_scan
+
+    store = store_of("4.9.7/journey")
+    part = run_scan(spark, [store], audits=["schedule", "dlq"], now_ms=NOW_MS)
+    audit_keys = {"queues", "rate", "dlq", "retry", "schedule", "integrity", "lag"}
+    assert audit_keys & set(part.summary) == {"schedule", "dlq"}
+    assert part.summary["audits"] == ["schedule", "dlq"]
+    assert "consumeQueueUnits" not in part.summary["totals"]
+    for name in ("schedule", "dlq"):
+        assert part.summary[name] == rows_for(fixture_scan.summary, name, "4.9.7/journey")
+    res = CliRunner().invoke(app, ["scan", store, "--audits", "retry", "--json",
+                                   "--master", "local[2]"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert audit_keys & set(doc) == {"retry"}
+    assert doc["retry"] == rows_for(fixture_scan.summary, "retry", "4.9.7/journey")
+    bad = CliRunner().invoke(app, ["scan", store, "--audits", "queues,nope"])
+    assert bad.exit_code == 2 and "nope" in bad.output
+
+
+def test_spark_memory_is_sized_to_the_job(tmp_path: Path) -> None:
+    from mqtool.spark.session import memory_conf
+
+    small = [store_of(s) for s in SCENARIOS]
+    assert memory_conf("local[2]", small) == {"spark.driver.memory": "512m"}
+    assert memory_conf("spark://127.0.0.1:7077", small) == {}  # the cluster's business
+    big = tmp_path / "store" / "commitlog"
+    big.mkdir(parents=True)
+    (big / "00000000000000000000").write_bytes(b"\1" * 65536)  # written data, not a hole
+    (big / "00000000000000065536").write_bytes(b"")
+    store = [str(tmp_path / "store")]
+    assert memory_conf("local[*]", store, small=65535) == {"spark.driver.memory": "1g"}
+    assert memory_conf("local[*]", store, small=65536) == {"spark.driver.memory": "512m"}

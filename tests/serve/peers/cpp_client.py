@@ -57,7 +57,8 @@ def produce(ns, topic, prefix, n_sync, n_oneway, n_orderly, order_queue, n_batch
         ok &= int(r.status) == 0
     if n_batch:
         keys = [f"{prefix}-batch-{i}" for i in range(n_batch)]
-        r = p.send_batch([msg(topic, k, "body of " + k) for k in keys])
+        # 2 KiB bodies: a batch over 4 KiB goes out zlib-compressed (sysFlag bit 0)
+        r = p.send_batch([msg(topic, k, ("body of " + k).ljust(2048, ".")) for k in keys])
         out(mode="batch", keys=keys, status=int(r.status), msg_id=r.msg_id, offset=r.offset)
         ok &= int(r.status) == 0
     time.sleep(0.5)  # let the oneway frames leave before shutdown

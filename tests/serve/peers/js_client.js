@@ -1,12 +1,16 @@
 // A real RocketMQ client (npm ali-ons 3.12.0, pure JS remoting) driven by the serve tests.
 // Prints one JSON line per event.
-//   node js_client.js produce NS TOPIC PREFIX COUNT
+//   node js_client.js produce NS TOPIC PREFIX COUNT [ORDERLY QUEUE BIG]
+// produce: COUNT sends; ORDERLY sends to queue QUEUE (the client's own send-to-a-queue path,
+// sendKernelImpl, which send() calls after picking a queue: ali-ons 3.12.0 has no oneway,
+// orderly or batch API); BIG sends of a 6,000-byte body (the client zlib-compresses > 4 KiB).
 //   node js_client.js consume NS GROUP TOPIC EXPECT_OK TIMEOUT_S [FAIL_PREFIX MAX_RECONSUME]
 // consume: a push consumer from the first offset; keys starting with FAIL_PREFIX throw (the
 // client sends them back with maxReconsumeTimes MAX_RECONSUME); exits 0 once EXPECT_OK keys were
 // consumed and every failing key was delivered MAX_RECONSUME + 1 times (then waits 3 s).
 'use strict';
 const { Producer, Consumer, Message } = require('ali-ons');
+const MessageQueue = require('ali-ons/lib/message_queue');
 
 const out = o => process.stdout.write(JSON.stringify(o) + '\n');
 const sleep = ms => new Promise(r => setTimeout(r, ms));
@@ -15,7 +19,7 @@ const quiet = new Proxy({}, { get: (_, name) => (name === 'error'
   ? (...a) => process.stderr.write(a.join(' ') + '\n') : () => {}) });
 const firstKey = msg => (typeof msg.keys === 'string' ? msg.keys.split(' ')[0] : (msg.keys || [])[0]) || '';
 
-async function produce(ns, topic, prefix, count) {
+async function produce(ns, topic, prefix, count, orderly = 0, queue = 0, big = 0) {
   const producer = new Producer({ httpclient: {}, nameSrv: ns, producerGroup: 'PID-' + prefix, logger: quiet });
   await producer.ready();
   let ok = true;
@@ -25,6 +29,24 @@ async function produce(ns, topic, prefix, count) {
     m.keys = [ key ];
     const r = await producer.send(m);
     out({ mode: 'sync', key, status: r.sendStatus, msg_id: r.msgId, queue: r.messageQueue.queueId, offset: r.queueOffset });
+    ok = ok && r.sendStatus === 'SEND_OK';
+  }
+  const route = await producer.tryToFindTopicPublishInfo(topic);
+  const brokerName = route.messageQueueList[0].brokerName;
+  for (let i = 0; i < orderly; i++) {
+    const key = `${prefix}-orderly-${i}`;
+    const m = new Message(topic, 'TagA', 'body of ' + key);
+    m.keys = [ key ];
+    const r = await producer.sendKernelImpl(m, new MessageQueue(topic, brokerName, queue));
+    out({ mode: 'orderly', key, status: r.sendStatus, msg_id: r.msgId, queue: r.messageQueue.queueId, offset: r.queueOffset });
+    ok = ok && r.sendStatus === 'SEND_OK';
+  }
+  for (let i = 0; i < big; i++) {
+    const key = `${prefix}-big-${i}`;
+    const m = new Message(topic, 'TagA', ('body of ' + key).padEnd(6000, '.'));
+    m.keys = [ key ];
+    const r = await producer.send(m);
+    out({ mode: 'big', key, status: r.sendStatus, msg_id: r.msgId, queue: r.messageQueue.queueId, offset: r.queueOffset });
     ok = ok && r.sendStatus === 'SEND_OK';
   }
   await producer.close();
@@ -67,8 +89,9 @@ async function consume(ns, group, topic, expectOk, timeoutS, failPrefix, maxReco
 (async () => {
   const a = process.argv.slice(2);
   let rc;
-  if (a[0] === 'produce') rc = await produce(a[1], a[2], a[3], Number(a[4]));
+  if (a[0] === 'produce') rc = await produce(a[1], a[2], a[3], Number(a[4]), Number(a[5] || 0), Number(a[6] || 0), Number(a[7] || 0));
   else if (a[0] === 'consume') rc = await consume(a[1], a[2], a[3], Number(a[4]), Number(a[5]), a[6], Number(a[7] || 0));
   else rc = 2;
-  process.exit(rc);
+  // stdout to a pipe is asynchronous: exit once everything written has been flushed
+  process.stdout.write('', () => process.exit(rc));
 })().catch(e => { process.stderr.write('ERR ' + (e && e.stack || e) + '\n'); process.exit(3); });

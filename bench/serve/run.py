@@ -1,0 +1,205 @@
+"""bench/serve: messages/s through the wire into ``mqtool serve``, as a ratio to the reference
+store's direct put rate measured in the same run.
+
+Usage: .venv/bin/python bench/serve/run.py [--messages 5000] [--producers 8]
+       [--body 1024] [--dir bench/out/serve]   (needs ``make peers``)
+
+Cases, all with 1 KiB bodies, TAGS and KEYS, the real C++-core client (PyPI rocketmq 0.4.4)
+in its own processes against ``mqtool serve`` in its own process:
+
+* ``direct put`` (baseline): ``RefStore.put`` of the same kind of messages in this process;
+* ``wire sync, 1 producer``: ``send_sync`` one at a time;
+* ``wire sync, N producers``: N client processes at once (aggregate rate; the server's
+  anonymous RSS, heap and buffers without the mapped store files, is sampled every 0.25 s:
+  first sample vs the last and the peak);
+* ``wire batch``: ``send_batch`` of 32 messages;
+* ``wire pull``: a push consumer reading back everything one producer sent.
+
+Writes bench/serve/last-run.json (commit, cores, load average, every case and its ratio).
+The issue's target: with 8 producers, sync sends reach at least 0.5 of the direct put rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from mqtool.refstore.engine import Message, RefStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from figures import run_meta, write_last_run  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+CPP_PYTHON = ROOT / "build" / "peers" / "cpp" / "bin" / "python"
+CLIENT = HERE / "cpp_bench_client.py"
+
+
+def direct_put(root: Path, n: int, body: int) -> tuple[float, float]:
+    """(msgs/s, msgs per CPU-second) of RefStore.put in this process."""
+    shutil.rmtree(root, ignore_errors=True)
+    s = RefStore.open(root)
+    data = b"x" * body
+    msgs = [Message.create("BenchDirect", data, tags="TagA", keys=f"bench-{i}") for i in range(n)]
+    s.put(msgs[0])  # files created and mapped outside the timing, as for the server
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    for m in msgs:
+        s.put(m)
+    secs = time.perf_counter() - t0
+    cpu = time.process_time() - c0
+    s.close()
+    shutil.rmtree(root, ignore_errors=True)
+    return n / secs, n / cpu
+
+
+class Server:
+    def __init__(self, store: Path) -> None:
+        shutil.rmtree(store, ignore_errors=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mqtool", "serve", str(store), "--namesrv-port", "0",
+             "--broker-port", "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().split()
+        if "namesrv" not in line:
+            raise SystemExit(f"mqtool serve did not start: {line}")
+        self.namesrv = line[line.index("namesrv") + 1]
+
+    def rss_kib(self, field: str = "RssAnon") -> int:
+        """Anonymous resident memory (heap, buffers): the mapped store files' page cache,
+        which VmRSS also counts and which grows with every byte written, is left out."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+        return 0
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the server process has used."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(120)
+
+
+def client(home: Path, *args: str) -> subprocess.Popen[str]:
+    home.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen([str(CPP_PYTHON), str(CLIENT), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, HOME=str(home)))
+
+
+def result(p: subprocess.Popen[str]) -> dict[str, Any]:
+    out, err = p.communicate(timeout=1800)
+    if p.returncode != 0:
+        raise SystemExit(f"client failed ({p.returncode}): {err[-500:]}")
+    res: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--messages", type=int, default=5000, help="messages per producer")
+    ap.add_argument("--producers", type=int, default=8)
+    ap.add_argument("--body", type=int, default=1024)
+    ap.add_argument("--dir", type=Path, default=ROOT / "bench" / "out" / "serve")
+    args = ap.parse_args()
+    if not CPP_PYTHON.exists():
+        raise SystemExit("the real client is not installed: run `make peers`")
+    meta = run_meta()
+    n, body, work = args.messages, args.body, args.dir
+    work.mkdir(parents=True, exist_ok=True)
+    cases: dict[str, dict[str, Any]] = {}
+
+    base, base_cpu = direct_put(work / "direct", max(n * 2, 20_000), body)
+    cases["direct put"] = {"msgs_per_s": round(base), "msgs_per_cpu_s": round(base_cpu)}
+
+    srv = Server(work / "store")
+    try:
+        r = result(client(work / "h0", "sync", srv.namesrv, "Bench1", str(n), str(body)))
+        cases["wire sync, 1 producer"] = {"msgs_per_s": round(n / r["seconds"])}
+        r = result(client(work / "h0", "batch", srv.namesrv, "BenchB", str(n), str(body), "32"))
+        cases["wire batch (32), 1 producer"] = {"msgs_per_s": round(n / r["seconds"])}
+        r = result(client(work / "h0", "consume", srv.namesrv, "CID-BENCH", "Bench1", str(n)))
+        cases["wire pull (push consumer)"] = {"msgs_per_s": round(r["messages"] / r["seconds"])}
+
+        rss: list[int] = []
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.is_set():
+                rss.append(srv.rss_kib())
+                stop.wait(0.25)
+
+        t = threading.Thread(target=sample)
+        t.start()
+        cpu0 = srv.cpu_seconds()
+        t0 = time.perf_counter()
+        procs = [client(work / f"h{i + 1}", "sync", srv.namesrv, "BenchN", str(n), str(body))
+                 for i in range(args.producers)]
+        results = [result(p) for p in procs]
+        wall = time.perf_counter() - t0
+        server_cpu = srv.cpu_seconds() - cpu0
+        stop.set()
+        t.join()
+        total = sum(x["messages"] for x in results)
+        cases[f"wire sync, {args.producers} producers"] = {
+            "msgs_per_s": round(total / wall),
+            "msgs_per_server_cpu_s": round(total / server_cpu) if server_cpu else 0,
+            "rss_kib": {"first": rss[0] if rss else 0, "last": rss[-1] if rss else 0,
+                        "max": max(rss) if rss else 0, "samples": len(rss)},
+            "note": "wall time includes client start-up (route lookup, connect)",
+        }
+    finally:
+        rc = srv.stop()
+    for c in cases.values():
+        c["ratio"] = round(c["msgs_per_s"] / base, 3)
+
+    nprod = f"wire sync, {args.producers} producers"
+    rssd = cases[nprod]["rss_kib"]
+    write_last_run("serve", meta, {
+        "size": "small" if (n, args.producers, body) == (5000, 8, 1024)
+        else f"{n} messages per producer, {args.producers} producers, {body}-byte bodies",
+        "params": {"messagesPerProducer": n, "producers": args.producers, "bodyBytes": body},
+        "baseline": "direct put: RefStore.put in the benchmark's process, same message shape "
+                    "(1 KiB body, TAGS, KEYS), same run",
+        "figures": [
+            {"what": name, "value": c["msgs_per_s"], "unit": "msgs/s", "ratio": c["ratio"]}
+            for name, c in cases.items()
+        ],
+        "cases": cases,
+        "serverExit": rc,
+        "notes": [
+            "wire cases: the real C++-core client (PyPI rocketmq 0.4.4) in its own processes "
+            "against `mqtool serve` in its own process, all on the same machine",
+            f"CPU cost: direct put {cases['direct put']['msgs_per_cpu_s']} msgs per CPU-second; "
+            f"the server under {args.producers} producers "
+            f"{cases[nprod]['msgs_per_server_cpu_s']} msgs per server CPU-second (ratio "
+            f"{cases[nprod]['msgs_per_server_cpu_s'] / cases['direct put']['msgs_per_cpu_s']:.3f}"
+            "): what the wire path costs, whatever share of the cores the machine's load left",
+            f"server anonymous RSS under {args.producers} producers (KiB): first sample "
+            f"{rssd['first']}, last {rssd['last']}, peak {rssd['max']}",
+            "target of issue 11: 8 producers' sync sends >= 0.5 of the direct put rate: "
+            + ("met" if cases[nprod]["ratio"] >= 0.5 else "NOT met")
+            + f" in this run ({cases[nprod]['ratio']})",
+        ],
+    })
+    print("| case | msgs/s | ratio to direct put |\n|---|---:|---:|")
+    for name, c in cases.items():
+        print(f"| {name} | {c['msgs_per_s']} | {c['ratio']} |")
+    print(f"server RSS under {args.producers} producers (KiB): first {rssd['first']}, "
+          f"last {rssd['last']}, max {rssd['max']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""Broker config files (``store/config/*.json``): fastjson's dialect, one model per file,
+and the one loader with the broker's ``.bak`` fallback.
+
+* :mod:`.fastjson` - the fastjson 1.x text dialect (parser and byte-exact writer);
+* :mod:`.delay_offset`, :mod:`.consumer_offset`, :mod:`.topics`, :mod:`.subscription_group` -
+  one module per config file (typed model, ``parse_*`` and ``build_*``);
+* :mod:`.records` - ``DataVersion`` and the field readers the models share;
+* :mod:`.load` - ``ConfigManager#load`` / ``loadBak``: :func:`load_config`.
+
+Java map orders (``chm_order``) live in :mod:`mqtool.formats.javacompat`.
+"""
+
+from __future__ import annotations
+
+from mqtool.formats.config.consumer_offset import (
+    CONSUMER_OFFSET_TABLE_CAPACITY,
+    TOPIC_GROUP_SEPARATOR,
+    ConsumerOffsets,
+    build_consumer_offset,
+    parse_consumer_offset,
+)
+from mqtool.formats.config.delay_offset import (
+    DelayOffsetTable,
+    build_delay_offset,
+    parse_delay_offset,
+)
+from mqtool.formats.config.fastjson import (
+    FastjsonDict,
+    FastjsonList,
+    dumps_fastjson,
+    java_double_to_string,
+    java_set,
+    loads_fastjson,
+)
+from mqtool.formats.config.load import (
+    CONFIG_PARSERS,
+    ConfigLoad,
+    load_config,
+)
+from mqtool.formats.config.records import (
+    DataVersion,
+)
+from mqtool.formats.config.subscription_group import (
+    SUBSCRIPTION_GROUP_TABLE_CAPACITY,
+    SubscriptionGroupConfig,
+    SubscriptionGroups,
+    build_subscription_groups,
+    default_subscription_group_fields,
+    parse_subscription_groups,
+)
+from mqtool.formats.config.topics import (
+    TOPIC_CONFIG_TABLE_CAPACITY,
+    TopicConfig,
+    TopicConfigs,
+    build_topics,
+    parse_topics,
+)
+from mqtool.formats.javacompat import chm_order
+
+__all__ = [
+    "CONFIG_PARSERS",
+    "CONSUMER_OFFSET_TABLE_CAPACITY",
+    "SUBSCRIPTION_GROUP_TABLE_CAPACITY",
+    "TOPIC_CONFIG_TABLE_CAPACITY",
+    "TOPIC_GROUP_SEPARATOR",
+    "ConfigLoad",
+    "ConsumerOffsets",
+    "DataVersion",
+    "DelayOffsetTable",
+    "FastjsonDict",
+    "FastjsonList",
+    "SubscriptionGroupConfig",
+    "SubscriptionGroups",
+    "TopicConfig",
+    "TopicConfigs",
+    "build_consumer_offset",
+    "build_delay_offset",
+    "build_subscription_groups",
+    "build_topics",
+    "chm_order",
+    "default_subscription_group_fields",
+    "dumps_fastjson",
+    "java_double_to_string",
+    "java_set",
+    "load_config",
+    "loads_fastjson",
+    "parse_consumer_offset",
+    "parse_delay_offset",
+    "parse_subscription_groups",
+    "parse_topics",
+]

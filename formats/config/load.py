@@ -1,0 +1,120 @@
+"""Config files as the broker loads them: ``ConfigManager#load`` / ``loadBak``, the one loader.
+
+RocketMQ ``ConfigManager.load()`` reads ``config/<name>``; when the text is null (missing file)
+or of length 0 it calls ``loadBak()``; when ``decode`` throws it also calls ``loadBak()``, which
+reads ``<name>.bak`` and decodes it when it is non-empty (a missing or empty ``.bak`` loads
+nothing and still counts as loaded; a ``.bak`` that cannot be decoded fails the load). So an
+empty or garbled file with a good ``.bak`` is a normal crash state: the broker starts from the
+``.bak``. :func:`load_config` says what the broker would load and why, as findings (kinds
+``config`` and ``bad-config``, files relative to the store root); it never writes.
+
+Every reader of ``config/*.json`` (inspect, trace, dlq, scan, verify, the reference store) loads
+through here, so they all see the same content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mqtool.formats.config.consumer_offset import parse_consumer_offset
+from mqtool.formats.config.delay_offset import parse_delay_offset
+from mqtool.formats.config.subscription_group import parse_subscription_groups
+from mqtool.formats.config.topics import parse_topics
+from mqtool.formats.errors import Finding, FormatError, Severity
+
+#: The broker config files mqtool reads, with their parsers.
+CONFIG_PARSERS: dict[str, Callable[..., Any]] = {
+    "delayOffset.json": parse_delay_offset,
+    "consumerOffset.json": parse_consumer_offset,
+    "topics.json": parse_topics,
+    "subscriptionGroup.json": parse_subscription_groups,
+}
+
+
+@dataclass
+class ConfigLoad:
+    """What the broker would load for one config file."""
+
+    name: str  # e.g. "delayOffset.json"
+    value: Any = None  # the parsed content (None: nothing loaded)
+    source: str | None = None  # "config/<name>" or "config/<name>.bak" (None: nothing loaded)
+    text: str | None = None  # the text that was parsed
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def from_bak(self) -> bool:
+        return self.source is not None and self.source.endswith(".bak")
+
+
+def _read(path: Path) -> tuple[str | None, str | None]:
+    """(text, None) or (None, why); a missing file gives (None, "missing")."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None, "missing"
+    except IsADirectoryError:
+        return None, "is a directory"
+    except OSError as e:
+        return None, f"cannot be read: {e.strerror}"
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as e:
+        return None, f"not UTF-8 at byte {e.start}"
+
+
+def load_config(
+    root: str | Path, name: str, parse: Callable[..., Any] | None = None
+) -> ConfigLoad:
+    """Load ``<root>/config/<name>`` the broker's way.
+
+    ``parse(text, file=...)`` decodes it (default: the parser of :data:`CONFIG_PARSERS`).
+    """
+    if parse is None:
+        parse = CONFIG_PARSERS[name]
+    root = Path(root)
+    rel = f"config/{name}"
+    out = ConfigLoad(name)
+    text, why = _read(root / "config" / name)
+    bad_at: int | None
+    if text is not None and len(text) > 0:
+        try:
+            out.value = parse(text, file=rel)
+            out.source, out.text = rel, text
+            return out
+        except FormatError as e:
+            why = f"cannot be parsed: {e.detail}"
+            bad_at = e.offset
+    else:
+        bad_at = 0 if why != "missing" else None
+        why = why or "empty (0 bytes)"
+    bak_rel = rel + ".bak"
+    bak_text, bak_why = _read(root / "config" / (name + ".bak"))
+    if why == "missing" and bak_text is None:
+        return out  # neither file: nothing to load, nothing wrong
+    if bak_text:
+        try:
+            out.value = parse(bak_text, file=bak_rel)
+            out.source, out.text = bak_rel, bak_text
+        except FormatError as e:
+            out.findings.append(Finding(
+                "bad-config", bak_rel, e.offset,
+                f"{rel} {why} and its .bak cannot be parsed either ({e.detail}): the broker "
+                "loads nothing", severity=Severity.ERROR,
+            ))
+            return out
+        # the .bak is the previous version: what was saved after it is lost at restart
+        sev = Severity.ERROR if why != "missing" else Severity.WARNING
+        kind = "bad-config" if why.startswith("cannot be parsed") else "config"
+        out.findings.append(Finding(
+            kind, rel, bad_at, f"{why}; the broker loads {bak_rel} instead", severity=sev,
+        ))
+        return out
+    out.findings.append(Finding(
+        "bad-config" if why.startswith("cannot be parsed") else "config", rel, bad_at,
+        f"{why} and no usable {bak_rel} ({bak_why or 'empty'}): the broker loads nothing",
+        severity=Severity.ERROR,
+    ))
+    return out

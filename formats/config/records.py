@@ -1,0 +1,81 @@
+"""Pieces shared by the config models: ``DataVersion`` and typed field readers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mqtool.formats.config.fastjson import loads_fastjson
+from mqtool.formats.errors import FormatError
+
+# --------------------------------------------------------------------------------------------
+# Typed records
+
+
+@dataclass(frozen=True, slots=True)
+class DataVersion:
+    """``org.apache.rocketmq.remoting.protocol.DataVersion`` (timestamp in epoch ms)."""
+
+    counter: int
+    timestamp: int
+    state_version: int | None = 0  # None: field absent (older brokers)
+
+    def to_json_obj(self) -> dict[str, int]:
+        """Bean fields in fastjson's (alphabetical) order."""
+        obj = {"counter": self.counter}
+        if self.state_version is not None:
+            obj["stateVersion"] = self.state_version
+        obj["timestamp"] = self.timestamp
+        return obj
+
+    @classmethod
+    def from_json_obj(cls, obj: Any, *, file: str | None = None) -> DataVersion:
+        """Read a ``dataVersion`` object (``counter`` and ``timestamp`` required)."""
+        if not isinstance(obj, Mapping):
+            raise FormatError(file, None, f"dataVersion: expected an object, found {obj!r}")
+        counter = _int_field(obj, "counter", file, "dataVersion")
+        timestamp = _int_field(obj, "timestamp", file, "dataVersion")
+        state = obj.get("stateVersion")
+        if state is not None and not _is_int(state):
+            raise FormatError(
+                file, None, f"dataVersion.stateVersion: expected int, found {state!r}"
+            )
+        unknown = set(obj) - {"counter", "timestamp", "stateVersion"}
+        if unknown:
+            raise FormatError(
+                file, None, f"dataVersion: unknown fields {sorted(map(str, unknown))}"
+            )
+        return cls(counter=counter, timestamp=timestamp, state_version=state)
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _int_field(obj: Mapping[Any, Any], name: str, file: str | None, where: str) -> int:
+    v = obj.get(name)
+    if not _is_int(v):
+        raise FormatError(file, None, f"{where}.{name}: expected int, found {v!r}")
+    assert isinstance(v, int)
+    return v
+
+
+def _load_object(text: str, file: str | None, what: str) -> Mapping[Any, Any]:
+    obj = loads_fastjson(text, file=file)
+    if not isinstance(obj, Mapping):
+        raise FormatError(file, 0, f"{what}: expected a JSON object at top level")
+    return obj
+
+
+def _int_table(obj: Any, file: str | None, where: str) -> dict[int, int]:
+    if not isinstance(obj, Mapping):
+        raise FormatError(file, None, f"{where}: expected an object, found {obj!r}")
+    table: dict[int, int] = {}
+    for k, v in obj.items():
+        if not _is_int(k) or not _is_int(v):
+            raise FormatError(
+                file, None, f"{where}: expected <int>:<int> entries, found {k!r}:{v!r}"
+            )
+        table[k] = v
+    return table

@@ -1,0 +1,543 @@
+"""The compiled record kernel: commitlog bytes to column buffers at memory speed (numba).
+
+One pass over a mapped commitlog window does, per record, what ``MessageDecoder.decode`` does
+(and what :func:`.commitlog.parse_message` plus :func:`.commitlog.scan_file`'s PHYSICALOFFSET
+check accept): follow TOTALSIZE, check the magic, every length against TOTALSIZE
+(``MessageExtEncoder#calMsgLength``), PHYSICALOFFSET against the record's place and the topic
+and properties as UTF-8, gather every fixed field, and optionally check BODYCRC
+(``UtilAll.crc32``). The kernel never judges damage: it stops at the first record it does not
+accept and returns where, with status :data:`STOP_ANOMALY`; the caller hands that position to
+the one damage rule (:mod:`.commitlog` ``scan_file`` / the walker) for the verdict.
+
+The other kernels turn the accepted records into Arrow buffers directly (offsets + data):
+:func:`gather` (topic, properties string), :func:`split_properties` (the property map,
+``MessageDecoder#string2messageProperties``: ``\\x02``-separated ``key\\x01value`` pairs, the
+last duplicate wins, and TAGS / KEYS / UNIQ_KEY picked out), :func:`offset_msg_ids`
+(``MessageDecoder#createMessageId`` in upper hex).
+
+Compiled once per machine (numba ``cache=True``; the first call of a fresh install compiles
+for a few seconds). Pure numpy in and out: no pyarrow, no pyspark here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+import numpy as np
+
+if "NUMBA_CACHE_DIR" not in os.environ and not os.access(os.path.dirname(__file__), os.W_OK):
+    os.environ["NUMBA_CACHE_DIR"] = os.path.join(
+        os.path.expanduser("~"), ".cache", "mqtool-numba"
+    )
+
+import numba as nb  # noqa: E402 - after NUMBA_CACHE_DIR
+
+from mqtool.formats.commitlog import (  # noqa: E402
+    BORNHOST_V6_FLAG,
+    MAGIC_V1,
+    MAGIC_V2,
+    STOREHOSTADDRESS_V6_FLAG,
+)
+
+# --- the field table the scan kernel fills (one row per field, one column per record) -------
+F_POS = 0  # byte position of the record in the buffer
+F_SIZE = 1  # TOTALSIZE
+F_MAGIC = 2  # MAGICCODE (unsigned)
+F_BODY_CRC = 3
+F_QUEUE_ID = 4
+F_FLAG = 5
+F_QUEUE_OFFSET = 6
+F_PHYS = 7  # PHYSICALOFFSET
+F_SYS_FLAG = 8
+F_BORN_TS = 9
+F_BORN_PORT = 10
+F_STORE_TS = 11
+F_STORE_PORT = 12
+F_RECONSUME = 13
+F_PREPARED = 14
+F_BODY_POS = 15
+F_BODY_LEN = 16
+F_TOPIC_POS = 17
+F_TOPIC_LEN = 18
+F_PROPS_POS = 19
+F_PROPS_LEN = 20
+F_CRC_OK = 21  # 1 / 0, or -1 when not checked
+F_BORN_IP4 = 22  # first 4 address bytes as an unsigned int (IPv4)
+F_STORE_IP4 = 23
+F_STORE_IP_POS = 24  # byte position of the store address (IPv6 rows read 16 bytes there)
+N_FIELDS = 25
+
+STOP_END = 0  # the next record would start at or after ``stop``
+STOP_FULL = 1  # ``cap`` records decoded
+STOP_ANOMALY = 2  # the bytes at the returned position are not a record the kernel accepts
+"""Why :func:`scan` returned."""
+
+_MIN_V1 = 91  # calMsgLength(V1, IPv4, empty body/topic/properties)
+_BORN6 = BORNHOST_V6_FLAG
+_STORE6 = STOREHOSTADDRESS_V6_FLAG
+_MV1 = MAGIC_V1
+_MV2 = MAGIC_V2
+
+_JIT: dict[str, Any] = {"cache": True, "nogil": True, "boundscheck": False}
+_Fn = TypeVar("_Fn", bound=Callable[..., Any])
+
+
+def _compiled(fn: _Fn) -> _Fn:
+    """``numba.njit`` (cached, no GIL, no bounds checks), keeping the signature for mypy."""
+    return cast(_Fn, nb.njit(**_JIT)(fn))
+
+
+def _crc_tables() -> np.ndarray:
+    """Slicing-by-8 tables of the reflected CRC-32 (zlib's polynomial 0xEDB88320)."""
+    t = np.zeros((8, 256), dtype=np.uint32)
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
+        t[0, i] = c
+    for i in range(256):
+        c = int(t[0, i])
+        for k in range(1, 8):
+            c = int(t[0, c & 0xFF]) ^ (c >> 8)
+            t[k, i] = c
+    return t
+
+
+CRC_TABLES = _crc_tables()
+
+
+@_compiled
+def crc32(buf: np.ndarray, start: int, length: int, tables: np.ndarray) -> int:
+    """zlib's ``crc32(buf[start:start+length])`` (slicing-by-8)."""
+    c = np.uint32(0xFFFFFFFF)
+    p = start
+    end = start + length
+    while p + 8 <= end:
+        lo = c ^ (
+            np.uint32(buf[p]) | (np.uint32(buf[p + 1]) << 8) | (np.uint32(buf[p + 2]) << 16)
+            | (np.uint32(buf[p + 3]) << 24)
+        )
+        c = (
+            tables[7, lo & 0xFF] ^ tables[6, (lo >> 8) & 0xFF]
+            ^ tables[5, (lo >> 16) & 0xFF] ^ tables[4, lo >> 24]
+            ^ tables[3, buf[p + 4]] ^ tables[2, buf[p + 5]]
+            ^ tables[1, buf[p + 6]] ^ tables[0, buf[p + 7]]
+        )
+        p += 8
+    while p < end:
+        c = tables[0, (c ^ np.uint32(buf[p])) & 0xFF] ^ (c >> 8)
+        p += 1
+    return int(c ^ np.uint32(0xFFFFFFFF))
+
+
+@_compiled
+def _u32(b: np.ndarray, p: int) -> int:
+    return int(
+        (np.int64(b[p]) << 24) | (np.int64(b[p + 1]) << 16) | (np.int64(b[p + 2]) << 8)
+        | np.int64(b[p + 3])
+    )
+
+
+@_compiled
+def _i32(b: np.ndarray, p: int) -> int:
+    v = _u32(b, p)
+    return v - 4294967296 if v >= 2147483648 else v
+
+
+@_compiled
+def _i16(b: np.ndarray, p: int) -> int:
+    v = int((np.int64(b[p]) << 8) | np.int64(b[p + 1]))
+    return v - 65536 if v >= 32768 else v
+
+
+@_compiled
+def _i64(b: np.ndarray, p: int) -> int:
+    return int((np.int64(_u32(b, p)) << 32) | np.int64(_u32(b, p + 4)))
+
+
+@_compiled
+def utf8_ok(b: np.ndarray, start: int, length: int) -> bool:
+    """Whether ``b[start:start+length]`` is well-formed UTF-8 (what Python's strict decode
+    accepts: no overlong forms, no surrogates, nothing above U+10FFFF)."""
+    p = start
+    end = start + length
+    while p < end:
+        c = b[p]
+        if c < 0x80:
+            p += 1
+            continue
+        if c < 0xC2 or c > 0xF4:
+            return False
+        if c < 0xE0:
+            n = 1
+            lo, hi = 0x80, 0xBF
+        elif c < 0xF0:
+            n = 2
+            lo = 0xA0 if c == 0xE0 else 0x80
+            hi = 0x9F if c == 0xED else 0xBF
+        else:
+            n = 3
+            lo = 0x90 if c == 0xF0 else 0x80
+            hi = 0x8F if c == 0xF4 else 0xBF
+        if p + n >= end:
+            return False
+        d = b[p + 1]
+        if d < lo or d > hi:
+            return False
+        for k in range(2, n + 1):
+            if (b[p + k] & 0xC0) != 0x80:
+                return False
+        p += n + 1
+    return True
+
+
+@_compiled
+def _ascii(b: np.ndarray, w: np.ndarray, start: int, length: int) -> bool:
+    """Whether ``b[start:start+length]`` is ASCII, 8 bytes at a time (``w``: ``b`` as aligned
+    little-endian uint64 words, a byte loop past its end)."""
+    if length <= 0:
+        return True
+    end = start + length
+    nw = w.shape[0]
+    if (end - 1) >> 3 >= nw:
+        for p in range(start, end):
+            if b[p] >= 0x80:
+                return False
+        return True
+    ws = start >> 3
+    we = (end - 1) >> 3
+    hi = np.uint64(0x8080808080808080)
+    lo_mask = ~np.uint64((1 << (8 * (start & 7))) - 1) if start & 7 else ~np.uint64(0)
+    top = 8 * ((end - 1) & 7) + 8
+    hi_mask = np.uint64((1 << top) - 1) if top < 64 else ~np.uint64(0)
+    if ws == we:
+        return bool((w[ws] & lo_mask & hi_mask & hi) == 0)
+    acc = w[ws] & lo_mask
+    for k in range(ws + 1, we):
+        acc |= w[k]
+    acc |= w[we] & hi_mask
+    return bool((acc & hi) == 0)
+
+
+@_compiled
+def scan(
+    buf: np.ndarray, words: np.ndarray, start: int, stop: int, file_start: int, check_crc: bool,
+    out: np.ndarray, tables: np.ndarray,
+) -> tuple[int, int, int]:
+    """Decode the records chained by TOTALSIZE from ``start`` into ``out`` (N_FIELDS x cap).
+
+    ``words`` is ``buf`` as little-endian uint64 words (:func:`words_of`), for the ASCII test.
+
+    Returns ``(count, position, status)``: ``count`` records were accepted; ``position`` is
+    where the next record starts (:data:`STOP_END`: at or past ``stop``; :data:`STOP_FULL`:
+    ``out`` is full) or the bytes the kernel did not accept (:data:`STOP_ANOMALY`: a BLANK,
+    zeros, a torn or damaged record, the end of the buffer: the caller asks the damage rule).
+    """
+    n = buf.shape[0]
+    cap = out.shape[1]
+    p = start
+    i = 0
+    while True:
+        if p >= stop:
+            return i, p, STOP_END
+        if i >= cap:
+            return i, p, STOP_FULL
+        if p + 8 > n:
+            return i, p, STOP_ANOMALY
+        size = _i32(buf, p)
+        magic = _u32(buf, p + 4)
+        if magic == _MV1:
+            tl_w = 1
+        elif magic == _MV2:
+            tl_w = 2
+        else:
+            return i, p, STOP_ANOMALY
+        if size < _MIN_V1 + tl_w - 1 or p + size > n:
+            return i, p, STOP_ANOMALY
+        end = p + size
+        sys_flag = _i32(buf, p + 36)
+        born_len = 16 if sys_flag & _BORN6 else 4
+        store_len = 16 if sys_flag & _STORE6 else 4
+        born_pos = p + 48
+        store_ts_pos = born_pos + born_len + 4
+        store_pos = store_ts_pos + 8
+        recon_pos = store_pos + store_len + 4
+        blen_pos = recon_pos + 12
+        if blen_pos + 4 > end:
+            return i, p, STOP_ANOMALY
+        body_len = _i32(buf, blen_pos)
+        body_pos = blen_pos + 4
+        if body_len < 0 or body_pos + body_len > end:
+            return i, p, STOP_ANOMALY
+        tl_pos = body_pos + body_len
+        if tl_pos + tl_w > end:
+            return i, p, STOP_ANOMALY
+        if tl_w == 2:
+            topic_len = _i16(buf, tl_pos)
+        else:
+            topic_len = int(buf[tl_pos])
+            if topic_len > 127:
+                topic_len -= 256
+        topic_pos = tl_pos + tl_w
+        if topic_len < 0 or topic_pos + topic_len > end:
+            return i, p, STOP_ANOMALY
+        pl_pos = topic_pos + topic_len
+        if pl_pos + 2 > end:
+            return i, p, STOP_ANOMALY
+        props_len = _i16(buf, pl_pos)
+        props_pos = pl_pos + 2
+        if props_len < 0 or props_pos + props_len != end:  # calMsgLength == TOTALSIZE
+            return i, p, STOP_ANOMALY
+        phys = _i64(buf, p + 28)
+        if phys != file_start + p:
+            return i, p, STOP_ANOMALY
+        if not _ascii(buf, words, topic_pos, topic_len) and not utf8_ok(buf, topic_pos, topic_len):
+            return i, p, STOP_ANOMALY
+        if not _ascii(buf, words, props_pos, props_len) and not utf8_ok(buf, props_pos, props_len):
+            return i, p, STOP_ANOMALY
+        body_crc = _i32(buf, p + 8)
+        out[F_POS, i] = p
+        out[F_SIZE, i] = size
+        out[F_MAGIC, i] = magic
+        out[F_BODY_CRC, i] = body_crc
+        out[F_QUEUE_ID, i] = _i32(buf, p + 12)
+        out[F_FLAG, i] = _i32(buf, p + 16)
+        out[F_QUEUE_OFFSET, i] = _i64(buf, p + 20)
+        out[F_PHYS, i] = phys
+        out[F_SYS_FLAG, i] = sys_flag
+        out[F_BORN_TS, i] = _i64(buf, p + 40)
+        out[F_BORN_IP4, i] = _u32(buf, born_pos)
+        out[F_BORN_PORT, i] = _i32(buf, born_pos + born_len)
+        out[F_STORE_TS, i] = _i64(buf, store_ts_pos)
+        out[F_STORE_IP4, i] = _u32(buf, store_pos)
+        out[F_STORE_IP_POS, i] = store_pos
+        out[F_STORE_PORT, i] = _i32(buf, store_pos + store_len)
+        out[F_RECONSUME, i] = _i32(buf, recon_pos)
+        out[F_PREPARED, i] = _i64(buf, recon_pos + 4)
+        out[F_BODY_POS, i] = body_pos
+        out[F_BODY_LEN, i] = body_len
+        out[F_TOPIC_POS, i] = topic_pos
+        out[F_TOPIC_LEN, i] = topic_len
+        out[F_PROPS_POS, i] = props_pos
+        out[F_PROPS_LEN, i] = props_len
+        if check_crc:
+            crc = crc32(buf, body_pos, body_len, tables) & 0x7FFFFFFF
+            out[F_CRC_OK, i] = 1 if crc == body_crc else 0
+        else:
+            out[F_CRC_OK, i] = -1
+        i += 1
+        p = end
+
+
+@_compiled
+def gather(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[
+    np.ndarray, np.ndarray
+]:
+    """Arrow binary/string buffers of ``buf[starts[i]:starts[i]+lengths[i]]``: (int32 offsets
+    of n + 1, data)."""
+    n = starts.shape[0]
+    offsets = np.empty(n + 1, dtype=np.int32)
+    total = 0
+    offsets[0] = 0
+    for i in range(n):
+        total += lengths[i]
+        offsets[i + 1] = total
+    data = np.empty(total, dtype=np.uint8)
+    q = 0
+    for i in range(n):
+        s = starts[i]
+        ln = lengths[i]
+        data[q : q + ln] = buf[s : s + ln]
+        q += ln
+    return offsets, data
+
+
+# the property names picked out into their own columns
+_PICK = (b"TAGS", b"KEYS", b"UNIQ_KEY")
+PICK_NAMES = ("TAGS", "KEYS", "UNIQ_KEY")
+_PICK_BYTES = np.zeros((3, 8), dtype=np.uint8)
+_PICK_LENS = np.array([len(x) for x in _PICK], dtype=np.int64)
+for _j, _name in enumerate(_PICK):
+    _PICK_BYTES[_j, : len(_name)] = np.frombuffer(_name, dtype=np.uint8)
+
+
+@_compiled
+def _same(buf: np.ndarray, a: int, b: int, ln: int) -> bool:
+    for k in range(ln):
+        if buf[a + k] != buf[b + k]:
+            return False
+    return True
+
+
+@_compiled
+def split_properties(
+    buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, pick: np.ndarray,
+    pick_lens: np.ndarray, pairs: np.ndarray, map_off: np.ndarray, picked: np.ndarray,
+) -> int:
+    """``string2messageProperties`` of every properties string, as Arrow map offsets and pairs.
+
+    Fills ``map_off`` (n + 1: row ``i``'s pairs are ``map_off[i]:map_off[i+1]``), ``pairs``
+    (4 x cap: key start, key length, value start, value length) and ``picked`` (``[j, i]``:
+    the pair of row ``i`` whose key is ``pick[j]``, or -1); returns the number of pairs, or -1
+    when ``pairs`` is too small (call again with a bigger one). A segment between ``\x02``
+    separators is a pair when its first ``\x01`` has a non-empty key before it and a
+    non-empty value after it; of duplicate keys the last one is kept.
+    """
+    n = starts.shape[0]
+    cap = pairs.shape[1]
+    m = 0
+    map_off[0] = 0
+    for i in range(n):
+        row_first = m
+        seg = starts[i]
+        e_row = seg + lengths[i]
+        kv = -1
+        for t in range(pick.shape[0]):
+            picked[t, i] = -1
+        for p in range(seg, e_row + 1):
+            c = buf[p] if p < e_row else 2
+            if c == 1:
+                if kv < 0:
+                    kv = p
+            elif c == 2:
+                if kv > seg and kv < p - 1:
+                    klen = kv - seg
+                    # last duplicate wins: drop an earlier pair with the same key
+                    for j in range(row_first, m):
+                        if pairs[1, j] == klen and _same(buf, pairs[0, j], seg, klen):
+                            for t in range(j, m - 1):
+                                pairs[0, t] = pairs[0, t + 1]
+                                pairs[1, t] = pairs[1, t + 1]
+                                pairs[2, t] = pairs[2, t + 1]
+                                pairs[3, t] = pairs[3, t + 1]
+                            m -= 1
+                            break
+                    if m >= cap:
+                        return -1
+                    pairs[0, m] = seg
+                    pairs[1, m] = klen
+                    pairs[2, m] = kv + 1
+                    pairs[3, m] = p - kv - 1
+                    m += 1
+                seg = p + 1
+                kv = -1
+        for j in range(row_first, m):
+            for t in range(pick.shape[0]):
+                if pairs[1, j] == pick_lens[t] and _eq_pick(buf, pairs[0, j], pick, t,
+                                                            pick_lens[t]):
+                    picked[t, i] = j
+        map_off[i + 1] = m
+    return m
+
+
+@_compiled
+def _eq_pick(buf: np.ndarray, a: int, pick: np.ndarray, t: int, ln: int) -> bool:
+    for k in range(ln):
+        if buf[a + k] != pick[t, k]:
+            return False
+    return True
+
+
+_HEXDIGITS = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8).copy()
+
+
+@_compiled
+def offset_msg_ids(
+    buf: np.ndarray, store_ip_pos: np.ndarray, v6: np.ndarray, port: np.ndarray,
+    phys: np.ndarray, hexdigits: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``createMessageId``: upper hex of store address + port + PHYSICALOFFSET (Arrow string
+    buffers: int32 offsets, data)."""
+    n = phys.shape[0]
+    offsets = np.empty(n + 1, dtype=np.int32)
+    offsets[0] = 0
+    for i in range(n):
+        offsets[i + 1] = offsets[i] + (56 if v6[i] else 32)
+    data = np.empty(offsets[n], dtype=np.uint8)
+    for i in range(n):
+        q = offsets[i]
+        alen = 16 if v6[i] else 4
+        a = store_ip_pos[i]
+        for k in range(alen):
+            b = buf[a + k]
+            data[q] = hexdigits[b >> 4]
+            data[q + 1] = hexdigits[b & 15]
+            q += 2
+        pv = np.int64(port[i]) & 0xFFFFFFFF
+        for k in range(7, -1, -1):
+            data[q] = hexdigits[(pv >> (4 * k)) & 15]
+            q += 1
+        ph = phys[i]
+        for k in range(15, -1, -1):
+            data[q] = hexdigits[(ph >> (4 * k)) & 15]
+            q += 1
+    return offsets, data
+
+
+def field_table(cap: int) -> np.ndarray:
+    """An empty field table for :func:`scan` (N_FIELDS x cap, int64)."""
+    return np.empty((N_FIELDS, cap), dtype=np.int64)
+
+
+def words_of(a: np.ndarray) -> np.ndarray:
+    """``a`` (uint8, 8-byte aligned start) as little-endian uint64 words, no copy."""
+    n = len(a) // 8 * 8
+    if a.ctypes.data % 8:
+        return np.zeros(0, dtype="<u8")
+    return a[:n].view("<u8")
+
+
+def as_bytes(buf: Any) -> np.ndarray:
+    """A uint8 array view of any buffer (bytes, bytearray, memoryview, mmap), no copy."""
+    return np.frombuffer(buf, dtype=np.uint8)
+
+
+def scan_buffer(
+    buf: Any, start: int = 0, stop: int | None = None, *, file_start: int = 0,
+    check_crc: bool = False, cap: int = 1 << 16, out: np.ndarray | None = None,
+) -> tuple[np.ndarray, int, int]:
+    """:func:`scan` over a Python buffer: (fields of the accepted records, position, status)."""
+    a = as_bytes(buf)
+    table = field_table(cap) if out is None else out
+    count, pos, status = scan(
+        a, words_of(a), start, len(a) if stop is None else stop, file_start, check_crc, table,
+        CRC_TABLES,
+    )
+    return table[:, :count], pos, status
+
+
+class PropertySplitter:
+    """:func:`split_properties` with reusable scratch (TAGS / KEYS / UNIQ_KEY picked, in
+    :data:`PICK_NAMES` order)."""
+
+    def __init__(self, cap: int = 1 << 16) -> None:
+        self.pairs = np.empty((4, cap), dtype=np.int64)
+
+    def split(self, a: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
+    ]:
+        """(map offsets, key offsets, key data, value offsets, value data, picked)."""
+        n = len(starts)
+        map_off = np.empty(n + 1, dtype=np.int32)
+        picked = np.empty((len(PICK_NAMES), n), dtype=np.int64)
+        while True:
+            m = split_properties(a, starts, lengths, _PICK_BYTES, _PICK_LENS, self.pairs,
+                                 map_off, picked)
+            if m >= 0:
+                break
+            self.pairs = np.empty((4, self.pairs.shape[1] * 2), dtype=np.int64)
+        pr = self.pairs
+        k_off, k_data = gather(a, pr[0, :m], pr[1, :m])
+        v_off, v_data = gather(a, pr[2, :m], pr[3, :m])
+        return map_off, k_off, k_data, v_off, v_data, picked
+
+
+def msg_ids_of(buf: Any, store_ip_pos: np.ndarray, v6: np.ndarray, port: np.ndarray,
+               phys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`offset_msg_ids` over a Python buffer."""
+    result: tuple[np.ndarray, np.ndarray] = offset_msg_ids(
+        as_bytes(buf), store_ip_pos, v6, port, phys, _HEXDIGITS
+    )
+    return result

@@ -1,0 +1,192 @@
+"""``mqtool serve`` as a process: hostile sockets, a locked store, kill -9, many producers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tests.serve.conftest import CPP_CLIENT, CPP_PYTHON, JS_CLIENT, NODE_MODULES, mqtool, run_cpp
+
+
+def _store_keys(store: Path, topic: str) -> list[str]:
+    from mqtool.store import Store
+
+    st = Store.open(store)
+    return [m.keys or "" for m in st.messages() if m.topic == topic]
+
+
+def _garbage(addr: str, data: bytes) -> bytes:
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        chunks = []
+        while chunk := s.recv(4096):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_hostile_sockets_do_not_stop_serving(tmp_path: Path, serve_factory: Any) -> None:
+    srv = serve_factory(tmp_path / "store")
+    for addr in (srv.namesrv, srv.broker):
+        assert _garbage(addr, os.urandom(64) + b"\xff" * 8) == b""  # random + huge length
+        assert _garbage(addr, struct.pack(">i", 2**31 - 1)) == b""
+        assert _garbage(addr, struct.pack(">i", -7) + b"\x00" * 8) == b""
+        assert _garbage(addr, struct.pack(">iI", 12, 900) + b"\x00" * 8) == b""
+        assert _garbage(addr, struct.pack(">iI", 9, 5) + b'{"cod') == b""
+        assert _garbage(addr, struct.pack(">iI", 100, 10) + b"{}") == b""  # vanishes mid-frame
+    unknown = json.dumps({"code": 9999, "flag": 0, "opaque": 5}).encode()
+    reply = _garbage(srv.broker, struct.pack(">iI", 4 + len(unknown), len(unknown)) + unknown)
+    from mqtool.remoting import frame
+
+    r = frame.decode(reply)
+    assert (r.code, r.opaque, r.is_response) == (3, 5, True)  # REQUEST_CODE_NOT_SUPPORTED
+    rc, ev, err = run_cpp(
+        tmp_path / "home", "produce", srv.namesrv, "TopicH", "h", "3", "0", "0", "0", "0"
+    )
+    assert rc == 0, err
+    assert srv.stop() == 0
+    log = srv.stderr()
+    assert log.count("bad frame") == 12 and "Traceback" not in log, log
+
+
+def test_locked_store_is_refused(tmp_path: Path, serve_factory: Any) -> None:
+    store = tmp_path / "store"
+    srv = serve_factory(store)
+    p = mqtool("serve", str(store), "--namesrv-port", "0", "--broker-port", "0", timeout=60)
+    assert p.returncode == 1
+    assert "locked by another process" in p.stderr and "Traceback" not in p.stderr
+    assert srv.stop(signal.SIGINT) == 0  # Ctrl-C stops it as cleanly as SIGTERM
+    assert "Traceback" not in srv.stderr()
+    assert not (store / "abort").exists() and (store / "lock").exists()
+
+
+def _reader(stream: Any, sink: list[dict[str, Any]]) -> None:
+    for line in stream:
+        if line.startswith("{"):
+            sink.append(json.loads(line))
+
+
+def test_kill9_mid_run_loses_no_acknowledged_message(tmp_path: Path, serve_factory: Any) -> None:
+    store = tmp_path / "store"
+    srv = serve_factory(store)
+    home = tmp_path / "home"
+    home.mkdir()
+    prod = subprocess.Popen(
+        [
+            str(CPP_PYTHON),
+            str(CPP_CLIENT),
+            "produce",
+            srv.namesrv,
+            "TopicK",
+            "k",
+            "5000",
+            "0",
+            "0",
+            "0",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=dict(os.environ, HOME=str(home)),
+    )
+    events: list[dict[str, Any]] = []
+    t = threading.Thread(target=_reader, args=(prod.stdout, events))
+    t.start()
+    deadline = time.time() + 60
+    while len(events) < 200 and time.time() < deadline:
+        time.sleep(0.05)
+    assert srv.stop(signal.SIGKILL) == -signal.SIGKILL
+    acked = {e["key"] for e in events if e.get("status") == 0}
+    assert len(acked) >= 200
+    assert (store / "abort").exists()  # an unclean stop
+    try:
+        prod.wait(60)
+    except subprocess.TimeoutExpired:
+        prod.kill()
+        prod.wait()
+    t.join(10)
+    acked = {e["key"] for e in events if e.get("status") == 0}
+    again = serve_factory(store)
+    assert again.stop() == 0, again.stderr()
+    stored = Counter(_store_keys(store, "TopicK"))
+    assert acked <= set(stored), sorted(acked - set(stored))[:5]
+    assert max(stored.values()) == 1  # nothing stored twice
+
+
+def test_eight_producers_both_clients(tmp_path: Path, serve_factory: Any) -> None:
+    n = int(os.environ.get("MQTOOL_SERVE_LOAD_N", "10000"))
+    store = tmp_path / "store"
+    srv = serve_factory(store)
+    procs = []
+    for i in range(8):
+        home = tmp_path / f"home{i}"
+        home.mkdir()
+        if i % 2 == 0:
+            cmd = [
+                str(CPP_PYTHON),
+                str(CPP_CLIENT),
+                "produce",
+                srv.namesrv,
+                "TopicLoad",
+                f"p{i}",
+                str(n),
+                "0",
+                "0",
+                "0",
+                "0",
+            ]
+        else:
+            cmd = ["node", str(JS_CLIENT), "produce", srv.namesrv, "TopicLoad", f"p{i}", str(n)]
+        procs.append(
+            subprocess.Popen(
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=str(home),
+                env=dict(os.environ, HOME=str(home), NODE_PATH=str(NODE_MODULES)),
+            )
+        )
+    acked: set[str] = set()
+    for p in procs:
+        out, err = p.communicate(timeout=1800)
+        assert p.returncode == 0, err[-2000:]
+        for line in out.splitlines():
+            if line.startswith("{"):
+                e = json.loads(line)
+                if e.get("status") in (0, "SEND_OK"):
+                    acked.add(e["key"])
+    assert len(acked) == 8 * n
+    assert srv.stop() == 0, srv.stderr()
+    stored = Counter(_store_keys(store, "TopicLoad"))
+    assert set(stored) == acked  # 0 lost
+    assert sum(stored.values()) == 8 * n  # 0 duplicated
+
+
+def test_bad_delay_levels_refused_before_the_store_is_touched(tmp_path: Path) -> None:
+    store = tmp_path / "never"
+    p = mqtool(
+        "serve",
+        str(store),
+        "--namesrv-port",
+        "0",
+        "--broker-port",
+        "0",
+        "--delay-levels",
+        "1s 2x",
+        timeout=60,
+    )
+    assert p.returncode == 1
+    assert p.stderr.count("\n") == 1 and "bad delay level" in p.stderr, p.stderr
+    assert not store.exists()
