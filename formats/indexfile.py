@@ -14,7 +14,7 @@ file size assuming RocketMQ's ratio ``maxIndexNum = 4 * maxHashSlotNum`` unless 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import construct as cs
@@ -196,6 +196,23 @@ def index_key_hash(key: str) -> int:
     """``IndexFile#indexKeyHashMethod``: abs of Java hashCode, Integer.MIN_VALUE -> 0."""
     h = java_string_hash(key)
     return 0 if h == -(2**31) else abs(h)
+
+
+def index_key_hashes(prefixes: Sequence[int], keys: Sequence[str]) -> list[int]:
+    """:func:`index_key_hash` of ``topic#key`` for many keys at once.
+
+    ``prefixes[i]`` is the unsigned Java hash state of ``topic#`` for ``keys[i]``; the hash is
+    continued vectorised (:func:`~mqtool.formats.javacompat.java_hash_continue_many`), then made
+    non-negative as ``indexKeyHashMethod`` does (abs, ``Integer.MIN_VALUE`` -> 0).
+    """
+    import numpy as np
+
+    from mqtool.formats.javacompat import java_hash_continue_many
+
+    signed = java_hash_continue_many(prefixes, keys).view(np.int32).astype(np.int64)
+    res = np.abs(signed)
+    res[signed == -(2**31)] = 0
+    return list(res.tolist())
 
 
 def build_key(topic: str, key: str) -> str:

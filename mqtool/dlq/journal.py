@@ -1,13 +1,15 @@
 """The resend journal: append-only JSON lines, write-ahead, fsynced, group-committed.
 
-Per message, in this order, each step durable before the next:
+Per message, in this order:
 
-1. ``intent`` (resend id, DLQ record, destination, the target's write position before the put);
-2. the put into the target;
-3. ``done`` (where the copy landed) or ``failed`` (why).
+1. ``intent`` (resend id, DLQ record, destination, the target's write position before the put),
+   durable before the put;
+2. the put into the target (a live broker's SEND_OK; a store target is synced after a batch);
+3. ``done`` (where the copy landed) or ``failed`` (why), durable before the outcome is reported.
 
-Lines are group-committed (intents of a batch of puts in one fsync, the puts, a sync of the
-target, then their ``done`` lines in one fsync), so a kill leaves at most one batch pending.
+Lines are group-committed: one fdatasync makes the intents of a batch durable together with the
+done/failed lines of the batch before it (the last ones at the end of the run), so a run costs
+about one fdatasync per batch and a kill leaves at most two batches to resolve.
 
 A re-run skips ids that are ``done``. An id whose last line is ``intent`` or ``failed`` is
 resolved by asking the target whether it holds a message carrying its ``MQTOOL_RESEND_ID``

@@ -118,9 +118,10 @@ def resend(
     journal) into ``target``, journaled.
 
     Sends are group-committed: the intents of up to ``batch`` messages are made durable with one
-    fsync, the messages are sent (:meth:`ResendTarget.put_many`: a live target keeps them in
-    flight together), the target is synced, then their ``done``/``failed`` lines are made
-    durable with one more fsync; only then are their outcomes reported. A fault that ends the
+    fdatasync, the messages are sent (:meth:`ResendTarget.put_many`: a live target keeps them
+    in flight together), the target is synced, and their ``done``/``failed`` lines are made
+    durable together with the next batch's intents (or at the end); only then are their
+    outcomes reported. A fault that ends the
     run (:class:`SendFailure` with ``fatal``) stops it after that batch's lines are durable:
     the report says why (``stopped``) and how many selected records were not reached. With
     ``dry_run`` nothing is written anywhere: the outcomes say what would be sent (journal and
@@ -142,6 +143,23 @@ def resend(
         if on_outcome is not None:
             on_outcome(o)
 
+    # Done/failed lines of the last batch and the outcomes waiting for them. They become
+    # durable with the next batch's intents (one fdatasync per batch, not two) or at the end:
+    # a kill before that leaves those ids at "intent", which a rerun resolves by asking the
+    # target, so nothing is lost or sent twice - outcomes are reported only once durable.
+    carry: list[dict[str, Any]] = []
+    waiting: list[Outcome] = []
+
+    def settle(lines: list[dict[str, Any]]) -> None:
+        had = bool(carry)
+        journal.append(carry + lines)
+        carry.clear()
+        for o in waiting:
+            emit(o)
+        waiting.clear()
+        if had:
+            crash_point("after-done")
+
     def run_batch() -> str | None:
         """Send the pending batch; the reason when a fault ends the run."""
         nonlocal n_put
@@ -150,9 +168,8 @@ def resend(
         fatal: str | None = None
         if sends:
             pos = target.position()
-            journal.append([ResendJournal.intent_record(o, pos, source) for o in sends])
+            settle([ResendJournal.intent_record(o, pos, source) for o in sends])
             crash_point("after-intent")
-            lines = []
             for k in range(0, len(sends), chunk):
                 part = sends[k:k + chunk]
                 if fatal is None:
@@ -169,18 +186,20 @@ def resend(
                     if isinstance(res, SendFailure):
                         if res.fatal and fatal is None:
                             fatal = str(res)
-                        lines.append(ResendJournal.failed_record(out, str(res)))
+                        carry.append(ResendJournal.failed_record(out, str(res)))
                         done[out.resend_id] = Outcome("failed", *base, str(res))
                     else:
-                        lines.append(ResendJournal.done_record(out, res, "sent"))
+                        carry.append(ResendJournal.done_record(out, res, "sent"))
                         done[out.resend_id] = Outcome("sent", *base, result=res)
             target.sync()
             crash_point("before-done")
-            journal.append(lines)
-            crash_point("after-done")
         for i in items:
-            emit(done[i.resend_id] if isinstance(i, OutgoingMessage) else i)
+            waiting.append(done[i.resend_id] if isinstance(i, OutgoingMessage) else i)
         items.clear()
+        if not carry:
+            for o in waiting:
+                emit(o)
+            waiting.clear()
         return fatal
 
     for n, m in enumerate(todo):
@@ -200,7 +219,7 @@ def resend(
         base = (m.offset_msg_id, m.uniq_key, rid, out.topic)
         if entry is not None and target.contains(out, entry.position):
             if not dry_run:
-                journal.append([ResendJournal.done_record(out, None, "found")])
+                carry.append(ResendJournal.done_record(out, None, "found"))
             items.append(Outcome(
                 "skipped", *base, "already in the target (put by an interrupted run)"))
             continue
@@ -216,9 +235,12 @@ def resend(
         if sum(isinstance(i, OutgoingMessage) for i in items) >= batch:
             stop = run_batch()
             if stop is not None:
+                settle([])
                 report.stopped, report.not_sent = stop, len(todo) - n - 1
                 return report
     stop = run_batch()
+    if carry or waiting:
+        settle([])
     if stop is not None:
         report.stopped = stop
     return report

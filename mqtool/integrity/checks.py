@@ -43,11 +43,10 @@ from mqtool.formats.commitlog import (
 from mqtool.formats.config import parse_consumer_offset, parse_delay_offset
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, MAX_ADDR, tags_code_of
 from mqtool.formats.errors import Finding, FormatError, Severity
-from mqtool.formats.indexfile import IndexReader
+from mqtool.formats.indexfile import IndexReader, index_key_hashes
 from mqtool.formats.javacompat import java_hash_unsigned
 from mqtool.integrity import rules
 from mqtool.integrity.configs import ConfigLoad, load_config
-from mqtool.refstore.fastpath import index_hashes
 from mqtool.store import SCHEDULE_TOPIC, CommitLogFile, Store, map_readonly
 
 ProgressFn = Callable[[int], None]
@@ -196,7 +195,7 @@ class _KeyHashes:
 
     def _flush(self) -> None:
         if self.keys:
-            h = np.asarray(index_hashes(self.prefixes, self.keys), dtype=np.int64)
+            h = np.asarray(index_key_hashes(self.prefixes, self.keys), dtype=np.int64)
             self.done.append((np.asarray(self.rows, dtype=np.int64) << 31) | h)
             self.rows, self.prefixes, self.keys = [], [], []
 

@@ -8,9 +8,8 @@ keys and caches tag hashes.
 
 from __future__ import annotations
 
-import numpy as np
-
-from mqtool.formats.javacompat import java_hash_continue_many, java_hash_unsigned, to_int32
+from mqtool.formats.indexfile import index_key_hashes
+from mqtool.formats.javacompat import java_hash_unsigned, to_int32
 
 __all__ = ["JavaHashCache", "index_hashes", "java_hash_unsigned"]
 
@@ -51,13 +50,6 @@ def _abs32(u: int) -> int:
 
 
 def index_hashes(prefixes: list[int], keys: list[str]) -> list[int]:
-    """``indexKeyHashMethod(topic + "#" + key)`` for many keys at once.
-
-    ``prefixes[i]`` is the unsigned Java hash of ``topic#`` for ``keys[i]``; the hash is continued
-    vectorised (:func:`~mqtool.formats.javacompat.java_hash_continue_many`), then made
-    non-negative as ``indexKeyHashMethod`` does (abs, ``Integer.MIN_VALUE`` -> 0).
-    """
-    signed = java_hash_continue_many(prefixes, keys).view(np.int32).astype(np.int64)
-    res = np.abs(signed)
-    res[signed == -(2**31)] = 0
-    return list(res.tolist())
+    """``indexKeyHashMethod(topic + "#" + key)`` for many keys at once (the rule's home:
+    :func:`mqtool.formats.indexfile.index_key_hashes`)."""
+    return index_key_hashes(prefixes, keys)

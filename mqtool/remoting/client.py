@@ -192,6 +192,7 @@ class LiveClient:
         self.producer_group = producer_group
         self._loop = asyncio.new_event_loop()
         self._conns: dict[str, Connection] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
         self._routes: dict[str, TopicRouteData] = {}
         self._rr = itertools.count()
         self._ns_first = 0
@@ -206,6 +207,10 @@ class LiveClient:
         async def _close() -> None:
             for c in self._conns.values():
                 await c.close()
+            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in rest:
+                t.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
 
         try:
             self._loop.run_until_complete(_close())
@@ -220,6 +225,11 @@ class LiveClient:
         self.close()
 
     async def _conn(self, addr: str) -> Connection:
+        lock = self._locks.setdefault(addr, asyncio.Lock())
+        async with lock:  # requests in flight together share one connection per address
+            return await self._open(addr)
+
+    async def _open(self, addr: str) -> Connection:
         c = self._conns.get(addr)
         if c is not None and c._error is None and not c._writer.is_closing():
             return c
@@ -247,7 +257,9 @@ class LiveClient:
         try:
             return await conn.invoke(self._request(code, ext, body), timeout or self.timeout)
         except RemotingError as e:
-            self._conns.pop(addr, None)
+            dead = self._conns.pop(addr, None)
+            if dead is not None:
+                await dead.close()
             raise SendUnknown(f"{addr}: {e}") from None
 
     # -- name servers ---------------------------------------------------------------------------

@@ -13,7 +13,6 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -32,16 +31,6 @@ class Cell(NamedTuple):
 
     text: str
     sort: int | float | str
-
-
-def utc(ms: int | None) -> str:
-    """Epoch ms as ``2026-11-21 21:02:52.375`` (UTC) for a page; ``-`` for none."""
-    if ms is None or ms <= 0:
-        return "-"
-    try:
-        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-    except (OverflowError, OSError, ValueError):
-        return str(ms)
 
 
 def esc(value: object) -> str:

@@ -11,17 +11,19 @@ the histogram of due times. The tests check those against the summary too (pendi
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mqtool.cli.common import fmt_time as utc  # the one way mqtool shows a time
+from mqtool.formats.rules import SCHEDULE_TOPIC
 from mqtool.report import charts
-from mqtool.report.page import Cell, Page, esc, utc, write_page
+from mqtool.report.page import Cell, Page, esc, write_page
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 MAX_TOPICS = 8  # series in a per-topic chart; the rest are summed as "other"
 MAX_LAG_BARS = 40
 DUE_BINS = 30
@@ -302,6 +304,18 @@ def _for(rows: list[dict[str, Any]] | None, store: str) -> list[dict[str, Any]]:
     return [r for r in rows or [] if r.get("store") == store]
 
 
+def _chart(page: Page, summary: dict[str, Any], store: str, audit: str, title: str,
+           draw: Callable[[list[dict[str, Any]]], str], empty: str) -> None:
+    """A heading and the chart of one audit's rows for ``store`` (or a note: none)."""
+    if audit in summary:
+        page.h3(title)
+        rows = _for(summary[audit], store)
+        if rows:
+            page.figure(draw(rows))
+        else:
+            page.note(empty)
+
+
 def _store_section(page: Page, summary: dict[str, Any], facts: dict[str, Any] | None,
                    store: str, n: int, multi: bool) -> None:
     page.h2(f"Store {n}: {store}" if multi else f"Store: {store}", anchor=f"store-{n}")
@@ -346,13 +360,8 @@ def _store_section(page: Page, summary: dict[str, Any], facts: dict[str, Any] | 
              "yes" if g["abortFile"] else "no"],
         ])
 
-    if "rate" in summary:
-        page.h3("messages and bytes over time, per topic")
-        rate = _for(summary["rate"], store)
-        if rate:
-            page.figure(rate_svg(rate))
-        else:
-            page.note("no messages")
+    _chart(page, summary, store, "rate", "messages and bytes over time, per topic", rate_svg,
+           "no messages")
     if "queues" in summary:
         page.h3("queues")
         page.table(
@@ -372,13 +381,7 @@ def _store_section(page: Page, summary: dict[str, Any], facts: dict[str, Any] | 
             ], sortable=True)
         else:
             page.note("no dead-lettered messages")
-    if "retry" in summary:
-        page.h3("retry depth")
-        retry = _for(summary["retry"], store)
-        if retry:
-            page.figure(retry_svg(retry))
-        else:
-            page.note("no retry messages")
+    _chart(page, summary, store, "retry", "retry depth", retry_svg, "no retry messages")
     if "schedule" in summary:
         page.h3("schedule backlog")
         sched = _for(summary["schedule"], store)
@@ -410,8 +413,9 @@ def _store_section(page: Page, summary: dict[str, Any], facts: dict[str, Any] | 
     if "integrity" in summary:
         page.h3(f"integrity findings ({len(integrity)})")
         if integrity:
-            page.table(["kind", "file", "offset", "detail"], [
-                [r["kind"], r["file"], Cell(hex(r["offset"]), r["offset"]), r["detail"]]
+            page.table(["kind", "severity", "file", "offset", "detail"], [
+                [r["kind"], r.get("severity", "error"), r["file"],
+                 Cell(hex(r["offset"]), r["offset"]), r["detail"]]
                 for r in integrity
             ], sortable=True, css_class="findings")
             page.note("click a column header to sort")

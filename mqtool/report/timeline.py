@@ -12,8 +12,9 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from mqtool.cli.common import fmt_time as utc  # the one way mqtool shows a time
 from mqtool.report import charts
-from mqtool.report.page import Page, esc, utc, write_page
+from mqtool.report.page import Page, esc, write_page
 
 __all__ = ["trace_page", "traces_of", "timeline_svg", "write_page"]
 

@@ -31,10 +31,10 @@ def _mqtool(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=1500, env={**os.environ, "NO_COLOR": "1"})
 
 
-def _damaged_journey(root: Path) -> tuple[Path, set[tuple[str, str, int]]]:
+def _damaged_journey(root: Path) -> tuple[Path, set[tuple[str, int]]]:
     """A copy of the journey store with two kinds of damage and a consumerOffset.json."""
     shutil.copytree(store_dir("4.9.7/journey"), root)
-    expected: set[tuple[str, str, int]] = set()
+    expected: set[tuple[str, int]] = set()  # (file, offset in the file) of each finding
     # a body byte flipped: a CRC finding at the record's commitlog offset
     msg = next(m for m in manifest_jsonl("4.9.7/journey", "commitlog.jsonl")
                if m["kind"] == "msg" and m["topic"] == "JourneyTopic" and m["queueId"] == 0
@@ -43,13 +43,13 @@ def _damaged_journey(root: Path) -> tuple[Path, set[tuple[str, str, int]]]:
     data = bytearray(path.read_bytes())
     data[msg["fileOffset"] + 88] ^= 0xFF  # IPv4 hosts: the body starts at byte 88
     path.write_bytes(bytes(data))
-    expected.add(("crc", f"commitlog/{msg['file']}", msg["phyOffset"]))
+    expected.add((f"commitlog/{msg['file']}", msg["fileOffset"]))
     # a torn consume-queue append: a file that is not whole 20-byte units
     cq = root / "consumequeue" / "DelayTopic" / "1" / "00000000000000000000"
     whole = cq.stat().st_size
     with open(cq, "ab") as f:
         f.write(b"\x07" * 7)
-    expected.add(("cq", "consumequeue/DelayTopic/1/00000000000000000000", whole))
+    expected.add(("consumequeue/DelayTopic/1/00000000000000000000", whole))
     # the broker's own format (fastjson: integer keys unquoted) for the lag audit
     (root / "config" / "consumerOffset.json").write_text(
         '{\n\t"offsetTable":{\n\t\t"JourneyTopic@cg_journey":{0:3,1:5},'
@@ -78,7 +78,7 @@ def test_page_numbers_equal_the_scan_json(scanned: dict[str, Any]) -> None:
     assert data["scan"] == doc
     assert [f["store"] for f in data["stores"]] == doc["stores"] == [scanned["journey"],
                                                                     str(PLAIN)]
-    found = {(f["kind"], f["file"], f["offset"]) for f in doc["integrity"]}
+    found = {(f["file"], f["offset"]) for f in doc["integrity"]}
     assert scanned["expected"] <= found
 
 
@@ -120,7 +120,8 @@ def test_page_shows_every_store_and_every_finding(scanned: dict[str, Any]) -> No
 
 def test_page_renders_in_chromium_and_sorts(scanned: dict[str, Any], tmp_path: Path) -> None:
     png = shot_path(tmp_path, "scan-report.png")
-    seen = render(scanned["page"], png, sort_table="table.findings", sort_column=2)
+    shutil.copy(scanned["page"], png.with_suffix(".html"))  # kept beside it for the README
+    seen = render(scanned["page"], png, sort_table="table.findings", sort_column=3)
     assert seen.page_errors == []
     assert [c for c in seen.console if c[0] in ("error", "warning")] == []
     assert seen.requests == [scanned["page"].resolve().as_uri()]
