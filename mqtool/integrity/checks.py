@@ -219,6 +219,7 @@ def _scan_commitlog(
     keys = _KeyHashes()
     tag_codes: dict[str, int] = {}
     mfs = store.mapped_file_size
+    store.check_crc = False  # the body CRC is checked below (and skipped with --no-crc)
     for f in store.commitlog_files:
         fs = FileScan(f, data_end=f.start)
         scans.append(fs)
