@@ -30,7 +30,12 @@ from typing import Any, NamedTuple
 import construct as cs
 
 from mqtool.formats.buffers import Buffer
-from mqtool.formats.errors import FormatError
+from mqtool.formats.errors import (
+    BadMagicError,
+    BadSizeError,
+    FormatError,
+    TruncatedError,
+)
 from mqtool.formats.rules import (  # MessageConst names, re-exported (one home: formats/rules.py)
     PROPERTY_DELAY_TIME_LEVEL as PROPERTY_DELAY_TIME_LEVEL,
 )
@@ -330,8 +335,12 @@ def decompress(data: bytes, kind: str, limit: int, offset: int | None = None) ->
     return bytes(out)
 
 
-def _err(file: str | None, file_start: int, pos: int, detail: str) -> FormatError:
-    return FormatError(file, file_start + pos, detail)
+def _err(
+    file: str | None, file_start: int, pos: int, detail: str,
+    cls: type[FormatError] = FormatError,
+) -> FormatError:
+    """An error at ``pos`` inside the file (the commitlog position follows as ``phy``)."""
+    return cls(file, pos, detail, phy=file_start + pos)
 
 
 def parse_message(
@@ -349,21 +358,24 @@ def parse_message(
     """
     n = len(buf)
     if pos + 8 > n:
-        raise _err(file, file_start, pos, f"truncated record header: {n - pos} bytes left")
+        raise _err(
+            file, file_start, pos, f"truncated record header: {n - pos} bytes left",
+            TruncatedError,
+        )
     total_size, magic = struct.unpack_from(">iI", buf, pos)
     if magic == MAGIC_BLANK:
         return BlankRecord(file_start + pos, total_size)
     if magic != MAGIC_V1 and magic != MAGIC_V2:
         raise _err(
             file, file_start, pos,
-            f"bad magic: expected 0xdaa320a7 or 0xdaa320ab, found {magic:#010x}",
+            f"bad magic: expected 0xdaa320a7 or 0xdaa320ab, found {magic:#010x}", BadMagicError,
         )
     if total_size < cal_msg_length(magic, 0, 0, 0, 0):
-        raise _err(file, file_start, pos, f"bad TOTALSIZE {total_size}")
+        raise _err(file, file_start, pos, f"bad TOTALSIZE {total_size}", BadSizeError)
     if pos + total_size > n:
         raise _err(
             file, file_start, pos,
-            f"truncated record: TOTALSIZE {total_size} but {n - pos} bytes left",
+            f"truncated record: TOTALSIZE {total_size} but {n - pos} bytes left", TruncatedError,
         )
     end = pos + total_size
     try:
@@ -384,7 +396,7 @@ def parse_message(
         (body_len,) = _I32.unpack_from(buf, p)
         p += 4
         if body_len < 0 or p + body_len > end:
-            raise _err(file, file_start, p - 4, f"bad BODYLEN {body_len}")
+            raise _err(file, file_start, p - 4, f"bad BODYLEN {body_len}", BadSizeError)
         body = bytes(buf[p : p + body_len])
         p += body_len
         if magic == MAGIC_V2:
@@ -398,7 +410,7 @@ def parse_message(
             topic_len = buf[p] - 256 if buf[p] > 127 else buf[p]
             p += 1
         if topic_len < 0 or p + topic_len > end:
-            raise _err(file, file_start, p, f"bad TOPICLEN {topic_len}")
+            raise _err(file, file_start, p, f"bad TOPICLEN {topic_len}", BadSizeError)
         topic_bytes = bytes(buf[p : p + topic_len])
         p += topic_len
         if p + 2 > end:
@@ -406,7 +418,7 @@ def parse_message(
         (props_len,) = _I16.unpack_from(buf, p)
         p += 2
         if props_len < 0 or p + props_len > end:
-            raise _err(file, file_start, p - 2, f"bad PROPERTIESLEN {props_len}")
+            raise _err(file, file_start, p - 2, f"bad PROPERTIESLEN {props_len}", BadSizeError)
         props_bytes = bytes(buf[p : p + props_len])
         p += props_len
     except struct.error as e:  # pragma: no cover - lengths are checked above
@@ -416,6 +428,7 @@ def parse_message(
         raise _err(
             file, file_start, pos,
             f"record length mismatch: TOTALSIZE {total_size}, fields add up to {expected}",
+            BadSizeError,
         )
     try:
         topic = topic_bytes.decode("utf-8")
@@ -490,55 +503,18 @@ def build_blank(total_size: int) -> bytes:
 def scan_file(
     buf: Buffer, *, file: str | None = None, file_start: int = 0
 ) -> Iterator[CommitLogMessage | BlankRecord | FileEnd]:
-    """Records of one commitlog file in physical order; the last item is always a FileEnd.
+    """Records of one commitlog file in physical order up to the first damage; the last item is
+    always a FileEnd (``torn``/``corrupt`` at the first unreadable byte).
 
-    Never raises on bad data: corruption ends the file with a ``torn`` or ``corrupt`` FileEnd
-    naming the absolute offset (the caller decides what that means).
+    A view of :func:`mqtool.formats.walker.walk` (``resync=False``), the one walker: what RocketMQ's
+    recovery sees. Never raises on bad data. Readers that must go on past damage, and see it as
+    findings, use ``walk`` itself.
     """
-    n = len(buf)
-    pos = 0
-    while True:
-        if pos >= n:
-            yield FileEnd(file_start + pos, "eof")
-            return
-        if pos + 8 > n:
-            tail = bytes(buf[pos:n])
-            yield FileEnd(
-                file_start + pos,
-                "zeros" if not any(tail) else "torn",
-                "" if not any(tail) else f"{n - pos} stray bytes at the end of the file",
-            )
-            return
-        total_size, magic = struct.unpack_from(">iI", buf, pos)
-        if magic == MAGIC_BLANK:
-            yield BlankRecord(file_start + pos, total_size)
-            yield FileEnd(file_start + pos, "blank")
-            return
-        if total_size == 0 and magic == 0:
-            yield FileEnd(file_start + pos, "zeros")
-            return
-        if magic in (MAGIC_V1, MAGIC_V2) and total_size > n - pos:
-            yield FileEnd(
-                file_start + pos, "torn",
-                f"record with TOTALSIZE {total_size} runs past the end of the file "
-                f"({n - pos} bytes left)",
-            )
-            return
-        try:
-            rec = parse_message(buf, pos, file=file, file_start=file_start)
-        except FormatError as e:
-            yield FileEnd(file_start + pos, "corrupt", e.detail)
-            return
-        assert isinstance(rec, CommitLogMessage)
-        if rec.physical_offset != file_start + pos:
-            yield FileEnd(
-                file_start + pos, "corrupt",
-                f"PHYSICALOFFSET field says {rec.physical_offset}, record sits at "
-                f"{file_start + pos}",
-            )
-            return
-        yield rec
-        pos += rec.total_size
+    from mqtool.formats.walker import walk
+
+    for item in walk(buf, file=file, file_start=file_start, resync=False):
+        if isinstance(item, CommitLogMessage | BlankRecord | FileEnd):
+            yield item
 
 
 # --- construct reference ----------------------------------------------------------------

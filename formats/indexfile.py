@@ -289,6 +289,37 @@ class IndexReader:
             seen += 1
         return hits
 
+    def problems(self) -> list[FormatError]:
+        """Cheap consistency checks of a file that opened (so lookups can trust it or not).
+
+        ``IndexFile#putKey`` counts a slot in ``hashSlotCount`` when it was empty, and sets
+        ``endPhyOffset`` to the phyOffset of the entry it writes: so the used slots must number
+        ``hashSlotCount`` and the last entry must hold ``endPhyOffset``. Offsets are in-file.
+        """
+        import numpy as np
+
+        h, g = self.header, self.geometry
+        out: list[FormatError] = []
+        slots = np.frombuffer(self.buf, dtype=">i4", count=g.hash_slot_num,
+                              offset=INDEX_HEADER_SIZE)
+        used = int(np.count_nonzero(slots))
+        if used != h.hash_slot_count:
+            out.append(FormatError(
+                self.file, 32, f"{used} hash slots in use, header says {h.hash_slot_count} "
+                "(slot table damaged: lookups would miss keys)",
+                expected=str(h.hash_slot_count), found=str(used),
+            ))
+        if h.index_count > 1:
+            last = self.entry(h.index_count - 1)
+            if last.phy_offset != h.end_phy_offset:
+                out.append(FormatError(
+                    self.file, g.entry_pos(h.index_count - 1) + 4,
+                    f"last entry's phyOffset {last.phy_offset} is not the header's endPhyOffset "
+                    f"{h.end_phy_offset} (entries damaged)",
+                    expected=str(h.end_phy_offset), found=str(last.phy_offset),
+                ))
+        return out
+
     def lookup(self, topic: str, key: str) -> list[IndexEntry]:
         """Candidate entries for ``topic#key`` (hash matches; collisions not yet filtered)."""
         return self.lookup_hash(index_key_hash(build_key(topic, key)))

@@ -5,8 +5,12 @@ Layout (``StorePathConfigHelper``): ``commitlog/<20-digit offset>``,
 ``consumequeue/<topic>/<queueId>/<20-digit byte offset>``, ``index/<yyyyMMddHHmmssSSS>``,
 ``checkpoint``, ``abort``, ``lock``, ``config/*.json`` (+ ``.bak``).
 
-Damage never raises out of iteration: it ends the affected file with a :class:`Finding` in
-``Store.findings`` (file, absolute offset, what was found), and the caller decides what to do.
+Damage never raises out of iteration: the commitlog is read by the one walker
+(:mod:`mqtool.formats.walker`), which goes on past damage at the next self-identifying record;
+every unreadable region, CRC mismatch, impossible or dangling consume-queue unit and damaged
+index file becomes a :class:`Finding` in ``Store.findings`` (file relative to the store root,
+byte offset inside that file, ``phy`` the commitlog position where it applies), and the caller
+decides what to do (read commands print them and exit 1).
 """
 
 from __future__ import annotations
@@ -15,19 +19,19 @@ import bisect
 import mmap
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mqtool.formats.commitlog import (
     BlankRecord,
     CommitLogMessage,
     FileEnd,
     parse_message,
-    scan_file,
 )
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, CqEntry, iter_cq
-from mqtool.formats.errors import Finding, FormatError, MqtoolError
+from mqtool.formats.errors import BadFieldError, Finding, FormatError, MqtoolError
 from mqtool.formats.indexfile import IndexReader, build_key, index_key_hash
 from mqtool.formats.msgid import decode_offset_msg_id
 from mqtool.formats.rules import (  # re-exported: the broker's names live in formats/rules.py
@@ -39,6 +43,12 @@ from mqtool.formats.rules import (
 from mqtool.formats.rules import SCHEDULE_TOPIC as SCHEDULE_TOPIC
 from mqtool.formats.rules import TIMER_TOPIC as TIMER_TOPIC
 from mqtool.formats.rules import topic_kind as topic_kind
+from mqtool.formats.walker import MIN_RECORD_SIZE, walk
+
+if TYPE_CHECKING:
+    from mqtool.search import Finder
+
+ProgressFn = Callable[[int, int], None]  # (bytes done, bytes total)
 
 
 class StoreError(MqtoolError):
@@ -123,6 +133,9 @@ class Store:
     _maps: dict[Path, bytes | mmap.mmap] = field(default_factory=dict, repr=False)
     _starts: list[int] = field(default_factory=list, repr=False)
     _index: list[tuple[str, IndexReader]] | None = field(default=None, repr=False)
+    _index_damaged: bool = field(default=False, repr=False)
+    _data_end: int | None = field(default=None, repr=False)
+    check_crc: bool = True  # walks check every BODYCRC (a mismatch is a finding)
 
     # --- opening --------------------------------------------------------------------------
     @classmethod
@@ -182,9 +195,16 @@ class Store:
             self._maps[path] = m
         return m
 
-    def _note(self, f: Finding) -> None:
+    def mapped(self, f: CommitLogFile) -> bytes | mmap.mmap:
+        """The bytes of a commitlog file (mapped read-only once, until :meth:`close`)."""
+        return self._map(f.path)
+
+    def note(self, f: Finding) -> None:
+        """Add a finding (once)."""
         if f not in self.findings:
             self.findings.append(f)
+
+    _note = note
 
     # --- commitlog ------------------------------------------------------------------------
     @property
@@ -200,14 +220,25 @@ class Store:
         f = self.commitlog_files[i]
         return f if offset < f.start + f.size else None
 
+    def walk_commitlog_file(
+        self, f: CommitLogFile, *, decode: bool = True
+    ) -> Iterator[CommitLogMessage | BlankRecord | Finding | FileEnd | int]:
+        """:func:`mqtool.formats.walker.walk` over one file: records, findings (also noted in
+        ``findings``) and last its FileEnd; ``decode=False`` gives record positions."""
+        for item in walk(self._map(f.path), file=f.rel, file_start=f.start,
+                         check_crc=self.check_crc and decode, decode=decode):
+            if isinstance(item, Finding):
+                self._note(item)
+            yield item
+
     def scan_commitlog_file(
         self, f: CommitLogFile
-    ) -> Iterator[CommitLogMessage | BlankRecord | FileEnd]:
-        """Records of one file, ending with its FileEnd (findings noted for damage)."""
-        for item in scan_file(self._map(f.path), file=f.rel, file_start=f.start):
-            if isinstance(item, FileEnd) and not item.clean:
-                self._note(Finding(item.kind, f.rel, item.physical_offset, item.detail))
-            yield item
+    ) -> Iterator[CommitLogMessage | BlankRecord | Finding | FileEnd]:
+        """Records of one file past any damage, the walker's findings (unreadable regions,
+        CRC mismatches; also noted in ``findings``) where they occur, and last its FileEnd."""
+        for item in self.walk_commitlog_file(f):
+            if not isinstance(item, int):
+                yield item
 
     def file_ends(self) -> list[tuple[CommitLogFile, FileEnd, int]]:
         """For each commitlog file: how its data ends and how many messages it holds."""
@@ -231,16 +262,16 @@ class Store:
         for (a, end, _), (b, _, _) in zip(ends, ends[1:], strict=False):
             if a.start + a.size != b.start and end.clean:
                 self._note(Finding(
-                    "gap", b.rel, a.start + a.size,
+                    "gap", b.rel, 0,
                     f"file starts at {b.start} but the previous one ends at {a.start + a.size}"
-                    " (commitlog data missing)",
+                    " (commitlog data missing)", phy=a.start + a.size,
                 ))
         for i, (f, end, _) in enumerate(ends[:-1]):
             if end.kind == "zeros" and any(c for _, _, c in ends[i + 1 :]):
                 self._note(Finding(
-                    "zeros", f.rel, end.physical_offset,
+                    "zeros", f.rel, end.physical_offset - f.start,
                     "data ends in zeros but a later commitlog file holds messages "
-                    "(zero-filled region)",
+                    "(zero-filled region)", phy=end.physical_offset,
                 ))
 
     def messages(
@@ -294,12 +325,13 @@ class Store:
         f = self.file_for(offset)
         if f is None:
             raise StoreError(f"commitlog offset {offset} is outside every commitlog file")
-        rec = parse_message(self._map(f.path), offset - f.start, file=f.rel, file_start=f.start)
+        pos = offset - f.start
+        rec = parse_message(self._map(f.path), pos, file=f.rel, file_start=f.start)
         if not isinstance(rec, CommitLogMessage):
-            raise FormatError(f.rel, offset, "a BLANK end-of-file record, not a message")
+            raise FormatError(f.rel, pos, "a BLANK end-of-file record, not a message", phy=offset)
         if rec.physical_offset != offset:
-            raise FormatError(
-                f.rel, offset, f"record's PHYSICALOFFSET says {rec.physical_offset}"
+            raise BadFieldError(
+                f.rel, pos, f"record's PHYSICALOFFSET says {rec.physical_offset}", phy=offset,
             )
         return rec
 
@@ -310,10 +342,15 @@ class Store:
             return None
 
     def max_physical_offset(self) -> int:
-        """Where written data ends (the commitlog's max offset)."""
+        """Where written data ends (the commitlog's max offset; cached)."""
+        if self._data_end is None:
+            self._data_end = self._find_data_end()
+        return self._data_end
+
+    def _find_data_end(self) -> int:
         for f in reversed(self.commitlog_files):
             end = None
-            for item in self.scan_commitlog_file(f):
+            for item in self.walk_commitlog_file(f, decode=False):
                 if isinstance(item, FileEnd):
                     end = item
             assert end is not None
@@ -374,10 +411,11 @@ class Store:
             first -= first % CQ_STORE_UNIT_SIZE
             view = memoryview(buf)[first:]
             try:
-                for pos, e in iter_cq(view, file=rel, file_start=base + first):
-                    abs_pos = base + first + pos
-                    qoff = abs_pos // CQ_STORE_UNIT_SIZE
-                    yield QueueEntry(topic, queue_id, qoff, e, rel, abs_pos)
+                for pos, e in iter_cq(view, file=rel, file_start=first):
+                    in_file = first + pos
+                    qoff = (base + in_file) // CQ_STORE_UNIT_SIZE
+                    self._check_unit(rel, in_file, e)
+                    yield QueueEntry(topic, queue_id, qoff, e, rel, in_file)
             except FormatError as e:
                 self._note(Finding("cq", rel, e.offset, e.detail))
             finally:  # release the view first: closing a map with a live view is a BufferError
@@ -385,27 +423,48 @@ class Store:
                 if isinstance(buf, mmap.mmap):
                     buf.close()
 
+    def unit_problem(self, e: CqEntry) -> str | None:
+        """Why a consume-queue unit cannot name a record: impossible values (RocketMQ never
+        writes a negative offset or a size below the smallest record) or a record past the
+        commitlog's written data (dangling). None when it may."""
+        if e.commit_log_offset < 0 or e.size < MIN_RECORD_SIZE:
+            return f"impossible unit: commitlog offset {e.commit_log_offset}, size {e.size}"
+        end = self.max_physical_offset()
+        if e.commit_log_offset + e.size > end:
+            return (f"unit points past the commitlog data (record {e.commit_log_offset}+"
+                    f"{e.size}, data ends at {end})")
+        return None
+
+    def _check_unit(self, rel: str, pos: int, e: CqEntry) -> bool:
+        """Note a finding for a unit that cannot name a record; True when it may."""
+        why = self.unit_problem(e)
+        if why is None:
+            return True
+        self._note(Finding("cq", rel, pos, why, phy=e.commit_log_offset))
+        return False
+
     def _check_cq_size(self, rel: str, size: int) -> None:
         """An empty consume-queue file, or one that is not whole units, is damage."""
-        base = int(rel.rsplit("/", 1)[1])
         if size == 0:
-            self._note(Finding("cq", rel, base, "empty consume-queue file (0 bytes)"))
+            self._note(Finding("cq", rel, 0, "empty consume-queue file (0 bytes)"))
         elif size % CQ_STORE_UNIT_SIZE:
             self._note(Finding(
-                "cq", rel, base + size - size % CQ_STORE_UNIT_SIZE,
+                "cq", rel, size - size % CQ_STORE_UNIT_SIZE,
                 f"consume-queue file size {size} is not a multiple of {CQ_STORE_UNIT_SIZE}",
             ))
 
     def queue_info(self, topic: str, queue_id: int) -> QueueInfo:
-        """Min/max logical offsets of a queue (max = next offset to write)."""
+        """Min/max logical offsets of a queue (max = after the last unit that can name a record;
+        impossible or dangling units are findings, not counted)."""
         files = self._cq_files(topic, queue_id)
         info = QueueInfo(topic, queue_id, files)
         first_seen = False
         # min: the first written unit of the first file; max: after the last written unit
         for p in files:
             base = int(p.name) // CQ_STORE_UNIT_SIZE
+            rel = f"consumequeue/{topic}/{queue_id}/{p.name}"
             buf = map_readonly(p)
-            self._check_cq_size(f"consumequeue/{topic}/{queue_id}/{p.name}", len(buf))
+            self._check_cq_size(rel, len(buf))
             try:
                 n = len(buf) // CQ_STORE_UNIT_SIZE
                 units = [struct.unpack_from(">qiq", buf, i * CQ_STORE_UNIT_SIZE) for i in range(n)]
@@ -418,8 +477,11 @@ class Store:
             if not first_seen:
                 info.min_offset = base + written[0]
                 first_seen = True
-            info.max_offset = base + written[-1] + 1
-            info.last_commit_log_offset = units[written[-1]][0]
+            valid = [i for i in written
+                     if self._check_unit(rel, i * CQ_STORE_UNIT_SIZE, CqEntry(*units[i]))]
+            if valid:
+                info.max_offset = base + valid[-1] + 1
+                info.last_commit_log_offset = units[valid[-1]][0]
         if not first_seen and files:
             info.min_offset = info.max_offset = int(files[0].name) // CQ_STORE_UNIT_SIZE
         return info
@@ -460,14 +522,35 @@ class Store:
                         continue
                     rel = f"index/{p.name}"
                     try:
-                        self._index.append((rel, IndexReader(self._map(p), file=rel)))
-                    except FormatError as e:
-                        self._note(Finding("index", rel, e.offset, e.detail))
+                        reader = IndexReader(self._map(p), file=rel)
+                        problems = reader.problems()
+                    except FormatError as err:
+                        problems = [err]
+                    for pr in problems:
+                        self._note(Finding("index", rel, pr.offset, pr.detail,
+                                           expected=pr.expected, found=pr.found))
+                    if problems:
+                        self._index_damaged = True
+                    else:
+                        self._index.append((rel, reader))
         return self._index
 
     @property
     def has_index(self) -> bool:
         return bool(self.index_files())
+
+    @property
+    def index_usable(self) -> bool:
+        """Whether key lookups may go through the index: there are index files and none is
+        damaged (a damaged one could hide records; lookups then read the commitlog)."""
+        files = self.index_files()
+        return bool(files) and not self._index_damaged
+
+    @property
+    def index_damaged(self) -> bool:
+        """Whether some index file is damaged (see the ``index`` findings)."""
+        self.index_files()
+        return self._index_damaged
 
     def query_index(self, topic: str, key: str) -> list[int]:
         """Commitlog offsets the index files list for ``topic#key`` (hash matches only)."""
@@ -477,32 +560,46 @@ class Store:
             out.extend(e.phy_offset for e in reversed(reader.lookup_hash(h)))
         return out
 
+    def search(
+        self, patterns: Iterable[bytes], *, start_offset: int = 0,
+        progress: ProgressFn | None = None,
+    ) -> list[CommitLogMessage]:
+        """Messages whose bytes hold any of ``patterns``, by one walk of the commitlog (see
+        :func:`mqtool.search.search`)."""
+        from mqtool.search import search
+
+        return search(self, patterns, start_offset=start_offset, progress=progress)
+
+    def finder(self, progress: ProgressFn | None = None) -> Finder:
+        """The key search ``msg``, ``index`` and ``trace`` share (index, else commitlog)."""
+        from mqtool.search import Finder
+
+        return Finder(self, progress)
+
     def find_by_key(
-        self, key: str, *, topic: str | None = None, uniq: bool = False
+        self, key: str, *, topic: str | None = None, uniq: bool = False,
+        progress: ProgressFn | None = None,
     ) -> tuple[list[CommitLogMessage], str]:
         """Messages whose UNIQ_KEY (``uniq``) or one KEYS token equals ``key``.
 
-        Uses the index files when there are any (every topic tried when none is given; hash
-        collisions filtered by reading each record), else a full scan. Returns the messages in
-        commitlog order and ``"index"`` or ``"scan"``.
+        Uses the index files when they are usable (every topic tried when none is given; hash
+        collisions filtered by reading each record; the commitlog written after the last
+        indexed record read too), else one search of the commitlog. Returns the messages in
+        commitlog order and how they were found (``index``, ``scan`` or ``scan (index
+        damaged)``).
         """
+        finder = self.finder(progress)
+        if uniq:
+            found = finder.find({key}, set(), set())
+        else:
+            found = finder.find(set(), set(), {key}, topic)
 
         def matches(m: CommitLogMessage) -> bool:
             if topic is not None and m.topic != topic:
                 return False
             return m.uniq_key == key if uniq else key in m.key_list
 
-        if self.has_index:
-            offsets: set[int] = set()
-            for t in [topic] if topic else self.topics():
-                offsets.update(self.query_index(t, key))
-            found = []
-            for off in sorted(offsets):
-                m = self.try_message_at(off)
-                if m is not None and matches(m):
-                    found.append(m)
-            return found, "index"
-        return [m for m in self.messages() if matches(m)], "scan"
+        return [m for m in found if matches(m)], finder.via
 
     def find_by_offset_msg_id(self, msg_id: str) -> CommitLogMessage | None:
         """The message an offsetMsgId names (by its commitlog offset; the host may differ)."""

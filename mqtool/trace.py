@@ -17,20 +17,14 @@ The result is data (:class:`Trace`); rendering lives in ``mqtool/cli/trace.py``.
 
 from __future__ import annotations
 
-import mmap
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
-from mqtool.formats.commitlog import (
-    MESSAGE_MAGIC_CODE,
-    MESSAGE_MAGIC_CODE_V2,
-    CommitLogMessage,
-    parse_message,
-)
+from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
-from mqtool.formats.errors import FormatError, MqtoolError
+from mqtool.formats.errors import MqtoolError
 from mqtool.formats.msgid import classify_id
 from mqtool.formats.rules import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -49,7 +43,6 @@ from mqtool.formats.rules import (
     is_system_topic,
     parse_delay_levels,
 )
-from mqtool.formats.rules import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as PROPERTY_UNIQ_KEY
 from mqtool.overview import (
     DEFAULT_DELAY_LEVELS,
     load_consumer_offsets,
@@ -57,7 +50,8 @@ from mqtool.overview import (
     read_checkpoint,
 )
 from mqtool.query import ProgressFn
-from mqtool.store import Store, map_readonly
+from mqtool.search import Finder
+from mqtool.store import Store
 
 # Properties a resent DLQ copy carries (mqtool.dlq_resend: MQTOOL_DLQ_MSG_ID, MQTOOL_DLQ_TOPIC
 # and MQTOOL_RESEND_ID).
@@ -65,8 +59,6 @@ RESEND_PROPERTY_NAMES = ("MQTOOL_DLQ_MSG_ID", "MQTOOL_DLQ_TOPIC")
 RESEND_PROPERTY_PREFIX = "MQTOOL_RESEND"  # MQTOOL_RESEND_ID (mqtool.dlq_resend)
 RESEND_TARGET_PLACEHOLDER = "TARGET_STORE"  # `dlq resend` needs --target: the user's choice
 
-_SCAN_CHUNK = 64 << 20  # bytes searched between progress reports
-_HEAD = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
 _CQ_UNIT = struct.Struct(">qiq")  # commitlog offset, size, tagsCode
 
 
@@ -219,29 +211,6 @@ class KeyTrace:
 # finding records
 
 
-def _record_starts_until(buf: bytes | mmap.mmap, targets: list[int]) -> list[int]:
-    """For each position in ``targets`` (sorted), the start of the record that contains it.
-
-    Walks the file's records by TOTALSIZE from 0 (header reads only); a position past the end
-    of the data, in a BLANK record or after damage maps to -1.
-    """
-    out: list[int] = []
-    pos = 0
-    n = len(buf)
-    ti = 0
-    while ti < len(targets) and pos + 8 <= n:
-        size, magic = _HEAD.unpack_from(buf, pos)
-        if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2) or size <= 0:
-            break  # BLANK end-of-file record, zeros or damage
-        end = pos + size
-        while ti < len(targets) and targets[ti] < end:
-            out.append(pos if targets[ti] >= pos else -1)
-            ti += 1
-        pos = end
-    out.extend(-1 for _ in range(len(targets) - len(out)))
-    return out
-
-
 def scan_for(
     store: Store,
     patterns: Iterable[bytes],
@@ -249,158 +218,12 @@ def scan_for(
     start_offset: int = 0,
     progress: ProgressFn | None = None,
 ) -> list[CommitLogMessage]:
-    """Messages whose bytes contain any of ``patterns`` (candidates: callers filter by field).
-
-    The bulk search runs in C (``mmap.find``); only records holding a hit are parsed. Files
-    wholly before ``start_offset`` are skipped; hits before it are dropped.
-    """
-    pats = [p for p in dict.fromkeys(patterns) if p]
-    files = [f for f in store.commitlog_files if f.start + f.size > start_offset]
-    total = sum(f.size for f in files)
-    done = 0
-    found: dict[int, CommitLogMessage] = {}
-    if progress:
-        progress(0, total)
-    for f in files:
-        if f.size == 0:
-            continue
-        buf = map_readonly(f.path)
-        try:
-            first = max(0, start_offset - f.start)
-            hits: set[int] = set()
-            pos = first
-            while pos < f.size:
-                end = min(f.size, pos + _SCAN_CHUNK)
-                for p in pats:
-                    i = buf.find(p, pos, min(f.size, end + len(p) - 1))
-                    while i != -1 and i < end:
-                        hits.add(i)
-                        i = buf.find(p, i + 1, min(f.size, end + len(p) - 1))
-                if progress:
-                    progress(done + (end - first), total)
-                pos = end
-            done += f.size - first
-            if not hits:
-                continue
-            for start in sorted(set(_record_starts_until(buf, sorted(hits)))):
-                if start < first:
-                    continue
-                try:
-                    rec = parse_message(cast(bytes, buf), start, file=f.rel, file_start=f.start)
-                except FormatError:
-                    continue
-                if isinstance(rec, CommitLogMessage):
-                    found[rec.physical_offset] = rec
-        finally:
-            if isinstance(buf, mmap.mmap):
-                buf.close()
-    if progress:
-        progress(total, total)
-    return [found[k] for k in sorted(found)]
-
-
-def _walk_from(store: Store, offset: int) -> list[CommitLogMessage]:
-    """Every message from commitlog ``offset`` (a record start) to the end of the data."""
-    out: list[CommitLogMessage] = []
-    pos = offset
-    while True:
-        f = store.file_for(pos)
-        if f is None:
-            return out
-        try:
-            rec = store.message_at(pos)
-        except MqtoolError:
-            nxt = f.start + f.size  # BLANK, zeros or damage: the next file, if any
-            if store.file_for(nxt) is None:
-                return out
-            pos = nxt
-            continue
-        out.append(rec)
-        pos = rec.end_offset
-
-
-class _Finder:
-    """Looks records up by UNIQ_KEY, ORIGIN_MESSAGE_ID and KEYS, by index or by scan."""
-
-    def __init__(self, store: Store, progress: ProgressFn | None) -> None:
-        self.store = store
-        self.progress = progress
-        self.via = "index" if store.has_index else "scan"
-        self._tail: list[CommitLogMessage] | None = None
-        self.tail_bytes = 0
-
-    def tail(self) -> list[CommitLogMessage]:
-        """Messages written after the last indexed one (the index may lag the commitlog)."""
-        if self._tail is None:
-            last = max((r.header.end_phy_offset for _, r in self.store.index_files()), default=0)
-            tail = _walk_from(self.store, last)
-            if tail and tail[0].physical_offset == last:
-                tail = tail[1:]  # endPhyOffset is the start of the last indexed record
-            self._tail = tail
-            if tail:
-                self.tail_bytes = tail[-1].end_offset - tail[0].physical_offset
-        return self._tail
-
-    def _indexed(self, topics: Iterable[str], key: str) -> list[CommitLogMessage]:
-        offsets: set[int] = set()
-        for t in topics:
-            offsets.update(self.store.query_index(t, key))
-        out = []
-        for off in sorted(offsets):
-            m = self.store.try_message_at(off)
-            if m is not None:
-                out.append(m)
-        return out
-
-    def find(
-        self, uniq_keys: set[str], origin_ids: set[str], keys: set[str], topic: str | None = None
-    ) -> list[CommitLogMessage]:
-        """Records whose UNIQ_KEY is in ``uniq_keys``, ORIGIN_MESSAGE_ID in ``origin_ids`` or
-        one KEYS token in ``keys`` (restricted to ``topic`` when given, KEYS only)."""
-        origin_up = {o.upper() for o in origin_ids}
-
-        def wanted(m: CommitLogMessage) -> bool:
-            p = m.properties
-            if p.get(PROPERTY_UNIQ_KEY) in uniq_keys:
-                return True
-            o = p.get(PROPERTY_ORIGIN_MESSAGE_ID)
-            if o is not None and o.upper() in origin_up:
-                return True
-            return bool(keys) and (topic is None or m.topic == topic) and any(
-                k in keys for k in m.key_list
-            )
-
-        if self.via == "scan":
-            pats = [f"{PROPERTY_UNIQ_KEY}\x01{u}".encode() for u in uniq_keys]
-            pats += [f"{PROPERTY_ORIGIN_MESSAGE_ID}\x01{o}".encode() for o in origin_ids]
-            pats += [k.encode() for k in keys]
-            cands = scan_for(self.store, pats, progress=self.progress)
-        else:
-            topics = self.store.topics()
-            cands = []
-            for u in uniq_keys:
-                cands += self._indexed(topics, u)
-            for k in keys:
-                cands += self._indexed([topic] if topic else topics, k)
-            if origin_ids:
-                # copies of a message without UNIQ_KEY: ORIGIN_MESSAGE_ID is not indexed, but
-                # the copies keep the original's KEYS; look those up in the copy topics
-                copy_topics = [t for t in topics if t == SCHEDULE_TOPIC or t.startswith(
-                    (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX))]
-                for o in origin_ids:
-                    m = self.store.find_by_offset_msg_id(o)
-                    for k in m.key_list if m else []:
-                        cands += self._indexed(copy_topics, k)
-            cands += self.tail()
-        seen: dict[int, CommitLogMessage] = {}
-        for m in cands:
-            if wanted(m):
-                seen[m.physical_offset] = m
-        return [seen[k] for k in sorted(seen)]
+    """Messages whose bytes contain any of ``patterns``: :meth:`Store.search`."""
+    return store.search(patterns, start_offset=start_offset, progress=progress)
 
 
 def _collect(
-    store: Store, finder: _Finder, seeds: list[CommitLogMessage], searched: set[str]
+    store: Store, finder: Finder, seeds: list[CommitLogMessage], searched: set[str]
 ) -> list[CommitLogMessage]:
     """Close ``seeds`` over the UNIQ_KEY / ORIGIN_MESSAGE_ID links (``searched``: UNIQ_KEYs
     whose records are all among the seeds already)."""
@@ -835,7 +658,7 @@ def _context(store: Store, levels: str, now: int | None, msgs: list[CommitLogMes
 
 
 def _resolve(
-    store: Store, finder: _Finder, msg_id: str
+    store: Store, finder: Finder, msg_id: str
 ) -> tuple[list[CommitLogMessage], set[str]]:
     t = msg_id.strip()
     kind = classify_id(t)
@@ -857,7 +680,7 @@ def _resolve(
 
 
 def _make_trace(
-    store: Store, finder: _Finder, ident: str, seeds: list[CommitLogMessage],
+    store: Store, finder: Finder, ident: str, seeds: list[CommitLogMessage],
     searched: set[str], *, delay_levels: str, now: int | None, store_label: str,
 ) -> Trace:
     msgs = _collect(store, finder, seeds, searched)
@@ -899,7 +722,7 @@ def trace_id(
     ``progress`` is called during a commitlog scan; ``store_label`` is the store path shown in
     the suggested ``dlq resend`` command. Raises :class:`TraceError` when nothing matches.
     """
-    finder = _Finder(store, progress)
+    finder = store.finder(progress)
     seeds, searched = _resolve(store, finder, msg_id)
     if not seeds:
         raise TraceError(
@@ -922,7 +745,7 @@ def trace_key(
 ) -> KeyTrace:
     """Every journey whose records carry the business key ``key`` (KEYS), optionally only
     those with a record in ``topic``; one :class:`Trace` per message (UNIQ_KEY)."""
-    finder = _Finder(store, progress)
+    finder = store.finder(progress)
     found = finder.find(set(), set(), {key}, topic)
     if not found:
         where = f" in topic {topic}" if topic else ""

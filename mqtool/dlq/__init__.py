@@ -9,38 +9,5 @@ Rooms:
 * :mod:`~mqtool.dlq.resend`: the run (skip done, resolve pending, send, report).
 """
 
-from mqtool.dlq.selection import (
-    CSV_COLUMNS,
-    DlqError,
-    DlqGroup,
-    DlqSelection,
-    csv_header,
-    csv_row,
-    dlq_topic,
-    export_dict,
-    group_of,
-    list_groups,
-    origin_msg_id,
-    original_topic,
-    require_group,
-    retry_topic,
-    select_dlq,
-)
-
-__all__ = [
-    "CSV_COLUMNS",
-    "DlqError",
-    "DlqGroup",
-    "DlqSelection",
-    "csv_header",
-    "csv_row",
-    "dlq_topic",
-    "export_dict",
-    "group_of",
-    "list_groups",
-    "origin_msg_id",
-    "original_topic",
-    "require_group",
-    "retry_topic",
-    "select_dlq",
-]
+from mqtool.dlq.selection import *  # noqa: F403 - the package's face is the read side
+from mqtool.dlq.selection import __all__ as __all__

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from mqtool.dlq.journal import crash_point
 from mqtool.dlq.outgoing import RESEND_ID_PROPERTY, OutgoingMessage, ResendError
-from mqtool.dlq.selection import DlqError, DlqGroup, DlqSelection, group_of, original_topic
+from mqtool.dlq.selection import DlqError, DlqGroup, DlqSelection, group_of
 from mqtool.dlq.targets import SendFailure, SendResult
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.rules import RETRY_GROUP_TOPIC_PREFIX, dlq_topic, retry_topic
@@ -130,16 +130,7 @@ def live_groups(
         d = DlqGroup(g, topic)
         resent = resent_ids(g) if resent_ids is not None else None
         for m in LiveDlq(client, g).records():
-            if resent is not None and resent(m):
-                d.resent += 1
-            d.count += 1
-            ts = m.store_timestamp
-            if d.first_store_timestamp is None or ts < d.first_store_timestamp:
-                d.first_store_timestamp = ts
-            if d.last_store_timestamp is None or ts > d.last_store_timestamp:
-                d.last_store_timestamp = ts
-            t = original_topic(m) or "(none)"
-            d.original_topics[t] = d.original_topics.get(t, 0) + 1
+            d.add(m, resent=resent is not None and resent(m))
         out.append(d)
     return out
 

@@ -164,6 +164,19 @@ class DlqGroup:
     original_topics: dict[str, int] = field(default_factory=dict)
     resent: int = 0
 
+    def add(self, m: CommitLogMessage, *, resent: bool = False) -> None:
+        """Count one record of this DLQ."""
+        self.count += 1
+        ts = m.store_timestamp
+        if self.first_store_timestamp is None or ts < self.first_store_timestamp:
+            self.first_store_timestamp = ts
+        if self.last_store_timestamp is None or ts > self.last_store_timestamp:
+            self.last_store_timestamp = ts
+        t = original_topic(m) or NO_RETRY_TOPIC
+        self.original_topics[t] = self.original_topics.get(t, 0) + 1
+        if resent:
+            self.resent += 1
+
     def to_dict(self) -> dict[str, Any]:
         """The ``dlq list --json`` contract."""
         return {
@@ -197,16 +210,7 @@ def list_groups(
         d = groups.get(g)
         if d is None:
             d = groups[g] = DlqGroup(g, m.topic)
-        d.count += 1
-        ts = m.store_timestamp
-        if d.first_store_timestamp is None or ts < d.first_store_timestamp:
-            d.first_store_timestamp = ts
-        if d.last_store_timestamp is None or ts > d.last_store_timestamp:
-            d.last_store_timestamp = ts
-        t = original_topic(m) or NO_RETRY_TOPIC
-        d.original_topics[t] = d.original_topics.get(t, 0) + 1
-        if resent_ids is not None and resent_ids(m):
-            d.resent += 1
+        d.add(m, resent=resent_ids is not None and resent_ids(m))
     for topic, _ in store.queue_ids():
         g = group_of(topic)
         if g is not None and g not in groups:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import mmap
 import zlib
+from array import array
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -174,7 +175,7 @@ class _KeyHashes:
 
     def __init__(self) -> None:
         self._pre: dict[str, int] = {}
-        self.rows: list[int] = []
+        self.rows: array[int] = array("q")
         self.prefixes: list[int] = []
         self.keys: list[str] = []
         self.done: list[np.ndarray] = []
@@ -197,7 +198,7 @@ class _KeyHashes:
         if self.keys:
             h = np.asarray(index_key_hashes(self.prefixes, self.keys), dtype=np.int64)
             self.done.append((np.asarray(self.rows, dtype=np.int64) << 31) | h)
-            self.rows, self.prefixes, self.keys = [], [], []
+            self.rows, self.prefixes, self.keys = array("q"), [], []
 
     def finish(self) -> np.ndarray:
         self._flush()
@@ -210,13 +211,15 @@ class _KeyHashes:
 def _scan_commitlog(
     store: Store, sink: _Sink, check_crc: bool, progress: ProgressFn | None
 ) -> tuple[list[FileScan], Messages]:
-    cols: dict[str, list[int]] = {k: [] for k in (
+    # 8 bytes per value (array.array), not a Python int object per value
+    cols: dict[str, array[int]] = {k: array("q") for k in (
         "phy", "size", "qid", "qoff", "topic", "ts", "tags", "sys", "crc")}
     topics: dict[str, int] = {}
     scans: list[FileScan] = []
     keys = _KeyHashes()
     tag_codes: dict[str, int] = {}
     mfs = store.mapped_file_size
+    store.check_crc = False  # the body CRC is checked below (and skipped with --no-crc)
     for f in store.commitlog_files:
         fs = FileScan(f, data_end=f.start)
         scans.append(fs)
@@ -326,17 +329,14 @@ def _scan_commitlog(
                 "pre-allocated commitlog file, never written (normal after a crash or while the "
                 "broker runs)", severity=Severity.INFO,
             ))
-    n = len(cols["phy"])
+    def col(k: str) -> np.ndarray:
+        return np.frombuffer(cols[k], dtype=np.int64).copy() if len(cols[k]) else np.zeros(
+            0, np.int64)
+
     msgs = Messages(
-        phy=np.array(cols["phy"], dtype=np.int64).reshape(n),
-        size=np.array(cols["size"], dtype=np.int64).reshape(n),
-        queue_id=np.array(cols["qid"], dtype=np.int64).reshape(n),
-        queue_offset=np.array(cols["qoff"], dtype=np.int64).reshape(n),
-        topic=np.array(cols["topic"], dtype=np.int64).reshape(n),
-        store_ts=np.array(cols["ts"], dtype=np.int64).reshape(n),
-        tags_code=np.array(cols["tags"], dtype=np.int64).reshape(n),
-        sys_flag=np.array(cols["sys"], dtype=np.int64).reshape(n),
-        crc_ok=np.array(cols["crc"], dtype=bool).reshape(n),
+        phy=col("phy"), size=col("size"), queue_id=col("qid"), queue_offset=col("qoff"),
+        topic=col("topic"), store_ts=col("ts"), tags_code=col("tags"), sys_flag=col("sys"),
+        crc_ok=col("crc").astype(bool),
         topics=list(topics),
         key_rows=keys.finish(),
     )

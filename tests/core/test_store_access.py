@@ -77,11 +77,13 @@ def test_torn_last_record_ends_with_finding_and_exit_1(store_copy) -> None:  # t
     with Store.open(root) as st:
         msgs = list(st.messages())
         assert len(msgs) == 49
-        assert [(f.kind, f.offset) for f in st.findings] == [("corrupt", 18754)]
+        # one offset convention: the offset inside the file, the commitlog position as phy
+        assert [(f.kind, f.file, f.offset, f.phy) for f in st.findings] == [
+            ("torn-record", "commitlog/00000000000000016384", 18754 - 16384, 18754)]
     res = CliRunner().invoke(app, ["messages", str(root), "--jsonl"])
     assert res.exit_code == 1
     assert len(res.stdout.splitlines()) == 49
-    assert "commitlog/00000000000000016384 @ 0x4942" in res.output
+    assert "commitlog/00000000000000016384 @ 0x942 (phy 18754)" in res.output
 
 
 def test_since_skips_whole_files_but_keeps_results() -> None:

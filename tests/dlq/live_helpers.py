@@ -9,12 +9,13 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -204,6 +205,28 @@ class FaultProxy:
             self._call(_close())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
+
+
+N = 24
+GROUP = "g"
+
+
+@pytest.fixture(scope="module", name="source")
+def source_fixture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store whose %DLQ%g holds N records (tags T, keys k<i> order-<i%7>, property user)."""
+    from test_dlq_resend import make_dlq_source
+
+    return make_dlq_source(tmp_path_factory.mktemp("src") / "src", N, GROUP)
+
+
+@pytest.fixture(name="cluster")
+def cluster_fixture(source: Path, tmp_path: Path) -> Iterator[Served]:
+    """`mqtool serve` over a copy of the source store (its %DLQ%g is the live DLQ)."""
+    store = tmp_path / "served"
+    shutil.copytree(source, store)
+    s = Served(store, tmp_path / "serve.log").start()
+    yield s
+    s.kill()
 
 
 def wait_for(pred: Callable[[], bool], timeout: float = 30) -> None:

@@ -6,14 +6,21 @@ and the client's frames have the real peers' shape."""
 from __future__ import annotations
 
 import json
-import shutil
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from live_helpers import Consumer, FaultProxy, Served, mqtool, one_line_error
-from test_dlq_resend import make_dlq_source
+from live_helpers import (  # noqa: F401 - cluster and source are fixtures
+    GROUP,
+    Consumer,
+    FaultProxy,
+    N,
+    Served,
+    cluster_fixture,
+    mqtool,
+    one_line_error,
+    source_fixture,
+)
 
 from mqtool.dlq import DlqSelection, select_dlq
 from mqtool.dlq.journal import ResendJournal, live_journal_path
@@ -21,25 +28,7 @@ from mqtool.dlq.outgoing import RESEND_ID_PROPERTY, resend_id
 from mqtool.remoting.frame import decode
 from mqtool.store import Store
 
-N = 24
-GROUP = "g"
 FRAMES = json.loads((Path(__file__).parent / "fixtures" / "peer_frames.json").read_text())["frames"]
-
-
-@pytest.fixture(scope="module")
-def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A store whose %DLQ%g holds N records (tags T, keys k<i> order-<i%7>, property user)."""
-    return make_dlq_source(tmp_path_factory.mktemp("src") / "src", N, GROUP)
-
-
-@pytest.fixture
-def cluster(source: Path, tmp_path: Path) -> Iterator[Served]:
-    """`mqtool serve` over a copy of the source store (its %DLQ%g is the live DLQ)."""
-    store = tmp_path / "served"
-    shutil.copytree(source, store)
-    s = Served(store, tmp_path / "serve.log").start()
-    yield s
-    s.kill()
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ flush timeout, slave not available, an ACL refusal) come from a proxy in front o
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import subprocess
 import sys
@@ -17,27 +16,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from live_helpers import ROOT, FaultProxy, Served, mqtool, one_line_error, wait_for
+from live_helpers import (  # noqa: F401 - cluster and source are fixtures
+    ROOT,
+    FaultProxy,
+    Served,
+    cluster_fixture,
+    mqtool,
+    one_line_error,
+    source_fixture,
+    wait_for,
+)
 from test_dlq_live import GROUP, N, copies, want_ids
-from test_dlq_resend import make_dlq_source
 
 from mqtool.dlq.journal import ResendJournal
 from mqtool.remoting.acl import signature
 from mqtool.remoting.frame import RemotingCommand
-
-
-@pytest.fixture(scope="module")
-def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_dlq_source(tmp_path_factory.mktemp("src") / "src", N, GROUP)
-
-
-@pytest.fixture
-def cluster(source: Path, tmp_path: Path) -> Iterator[Served]:
-    store = tmp_path / "served"
-    shutil.copytree(source, store)
-    s = Served(store, tmp_path / "serve.log").start()
-    yield s
-    s.kill()
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from mqtool.formats.commitlog import (
     scan_file,
 )
 from mqtool.formats.consumequeue import build_cq_entry, cq_array, iter_cq, tags_code_of
-from mqtool.formats.errors import FormatError
+from mqtool.formats.errors import BadMagicError, FormatError
 from mqtool.formats.indexfile import (
     IndexReader,
     build_entry,
@@ -182,16 +182,18 @@ def test_build_parse_round_trip_property(
     assert back.is_v2 == (len(topic.encode()) > 127)
 
 
-def test_errors_name_file_and_absolute_offset() -> None:
+def test_errors_name_file_and_in_file_offset_with_phy() -> None:
     m = make_message(topic="T", body=b"x")
     b = bytearray(build_message(m))
     struct.pack_into(">I", b, 4, 0x12345678)
     with pytest.raises(FormatError) as ei:
         parse_message(bytes(b), 0, file="commitlog/00000000001073741824", file_start=1073741824)
+    # one offset convention: FILE @ offset inside that file, then the commitlog position
     assert str(ei.value) == (
-        "commitlog/00000000001073741824 @ 0x40000000: bad magic: expected 0xdaa320a7 or "
-        "0xdaa320ab, found 0x12345678"
+        "commitlog/00000000001073741824 @ 0x0 (phy 1073741824): bad magic: expected 0xdaa320a7 "
+        "or 0xdaa320ab, found 0x12345678"
     )
+    assert isinstance(ei.value, BadMagicError) and ei.value.kind == "bad-magic"
     ends = list(scan_file(b"\x00" * 64, file="f", file_start=0))
     assert ends == [FileEnd(0, "zeros")]
     torn = build_message(m)[:-3]

@@ -1,10 +1,11 @@
-"""Damaged stores through every read command: one error line naming file and offset, exit 1.
+"""Damaged stores through every read command: one error line per finding, exit 1.
 
 Each scenario damages a private copy of a real fixture store in one specific way, then runs
 every read command in every output mode in-process (fast), asserting that no exception escapes
-and that the commands which must read the damaged bytes fail with exactly one well-formed line
-``error: <file> @ 0x<offset>: <detail>`` (config JSON: the file, the offset when known). A
-representative subset runs as real subprocesses under a memory cap and a timeout.
+and that the commands which must read the damaged bytes exit 1 with one well-formed line per
+finding, ``error: <file> @ 0x<offset inside the file>: <detail>``, one of them naming the
+damaged file (config JSON: the file, the offset when known). A representative subset runs as
+real subprocesses under a memory cap and a timeout.
 """
 
 from __future__ import annotations
@@ -59,8 +60,14 @@ class Damage:
     """What a scenario broke: the file (relative name in the message) and the record offset."""
 
     file: str
-    record_offset: int = 0
+    record_offset: int = 0  # commitlog position of the damaged record
     offset_known: bool = True
+
+    @property
+    def where(self) -> str:
+        """``FILE @ 0xIN-FILE (phy N)``, as error lines name a commitlog record."""
+        base = int(self.file.rsplit("/", 1)[1])
+        return f"{self.file} @ {self.record_offset - base:#x} (phy {self.record_offset})"
 
 
 def _record(root: Path, i: int):  # type: ignore[no-untyped-def]
@@ -353,14 +360,13 @@ def test_record_damage_names_the_record_offset(tmp_path: Path) -> None:
     damage = total_size_max(root)
     run = run_inproc(["messages", str(root), "--jsonl"])
     assert_clean_failure(run, file=damage.file)
-    assert f"{damage.file} @ {damage.record_offset:#x}: " in run.stderr
-    # the file ends at the damage; the records before it and the later files still print
+    assert f"{damage.where}: " in run.stderr
+    # only the damaged record is lost: the walk resynchronises on the next one
     recs = records(copy_store("4.9.7/journey", tmp_path / "clean"))
-    lost = [r for r in recs if r.path.name == "00000000000000000000" and r.pos >= 0x4E3]
-    assert len(run.stdout.splitlines()) == len(recs) - len(lost)
+    assert len(run.stdout.splitlines()) == len(recs) - 1
     run = run_inproc(["msg", str(root), str(damage.record_offset), "--json"])
     assert_clean_failure(run, file=damage.file)
-    assert f"@ {damage.record_offset:#x}: " in run.stderr
+    assert f"{damage.where}: " in run.stderr
 
 
 def test_cq_odd_size_regression_no_buffer_error(tmp_path: Path) -> None:
@@ -382,7 +388,7 @@ def test_gap_between_commitlog_files_is_an_error_not_a_warning(tmp_path: Path) -
     truncate(root / "commitlog" / "00000000000000004096", 0)
     run = run_inproc(["messages", str(root), "--jsonl"])
     assert_clean_failure(run, file="commitlog/00000000000000008192")
-    assert "@ 0x1000: file starts at 8192 but the previous one ends at 4096" in run.stderr
+    assert "@ 0x0 (phy 4096): file starts at 8192 but the previous one ends at 4096" in run.stderr
     # commands that do not read the commitlog are not disturbed by it
     assert run_inproc(["cq", str(root), "--jsonl"]).exit_code == 0
 

@@ -102,7 +102,9 @@ def test_parse_message_only_format_errors(data: bytes, prefix: int) -> None:
         rec = parse_message(buf, prefix, file="commitlog/x", file_start=1 << 30)
     except FormatError as e:
         assert e.file == "commitlog/x"
-        assert e.offset is not None and e.offset >= (1 << 30) + prefix
+        # the offset inside the file, the commitlog position as phy
+        assert e.offset is not None and e.offset >= prefix
+        assert e.phy == (1 << 30) + e.offset
         return
     if isinstance(rec, CommitLogMessage):
         rec.properties  # noqa: B018 - derived fields must not raise either
@@ -126,6 +128,30 @@ def test_scan_file_never_raises_and_ends_with_file_end(data: bytes) -> None:
     for it in items[:-1]:
         assert it.physical_offset == pos  # physical order, no overlap
         pos += it.total_size
+
+
+@fuzz_settings(300)
+@given(data=mutated(_files("commitlog/*"), max_len=1 << 16))
+def test_walk_never_raises_and_covers_the_data(data: bytes) -> None:
+    """The resynchronising walker: records in order without overlap, damage regions between
+    them, and a FileEnd last; every byte before the data end is a record or a region."""
+    from mqtool.formats.errors import Finding
+    from mqtool.formats.walker import Unreadable, walk
+
+    items = list(walk(data, file="commitlog/x", file_start=0, check_crc=True))
+    assert isinstance(items[-1], FileEnd)
+    pos = 0
+    for it in items[:-1]:
+        if isinstance(it, Unreadable):
+            assert it.offset == pos and it.length > 0 and it.phy == pos
+            pos += it.length
+        elif isinstance(it, Finding):
+            assert it.kind == "crc-mismatch" and it.offset == pos
+        else:
+            assert it.physical_offset == pos
+            pos += it.total_size
+    end = items[-1]
+    assert end.physical_offset <= pos <= len(data)
 
 
 @fuzz_settings(300)

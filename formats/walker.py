@@ -1,0 +1,391 @@
+"""The one commitlog record walker: records, BLANK ends, zero tails and unreadable regions.
+
+Every read path walks commitlog files through here (``Store`` iteration, ``msg``/``trace``
+search, the reference store's recovery, the bulk kernels), so that on the same damaged store they
+all give the same records and name the same damage.
+
+A record identifies itself: its MAGICCODE is V1 (``0xDAA320A7``) or V2 (``0xDAA320AB``), its
+TOTALSIZE is at least the smallest record (91 bytes) and fits in the file, its PHYSICALOFFSET
+equals its own commitlog position (file start + position in the file), and its fields add up to
+TOTALSIZE (``MessageExtEncoder#calMsgLength``); optionally its BODYCRC matches the body. The
+file's BLANK end record (``0xCBD43194``) identifies itself by a TOTALSIZE equal to the bytes left
+in the file. :func:`looks_like_record_at` is that rule; everything that resynchronises after
+damage (here, :mod:`.fastdecode`, the Spark executors) uses it.
+
+:func:`walk` follows the TOTALSIZE chain. Where it breaks, the bytes up to the next
+self-identifying record (found by :func:`next_record`) are one unreadable region, yielded as an
+:class:`Unreadable` finding (kind, file relative to the store root, offset *inside the file*,
+``length``, ``phy`` = commitlog position), and the walk goes on from that record. Zeros to the end
+of the file are the normal end of the written data (pre-allocated space); whether that is right
+for this file (no later file may hold data) is for the caller, who sees every file. A file
+always ends with a :class:`.commitlog.FileEnd` saying where its valid data ends and why.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mqtool.formats.buffers import Buffer
+from mqtool.formats.commitlog import (
+    MAGIC_BLANK,
+    MAGIC_V1,
+    MAGIC_V2,
+    BlankRecord,
+    CommitLogMessage,
+    FileEnd,
+    cal_msg_length,
+    parse_message,
+)
+from mqtool.formats.errors import (
+    BadFieldError,
+    BadMagicError,
+    BadSizeError,
+    CrcMismatchError,
+    Finding,
+    FormatError,
+    TornRecordError,
+    TruncatedError,
+    UnexpectedZerosError,
+)
+
+MIN_RECORD_SIZE = cal_msg_length(MAGIC_V1, 0, 0, 0, 0)  # 91: V1, IPv4 hosts, nothing else
+"""The smallest TOTALSIZE a message record can have."""
+
+PHY_POS_POSITION = 28  # PHYSICALOFFSET inside a record (MessageDecoder.PHY_POS_POSITION)
+
+_SIZE_MAGIC = struct.Struct(">iI")
+_PHY = struct.Struct(">q")
+_MAGIC_PREFIX = b"\xda\xa3\x20"  # V1 0xDAA320A7 and V2 0xDAA320AB share these three bytes
+_MAGIC_LAST = (MAGIC_V1 & 0xFF, MAGIC_V2 & 0xFF)
+_BLANK_BYTES = struct.pack(">I", MAGIC_BLANK)
+_FIND_CHUNK = 16 << 20  # bytes copied per find() on buffers without one (memoryview)
+
+Item = CommitLogMessage | BlankRecord | Finding | FileEnd
+"""What :func:`walk` yields."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable(Finding):
+    """A region of a commitlog file that holds no readable record: a :class:`Finding` with the
+    region's ``length`` (``offset`` is where it starts inside ``file``, ``phy`` its commitlog
+    position)."""
+
+    length: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        out = Finding.to_json(self)
+        out["length"] = self.length
+        return out
+
+
+# --- the rule: does a record start here? ------------------------------------------------------
+def header_ok(buf: Buffer, pos: int, file_start: int) -> bool:
+    """The cheap part of the rule: a message MAGICCODE, a TOTALSIZE of at least 91 bytes that
+    fits in ``buf``, and a PHYSICALOFFSET equal to ``file_start + pos``."""
+    n = len(buf)
+    if pos < 0 or pos + PHY_POS_POSITION + 8 > n:
+        return False
+    size, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+    if magic != MAGIC_V1 and magic != MAGIC_V2:
+        return False
+    if size < MIN_RECORD_SIZE or pos + size > n:
+        return False
+    return bool(_PHY.unpack_from(buf, pos + PHY_POS_POSITION)[0] == file_start + pos)
+
+
+def blank_at(buf: Buffer, pos: int) -> bool:
+    """Whether the file's BLANK end record starts at ``pos`` (TOTALSIZE = bytes left)."""
+    if pos < 0 or pos + 8 > len(buf):
+        return False
+    size, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+    return bool(magic == MAGIC_BLANK and size == len(buf) - pos)
+
+
+def record_at(
+    buf: Buffer, pos: int, file_start: int = 0, *, file: str | None = None,
+    check_crc: bool = False,
+) -> CommitLogMessage | BlankRecord | None:
+    """The self-identifying record (or the file's BLANK) that starts at ``pos``, else None.
+
+    ``buf`` is the whole file (the BLANK rule needs its end); ``file_start`` its commitlog
+    offset. With ``check_crc`` a message whose BODYCRC does not match its body is not one.
+    """
+    if blank_at(buf, pos):
+        size = _SIZE_MAGIC.unpack_from(buf, pos)[0]
+        return BlankRecord(file_start + pos, size)
+    if not header_ok(buf, pos, file_start):
+        return None
+    try:
+        rec = parse_message(buf, pos, file=file, file_start=file_start)
+    except FormatError:
+        return None
+    if not isinstance(rec, CommitLogMessage):
+        return None
+    if check_crc and rec.body_crc != zlib.crc32(rec.body) & 0x7FFFFFFF:
+        return None
+    return rec
+
+
+def looks_like_record_at(
+    buf: Buffer, pos: int, file_start: int = 0, *, check_crc: bool = False
+) -> bool:
+    """Whether a complete, self-consistent record or the file's BLANK starts at ``pos``.
+
+    This is the one validity rule every walker and kernel resynchronises with.
+    """
+    return record_at(buf, pos, file_start, check_crc=check_crc) is not None
+
+
+# --- searching forward ------------------------------------------------------------------------
+def data_extents(fd: int | None, start: int, stop: int) -> Iterator[tuple[int, int]]:
+    """The parts of ``[start, stop)`` of the file ``fd`` that hold data (holes of a sparse file
+    are zeros and need no reading); one extent when ``fd`` is None or SEEK_DATA is missing."""
+    if fd is None or not hasattr(os, "SEEK_DATA"):
+        if start < stop:
+            yield start, stop
+        return
+    pos = start
+    while pos < stop:
+        try:
+            d = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError as e:
+            if e.errno != errno.ENXIO:  # no SEEK_DATA support: read everything
+                yield pos, stop
+            return  # ENXIO: only a hole is left
+        if d >= stop:
+            return
+        try:
+            h = os.lseek(fd, d, os.SEEK_HOLE)
+        except OSError:
+            h = stop
+        yield d, min(h, stop)
+        pos = h
+
+
+def _find(buf: Buffer, sub: bytes, start: int, stop: int) -> int:
+    """``buf.find(sub, start, stop)`` for any buffer (a memoryview has no find)."""
+    if start >= stop:
+        return -1
+    finder = getattr(buf, "find", None)
+    if finder is not None:
+        return int(finder(sub, start, stop))
+    pos = start
+    while pos < stop:
+        hi = min(stop, pos + _FIND_CHUNK + len(sub) - 1)
+        i = bytes(buf[pos:hi]).find(sub)
+        if i >= 0:
+            return pos + i
+        pos += _FIND_CHUNK
+    return -1
+
+
+def next_record(
+    buf: Buffer, start: int, file_start: int = 0, *, stop: int | None = None,
+    fd: int | None = None, check_crc: bool = False,
+) -> int | None:
+    """The first position in ``[start, stop)`` where :func:`looks_like_record_at` holds.
+
+    Candidates are found by searching for the magic bytes (fast over zeros and garbage; holes of
+    a sparse file are skipped when its ``fd`` is given) and then checked with the full rule.
+    """
+    n = len(buf)
+    end = n if stop is None else min(stop, n)
+    for lo, hi in data_extents(fd, max(start, 0), n):
+        if lo >= end:
+            return None
+        q = max(start, lo)
+        while q < end:
+            # a record at c has its magic at c + 4, inside this extent's data
+            i = _find(buf, _MAGIC_PREFIX, q + 4, min(hi, end + 4 + 3))
+            bound = i if i >= 0 else min(hi, end + 4 + 4)
+            j = _find(buf, _BLANK_BYTES, q + 4, bound + 4)  # a BLANK before that candidate
+            if j >= 0 and (i < 0 or j < i):
+                c = j - 4
+                if c >= end:
+                    break
+                if blank_at(buf, c):
+                    return c
+                q = c + 1
+                continue
+            if i < 0:
+                break
+            c = i - 4
+            if c >= end:
+                break
+            if i + 3 < n and buf[i + 3] in _MAGIC_LAST and looks_like_record_at(
+                buf, c, file_start, check_crc=check_crc
+            ):
+                return c
+            q = c + 1
+    return None
+
+
+def nonzero_end(buf: Buffer, start: int, stop: int | None = None, *,
+                fd: int | None = None, chunk: int = 16 << 20) -> int:
+    """One past the last non-zero byte in ``[start, stop)`` (``start`` if all are zero)."""
+    n = len(buf) if stop is None else min(stop, len(buf))
+    for lo, hi0 in reversed(list(data_extents(fd, start, n))):
+        hi = hi0
+        while hi > lo:
+            c_lo = max(lo, hi - chunk)
+            a = np.frombuffer(buf, dtype=np.uint8, count=hi - c_lo, offset=c_lo)
+            if a.any():
+                end = hi - int(np.argmax(a[::-1] != 0))
+                del a
+                return end
+            del a
+            hi = c_lo
+    return start
+
+
+# --- what is wrong at a position --------------------------------------------------------------
+def _problem(
+    buf: Buffer, q: int, file: str | None, file_start: int, resume: int | None, end: int
+) -> type[FormatError] | tuple[type[FormatError], str]:
+    """The error class (and what was found) for the record chain breaking at ``q``; ``end`` is
+    where the unreadable region ends, ``resume`` the next record (None: nothing follows)."""
+    n = len(buf)
+    if q + 8 > n:
+        return TruncatedError, f"{n - q} stray bytes at the end of the file"
+    size, magic = _SIZE_MAGIC.unpack_from(buf, q)
+    if size == 0 and magic == 0:
+        if nonzero_end(buf, q, end) <= q:
+            return UnexpectedZerosError, f"{end - q} zero bytes where a record must start"
+        return BadSizeError, "TOTALSIZE 0 and no magic, then non-zero bytes"
+    if magic == MAGIC_BLANK:
+        return BadSizeError, f"BLANK record with TOTALSIZE {size}, {n - q} bytes left in the file"
+    if magic != MAGIC_V1 and magic != MAGIC_V2:
+        return BadMagicError, (
+            f"bad magic: expected 0xdaa320a7 or 0xdaa320ab, found {magic:#010x}"
+        )
+    if size < MIN_RECORD_SIZE:
+        return BadSizeError, f"bad TOTALSIZE {size}"
+    if q + size > n:
+        if resume is None:
+            return TornRecordError, (
+                f"record with TOTALSIZE {size} runs past the end of the file ({n - q} bytes left)"
+            )
+        return BadSizeError, f"TOTALSIZE {size} runs past the end of the file"
+    try:
+        rec = parse_message(buf, q, file=file, file_start=file_start)
+    except FormatError as e:
+        if resume is None and nonzero_end(buf, q, n) < q + size:
+            return TornRecordError, f"record cut short (zeros from its middle on): {e.detail}"
+        return type(e), e.detail
+    phy = getattr(rec, "physical_offset", None)
+    if phy != file_start + q:
+        return BadFieldError, f"PHYSICALOFFSET field says {phy}, record sits at {file_start + q}"
+    return FormatError, "record does not decode"
+
+
+def _region(
+    buf: Buffer, q: int, end: int, resume: int | None, file: str | None, file_start: int
+) -> Unreadable:
+    got = _problem(buf, q, file, file_start, resume, end)
+    cls, what = got if isinstance(got, tuple) else (got, "")
+    then = (f"; records again at phy {file_start + resume}" if resume is not None
+            else "; no record after it in this file")
+    return Unreadable(
+        cls.kind, file or "<bytes>", q, f"{end - q} unreadable bytes: {what}{then}",
+        phy=file_start + q, length=end - q,
+    )
+
+
+# --- the walker -------------------------------------------------------------------------------
+def walk(
+    buf: Buffer,
+    *,
+    file: str | None = None,
+    file_start: int = 0,
+    start: int = 0,
+    stop: int | None = None,
+    check_crc: bool = False,
+    decode: bool = True,
+    resync: bool = True,
+    fd: int | None = None,
+) -> Iterator[Item | int]:
+    """Walk the commitlog file ``buf`` (``file``: its name relative to the store root;
+    ``file_start``: the commitlog offset of its first byte) in physical order.
+
+    Yields :class:`CommitLogMessage` (or, with ``decode=False``, the ``int`` position of each
+    record whose header identifies itself, for callers that decode only some records), a
+    :class:`BlankRecord`, an :class:`Unreadable` finding for each damaged region (the walk
+    resumes at the next self-identifying record; with ``resync=False`` it ends there, as
+    RocketMQ's recovery does), a ``crc-mismatch`` :class:`Finding` before a message whose
+    BODYCRC is wrong (``check_crc``; the message is still yielded), and last a
+    :class:`FileEnd` giving where the file's valid data ends and why (``blank``, ``eof``,
+    ``zeros``: clean; ``torn``, ``corrupt``: the walk stopped at unreadable bytes).
+
+    ``start``/``stop`` (positions in ``buf``) restrict the walk to the records that start in
+    that range; a walk that does not start at 0 begins at the first self-identifying record at
+    or after ``start`` (the bytes before it belong to the range before; nothing is yielded when
+    there is none), and one stopped by ``stop`` yields no FileEnd. ``fd`` (the file's
+    descriptor) lets the search after damage skip the holes of a sparse file.
+    """
+    n = len(buf)
+    end = n if stop is None else min(stop, n)
+    q: int | None = start
+    if start > 0 and not looks_like_record_at(buf, start, file_start):
+        q = next_record(buf, start, file_start, stop=end, fd=fd)
+    while q is not None and q < end:
+        if q + 8 <= n:
+            size, magic = _SIZE_MAGIC.unpack_from(buf, q)
+            if magic == MAGIC_BLANK and size == n - q:
+                yield BlankRecord(file_start + q, size)
+                yield FileEnd(file_start + q, "blank")
+                return
+            if header_ok(buf, q, file_start):
+                if not decode:
+                    yield q
+                    q += size
+                    continue
+                try:
+                    rec = parse_message(buf, q, file=file, file_start=file_start)
+                except FormatError:
+                    rec = None
+                if isinstance(rec, CommitLogMessage):
+                    if check_crc:
+                        crc = zlib.crc32(rec.body) & 0x7FFFFFFF
+                        if crc != rec.body_crc:
+                            yield CrcMismatchError(
+                                file, q, "body CRC mismatch", expected=f"{rec.body_crc:#x}",
+                                found=f"{crc:#x}", phy=file_start + q,
+                            ).finding()
+                    yield rec
+                    q += size
+                    continue
+        # the chain breaks at q: zeros to the end are the end of data, anything else is damage
+        after = next_record(buf, q + 1, file_start, fd=fd)
+        if after is None:
+            data_end = nonzero_end(buf, q, n, fd=fd)
+            if data_end <= q:
+                yield FileEnd(file_start + q, "zeros")
+                return
+            region = _region(buf, q, max(data_end, min(q + 8, n)), None, file, file_start)
+        else:
+            region = _region(buf, q, after, after, file, file_start)
+        yield region
+        if after is None or not resync:
+            kind = "torn" if region.kind == TornRecordError.kind else "corrupt"
+            yield FileEnd(file_start + q, kind, region.detail)
+            return
+        q = after
+    if q is not None and q >= n:
+        yield FileEnd(file_start + q, "eof")
+
+
+def records(
+    buf: Buffer, *, file: str | None = None, file_start: int = 0, check_crc: bool = False
+) -> Iterator[CommitLogMessage]:
+    """Only the readable messages of a file (damage is skipped: use :func:`walk` to see it)."""
+    for item in walk(buf, file=file, file_start=file_start, check_crc=check_crc):
+        if isinstance(item, CommitLogMessage):
+            yield item

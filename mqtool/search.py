@@ -1,0 +1,216 @@
+"""Finding records by UNIQ_KEY, ORIGIN_MESSAGE_ID and KEYS: the one search ``msg``, ``index``
+and ``trace`` share (through :meth:`mqtool.store.Store.search` and ``Store.find_records``).
+
+Through the index files when they are usable (``topic#key`` in every topic, then the commitlog
+written after the last indexed record, which the index may lag); otherwise by one pass over the
+commitlog that looks for the property bytes with ``mmap.find`` (in C) and decodes only the
+records that hold them. Either way the commitlog is read by the one walker
+(:mod:`mqtool.formats.walker`): records past damage are found, and every unreadable region met is
+a finding of the store. When an index file is damaged the search reads the commitlog instead
+and says so (``via``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, cast
+
+from mqtool.formats.commitlog import CommitLogMessage, parse_message
+from mqtool.formats.errors import FormatError
+from mqtool.formats.rules import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+)
+from mqtool.formats.rules import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as PROPERTY_UNIQ_KEY
+from mqtool.formats.walker import Unreadable
+
+if TYPE_CHECKING:
+    from mqtool.store import Store
+
+ProgressFn = Callable[[int, int], None]  # (bytes done, bytes total); same as mqtool.query's
+
+
+_SCAN_CHUNK = 64 << 20  # bytes searched between progress reports
+
+
+def _hits(buf: bytes | mmap.mmap, pats: list[bytes], first: int, size: int,
+          report: Callable[[int], None] | None) -> set[int]:
+    hits: set[int] = set()
+    pos = first
+    while pos < size:
+        end = min(size, pos + _SCAN_CHUNK)
+        for p in pats:
+            lim = min(size, end + len(p) - 1)
+            i = buf.find(p, pos, lim)
+            while i != -1 and i < end:
+                hits.add(i)
+                i = buf.find(p, i + 1, lim)
+        if report:
+            report(end - first)
+        pos = end
+    return hits
+
+
+def search(
+    store: Store,
+    patterns: Iterable[bytes],
+    *,
+    start_offset: int = 0,
+    progress: ProgressFn | None = None,
+) -> list[CommitLogMessage]:
+    """Messages whose bytes contain any of ``patterns`` (candidates: callers filter by field),
+    in commitlog order, from commitlog ``start_offset`` on.
+
+    Every file in range is walked by record headers (cheap), so damage anywhere in the range is
+    noted in ``store.findings``; only records that hold a hit are decoded. A hit inside an
+    unreadable region is named by that region's finding.
+    """
+    pats = [p for p in dict.fromkeys(patterns) if p]
+    files = [f for f in store.commitlog_files if f.start + f.size > start_offset]
+    total = sum(f.size for f in files)
+    done = 0
+    found: dict[int, CommitLogMessage] = {}
+    if progress:
+        progress(0, total)
+    for f in files:
+        if f.size == 0:
+            continue
+        first = max(0, start_offset - f.start)
+        buf = store.mapped(f)
+
+        def report(n: int, base: int = done) -> None:
+            if progress:
+                progress(base + n, total)
+
+        hits = sorted(_hits(buf, pats, first, f.size, report)) if pats else []
+        done += f.size - first
+        starts = [i for i in store.walk_commitlog_file(f, decode=False) if isinstance(i, int)]
+        # a hit belongs to the last record that starts at or before it, if it lies inside it
+        holding: dict[int, list[int]] = {}
+        for h in hits:
+            k = bisect.bisect_right(starts, h) - 1
+            if k >= 0 and f.start + starts[k] >= start_offset:
+                holding.setdefault(starts[k], []).append(h)
+        for pos, at in sorted(holding.items()):
+            try:
+                rec = parse_message(cast(bytes, buf), pos, file=f.rel, file_start=f.start)
+            except FormatError as e:
+                store.note(Unreadable(
+                    e.kind, f.rel, pos, f"record does not decode: {e.detail}",
+                    phy=f.start + pos, length=int.from_bytes(buf[pos:pos + 4], "big"),
+                ))
+                continue
+            if isinstance(rec, CommitLogMessage) and at[0] < pos + rec.total_size:
+                found[rec.physical_offset] = rec
+    if progress:
+        progress(total, total)
+    return [found[k] for k in sorted(found)]
+
+
+def walk_from(store: Store, offset: int) -> list[CommitLogMessage]:
+    """Every readable message from commitlog ``offset`` to the end of the data (walker)."""
+    out: list[CommitLogMessage] = []
+    for f in store.commitlog_files:
+        if f.start + f.size <= offset:
+            continue
+        for item in store.scan_commitlog_file(f):
+            if isinstance(item, CommitLogMessage) and item.physical_offset >= offset:
+                out.append(item)
+    return out
+
+
+class Finder:
+    """Looks records up by UNIQ_KEY, ORIGIN_MESSAGE_ID and KEYS, by index or by scan.
+
+    ``via`` says how: ``index``, ``scan`` (no index files) or ``scan (index damaged)``.
+    """
+
+    def __init__(self, store: Store, progress: ProgressFn | None = None) -> None:
+        self.store = store
+        self.progress = progress
+        store.index_files()
+        if store.index_usable:
+            self.via = "index"
+        elif store.index_damaged:
+            self.via = "scan (index damaged)"
+        else:
+            self.via = "scan"
+        self._tail: list[CommitLogMessage] | None = None
+        self.tail_bytes = 0
+
+    @property
+    def by_index(self) -> bool:
+        return self.via == "index"
+
+    def tail(self) -> list[CommitLogMessage]:
+        """Messages written after the last indexed one (the index may lag the commitlog)."""
+        if self._tail is None:
+            last = max((r.header.end_phy_offset for _, r in self.store.index_files()), default=0)
+            tail = walk_from(self.store, last)
+            if tail and tail[0].physical_offset == last:
+                tail = tail[1:]  # endPhyOffset is the start of the last indexed record
+            self._tail = tail
+            if tail:
+                self.tail_bytes = tail[-1].end_offset - tail[0].physical_offset
+        return self._tail
+
+    def _indexed(self, topics: Iterable[str], key: str) -> list[CommitLogMessage]:
+        offsets: set[int] = set()
+        for t in topics:
+            offsets.update(self.store.query_index(t, key))
+        out = []
+        for off in sorted(offsets):
+            m = self.store.try_message_at(off)
+            if m is not None:
+                out.append(m)
+        return out
+
+    def find(
+        self, uniq_keys: set[str], origin_ids: set[str], keys: set[str], topic: str | None = None
+    ) -> list[CommitLogMessage]:
+        """Records whose UNIQ_KEY is in ``uniq_keys``, ORIGIN_MESSAGE_ID in ``origin_ids`` or
+        one KEYS token in ``keys`` (restricted to ``topic`` when given, KEYS only)."""
+        origin_up = {o.upper() for o in origin_ids}
+
+        def wanted(m: CommitLogMessage) -> bool:
+            p = m.properties
+            if p.get(PROPERTY_UNIQ_KEY) in uniq_keys:
+                return True
+            o = p.get(PROPERTY_ORIGIN_MESSAGE_ID)
+            if o is not None and o.upper() in origin_up:
+                return True
+            return bool(keys) and (topic is None or m.topic == topic) and any(
+                k in keys for k in m.key_list
+            )
+
+        if not self.by_index:
+            pats = [f"{PROPERTY_UNIQ_KEY}\x01{u}".encode() for u in uniq_keys]
+            pats += [f"{PROPERTY_ORIGIN_MESSAGE_ID}\x01{o}".encode() for o in origin_ids]
+            pats += [k.encode() for k in keys]
+            cands = search(self.store, pats, progress=self.progress)
+        else:
+            topics = self.store.topics()
+            cands = []
+            for u in uniq_keys:
+                cands += self._indexed(topics, u)
+            for k in keys:
+                cands += self._indexed([topic] if topic else topics, k)
+            if origin_ids:
+                # copies of a message without UNIQ_KEY: ORIGIN_MESSAGE_ID is not indexed, but
+                # the copies keep the original's KEYS; look those up in the copy topics
+                copy_topics = [t for t in topics if t == SCHEDULE_TOPIC or t.startswith(
+                    (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX))]
+                for o in origin_ids:
+                    m = self.store.find_by_offset_msg_id(o)
+                    for k in m.key_list if m else []:
+                        cands += self._indexed(copy_topics, k)
+            cands += self.tail()
+        seen: dict[int, CommitLogMessage] = {}
+        for m in cands:
+            if wanted(m):
+                seen[m.physical_offset] = m
+        return [seen[k] for k in sorted(seen)]
