@@ -199,8 +199,9 @@ class Page:
         )
 
     def render(self) -> str:
-        # "</" cannot end the JSON script element early once escaped as "<\/".
-        data = json.dumps(self.data, ensure_ascii=False, sort_keys=False).replace("</", "<\\/")
+        # "<" only occurs inside JSON strings; as \u003c no "</script" or "<!--" can end or
+        # confuse the data element (the same JSON value to any parser).
+        data = json.dumps(self.data, ensure_ascii=False).replace("<", "\\u003c")
         script = f"<script>{_SORT_JS}</script>" if self.sortable else ""
         sub = f'<div class="sub">{esc(self.subtitle)}</div>' if self.subtitle else ""
         return (
@@ -257,4 +258,4 @@ def read_page_data(text: str) -> Any:
     if i < 0:
         raise ReportError("no embedded mqtool data in this page")
     j = text.find("</script>", i)
-    return json.loads(text[i + len(start_tag): j])  # JSON reads "<\/" as "</"
+    return json.loads(text[i + len(start_tag): j])

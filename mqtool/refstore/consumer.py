@@ -1,0 +1,240 @@
+"""Reads and the consumer side: read_message, queues, pull, consumer offsets, ``send_back``
+(``asyncConsumerSendMsgBack``) and ``consume``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from mqtool.formats.commitlog import (
+    CommitLogMessage,
+    HostPort,
+    parse_properties,
+)
+from mqtool.refstore import broker as B
+from mqtool.refstore.model import (
+    PullResult,
+    PutResult,
+)
+from mqtool.refstore.recovery import RecoveryMixin
+
+
+class ConsumerMixin(RecoveryMixin):
+    """Reads, pull, offsets and send-back."""
+
+
+    def read_message(self, commit_log_offset: int) -> CommitLogMessage:
+        """``lookMessageByOffset``: the record at a commitlog offset."""
+        self._check_open()
+        return self._commitlog.read(commit_log_offset)
+
+    def queue_topics(self) -> list[str]:
+        """Topics that have consume queues, sorted."""
+        return sorted({t for t, _ in self._cqs})
+
+    def queue_ids(self, topic: str) -> list[int]:
+        """Queue ids of ``topic`` that have a consume queue."""
+        return sorted(q for (t, q) in self._cqs if t == topic)
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        """Next logical offset of a queue (0 when it has none)."""
+        return self._queue_table.get((topic, queue_id), 0)
+
+    def iter_queue(
+        self, topic: str, queue_id: int, offset: int = 0
+    ) -> Iterator[tuple[int, CommitLogMessage]]:
+        """``(queue offset, message)`` from ``offset`` to the end of one queue."""
+        self._check_open()
+        cq = self._cqs.get((topic, queue_id))
+        if cq is None:
+            return
+        for off in range(max(offset, cq.min_offset), cq.max_offset):
+            unit = cq.get(off)
+            if unit is None:
+                break
+            yield off, self._commitlog.read(unit[0])
+
+    @property
+    def last_store_timestamp(self) -> int:
+        """Store time (epoch ms) of the last record written or recovered (0 when empty)."""
+        return self._cp_ts
+
+    @property
+    def write_position(self) -> int:
+        """Absolute commitlog offset where the next record goes."""
+        return self._commitlog.write_pos
+
+
+    def send_back(
+        self,
+        group: str,
+        commit_log_offset: int,
+        *,
+        delay_level: int = 0,
+        max_reconsume_times: int | None = None,
+    ) -> PutResult:
+        """``CONSUMER_SEND_MSG_BACK``: a consumer of ``group`` failed the message at
+        ``commit_log_offset``; store the retry copy (via the schedule topic) or the DLQ copy.
+
+        ``max_reconsume_times`` is the client's header value (None: the group's retryMaxTimes).
+        """
+        self._check_open()
+        cfg = self._group(group)
+        ext = self._commitlog.read(commit_log_offset)
+        props = parse_properties(ext.properties_raw)
+        max_times = cfg.retry_max_times if max_reconsume_times is None else max_reconsume_times
+        decision = B.apply_send_back(
+            props, topic=ext.topic, group=group, reconsume_times=ext.reconsume_times,
+            delay_level=delay_level, max_reconsume_times=max_times,
+            offset_msg_id=ext.offset_msg_id,
+        )
+        if decision.to_dlq:
+            self.create_topic(decision.topic, B.DLQ_NUMS_PER_GROUP, perm=6)
+            qid = self._rnd.randrange(99999999) % B.DLQ_NUMS_PER_GROUP
+        else:
+            rq = max(1, cfg.retry_queue_nums)
+            self.create_topic(decision.topic, rq, perm=6)
+            qid = self._rnd.randrange(99999999) % rq
+        now = self.clock()
+        return self._put_inner(
+            decision.topic, qid, ext.body, props, flag=ext.flag, sys_flag=ext.sys_flag & ~0x30,
+            born_timestamp=ext.born_timestamp, born_host=ext.born_host,
+            reconsume_times=ext.reconsume_times + 1, store_timestamp=now,
+        )
+
+    def send_back_orderly(
+        self,
+        group: str,
+        commit_log_offset: int,
+        *,
+        max_reconsume_times: int | None = None,
+        consume_start_time: int | None = None,
+        client_host: str = "127.0.0.1:50001",
+    ) -> PutResult:
+        """The orderly consumer's path: after its own local retries reach the max, the client
+        re-sends the message to ``%RETRY%<group>`` (``ConsumeMessageOrderlyService
+        #sendMessageBack``) and the broker dead-letters it when ``reconsumeTimes >=
+        maxReconsumeTimes`` (``SendMessageProcessor#handleRetryAndDLQ``).
+
+        As the Java client does: the new message takes the consumed message's property map
+        (which the pull added MIN_OFFSET/MAX_OFFSET and the orderly service CONSUME_START_TIME
+        to), RETRY_TOPIC, RECONSUME_TIME, MAX_RECONSUME_TIMES and DELAY = 3 + reconsumeTimes;
+        it is stored with the consumed reconsumeTimes (not + 1), born at the client. The body
+        and compression flag are kept as stored (the Java client would re-compress bodies over
+        4 KiB itself).
+        """
+        self._check_open()
+        cfg = self._group(group)
+        ext = self._commitlog.read(commit_log_offset)
+        props = parse_properties(ext.properties_raw)
+        cq = self._cqs.get((ext.topic, ext.queue_id))
+        props["MIN_OFFSET"] = str(cq.min_offset if cq else 0)
+        props["MAX_OFFSET"] = str(cq.max_offset if cq else 0)
+        now = self.clock()
+        props["CONSUME_START_TIME"] = str(consume_start_time if consume_start_time else now)
+        topic = ext.topic
+        if topic == B.retry_topic(group) and B.PROPERTY_RETRY_TOPIC in props:
+            topic = props[B.PROPERTY_RETRY_TOPIC]  # resetRetryAndNamespace
+        max_times = cfg.retry_max_times if max_reconsume_times is None else max_reconsume_times
+        rt = ext.reconsume_times
+        props[B.PROPERTY_RECONSUME_TIME] = str(rt)  # checkReconsumeTimes
+        props[B.PROPERTY_RETRY_TOPIC] = topic
+        props[B.PROPERTY_MAX_RECONSUME_TIMES] = str(max_times)
+        props.pop("TRAN_MSG", None)
+        props[B.PROPERTY_DELAY_TIME_LEVEL] = str(3 + rt)
+        # the producer sends messageProperties2String(map); the broker decodes a fresh map
+        wire = parse_properties(self._encode_props(props))
+        if self._cluster:
+            wire[B.PROPERTY_CLUSTER] = self._cluster
+        retry = B.retry_topic(group)
+        if rt >= max_times:
+            new_topic = B.dlq_topic(group)
+            self.create_topic(new_topic, B.DLQ_NUMS_PER_GROUP, perm=6)
+            qid = self._rnd.randrange(99999999) % B.DLQ_NUMS_PER_GROUP
+            wire[B.PROPERTY_DELAY_TIME_LEVEL] = "0"
+        else:
+            new_topic = retry
+            tc = self.create_topic(retry, max(1, cfg.retry_queue_nums), perm=6)
+            qid = self._rnd.randrange(max(1, tc.write_queue_nums))
+        born = HostPort.parse(client_host)
+        return self._put_inner(
+            new_topic, qid, ext.body, wire, ext.flag, ext.sys_flag & ~0x30, now, born, rt, now,
+        )
+
+    def get_consumer_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """Committed offset of a group on a queue (-1 when none)."""
+        return self.consumer_offsets.get(f"{topic}@{group}", {}).get(queue_id, -1)
+
+    def commit_offset(
+        self, group: str, topic: str, queue_id: int, offset: int, *, persist: bool = False
+    ) -> None:
+        """``ConsumerOffsetManager#commitOffset`` (persisted on flush/close, or now)."""
+        self._check_open()
+        self.consumer_offsets.setdefault(f"{topic}@{group}", {})[queue_id] = offset
+        self._offsets_dirty = True
+        if persist:
+            self._persist_consumer_offsets()
+
+    def pull(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        *,
+        offset: int | None = None,
+        max_nums: int = 32,
+    ) -> PullResult:
+        """``PULL_MESSAGE``: up to ``max_nums`` messages from ``offset`` (default: the group's
+        committed offset, else the queue's min offset). Does not commit."""
+        self._check_open()
+        cq = self._cqs.get((topic, queue_id))
+        max_off = cq.max_offset if cq else 0
+        if offset is None:
+            offset = self.get_consumer_offset(group, topic, queue_id)
+            if offset < 0:
+                offset = cq.min_offset if cq else 0
+        msgs: list[CommitLogMessage] = []
+        nxt = offset
+        if cq is not None:
+            for off, m in self.iter_queue(topic, queue_id, offset):
+                if len(msgs) >= max_nums:
+                    break
+                msgs.append(m)
+                nxt = off + 1
+        return PullResult(topic, queue_id, offset, nxt, max_off, msgs)
+
+    def consume(
+        self,
+        group: str,
+        topic: str,
+        handler: Callable[[CommitLogMessage], bool | int],
+        *,
+        max_nums: int | None = None,
+        include_retry: bool = True,
+    ) -> dict[str, int]:
+        """Run a push-style consumer once over everything available.
+
+        ``handler`` returns True (CONSUME_SUCCESS), False (RECONSUME_LATER: send back with level
+        0) or an int (send back with that delay level; negative = straight to the DLQ). Offsets
+        are committed. Returns counts: ``ok``, ``retried``, ``dlq``.
+        """
+        self._group(group)
+        counts = {"ok": 0, "retried": 0, "dlq": 0}
+        topics = [topic] + ([B.retry_topic(group)] if include_retry else [])
+        done = 0
+        for t in topics:
+            for qid in self.queue_ids(t):
+                start = self.get_consumer_offset(group, t, qid)
+                for _, m in self.iter_queue(t, qid, max(start, 0)):  # streaming
+                    if max_nums is not None and done >= max_nums:
+                        break
+                    verdict = handler(m)
+                    if verdict is True:
+                        counts["ok"] += 1
+                    else:
+                        level = 0 if verdict is False else int(verdict)
+                        r = self.send_back(group, m.physical_offset, delay_level=level)
+                        to_dlq = r.topic.startswith(B.DLQ_GROUP_TOPIC_PREFIX)
+                        counts["dlq" if to_dlq else "retried"] += 1
+                    done += 1
+                    self.commit_offset(group, t, qid, m.queue_offset + 1)
+        return counts

@@ -1,0 +1,265 @@
+"""The put path: encode a message (the one encoder) into the commitlog, then dispatch it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from mqtool.formats.commitlog import (
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    HostPort,
+    parse_properties,
+)
+from mqtool.formats.encoder import (
+    magic_for,
+    pack_record_into,
+    packed_ip,
+    record_size,
+    topic_header,
+    write_total_size,
+)
+from mqtool.formats.javacompat import hashmap_key_order
+from mqtool.refstore import broker as B
+from mqtool.refstore.index import IndexMixin
+from mqtool.refstore.mapped import (
+    RefStoreError,
+)
+from mqtool.refstore.model import (
+    Message,
+    PutResult,
+)
+from mqtool.refstore.state import (
+    _CP3,
+    _CRC_KEY,
+    _CRC_PLACEHOLDER,
+    _DEFAULT_BORN,
+    _UNIQ,
+)
+
+
+class PutMixin(IndexMixin):
+    """put and put_batch."""
+
+    def put(self, msg: Message) -> PutResult:
+        """Put one message (``SendMessageProcessor`` + ``DefaultMessageStore#putMessage``)."""
+        if self._closed:
+            self._check_open()
+        tc = self.topics.get(msg.topic) or self.create_topic(msg.topic)
+        qid = msg.queue_id
+        if qid is None:
+            n = self._rr.get(msg.topic, -1) + 1
+            self._rr[msg.topic] = n
+            qid = n % max(1, tc.write_queue_nums)
+        elif qid < 0 or (qid >= tc.write_queue_nums and msg.topic != B.SCHEDULE_TOPIC):
+            raise RefStoreError(
+                f"queue {qid} of topic {msg.topic} does not exist "
+                f"(writeQueueNums {tc.write_queue_nums})"
+            )
+        props: dict[str, str] = dict(msg.properties)
+        if _UNIQ not in props:
+            uniq = self.uniq
+            t, c = uniq.next_parts()
+            props[_UNIQ] = uniq.fix_string + t + c
+        if self._cluster:
+            props[B.PROPERTY_CLUSTER] = self._cluster
+        now = self.clock()
+        born = _DEFAULT_BORN
+        if msg.born_host:
+            born = self._born_hosts.get(msg.born_host) or HostPort.parse(msg.born_host)
+            if len(self._born_hosts) < 1024:
+                self._born_hosts[msg.born_host] = born
+        return self._put_inner(
+            msg.topic, qid, msg.body, props, msg.flag, msg.sys_flag,
+            msg.born_timestamp if msg.born_timestamp is not None else now, born,
+            msg.reconsume_times, now, True, 0,
+        )
+
+    def put_batch(
+        self,
+        msgs: Sequence[Message],
+        *,
+        queue_id: int | None = None,
+        batch_properties: Iterable[tuple[str, str]] = (("WAIT", "true"),),
+    ) -> list[PutResult]:
+        """A client ``MessageBatch`` (one topic, one queue), as 4.9.7 stores it.
+
+        Every message becomes its own record, written contiguously (never across a file end);
+        a record's properties are the message's own string + ``\x02`` + the batch message's
+        properties (``WAIT`` and the broker's ``CLUSTER``), hence ``WAIT`` twice, as the real
+        stores show (``CommitLog.MessageExtBatchEncoder``). Delayed batches are refused
+        (MESSAGE_ILLEGAL), like RocketMQ.
+        """
+        self._check_open()
+        if not msgs:
+            return []
+        topic = msgs[0].topic
+        if any(m.topic != topic for m in msgs):
+            raise RefStoreError("a batch holds messages of one topic")
+        tc = self.topics.get(topic) or self.create_topic(topic)
+        qid = queue_id if queue_id is not None else msgs[0].queue_id
+        if qid is None:
+            n = self._rr.get(topic, -1) + 1
+            self._rr[topic] = n
+            qid = n % max(1, tc.write_queue_nums)
+        elif qid < 0 or qid >= tc.write_queue_nums:
+            raise RefStoreError(f"queue {qid} of topic {topic} does not exist")
+        bprops = dict(batch_properties)
+        if self._cluster:
+            bprops[B.PROPERTY_CLUSTER] = self._cluster
+        batch_raw = self._encode_props(bprops)
+        now = self.clock()
+        topic_hdr, topic_len, magic = self._topic_header(topic)
+        records = []
+        total = 0
+        for m in msgs:
+            props = dict(m.properties)
+            if B.delay_level_of(props) > 0:
+                raise RefStoreError("MessageBatch does not support delayed messages")
+            if B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
+                props[B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self.uniq.create()
+            own = self._encode_props(props)
+            sep = "\x02" if own and batch_raw and not own.endswith("\x02") else ""
+            raw = own + sep + batch_raw
+            props_b = raw.encode("utf-8")
+            born = HostPort.parse(m.born_host) if m.born_host else _DEFAULT_BORN
+            born_ip = packed_ip(born)
+            sf = (m.sys_flag | 0x10) if len(born_ip) == 16 else (m.sys_flag & ~0x10)
+            sf = (sf | 0x20) if self._store_v6 else (sf & ~0x20)
+            size = record_size(sf, len(m.body), topic_len, len(props_b))
+            records.append((m, raw, props_b, born, born_ip, sf, size))
+            total += size
+        cl = self._commitlog
+        mf, pos = cl.reserve(total)
+        out: list[PutResult] = []
+        sizes: list[tuple[int, int]] = []
+        key = (topic, qid)
+        for m, raw, props_b, born, born_ip, sf, size in records:
+            phys = mf.file_from_offset + pos
+            qoff = self._queue_table.get(key, 0)
+            born_ts = m.born_timestamp if m.born_timestamp is not None else now
+            pack_record_into(
+                mf.mm, pos, size, magic, qid, m.flag, qoff, phys, sf, born_ts, born_ip,
+                born.port, now, self._store_ip, self._store_port, m.reconsume_times, 0,
+                m.body, topic_hdr, props_b, False, False,
+            )
+            sizes.append((pos, size))
+            cl.write_pos = phys + size
+            self._last_record = phys
+            self._queue_table[key] = qoff + 1
+            props = parse_properties(raw)
+            self._dispatch_fast(
+                topic, qid, qoff, phys, size, self._tags_code(topic, props, now), props, now,
+                m.sys_flag & TRANSACTION_ROLLBACK_TYPE, False,
+            )
+            out.append(PutResult(
+                phys, size, topic, qid, qoff, now, f"{self._msg_id_prefix}{phys:016X}",
+                props.get(B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+            ))
+            pos += size
+        # the batch's commit point: TOTALSIZE fields last to first, so a kill anywhere before
+        # the first one leaves no record of the batch (recovery cuts it and its CQ units)
+        for p, size in reversed(sizes):
+            write_total_size(mf.mm, p, size)
+        self._cp_ts = now
+        if self._cp_mf is not None:
+            _CP3.pack_into(self._cp_mf.mm, 0, now, now, self._index_ts)
+        return out
+
+    def _encode_props(self, props: Mapping[str, str]) -> str:
+        """``messageProperties2String`` of a map filled in ``props``' order (Java order)."""
+        keys = tuple(props)
+        ordered = self._prop_orders.get(keys)
+        if ordered is None:
+            order = hashmap_key_order(keys, self._props_capacity)
+            ordered = tuple(keys[i] for i in order)
+            if len(self._prop_orders) > 10_000:
+                self._prop_orders.clear()
+            self._prop_orders[keys] = ordered
+        text = "\x02".join([k + "\x01" + props[k] for k in ordered])  # encode_properties
+        return text + "\x02" if self._trailing_sep and text else text
+
+    def _topic_header(self, topic: str) -> tuple[bytes, int, int]:
+        hit = self._topic_hdrs.get(topic)
+        if hit is None:
+            tb = topic.encode("utf-8")
+            if len(tb) > 32767:
+                raise RefStoreError(f"topic of {len(tb)} bytes is too long")
+            hit = (topic_header(tb), len(tb), magic_for(len(tb)))
+            self._topic_hdrs[topic] = hit
+        return hit
+
+    def _put_inner(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        props: dict[str, str],
+        flag: int,
+        sys_flag: int,
+        born_timestamp: int,
+        born_host: HostPort,
+        reconsume_times: int,
+        store_timestamp: int,
+        schedule: bool = True,
+        prepared_transaction_offset: int = 0,
+    ) -> PutResult:
+        tran = sys_flag & TRANSACTION_ROLLBACK_TYPE
+        normal = tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE
+        if (
+            schedule
+            and normal
+            and B.PROPERTY_DELAY_TIME_LEVEL in props
+            and B.delay_level_of(props) > 0
+        ):
+            topic, queue_id = B.rewrite_for_schedule(
+                props, topic=topic, queue_id=queue_id, max_delay_level=self.max_delay_level
+            )
+        if _CRC_KEY in props:  # a copy of a 5.x record: its CRC belongs to the old record
+            del props[_CRC_KEY]
+        props_b = self._encode_props(props).encode("utf-8")
+        if self._prop_crc:
+            props_b += _CRC_PLACEHOLDER
+        if len(props_b) > 32767:
+            raise RefStoreError(f"properties of {len(props_b)} bytes exceed 32767")
+        if len(body) > self._max_body:
+            raise RefStoreError(
+                f"message body of {len(body)} bytes exceeds maxMessageSize {self._max_body}"
+            )
+        topic_hdr, topic_len, magic = self._topic_header(topic)
+        born_ip = packed_ip(born_host)
+        sf = (sys_flag | 0x10) if len(born_ip) == 16 else (sys_flag & ~0x10)
+        sf = (sf | 0x20) if self._store_v6 else (sf & ~0x20)
+        size = record_size(sf, len(body), topic_len, len(props_b))
+        key = (topic, queue_id)
+        queue_offset = self._queue_table.get(key, 0) if normal else 0
+        cl = self._commitlog
+        mf, pos = cl.reserve(size)
+        phys = mf.file_from_offset + pos
+        pack_record_into(
+            mf.mm, pos, size, magic, queue_id, flag, queue_offset, phys, sf,
+            born_timestamp, born_ip, born_host.port, store_timestamp, self._store_ip,
+            self._store_port, reconsume_times, prepared_transaction_offset, body,
+            topic_hdr, props_b, self._prop_crc,
+        )
+        cl.write_pos = phys + size
+        self._last_record = phys
+        if normal:
+            self._queue_table[key] = queue_offset + 1
+        tags_code = self._tags_code(topic, props, store_timestamp)
+        self._dispatch_fast(
+            topic, queue_id, queue_offset, phys, size, tags_code, props, store_timestamp, tran,
+            False,
+        )
+        self._cp_ts = store_timestamp
+        if self._cp_mf is not None:
+            _CP3.pack_into(
+                self._cp_mf.mm, 0, store_timestamp, store_timestamp, self._index_ts,
+            )
+        return PutResult(
+            phys, size, topic, queue_id, queue_offset, store_timestamp,
+            f"{self._msg_id_prefix}{phys:016X}",
+            props.get(B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+        )
+
+    # -- dispatch (CommitLogDispatcherBuildConsumeQueue / BuildIndex) ---------------------------
