@@ -181,6 +181,8 @@ def msg(
                 con.print(t)
         if not found:
             report_error(f"no message for {msg_id} in {st.root} ({how})")
+        exit_on_findings(st)  # damage met on the way: one line each, exit 1
+        if not found:
             raise typer.Exit(1)
 
 

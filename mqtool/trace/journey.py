@@ -1,29 +1,12 @@
-"""``mqtool trace``: one message's whole journey through a store, by message id or key.
-
-RocketMQ spreads what happened to a message over several topics (FORMATS.md 6.7): the original
-record, copies waiting in ``SCHEDULE_TOPIC_XXXX`` (``REAL_TOPIC``/``REAL_QID``), redeliveries in
-``%RETRY%<group>`` (``RETRY_TOPIC``, ``ORIGIN_MESSAGE_ID``), 5.x POP retry topics
-(``%RETRY%<group>_<topic>``, ``%RETRY%<group>+<topic>``), timer copies in ``rmq_sys_wheel_timer``,
-transaction half/op records, the dead-letter copy in ``%DLQ%<group>`` and copies resent from
-there. Every copy keeps the client's ``UNIQ_KEY``; copies of a message without one are tied to
-it by ``ORIGIN_MESSAGE_ID`` (the offsetMsgId of the first copy).
-
-Records are found through the index files when there are any (``topic#UNIQ_KEY`` in every
-topic, then the commitlog written after the last indexed record), otherwise by one pass over the
-commitlog that looks for the property bytes and parses only the records that hold them.
-
-The result is data (:class:`Trace`); rendering lives in ``mqtool/cli/trace.py``.
-"""
+"""The journey builder: collect a message's copies (through :mod:`mqtool.search`), build
+its hops in commitlog order, give the verdict, and the two entry points ``trace_id`` and
+``trace_key``."""
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
 
 from mqtool.formats.commitlog import CommitLogMessage
-from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from mqtool.formats.errors import MqtoolError
 from mqtool.formats.msgid import classify_id
 from mqtool.formats.rules import (
@@ -33,7 +16,6 @@ from mqtool.formats.rules import (
     PROPERTY_ORIGIN_MESSAGE_ID,
     PROPERTY_REAL_TOPIC,
     PROPERTY_RETRY_TOPIC,
-    PROPERTY_TIMER_OUT_MS,
     PROPERTY_TRANSACTION_CHECK_TIMES,
     RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
@@ -43,6 +25,7 @@ from mqtool.formats.rules import (
     is_system_topic,
     parse_delay_levels,
 )
+from mqtool.formats.walker import Unreadable
 from mqtool.overview import (
     DEFAULT_DELAY_LEVELS,
     load_consumer_offsets,
@@ -52,163 +35,28 @@ from mqtool.overview import (
 from mqtool.query import ProgressFn
 from mqtool.search import Finder
 from mqtool.store import Store
-
-# Properties a resent DLQ copy carries (mqtool.dlq_resend: MQTOOL_DLQ_MSG_ID, MQTOOL_DLQ_TOPIC
-# and MQTOOL_RESEND_ID).
-RESEND_PROPERTY_NAMES = ("MQTOOL_DLQ_MSG_ID", "MQTOOL_DLQ_TOPIC")
-RESEND_PROPERTY_PREFIX = "MQTOOL_RESEND"  # MQTOOL_RESEND_ID (mqtool.dlq_resend)
-RESEND_TARGET_PLACEHOLDER = "TARGET_STORE"  # `dlq resend` needs --target: the user's choice
-
-_CQ_UNIT = struct.Struct(">qiq")  # commitlog offset, size, tagsCode
-
-
-
-class TraceError(MqtoolError):
-    """An id or key that cannot be traced as given (bad id, nothing found)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerState:
-    """One consumer group's progress on the queue of a hop (consumerOffset.json)."""
-
-    group: str
-    offset: int  # next queue offset the group will consume
-    consumed: bool
-
-    def to_json(self) -> dict[str, Any]:
-        return {"group": self.group, "offset": self.offset, "consumed": self.consumed}
-
-
-@dataclass(frozen=True, slots=True)
-class Hop:
-    """One record of the journey, with what the store says happened to it.
-
-    ``kind``: original, schedule, timer, retry, pop-retry, delivered (a schedule/timer copy
-    re-put to its real topic), half, op, commit, dlq, resend. ``state``: a short word
-    (``delivered``, ``pending``, ``overdue``, ``consumed``, ``not-consumed``, ``unknown``,
-    ``dead-lettered``, ``committed``, ``rolled-back``, ``op``); ``state_detail`` says it in
-    words. Times are epoch ms; ``since_previous_ms`` is the store-time gap to the hop before.
-    """
-
-    kind: str
-    message: CommitLogMessage
-    since_previous_ms: int | None
-    delay_level: int | None
-    delay_ms: int | None
-    deliver_timestamp: int | None
-    state: str
-    state_detail: str
-    group: str | None = None
-    consumers: tuple[ConsumerState, ...] = ()
-    note: str | None = None  # e.g. which DLQ record a resent copy came from
-
-    @property
-    def topic(self) -> str:
-        return self.message.topic
-
-    @property
-    def queue_id(self) -> int:
-        return self.message.queue_id
-
-    @property
-    def queue_offset(self) -> int:
-        return self.message.queue_offset
-
-    @property
-    def commit_log_offset(self) -> int:
-        return self.message.physical_offset
-
-    @property
-    def store_timestamp(self) -> int:
-        return self.message.store_timestamp
-
-    @property
-    def reconsume_times(self) -> int:
-        return self.message.reconsume_times
-
-    @property
-    def offset_msg_id(self) -> str:
-        return self.message.offset_msg_id
-
-    @property
-    def real_topic(self) -> str | None:
-        return self.message.properties.get(PROPERTY_REAL_TOPIC)
-
-    def to_json(self) -> dict[str, Any]:
-        p = self.message.properties
-        return {
-            "kind": self.kind,
-            "topic": self.topic,
-            "queueId": self.queue_id,
-            "queueOffset": self.queue_offset,
-            "commitLogOffset": self.commit_log_offset,
-            "offsetMsgId": self.offset_msg_id,
-            "storeTimestamp": self.store_timestamp,
-            "sincePreviousMs": self.since_previous_ms,
-            "reconsumeTimes": self.reconsume_times,
-            "delayLevel": self.delay_level,
-            "delayMs": self.delay_ms,
-            "deliverTimestamp": self.deliver_timestamp,
-            "state": self.state,
-            "stateDetail": self.state_detail,
-            "group": self.group,
-            "realTopic": p.get(PROPERTY_REAL_TOPIC),
-            "retryTopic": p.get(PROPERTY_RETRY_TOPIC),
-            "originMessageId": p.get(PROPERTY_ORIGIN_MESSAGE_ID),
-            "consumers": [c.to_json() for c in self.consumers],
-            "note": self.note,
-        }
-
-
-@dataclass
-class Trace:
-    """A message's journey: hops in commitlog (write) order and the verdict."""
-
-    id: str
-    uniq_key: str | None
-    hops: list[Hop]
-    verdict: str
-    verdict_kind: str
-    via: str
-    now: int
-    now_source: str
-    dlq_group: str | None = None
-    dlq_msg_id: str | None = None
-    resend_command: str | None = None
-    notes: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "uniqKey": self.uniq_key,
-            "verdict": self.verdict,
-            "verdictKind": self.verdict_kind,
-            "via": self.via,
-            "now": self.now,
-            "nowSource": self.now_source,
-            "dlqGroup": self.dlq_group,
-            "resendCommand": self.resend_command,
-            "notes": list(self.notes),
-            "hops": [h.to_json() for h in self.hops],
-        }
-
-
-@dataclass
-class KeyTrace:
-    """``--key``: every journey whose records carry the business key."""
-
-    key: str
-    topic: str | None
-    via: str
-    traces: list[Trace]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "topic": self.topic, "via": self.via,
-                "traces": [t.to_json() for t in self.traces]}
-
-
-# --------------------------------------------------------------------------------------------
-# finding records
+from mqtool.trace.hops import (
+    _consumers,
+    _consumption_state,
+    _Context,
+    _int_prop,
+    _is_resend,
+    _retry_group,
+    _schedule_state,
+    _sent_back,
+    _timer_state,
+    _utc,
+    fmt_duration,
+)
+from mqtool.trace.model import (
+    RESEND_PROPERTY_NAMES,
+    RESEND_TARGET_PLACEHOLDER,
+    ConsumerState,
+    Hop,
+    KeyTrace,
+    Trace,
+    TraceError,
+)
 
 
 def scan_for(
@@ -254,215 +102,6 @@ def _collect(
         done_u |= new_u
         done_o |= {o.upper() for o in new_o}
     return [got[k] for k in sorted(got)]
-
-
-# --------------------------------------------------------------------------------------------
-# states and verdict
-
-
-@dataclass
-class _Context:
-    store: Store
-    levels: dict[int, int]  # delay level (1-based) -> delay ms
-    delay_offsets: dict[int, int] | None
-    consumer_offsets: dict[tuple[str, str], dict[int, int]] | None
-    timer_read_ms: int | None
-    now: int
-
-
-def fmt_duration(ms: int) -> str:
-    """``1h 2m 3s``, ``2.5s``, ``120ms``: a duration for people."""
-    neg = ms < 0
-    ms = abs(ms)
-    if ms < 1000:
-        s = f"{ms}ms"
-    elif ms < 60_000:
-        s = f"{ms / 1000:.3f}".rstrip("0").rstrip(".") + "s"
-    else:
-        secs = ms // 1000
-        d, rem = divmod(secs, 86_400)
-        h, rem = divmod(rem, 3600)
-        m, sec = divmod(rem, 60)
-        parts = [f"{v}{u}" for v, u in ((d, "d"), (h, "h"), (m, "m"), (sec, "s")) if v]
-        s = " ".join(parts[:3])
-    return "-" + s if neg else s
-
-
-def _utc(ms: int) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-
-
-def _int_prop(m: CommitLogMessage, name: str) -> int | None:
-    v = m.properties.get(name)
-    try:
-        return int(v) if v is not None else None
-    except ValueError:
-        return None
-
-
-def _is_resend(m: CommitLogMessage) -> bool:
-    return any(n in m.properties for n in RESEND_PROPERTY_NAMES) or any(
-        n.startswith(RESEND_PROPERTY_PREFIX) for n in m.properties
-    )
-
-
-def _retry_group(topic: str, original_topic: str | None) -> tuple[str, bool]:
-    """The consumer group of a ``%RETRY%`` topic, and whether it is a 5.x POP retry topic."""
-    rest = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
-    if original_topic:
-        for sep in ("+", "_"):
-            suffix = sep + original_topic
-            if rest.endswith(suffix) and len(rest) > len(suffix):
-                return rest[: -len(suffix)], True
-    return rest, False
-
-
-def _consumers(ctx: _Context, m: CommitLogMessage, only: str | None) -> tuple[ConsumerState, ...]:
-    out = []
-    for (topic, group), table in sorted((ctx.consumer_offsets or {}).items()):
-        if topic != m.topic or (only is not None and group != only):
-            continue
-        off = table.get(m.queue_id)
-        if off is None:
-            continue
-        out.append(ConsumerState(group, off, off > m.queue_offset))
-    return tuple(out)
-
-
-def _consumption_state(
-    ctx: _Context, m: CommitLogMessage, only: str | None
-) -> tuple[str, str, tuple[ConsumerState, ...]]:
-    cons = _consumers(ctx, m, only)
-    if ctx.consumer_offsets is None:
-        return "unknown", "consumption unknown (no consumerOffset.json)", cons
-    if not cons:
-        who = f"group {only}" if only else "any group"
-        return "not-consumed", f"no offset of {who} on {m.topic} queue {m.queue_id}", cons
-    done = [c.group for c in cons if c.consumed]
-    todo = [f"{c.group} at offset {c.offset}" for c in cons if not c.consumed]
-    if not todo:
-        return "consumed", "consumed by " + ", ".join(done), cons
-    text = "not yet consumed by " + ", ".join(todo)
-    if done:
-        text += "; consumed by " + ", ".join(done)
-    return ("consumed" if done and only is None else "not-consumed"), text, cons
-
-
-def _cq_unit(
-    store: Store, topic: str, queue_id: int, queue_offset: int
-) -> tuple[int, int, int] | None:
-    """One consume-queue unit (commitlog offset, size, tagsCode), read with one pread."""
-    d = store.consumequeue_dir / topic / str(queue_id)
-    pos = queue_offset * CQ_STORE_UNIT_SIZE
-    try:
-        names = sorted((int(p.name), p) for p in d.iterdir() if p.name.isdigit())
-    except OSError:
-        return None
-    for start, path in reversed(names):
-        if start <= pos:
-            with path.open("rb") as fh:
-                fh.seek(pos - start)
-                raw = fh.read(CQ_STORE_UNIT_SIZE)
-            if len(raw) < CQ_STORE_UNIT_SIZE:
-                return None
-            unit: tuple[int, int, int] = _CQ_UNIT.unpack(raw)
-            return None if unit == (0, 0, 0) else unit
-    return None
-
-
-def _schedule_state(
-    ctx: _Context, m: CommitLogMessage
-) -> tuple[int, int | None, int | None, str, str]:
-    """(level, delay ms, deliver time, state, detail) of a SCHEDULE_TOPIC_XXXX copy."""
-    level = m.queue_id + 1  # ScheduleMessageService#queueId2DelayLevel
-    delay = ctx.levels.get(level)
-    due = None
-    unit = _cq_unit(ctx.store, SCHEDULE_TOPIC, m.queue_id, m.queue_offset)
-    if unit is not None and unit[0] == m.physical_offset:
-        due = unit[2]  # the deliver timestamp (CommitLog#checkMessageAndReturnSize)
-    elif delay is not None:
-        due = m.store_timestamp + delay
-    if ctx.delay_offsets is None:
-        return level, delay, due, "unknown", "no delayOffset.json: delivery unknown"
-    progress = ctx.delay_offsets.get(level, 0)
-    if progress > m.queue_offset:
-        return level, delay, due, "delivered", (
-            f"delivered by the schedule service (delayOffset {level}:{progress} > "
-            f"queue offset {m.queue_offset})"
-        )
-    waited = fmt_duration(ctx.now - m.store_timestamp)
-    if due is None:
-        return level, delay, due, "pending", f"pending for {waited}"
-    if due > ctx.now:
-        return level, delay, due, "pending", (
-            f"pending for {waited}, due in {fmt_duration(due - ctx.now)} "
-            f"(delayOffset {level}:{progress})"
-        )
-    return level, delay, due, "overdue", (
-        f"pending for {waited}, overdue by {fmt_duration(ctx.now - due)} "
-        f"(delayOffset {level}:{progress})"
-    )
-
-
-def _timer_state(
-    ctx: _Context, m: CommitLogMessage, delivered: bool
-) -> tuple[int | None, str, str]:
-    due = _int_prop(m, PROPERTY_TIMER_OUT_MS)
-    if delivered:
-        return due, "delivered", "delivered by the timer wheel"
-    if ctx.timer_read_ms is not None and due is not None and due <= ctx.timer_read_ms:
-        return due, "delivered", (
-            f"due before the timer's lastReadTimeMs ({_utc(ctx.timer_read_ms)}): delivered "
-            "(copy not found)"
-        )
-    waited = fmt_duration(ctx.now - m.store_timestamp)
-    if due is None:
-        return due, "pending", f"pending for {waited}"
-    if due > ctx.now:
-        return due, "pending", f"pending for {waited}, due in {fmt_duration(due - ctx.now)}"
-    return due, "overdue", f"pending for {waited}, overdue by {fmt_duration(ctx.now - due)}"
-
-
-def _op_offsets(m: CommitLogMessage) -> set[int]:
-    """Half-message queue offsets an op record names (body ``"12"`` or ``"12,13"``)."""
-    try:
-        text = m.decompressed_body().decode("ascii")
-    except (MqtoolError, UnicodeDecodeError):
-        return set()
-    return {int(t) for t in text.split(",") if t.strip().isdigit()}
-
-
-def _op_records(store: Store, half: CommitLogMessage) -> list[CommitLogMessage]:
-    """Op records (RMQ_SYS_TRANS_OP_HALF_TOPIC) that close the half message ``half``."""
-    out = []
-    for qe in store.queue_entries(TRANS_OP_HALF_TOPIC, half.queue_id):
-        if qe.entry.commit_log_offset < half.physical_offset:
-            continue
-        m = store.try_message_at(qe.entry.commit_log_offset)
-        if m is not None and half.queue_offset in _op_offsets(m):
-            out.append(m)
-    return out
-
-
-def _sent_back(
-    m: CommitLogMessage, later: list[CommitLogMessage], original_topic: str | None
-) -> str | None:
-    """The group that consumed ``m`` and sent it back, if a later copy says so (the next
-    copy has reconsumeTimes + 1; its topic, or the schedule copy's REAL_TOPIC, names the
-    group)."""
-    for x in later:
-        if x.reconsume_times != m.reconsume_times + 1:
-            continue
-        if PROPERTY_ORIGIN_MESSAGE_ID not in x.properties:
-            continue
-        t = x.properties.get(PROPERTY_REAL_TOPIC, x.topic) if x.topic == SCHEDULE_TOPIC else x.topic
-        if t.startswith(DLQ_GROUP_TOPIC_PREFIX):
-            return "group " + t[len(DLQ_GROUP_TOPIC_PREFIX):]
-        if t.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            return "group " + _retry_group(t, original_topic)[0]
-    return None
 
 
 def _build_hops(ctx: _Context, msgs: list[CommitLogMessage]) -> list[Hop]:
@@ -702,6 +341,11 @@ def _make_trace(
         )
     if finder.via == "index" and finder.tail_bytes:
         tr.notes.append(f"scanned {finder.tail_bytes} bytes written after the last indexed record")
+    if finder.via != "index" and store.index_damaged:
+        tr.notes.append("an index file is damaged: the commitlog was searched instead")
+    for f in store.findings:  # damage met on the way: a copy there cannot be read
+        if isinstance(f, Unreadable) and f.file.startswith("commitlog/"):
+            tr.notes.append(f"a hop may be missing: {f}")
     return tr
 
 

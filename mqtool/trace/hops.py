@@ -1,0 +1,233 @@
+"""Hop rules: what the store says happened to one record of a journey (schedule, timer,
+consumption, transaction op records) and the helpers those rules share."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from mqtool.formats.commitlog import CommitLogMessage
+from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
+from mqtool.formats.errors import MqtoolError
+from mqtool.formats.rules import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TIMER_OUT_MS,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
+from mqtool.store import Store
+from mqtool.trace.model import (
+    RESEND_PROPERTY_NAMES,
+    RESEND_PROPERTY_PREFIX,
+    ConsumerState,
+)
+
+_CQ_UNIT = struct.Struct(">qiq")  # commitlog offset, size, tagsCode
+
+
+@dataclass
+class _Context:
+    store: Store
+    levels: dict[int, int]  # delay level (1-based) -> delay ms
+    delay_offsets: dict[int, int] | None
+    consumer_offsets: dict[tuple[str, str], dict[int, int]] | None
+    timer_read_ms: int | None
+    now: int
+
+
+def fmt_duration(ms: int) -> str:
+    """``1h 2m 3s``, ``2.5s``, ``120ms``: a duration for people."""
+    neg = ms < 0
+    ms = abs(ms)
+    if ms < 1000:
+        s = f"{ms}ms"
+    elif ms < 60_000:
+        s = f"{ms / 1000:.3f}".rstrip("0").rstrip(".") + "s"
+    else:
+        secs = ms // 1000
+        d, rem = divmod(secs, 86_400)
+        h, rem = divmod(rem, 3600)
+        m, sec = divmod(rem, 60)
+        parts = [f"{v}{u}" for v, u in ((d, "d"), (h, "h"), (m, "m"), (sec, "s")) if v]
+        s = " ".join(parts[:3])
+    return "-" + s if neg else s
+
+
+def _utc(ms: int) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _int_prop(m: CommitLogMessage, name: str) -> int | None:
+    v = m.properties.get(name)
+    try:
+        return int(v) if v is not None else None
+    except ValueError:
+        return None
+
+
+def _is_resend(m: CommitLogMessage) -> bool:
+    return any(n in m.properties for n in RESEND_PROPERTY_NAMES) or any(
+        n.startswith(RESEND_PROPERTY_PREFIX) for n in m.properties
+    )
+
+
+def _retry_group(topic: str, original_topic: str | None) -> tuple[str, bool]:
+    """The consumer group of a ``%RETRY%`` topic, and whether it is a 5.x POP retry topic."""
+    rest = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+    if original_topic:
+        for sep in ("+", "_"):
+            suffix = sep + original_topic
+            if rest.endswith(suffix) and len(rest) > len(suffix):
+                return rest[: -len(suffix)], True
+    return rest, False
+
+
+def _consumers(ctx: _Context, m: CommitLogMessage, only: str | None) -> tuple[ConsumerState, ...]:
+    out = []
+    for (topic, group), table in sorted((ctx.consumer_offsets or {}).items()):
+        if topic != m.topic or (only is not None and group != only):
+            continue
+        off = table.get(m.queue_id)
+        if off is None:
+            continue
+        out.append(ConsumerState(group, off, off > m.queue_offset))
+    return tuple(out)
+
+
+def _consumption_state(
+    ctx: _Context, m: CommitLogMessage, only: str | None
+) -> tuple[str, str, tuple[ConsumerState, ...]]:
+    cons = _consumers(ctx, m, only)
+    if ctx.consumer_offsets is None:
+        return "unknown", "consumption unknown (no consumerOffset.json)", cons
+    if not cons:
+        who = f"group {only}" if only else "any group"
+        return "not-consumed", f"no offset of {who} on {m.topic} queue {m.queue_id}", cons
+    done = [c.group for c in cons if c.consumed]
+    todo = [f"{c.group} at offset {c.offset}" for c in cons if not c.consumed]
+    if not todo:
+        return "consumed", "consumed by " + ", ".join(done), cons
+    text = "not yet consumed by " + ", ".join(todo)
+    if done:
+        text += "; consumed by " + ", ".join(done)
+    return ("consumed" if done and only is None else "not-consumed"), text, cons
+
+
+def _cq_unit(
+    store: Store, topic: str, queue_id: int, queue_offset: int
+) -> tuple[int, int, int] | None:
+    """One consume-queue unit (commitlog offset, size, tagsCode), read with one pread."""
+    d = store.consumequeue_dir / topic / str(queue_id)
+    pos = queue_offset * CQ_STORE_UNIT_SIZE
+    try:
+        names = sorted((int(p.name), p) for p in d.iterdir() if p.name.isdigit())
+    except OSError:
+        return None
+    for start, path in reversed(names):
+        if start <= pos:
+            with path.open("rb") as fh:
+                fh.seek(pos - start)
+                raw = fh.read(CQ_STORE_UNIT_SIZE)
+            if len(raw) < CQ_STORE_UNIT_SIZE:
+                return None
+            unit: tuple[int, int, int] = _CQ_UNIT.unpack(raw)
+            return None if unit == (0, 0, 0) else unit
+    return None
+
+
+def _schedule_state(
+    ctx: _Context, m: CommitLogMessage
+) -> tuple[int, int | None, int | None, str, str]:
+    """(level, delay ms, deliver time, state, detail) of a SCHEDULE_TOPIC_XXXX copy."""
+    level = m.queue_id + 1  # ScheduleMessageService#queueId2DelayLevel
+    delay = ctx.levels.get(level)
+    due = None
+    unit = _cq_unit(ctx.store, SCHEDULE_TOPIC, m.queue_id, m.queue_offset)
+    if unit is not None and unit[0] == m.physical_offset:
+        due = unit[2]  # the deliver timestamp (CommitLog#checkMessageAndReturnSize)
+    elif delay is not None:
+        due = m.store_timestamp + delay
+    if ctx.delay_offsets is None:
+        return level, delay, due, "unknown", "no delayOffset.json: delivery unknown"
+    progress = ctx.delay_offsets.get(level, 0)
+    if progress > m.queue_offset:
+        return level, delay, due, "delivered", (
+            f"delivered by the schedule service (delayOffset {level}:{progress} > "
+            f"queue offset {m.queue_offset})"
+        )
+    waited = fmt_duration(ctx.now - m.store_timestamp)
+    if due is None:
+        return level, delay, due, "pending", f"pending for {waited}"
+    if due > ctx.now:
+        return level, delay, due, "pending", (
+            f"pending for {waited}, due in {fmt_duration(due - ctx.now)} "
+            f"(delayOffset {level}:{progress})"
+        )
+    return level, delay, due, "overdue", (
+        f"pending for {waited}, overdue by {fmt_duration(ctx.now - due)} "
+        f"(delayOffset {level}:{progress})"
+    )
+
+
+def _timer_state(
+    ctx: _Context, m: CommitLogMessage, delivered: bool
+) -> tuple[int | None, str, str]:
+    due = _int_prop(m, PROPERTY_TIMER_OUT_MS)
+    if delivered:
+        return due, "delivered", "delivered by the timer wheel"
+    if ctx.timer_read_ms is not None and due is not None and due <= ctx.timer_read_ms:
+        return due, "delivered", (
+            f"due before the timer's lastReadTimeMs ({_utc(ctx.timer_read_ms)}): delivered "
+            "(copy not found)"
+        )
+    waited = fmt_duration(ctx.now - m.store_timestamp)
+    if due is None:
+        return due, "pending", f"pending for {waited}"
+    if due > ctx.now:
+        return due, "pending", f"pending for {waited}, due in {fmt_duration(due - ctx.now)}"
+    return due, "overdue", f"pending for {waited}, overdue by {fmt_duration(ctx.now - due)}"
+
+
+def _op_offsets(m: CommitLogMessage) -> set[int]:
+    """Half-message queue offsets an op record names (body ``"12"`` or ``"12,13"``)."""
+    try:
+        text = m.decompressed_body().decode("ascii")
+    except (MqtoolError, UnicodeDecodeError):
+        return set()
+    return {int(t) for t in text.split(",") if t.strip().isdigit()}
+
+
+def _op_records(store: Store, half: CommitLogMessage) -> list[CommitLogMessage]:
+    """Op records (RMQ_SYS_TRANS_OP_HALF_TOPIC) that close the half message ``half``."""
+    out = []
+    for qe in store.queue_entries(TRANS_OP_HALF_TOPIC, half.queue_id):
+        if qe.entry.commit_log_offset < half.physical_offset:
+            continue
+        m = store.try_message_at(qe.entry.commit_log_offset)
+        if m is not None and half.queue_offset in _op_offsets(m):
+            out.append(m)
+    return out
+
+
+def _sent_back(
+    m: CommitLogMessage, later: list[CommitLogMessage], original_topic: str | None
+) -> str | None:
+    """The group that consumed ``m`` and sent it back, if a later copy says so (the next
+    copy has reconsumeTimes + 1; its topic, or the schedule copy's REAL_TOPIC, names the
+    group)."""
+    for x in later:
+        if x.reconsume_times != m.reconsume_times + 1:
+            continue
+        if PROPERTY_ORIGIN_MESSAGE_ID not in x.properties:
+            continue
+        t = x.properties.get(PROPERTY_REAL_TOPIC, x.topic) if x.topic == SCHEDULE_TOPIC else x.topic
+        if t.startswith(DLQ_GROUP_TOPIC_PREFIX):
+            return "group " + t[len(DLQ_GROUP_TOPIC_PREFIX):]
+        if t.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return "group " + _retry_group(t, original_topic)[0]
+    return None
