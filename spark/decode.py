@@ -13,13 +13,12 @@ walk are released with ``madvise(MADV_DONTNEED)`` and holes of sparse files skip
 The kernel only decodes clean runs of records: where it stops, this module asks what is there
 (the file's BLANK, zeros, or damage). Anything that is not a record becomes an ``unreadable``
 row naming the file and offset; the decoder then resynchronises on the next valid record (the
-one "a record is here" rule, :func:`_valid_at`: ``parse_message`` accepts it and its
-PHYSICALOFFSET is its own position) and keeps going.
+one "a record is here" rule of :mod:`mqtool.formats.walker`: ``looks_like_record_at`` /
+``next_record``) and keeps going.
 """
 
 from __future__ import annotations
 
-import errno
 import mmap
 import os
 import struct
@@ -31,10 +30,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mqtool.formats import kernel as K
+from mqtool.formats import walker
 from mqtool.formats.commitlog import (
     MAGIC_BLANK,
-    MAGIC_V1,
-    MAGIC_V2,
     BlankRecord,
     parse_message,
 )
@@ -63,8 +61,6 @@ BATCH_RECORDS = 8192
 
 MIN_RECORD_SIZE = 91  # calMsgLength(V1, IPv4 hosts, empty body/topic/properties)
 _SIZE_MAGIC = struct.Struct(">iI")
-_MAGIC_PREFIX = b"\xda\xa3\x20"  # V1 0xDAA320A7 and V2 0xDAA320AB share these bytes
-_BLANK_BYTES = struct.pack(">I", MAGIC_BLANK)
 
 
 def _message_batch(
@@ -95,124 +91,13 @@ def _special(kind: str, detail: str, *, store: str, name: str, file_start: int, 
     return pa.RecordBatch.from_pylist([values], schema=RECORD_SCHEMA)
 
 
-def _valid_at(mm: mmap.mmap, q: int, *, file_start: int, fsize: int) -> bool:
-    """Whether a complete, self-consistent record (or the file's BLANK) starts at ``q``."""
-    if q < 0 or q + 8 > fsize:
-        return False
-    size, magic = _SIZE_MAGIC.unpack_from(mm, q)
-    if magic == MAGIC_BLANK:
-        return bool(size == fsize - q)
-    if magic != MAGIC_V1 and magic != MAGIC_V2:
-        return False
-    if size < MIN_RECORD_SIZE or q + size > fsize:
-        return False
-    try:
-        rec = parse_message(mm, q, file_start=file_start)
-    except FormatError:
-        return False
-    return not isinstance(rec, BlankRecord) and rec.physical_offset == file_start + q
-
-
-def _data_extents(fd: int | None, start: int, stop: int) -> Iterator[tuple[int, int]]:
-    """The parts of ``[start, stop)`` that hold data, skipping holes of a sparse file.
-
-    RocketMQ pre-allocates commitlog files; where that left holes (``SEEK_DATA``/``SEEK_HOLE``),
-    nothing needs to be read to know they are zeros. Without support, one extent.
-    """
-    if fd is None or not hasattr(os, "SEEK_DATA"):
-        if start < stop:
-            yield start, stop
-        return
-    pos = start
-    while pos < stop:
-        try:
-            d = os.lseek(fd, pos, os.SEEK_DATA)
-        except OSError as e:
-            if e.errno != errno.ENXIO:  # no SEEK_DATA support here: read everything
-                yield pos, stop
-            return  # ENXIO: only a hole is left
-        if d >= stop:
-            return
-        try:
-            h = os.lseek(fd, d, os.SEEK_HOLE)
-        except OSError:
-            h = stop
-        yield d, min(h, stop)
-        pos = h
-
-
-def _release(mm: mmap.mmap, lo: int, hi: int) -> None:
-    """Drop the mapped pages of ``[lo, hi)`` from this process (they stay in the page cache)."""
-    page = mmap.PAGESIZE
-    lo = (lo + page - 1) // page * page
-    hi = hi // page * page
-    if hi > lo:
-        mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
-
-
 def resync(
     mm: mmap.mmap, start: int, *, file_start: int, fsize: int, fd: int | None = None
 ) -> int | None:
-    """The first position >= ``start`` where a valid record or the file's BLANK starts.
-
-    Candidates are found with ``mmap.find`` on the magic bytes (fast over zeros and garbage;
-    holes of sparse files are skipped with ``SEEK_DATA`` when ``fd`` is given), then checked
-    with :func:`mqtool.formats.commitlog.parse_message` and PHYSICALOFFSET.
-    """
-    for lo, hi in _data_extents(fd, max(start, 0), fsize):
-        q = max(start, lo)
-        found = _resync_in(mm, q, hi, file_start=file_start, fsize=fsize)
-        if hi - lo > 4 * WINDOW:
-            _release(mm, lo, found if found is not None else hi)
-        if found is not None:
-            return found
-    return None
-
-
-def _resync_in(mm: mmap.mmap, q: int, hi: int, *, file_start: int, fsize: int) -> int | None:
-    """:func:`resync` within one data extent: records whose magic lies in ``[q + 4, hi)``."""
-    next_magic = next_blank = -2  # cached find results, recomputed once passed
-    while q < hi:
-        if next_magic != -1 and next_magic < q + 4:
-            next_magic = mm.find(_MAGIC_PREFIX, q + 4, hi)
-        if next_blank != -1 and next_blank < q + 4:
-            # a BLANK only matters before the next message candidate: bound the search
-            bound = next_magic + 4 if next_magic >= 0 else hi
-            next_blank = mm.find(_BLANK_BYTES, q + 4, bound)
-            if next_blank == -1 and next_magic >= 0:
-                next_blank = -2 if bound < hi else -1
-        cands = [x for x in (next_magic, next_blank) if x >= 0]
-        if not cands:
-            return None
-        i = min(cands)
-        c = i - 4
-        if i == next_magic and (i + 3 >= fsize or mm[i + 3] not in (0xA7, 0xAB)):
-            q = c + 1
-            continue
-        if _valid_at(mm, c, file_start=file_start, fsize=fsize):
-            return c
-        q = c + 1
-    return None
-
-
-def _nonzero_end(
-    mm: mmap.mmap, start: int, stop: int, fd: int | None = None, chunk: int = WINDOW
-) -> int:
-    """One past the last non-zero byte in ``[start, stop)`` (``start`` if all zero)."""
-    for lo, hi0 in reversed(list(_data_extents(fd, start, stop))):
-        hi = hi0
-        while hi > lo:
-            c_lo = max(lo, hi - chunk)
-            a = np.frombuffer(mm, dtype=np.uint8, count=hi - c_lo, offset=c_lo)
-            if a.any():
-                end = hi - int(np.argmax(a[::-1] != 0))
-                del a
-                return end
-            del a
-            hi = c_lo
-        if hi0 - lo > 4 * chunk:
-            _release(mm, lo, hi0)
-    return start
+    """The first position >= ``start`` where a valid record or the file's BLANK starts: the one
+    "a record is here" rule and its search, :func:`mqtool.formats.walker.next_record` (holes of
+    sparse files skipped when ``fd`` is given)."""
+    return walker.next_record(mm, max(start, 0), file_start, fd=fd)
 
 
 def _what_is_at(mm: mmap.mmap, q: int, fsize: int) -> str:
@@ -311,7 +196,7 @@ def decode_commitlog_range(
                     break
                 r = resync(mm, q + 1, file_start=file_start, fsize=fsize, fd=fd)
                 stop_at = r if r is not None else fsize
-                region_end = _nonzero_end(mm, q, stop_at, fd) if r is None else r
+                region_end = walker.nonzero_end(mm, q, stop_at, fd=fd) if r is None else r
                 if why in ("zeros", "tail") and r is None and region_end <= q:
                     break  # end of written data: zeros to the end of the file
                 if r is None:
