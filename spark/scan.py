@@ -140,6 +140,12 @@ def load_store_config(store: str) -> StoreConfig:
     return cfg
 
 
+def _commitlog_start(store: str) -> int | None:
+    """The commitlog offset of the store's first commitlog file (None: no file)."""
+    files = splits.commitlog_splits(store, splits.find_store_root(store), 1 << 62)
+    return files[0].base if files else None
+
+
 def _rows(df: DataFrame) -> list[dict[str, Any]]:
     return [r.asDict(recursive=True) for r in df.collect()]
 
@@ -170,7 +176,9 @@ def run_scan(
     from pyspark.sql import functions as F
 
     from mqtool.spark import audits as A
+    from mqtool.spark import integrity as integ
     from mqtool.spark import source
+    from mqtool.spark.schema import RECORD_KIND_MESSAGE, RECORD_KIND_UNREADABLE
 
     unknown = [a for a in audits if a not in AUDITS]
     if unknown:
@@ -232,19 +240,20 @@ def run_scan(
             tables["lagByQueue"] = A.consumer_lag(cq_cached, offs)
             tables["lag"] = tables["lagByQueue"]
         if "integrity" in want:
-            extra = A.findings_df(spark, [f for c in configs.values() for f in c.findings])
-            tables["integrity"] = A.integrity(lean, cq_cached, index, extra)
+            extra = integ.findings_df(spark, [f for c in configs.values() for f in c.findings])
+            starts = integ.commitlog_starts(spark, {s: _commitlog_start(s) for s in stores})
+            tables["integrity"] = integ.integrity(lean, starts, cq_cached, index, extra)
 
         summary: dict[str, Any] = {"stores": stores, "audits": list(audits), "now": now_ms}
         totals = _rows(
             lean.groupBy().agg(
-                F.sum((F.col("recordType") == A.RECORD_KIND_MESSAGE).cast("long")).alias(
+                F.sum((F.col("recordType") == RECORD_KIND_MESSAGE).cast("long")).alias(
                     "messages"
                 ),
                 F.sum(
-                    F.when(F.col("recordType") == A.RECORD_KIND_MESSAGE, F.col("storeSize"))
+                    F.when(F.col("recordType") == RECORD_KIND_MESSAGE, F.col("storeSize"))
                 ).alias("bytes"),
-                F.sum((F.col("recordType") == A.RECORD_KIND_UNREADABLE).cast("long")).alias(
+                F.sum((F.col("recordType") == RECORD_KIND_UNREADABLE).cast("long")).alias(
                     "unreadableRegions"
                 ),
             )

@@ -279,6 +279,9 @@ def main() -> None:
     ap.add_argument("--size", default="2GiB")
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--no-spark", action="store_true", help="single-process figures only")
+    ap.add_argument("--small-store", type=Path, default=None,
+                    help="also scan a store 4x smaller (built there once) with the CLI: memory "
+                    "at two sizes")
     ap.add_argument("--json", action="store_true", help="print the results as JSON only")
     args = ap.parse_args()
     master = f"local[{args.cores}]"
@@ -370,7 +373,8 @@ def main() -> None:
             f"{res['avgRecordBytes']} B), {len(files)} commitlog files; sequential read "
             f"{res['readGBps']} GB/s. Targets (issue 13): {json.dumps(targets)}. Peak "
             f"anonymous RSS (MiB): in-process {res.get('inProcessPeakMiB', 'not run')}, CLI "
-            f"{res.get('cliPeakMiB', 'not run')}.",
+            f"{res.get('cliPeakMiB', 'not run')}; CLI on a store 4x smaller: "
+            f"{res.get('smallStore', 'not run')}.",
         ],
     }
     path = write_last_run("scan", meta, doc)
@@ -437,17 +441,28 @@ def _spark_figures(
     add("runScan", f"spark {master}: run_scan, every audit (after start-up)", t_scan, n_msgs)
     res["integrityFindings"] = len(result.summary["integrity"])
 
-    cli = [sys.executable, "-m", "mqtool", "scan", str(args.store), "--master", master, "--json"]
+    t_cli, cli_doc, cli_peak = _cli_scan(args.store, master)
+    assert cli_doc["totals"]["messages"] == n_msgs
+    add("cli", f"mqtool scan CLI {master}: wall time incl. start-up", t_cli, n_msgs)
+    res["cliWallSeconds"] = round(t_cli, 2)
+    res["cliPeakMiB"] = cli_peak
+    if args.small_store is not None:  # memory flat as the store grows: a store 4x smaller
+        build_store(args.small_store, f"{_parse_size(args.size) // 4}")
+        t_small, small_doc, small_peak = _cli_scan(args.small_store, master)
+        res["smallStore"] = {
+            "store": str(args.small_store), "messages": small_doc["totals"]["messages"],
+            "cliWallSeconds": round(t_small, 2), "cliPeakMiB": small_peak,
+        }
+
+
+def _cli_scan(store: Path, master: str) -> tuple[float, dict[str, Any], dict[str, float]]:
+    """``mqtool scan STORE --json`` in a fresh process: wall seconds, its JSON, peak RSS."""
+    cli = [sys.executable, "-m", "mqtool", "scan", str(store), "--master", master, "--json"]
     proc = subprocess.Popen(cli, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     t0 = time.perf_counter()
     with MemorySampler(proc.pid) as cli_mem:
         stdout, _ = proc.communicate()
-    t_cli = time.perf_counter() - t0
-    cli_doc = json.loads(stdout)
-    assert cli_doc["totals"]["messages"] == n_msgs
-    add("cli", f"mqtool scan CLI {master}: wall time incl. start-up", t_cli, n_msgs)
-    res["cliWallSeconds"] = round(t_cli, 2)
-    res["cliPeakMiB"] = cli_mem.mib()
+    return time.perf_counter() - t0, json.loads(stdout), cli_mem.mib()
 
 
 if __name__ == "__main__":
