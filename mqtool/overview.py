@@ -138,6 +138,12 @@ def inspect_store(store: Store, delay_levels: str = DEFAULT_DELAY_LEVELS) -> Ove
             "queueId": level - 1, "delayOffset": done, "maxOffset": mx,
             "pending": max(0, mx - done), "beyondMax": done > mx,
         })
+        if done > mx:  # the schedule service cannot have delivered units that do not exist
+            store.note(Finding(
+                "config", "config/delayOffset.json", None,
+                f"delay level {level}: offset {done} is beyond the max offset {mx} of "
+                f"{SCHEDULE_TOPIC} queue {level - 1}", expected=f"<= {mx}", found=str(done),
+            ))
     data["delayLevels"] = sched
 
     offsets = load_consumer_offsets(store)

@@ -449,3 +449,15 @@ def test_hostile_large_index_file_does_not_hang(tmp_path: Path) -> None:
     run = run_subprocess(["index", str(root), "--json"])  # TIMEOUT_S bounds it
     assert_clean_failure(run, file="index/20261121210445514", offset=False)
     assert "cannot tell the slot/entry geometry" in run.stderr
+
+
+def test_delay_offset_beyond_the_schedule_queue_max_is_a_finding(tmp_path: Path) -> None:
+    """issue 10: a delayOffset.json offset past its SCHEDULE_TOPIC_XXXX queue's max was only
+    shown in a table, with exit 0."""
+    root = copy_store("4.9.7/journey", tmp_path)
+    (root / "config" / "delayOffset.json").write_text('{"offsetTable":{2:999}}')
+    (root / "config" / "delayOffset.json.bak").unlink(missing_ok=True)
+    run = run_inproc(["inspect", str(root), "--json"])
+    assert run.exit_code == 1
+    assert "config/delayOffset.json: delay level 2: offset 999 is beyond the max offset" in (
+        run.stderr)
