@@ -440,7 +440,8 @@ class Store:
         why = self.unit_problem(e)
         if why is None:
             return True
-        self._note(Finding("cq", rel, pos, why, phy=e.commit_log_offset))
+        phy = e.commit_log_offset if e.commit_log_offset >= 0 else None
+        self._note(Finding("cq", rel, pos, why, phy=phy))
         return False
 
     def _check_cq_size(self, rel: str, size: int) -> None:

@@ -461,3 +461,48 @@ def test_delay_offset_beyond_the_schedule_queue_max_is_a_finding(tmp_path: Path)
     assert run.exit_code == 1
     assert "config/delayOffset.json: delay level 2: offset 999 is beyond the max offset" in (
         run.stderr)
+
+
+def test_impossible_and_dangling_cq_units_are_findings_and_not_counted(tmp_path: Path) -> None:
+    """issue 10: units with offset -1 / size -1, or pointing past the commitlog data, were
+    printed by `cq` with exit 0 and counted by `inspect` in the queue max."""
+    import json
+
+    root = copy_store("4.9.7/journey", tmp_path)
+    qdir = root / "consumequeue" / "JourneyTopic" / "0"
+    p = sorted(qdir.iterdir())[-1]
+    raw = p.read_bytes()
+    units = len(raw.rstrip(b"\0") + b"\0" * (-len(raw.rstrip(b"\0")) % 20)) // 20
+    clean = json.loads(run_inproc(["inspect", str(root), "--json"]).stdout)
+    with p.open("r+b") as f:  # two more units after the last written one
+        f.seek(units * 20)
+        f.write(struct.pack(">qiq", -1, -1, 0) + struct.pack(">qiq", 10**9, 300, 0))
+    run = run_inproc(["cq", str(root), "JourneyTopic", "0", "--json"])
+    assert run.exit_code == 1
+    rel = _rel(p, root)
+    assert f"error: {rel} @ {units * 20:#x}: impossible unit" in run.stderr
+    assert f"error: {rel} @ {(units + 1) * 20:#x} (phy 1000000000): unit points past" in run.stderr
+    run = run_inproc(["inspect", str(root), "--json"])
+    assert run.exit_code == 1
+
+    def qmax(doc: dict) -> int:  # type: ignore[type-arg]
+        t = next(t for t in doc["topics"] if t["topic"] == "JourneyTopic")
+        return int(next(q for q in t["queues"] if q["queueId"] == 0)["maxOffset"])
+
+    assert qmax(json.loads(run.stdout)) == qmax(clean)
+
+
+def test_body_crc_mismatch_in_messages_is_a_finding(tmp_path: Path) -> None:
+    root = copy_store("4.9.7/journey", tmp_path)
+    r = _record(root, 2)
+    raw = r.path.read_bytes()
+    body_len_pos = r.pos + 84  # IPv4 born and store hosts (as in the journey store)
+    (blen,) = struct.unpack_from(">i", raw, body_len_pos)
+    assert blen > 0
+    patch(r.path, body_len_pos + 4, bytes([raw[body_len_pos + 4] ^ 0x20]))
+    run = run_inproc(["messages", str(root), "--jsonl"])
+    assert run.exit_code == 1
+    assert len(run.stdout.splitlines()) == len(records(root))  # the record still prints
+    base = int(r.path.name)
+    assert f"error: {_rel(r.path, root)} @ {r.pos:#x} (phy {base + r.pos}): body CRC mismatch" \
+        in run.stderr
