@@ -44,27 +44,18 @@ from mqtool.formats.rules import SCHEDULE_TOPIC as SCHEDULE_TOPIC
 from mqtool.formats.rules import TIMER_TOPIC as TIMER_TOPIC
 from mqtool.formats.rules import topic_kind as topic_kind
 from mqtool.formats.walker import MIN_RECORD_SIZE, walk
+from mqtool.storefiles import CommitLogFile as CommitLogFile
+from mqtool.storefiles import LockState as LockState
+from mqtool.storefiles import QueueEntry as QueueEntry
+from mqtool.storefiles import QueueInfo as QueueInfo
+from mqtool.storefiles import StoreError as StoreError
+from mqtool.storefiles import _lock_holder
+from mqtool.storefiles import map_readonly as map_readonly
 
 if TYPE_CHECKING:
     from mqtool.search import Finder
 
 ProgressFn = Callable[[int, int], None]  # (bytes done, bytes total)
-
-
-class StoreError(MqtoolError):
-    """A store root that cannot be used as asked (missing, not a store, bad argument)."""
-
-
-def map_readonly(path: Path) -> bytes | mmap.mmap:
-    """The file's bytes, mapped read-only (an empty file gives ``b""``)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
-        if size == 0:
-            return b""
-        return mmap.mmap(fd, size, access=mmap.ACCESS_READ)
-    finally:
-        os.close(fd)
 
 
 # names at a store root that, when present, must be a directory (True) or a file (False)
@@ -76,50 +67,6 @@ _ROOT_ENTRIES = (
 
 def _is_offset_name(name: str) -> bool:
     return len(name) == 20 and name.isdigit()
-
-
-@dataclass(frozen=True, slots=True)
-class CommitLogFile:
-    path: Path
-    start: int  # commitlog offset of the first byte (from the name)
-    size: int
-
-    @property
-    def name(self) -> str:
-        return self.path.name
-
-    @property
-    def rel(self) -> str:
-        return f"commitlog/{self.path.name}"
-
-
-@dataclass(frozen=True, slots=True)
-class QueueEntry:
-    """A consume-queue unit with its place: topic, queue id and logical queue offset."""
-
-    topic: str
-    queue_id: int
-    queue_offset: int
-    entry: CqEntry
-    file: str
-    file_offset: int
-
-
-@dataclass(slots=True)
-class QueueInfo:
-    topic: str
-    queue_id: int
-    files: list[Path]
-    min_offset: int = 0
-    max_offset: int = 0  # next offset to be written (count = max - min)
-    last_commit_log_offset: int | None = None
-
-
-@dataclass(slots=True)
-class LockState:
-    exists: bool
-    locked: bool
-    holder_pid: int | None = None
 
 
 @dataclass
@@ -646,22 +593,3 @@ class Store:
 
     def config_path(self, name: str) -> Path:
         return self.root / "config" / name
-
-
-def _lock_holder(path: Path) -> tuple[bool, int | None]:
-    """Ask the kernel (fcntl F_GETLK) whether another process holds a write lock on ``path``."""
-    import fcntl
-
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        # struct flock: short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid
-        req = struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, 0, 0, 0)
-        res = fcntl.fcntl(fd, fcntl.F_GETLK, req)
-        l_type, _, _, _, pid = struct.unpack("hhqqi4x", res)
-        if l_type == fcntl.F_UNLCK:
-            return False, None
-        return True, pid
-    except OSError:
-        return False, None
-    finally:
-        os.close(fd)

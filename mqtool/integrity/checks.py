@@ -26,14 +26,11 @@ import mmap
 import zlib
 from array import array
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mqtool.formats.checkpoint import Checkpoint, parse_checkpoint
 from mqtool.formats.commitlog import (
     PROPERTY_CRC32,
     PROPERTY_TAGS,
@@ -41,129 +38,26 @@ from mqtool.formats.commitlog import (
     CommitLogMessage,
     FileEnd,
 )
-from mqtool.formats.config import parse_consumer_offset, parse_delay_offset
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, MAX_ADDR, tags_code_of
 from mqtool.formats.errors import Finding, FormatError, Severity
 from mqtool.formats.indexfile import IndexReader, index_key_hashes
 from mqtool.formats.javacompat import java_hash_unsigned
 from mqtool.integrity import rules
-from mqtool.integrity.configs import ConfigLoad, load_config
-from mqtool.store import SCHEDULE_TOPIC, CommitLogFile, Store, map_readonly
+from mqtool.integrity.meta import _check_checkpoint, _check_configs
+from mqtool.integrity.model import (
+    _ENTRY,
+    _UNIT,
+    FileScan,
+    IndexScan,
+    Messages,
+    ProgressFn,
+    QueueScan,
+    Report,
+    _Sink,
+)
+from mqtool.store import Store, map_readonly
 
-ProgressFn = Callable[[int], None]
-"""Called with the number of bytes just read (for a progress bar)."""
-
-_UNIT = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
-_ENTRY = np.dtype([("h", ">i4"), ("p", ">i8"), ("t", ">i4"), ("v", ">i4")])
-
-
-@dataclass
-class FileScan:
-    """How one commitlog file reads."""
-
-    file: CommitLogFile
-    messages: int = 0
-    message_bytes: int = 0
-    data_end: int = 0  # commitlog offset where its readable data ends (BLANK start or zeros)
-    end_kind: str = "zeros"  # FileEnd kind
-    first_break: int | None = None  # first commitlog offset where recovery would stop
-    unreadable_bytes: int = 0
-
-
-@dataclass
-class Messages:
-    """Compact facts about every readable message, in commitlog order."""
-
-    phy: np.ndarray
-    size: np.ndarray
-    queue_id: np.ndarray
-    queue_offset: np.ndarray
-    topic: np.ndarray  # index into ``topics``
-    store_ts: np.ndarray
-    tags_code: np.ndarray
-    sys_flag: np.ndarray
-    crc_ok: np.ndarray
-    topics: list[str]
-    key_rows: np.ndarray  # sorted (message row << 31 | index key hash) of every index key
-
-    def __len__(self) -> int:
-        return len(self.phy)
-
-    def at(self, offset: int) -> int | None:
-        """Row of the message starting at commitlog ``offset`` (None: no message starts there)."""
-        i = int(np.searchsorted(self.phy, offset))
-        return i if i < len(self.phy) and int(self.phy[i]) == offset else None
-
-
-@dataclass
-class QueueScan:
-    """One consume queue as read: its units (positions, values) and findings."""
-
-    topic: str
-    queue_id: int
-    files: list[tuple[str, int, int]]  # (rel name, base byte offset, size)
-    units: int = 0
-    min_offset: int = 0
-    max_offset: int = 0  # next logical offset after the last written unit
-    # logical offsets and values of the written units (kept for recovery and repair)
-    offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    phys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    tags: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    bad: set[int] = field(default_factory=set)  # logical offsets of units that are findings
-    file_size: int = 0  # the queue's mapped file size (bytes)
-
-
-@dataclass
-class IndexScan:
-    rel: str
-    entries: int = 0
-    end_timestamp: int = 0
-    begin_timestamp: int = 0
-    hash_slot_num: int = 0
-    index_num: int = 0
-    bad_entries: list[int] = field(default_factory=list)  # entry numbers that are findings
-    readable: bool = True
-    phys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per entry 1..
-
-
-@dataclass
-class Report:
-    """Everything verify read and found; the input of the restart-loss and repair steps."""
-
-    root: Path
-    findings: list[Finding]
-    files: list[FileScan]
-    messages: Messages
-    queues: list[QueueScan]
-    indexes: list[IndexScan]
-    configs: dict[str, ConfigLoad]
-    checkpoint: Checkpoint | None
-    abort: bool
-    lock: dict[str, Any]
-    mapped_file_size: int | None
-    data_end: int  # where the readable commitlog data ends (after the last readable record)
-    bytes_read: int = 0
-    check_crc: bool = True
-    summary: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def errors(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity == Severity.ERROR]
-
-
-class _Sink:
-    """Findings without duplicates (same kind, file and offset)."""
-
-    def __init__(self) -> None:
-        self.items: list[Finding] = []
-        self._seen: set[tuple[str, str, int | None]] = set()
-
-    def add(self, f: Finding) -> None:
-        key = (f.kind, f.file, f.offset)
-        if key not in self._seen:
-            self._seen.add(key)
-            self.items.append(f)
+__all__ = ["FileScan", "IndexScan", "Messages", "ProgressFn", "QueueScan", "Report", "verify"]
 
 
 # --- commitlog ------------------------------------------------------------------------------
@@ -626,127 +520,6 @@ def _scan_index(
                     buf.close()
                 except BufferError:  # pragma: no cover - views released above
                     pass
-    return out
-
-
-# --- checkpoint, configs, root files -------------------------------------------------------
-def _check_checkpoint(
-    store: Store, msgs: Messages, data_end: int, abort: bool, sink: _Sink
-) -> Checkpoint | None:
-    p = store.root / "checkpoint"
-    if not p.exists():
-        if len(msgs):
-            sink.add(Finding("checkpoint", "checkpoint", None,
-                             "no checkpoint file: the broker recovers as after a clean stop",
-                             severity=Severity.WARNING))
-        return None
-    try:
-        cp = parse_checkpoint(p.read_bytes(), file="checkpoint")
-    except FormatError as e:
-        sink.add(Finding("checkpoint", "checkpoint", e.offset, e.detail))
-        return None
-    last_ts = int(msgs.store_ts.max()) if len(msgs) else 0
-    for pos, name, ts in ((0, "physicMsgTimestamp", cp.physic_msg_timestamp),
-                          (8, "logicsMsgTimestamp", cp.logics_msg_timestamp),
-                          (16, "indexMsgTimestamp", cp.index_msg_timestamp)):
-        if len(msgs) and ts > last_ts:
-            sink.add(Finding(
-                "checkpoint", "checkpoint", pos,
-                f"{name} {ts} is after the last readable message's store time {last_ts}: "
-                "the checkpoint claims data that is not there",
-                expected=f"<= {last_ts}", found=str(ts),
-            ))
-        elif len(msgs) and abort and name != "indexMsgTimestamp" and ts < last_ts:
-            sink.add(Finding(
-                "checkpoint", "checkpoint", pos,
-                f"{name} is {last_ts - ts} ms behind the last message (crash state: recovery "
-                "re-dispatches from the checkpoint)", severity=Severity.INFO,
-            ))
-    for pos, name, off in ((24, "masterFlushedOffset", cp.master_flushed_offset),
-                           (32, "confirmPhyOffset", cp.confirm_phy_offset)):
-        if off > data_end:
-            sink.add(Finding(
-                "checkpoint", "checkpoint", pos,
-                f"{name} {off} is past the end of the valid commitlog data ({data_end})",
-                expected=f"<= {data_end}", found=str(off),
-            ))
-    if cp.file_size != 4096:
-        sink.add(Finding("checkpoint", "checkpoint", None,
-                         f"checkpoint is {cp.file_size} bytes, RocketMQ writes 4096",
-                         severity=Severity.WARNING))
-    return cp
-
-
-def _key_pos(text: str | None, key: str) -> int | None:
-    """Byte offset of ``key`` (a JSON key, quoted or not) in a config text, when found."""
-    if not text:
-        return None
-    for needle in (f'"{key}"', f"{key}:"):
-        i = text.find(needle)
-        if i >= 0:
-            return len(text[:i].encode("utf-8"))
-    return None
-
-
-def _check_configs(
-    store: Store, queues: dict[tuple[str, int], QueueScan], sink: _Sink
-) -> dict[str, ConfigLoad]:
-    out: dict[str, ConfigLoad] = {}
-    cdir = store.root / "config"
-    if not cdir.is_dir():
-        return out
-    parsers: dict[str, Callable[..., Any]] = {
-        "delayOffset.json": parse_delay_offset,
-        "consumerOffset.json": parse_consumer_offset,
-    }
-    names = sorted({p.name[:-4] if p.name.endswith(".bak") else p.name
-                    for p in cdir.iterdir() if p.is_file() and (
-                        p.name.endswith(".json") or p.name.endswith(".json.bak"))})
-    for name in names:
-        parse = parsers.get(name)
-        if parse is None:
-            from mqtool.formats.config import loads_fastjson
-            parse = loads_fastjson
-        cl = load_config(store.root, name, parse)
-        out[name] = cl
-        for f in cl.findings:
-            sink.add(f)
-    delay = out.get("delayOffset.json")
-    if delay is not None and delay.value is not None and delay.source is not None:
-        for level, off in sorted(delay.value.offset_table.items()):
-            qs = queues.get((SCHEDULE_TOPIC, level - 1))
-            mx = qs.max_offset if qs is not None else 0
-            if off > mx:
-                sink.add(Finding(
-                    "config", delay.source, _key_pos(delay.text, str(level)),
-                    f"delay level {level}: offset {off} is beyond the max offset {mx} of "
-                    f"{SCHEDULE_TOPIC}/{level - 1} (the schedule service would skip messages)",
-                    expected=f"<= {mx}", found=str(off),
-                ))
-    co = out.get("consumerOffset.json")
-    if co is not None and co.value is not None and co.source is not None:
-        for key, table in co.value.offset_table.items():
-            topic, group = co.value.topic_group(key)
-            if "@" in group:
-                continue
-            for qid, off in sorted(table.items()):
-                qs = queues.get((topic, qid))
-                if qs is None:
-                    continue
-                if off > qs.max_offset:
-                    sink.add(Finding(
-                        "config", co.source, _key_pos(co.text, key),
-                        f"group {group} on {topic}/{qid}: offset {off} is beyond the queue's max "
-                        f"offset {qs.max_offset}", expected=f"<= {qs.max_offset}",
-                        found=str(off),
-                    ))
-                elif off < qs.min_offset:
-                    sink.add(Finding(
-                        "config", co.source, _key_pos(co.text, key),
-                        f"group {group} on {topic}/{qid}: offset {off} is below the queue's min "
-                        f"offset {qs.min_offset} (the broker corrects it)",
-                        severity=Severity.WARNING,
-                    ))
     return out
 
 

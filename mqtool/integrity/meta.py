@@ -1,0 +1,135 @@
+"""Checks of the store's small files: the checkpoint against the data and the config files
+against the queues (split from :mod:`mqtool.integrity.checks`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mqtool.formats.checkpoint import Checkpoint, parse_checkpoint
+from mqtool.formats.config import parse_consumer_offset, parse_delay_offset
+from mqtool.formats.errors import Finding, FormatError, Severity
+from mqtool.integrity.configs import ConfigLoad, load_config
+from mqtool.integrity.model import Messages, QueueScan, _Sink
+from mqtool.store import SCHEDULE_TOPIC, Store
+
+
+# --- checkpoint, configs, root files -------------------------------------------------------
+def _check_checkpoint(
+    store: Store, msgs: Messages, data_end: int, abort: bool, sink: _Sink
+) -> Checkpoint | None:
+    p = store.root / "checkpoint"
+    if not p.exists():
+        if len(msgs):
+            sink.add(Finding("checkpoint", "checkpoint", None,
+                             "no checkpoint file: the broker recovers as after a clean stop",
+                             severity=Severity.WARNING))
+        return None
+    try:
+        cp = parse_checkpoint(p.read_bytes(), file="checkpoint")
+    except FormatError as e:
+        sink.add(Finding("checkpoint", "checkpoint", e.offset, e.detail))
+        return None
+    last_ts = int(msgs.store_ts.max()) if len(msgs) else 0
+    for pos, name, ts in ((0, "physicMsgTimestamp", cp.physic_msg_timestamp),
+                          (8, "logicsMsgTimestamp", cp.logics_msg_timestamp),
+                          (16, "indexMsgTimestamp", cp.index_msg_timestamp)):
+        if len(msgs) and ts > last_ts:
+            sink.add(Finding(
+                "checkpoint", "checkpoint", pos,
+                f"{name} {ts} is after the last readable message's store time {last_ts}: "
+                "the checkpoint claims data that is not there",
+                expected=f"<= {last_ts}", found=str(ts),
+            ))
+        elif len(msgs) and abort and name != "indexMsgTimestamp" and ts < last_ts:
+            sink.add(Finding(
+                "checkpoint", "checkpoint", pos,
+                f"{name} is {last_ts - ts} ms behind the last message (crash state: recovery "
+                "re-dispatches from the checkpoint)", severity=Severity.INFO,
+            ))
+    for pos, name, off in ((24, "masterFlushedOffset", cp.master_flushed_offset),
+                           (32, "confirmPhyOffset", cp.confirm_phy_offset)):
+        if off > data_end:
+            sink.add(Finding(
+                "checkpoint", "checkpoint", pos,
+                f"{name} {off} is past the end of the valid commitlog data ({data_end})",
+                expected=f"<= {data_end}", found=str(off),
+            ))
+    if cp.file_size != 4096:
+        sink.add(Finding("checkpoint", "checkpoint", None,
+                         f"checkpoint is {cp.file_size} bytes, RocketMQ writes 4096",
+                         severity=Severity.WARNING))
+    return cp
+
+
+def _key_pos(text: str | None, key: str) -> int | None:
+    """Byte offset of ``key`` (a JSON key, quoted or not) in a config text, when found."""
+    if not text:
+        return None
+    for needle in (f'"{key}"', f"{key}:"):
+        i = text.find(needle)
+        if i >= 0:
+            return len(text[:i].encode("utf-8"))
+    return None
+
+
+def _check_configs(
+    store: Store, queues: dict[tuple[str, int], QueueScan], sink: _Sink
+) -> dict[str, ConfigLoad]:
+    out: dict[str, ConfigLoad] = {}
+    cdir = store.root / "config"
+    if not cdir.is_dir():
+        return out
+    parsers: dict[str, Callable[..., Any]] = {
+        "delayOffset.json": parse_delay_offset,
+        "consumerOffset.json": parse_consumer_offset,
+    }
+    names = sorted({p.name[:-4] if p.name.endswith(".bak") else p.name
+                    for p in cdir.iterdir() if p.is_file() and (
+                        p.name.endswith(".json") or p.name.endswith(".json.bak"))})
+    for name in names:
+        parse = parsers.get(name)
+        if parse is None:
+            from mqtool.formats.config import loads_fastjson
+            parse = loads_fastjson
+        cl = load_config(store.root, name, parse)
+        out[name] = cl
+        for f in cl.findings:
+            sink.add(f)
+    delay = out.get("delayOffset.json")
+    if delay is not None and delay.value is not None and delay.source is not None:
+        for level, off in sorted(delay.value.offset_table.items()):
+            qs = queues.get((SCHEDULE_TOPIC, level - 1))
+            mx = qs.max_offset if qs is not None else 0
+            if off > mx:
+                sink.add(Finding(
+                    "config", delay.source, _key_pos(delay.text, str(level)),
+                    f"delay level {level}: offset {off} is beyond the max offset {mx} of "
+                    f"{SCHEDULE_TOPIC}/{level - 1} (the schedule service would skip messages)",
+                    expected=f"<= {mx}", found=str(off),
+                ))
+    co = out.get("consumerOffset.json")
+    if co is not None and co.value is not None and co.source is not None:
+        for key, table in co.value.offset_table.items():
+            topic, group = co.value.topic_group(key)
+            if "@" in group:
+                continue
+            for qid, off in sorted(table.items()):
+                qs = queues.get((topic, qid))
+                if qs is None:
+                    continue
+                if off > qs.max_offset:
+                    sink.add(Finding(
+                        "config", co.source, _key_pos(co.text, key),
+                        f"group {group} on {topic}/{qid}: offset {off} is beyond the queue's max "
+                        f"offset {qs.max_offset}", expected=f"<= {qs.max_offset}",
+                        found=str(off),
+                    ))
+                elif off < qs.min_offset:
+                    sink.add(Finding(
+                        "config", co.source, _key_pos(co.text, key),
+                        f"group {group} on {topic}/{qid}: offset {off} is below the queue's min "
+                        f"offset {qs.min_offset} (the broker corrects it)",
+                        severity=Severity.WARNING,
+                    ))
+    return out
