@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mqtool.formats.config.load import load_config
-from mqtool.formats.errors import Finding, FormatError
+from mqtool.formats.errors import Finding, FormatError, MqtoolError
 from mqtool.formats.rules import (
     DEFAULT_MESSAGE_DELAY_LEVEL,
     SCHEDULE_TOPIC,
@@ -51,6 +51,22 @@ def load_consumer_offsets(store: Store) -> dict[tuple[str, str], dict[int, int]]
         topic, group = co.topic_group(key)
         out[(topic, group)] = dict(table)
     return out
+
+
+def store_time(store: Store) -> int:
+    """The store's own "now": the latest store time it recorded (checkpoint, index headers).
+
+    The one notion of "now" for judging pending and overdue (trace and scan default to it, so a
+    copy read days later gives the answers the broker would have given when it stopped);
+    0 when the store recorded none.
+    """
+    try:
+        cp = read_checkpoint(store)
+    except MqtoolError:
+        cp = None
+    cands = [cp["physicMsgTimestamp"], cp["logicsMsgTimestamp"]] if cp else []
+    cands += [r.header.end_timestamp for _, r in store.index_files()]
+    return max(cands, default=0)
 
 
 def read_checkpoint(store: Store) -> dict[str, Any] | None:

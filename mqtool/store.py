@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mqtool.formats.buffers import close_map
 from mqtool.formats.commitlog import (
     BlankRecord,
     CommitLogMessage,
@@ -126,7 +127,7 @@ class Store:
     def close(self) -> None:
         for m in self._maps.values():
             if isinstance(m, mmap.mmap):
-                m.close()
+                close_map(m)
         self._maps.clear()
 
     def __enter__(self) -> Store:

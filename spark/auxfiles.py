@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
+from mqtool.formats.buffers import close_map
 from mqtool.formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE
 from mqtool.formats.errors import FormatError
 from mqtool.formats.indexfile import INDEX_SIZE, index_geometry, parse_header
@@ -121,4 +122,4 @@ def decode_index_file(
             del arr
             first += k
     finally:
-        mm.close()
+        close_map(mm)

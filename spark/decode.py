@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from mqtool.formats import kernel as K
 from mqtool.formats import walker
+from mqtool.formats.buffers import close_map
 from mqtool.formats.commitlog import (
     MAGIC_BLANK,
     BlankRecord,
@@ -217,7 +218,7 @@ def decode_commitlog_range(
                     released = cut
     finally:
         del a, words
-        mm.close()
+        close_map(mm)
         os.close(fd)
 
 

@@ -106,7 +106,8 @@ def scan(
     now: Annotated[
         str | None,
         typer.Option(
-            help="The time 'overdue' is judged against (epoch ms or ISO-8601; default: now), "
+            help="The time 'overdue' is judged against (epoch ms or ISO-8601; default: the "
+            "stores' own time, the latest store time they recorded, as trace does), "
             "e.g. --now 2026-11-21T22:00:00Z",
         ),
     ] = None,
@@ -151,6 +152,19 @@ def scan(
             from mqtool.report.page import check_target
 
             check_target(report)  # before the long run, not after
+        now_source = "given"
+        if now_ms is None:
+            now_ms, now_source = _stores_time([str(s) for s in stores]), "store"
+            if now_ms == 0:  # the stores recorded no time at all
+                import time
+
+                now_ms, now_source = int(time.time() * 1000), "wall clock"
+        err_console().print(
+            f"overdue judged against {fmt_time(now_ms)} ("
+            + {"given": "--now", "store": "the stores' own time; --now to change",
+               "wall clock": "the stores recorded no time: wall clock"}[now_source]
+            + ")", highlight=False, markup=False,
+        )
         from mqtool.spark.scan import run_scan
         from mqtool.spark.session import memory_conf, parse_conf, session_scope, stage_progress
 
@@ -276,3 +290,16 @@ def render(
 
 def register(app: typer.Typer) -> None:
     app.command("scan")(scan)
+
+
+def _stores_time(stores: list[str]) -> int:
+    """The latest of the stores' own times (:func:`mqtool.overview.store_time`), the one
+    notion of "now" trace uses too."""
+    from mqtool.overview import store_time
+    from mqtool.store import Store
+
+    best = 0
+    for s in stores:
+        with Store.open(s) as st:
+            best = max(best, store_time(st))
+    return best

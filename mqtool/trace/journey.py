@@ -30,7 +30,7 @@ from mqtool.overview import (
     DEFAULT_DELAY_LEVELS,
     load_consumer_offsets,
     load_delay_offsets,
-    read_checkpoint,
+    store_time,
 )
 from mqtool.query import ProgressFn
 from mqtool.search import Finder
@@ -254,16 +254,9 @@ def _verdict(ctx: _Context, hops: list[Hop]) -> tuple[str, str]:
 
 
 def _store_now(store: Store, msgs: list[CommitLogMessage]) -> int:
-    """The store's latest recorded store time: checkpoint, index headers, the journey."""
-    cands = [m.store_timestamp for m in msgs]
-    try:
-        cp = read_checkpoint(store)
-    except MqtoolError:
-        cp = None
-    if cp:
-        cands += [cp["physicMsgTimestamp"], cp["logicsMsgTimestamp"]]
-    cands += [r.header.end_timestamp for _, r in store.index_files()]
-    return max(cands, default=0)
+    """The store's own "now" (:func:`mqtool.overview.store_time`), or the journey's latest
+    store time when that is later."""
+    return max([m.store_timestamp for m in msgs] + [store_time(store)])
 
 
 def _timer_read_ms(store: Store) -> int | None:

@@ -209,6 +209,13 @@ def test_audits_selects_what_runs_and_what_is_read(spark, fixture_scan) -> None:
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert audit_keys & set(doc) == {"retry"}
+    # one notion of "now": with no --now, scan judges against the store's own time, as trace does
+    from mqtool.overview import store_time
+    from mqtool.store import Store
+
+    with Store.open(store) as st:
+        assert doc["now"] == store_time(st) > 0
+    assert "the stores' own time" in res.stderr
     assert doc["retry"] == rows_for(fixture_scan.summary, "retry", "4.9.7/journey")
     bad = CliRunner().invoke(app, ["scan", store, "--audits", "queues,nope"])
     assert bad.exit_code == 2 and "nope" in bad.output
