@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from figures import run_meta, write_last_run  # noqa: E402
 
 from mqtool.formats import fastdecode  # noqa: E402
+from mqtool.formats.buffers import close_map  # noqa: E402
 from mqtool.formats.commitlog import (  # noqa: E402
     CommitLogMessage,
     HostPort,
@@ -194,7 +195,7 @@ def main() -> None:
                               .topic.strings())
         row("fastdecode + topic strings", secs, n_total, "topics materialised as str")
         del ts
-        mm.close()
+        close_map(mm)
 
         seq = float(results["sequential read (1 MiB chunks)"]["MB_per_s"])
         for r in results.values():
