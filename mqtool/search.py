@@ -117,7 +117,8 @@ def walk_from(store: Store, offset: int) -> list[CommitLogMessage]:
     for f in store.commitlog_files:
         if f.start + f.size <= offset:
             continue
-        for item in store.scan_commitlog_file(f):
+        # start at ``offset`` (a record boundary) inside its file, not at the file's start
+        for item in store.scan_commitlog_file(f, start=max(offset - f.start, 0)):
             if isinstance(item, CommitLogMessage) and item.physical_offset >= offset:
                 out.append(item)
     return out

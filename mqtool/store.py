@@ -169,22 +169,23 @@ class Store:
         return f if offset < f.start + f.size else None
 
     def walk_commitlog_file(
-        self, f: CommitLogFile, *, decode: bool = True
+        self, f: CommitLogFile, *, decode: bool = True, start: int = 0
     ) -> Iterator[CommitLogMessage | BlankRecord | Finding | FileEnd | int]:
-        """:func:`mqtool.formats.walker.walk` over one file: records, findings (also noted in
-        ``findings``) and last its FileEnd; ``decode=False`` gives record positions."""
-        for item in walk(self._map(f.path), file=f.rel, file_start=f.start,
+        """:func:`mqtool.formats.walker.walk` over one file from in-file ``start`` (a record
+        boundary): records, findings (also noted in ``findings``) and last its FileEnd;
+        ``decode=False`` gives record positions."""
+        for item in walk(self._map(f.path), file=f.rel, file_start=f.start, start=start,
                          check_crc=self.check_crc and decode, decode=decode):
             if isinstance(item, Finding):
                 self._note(item)
             yield item
 
     def scan_commitlog_file(
-        self, f: CommitLogFile
+        self, f: CommitLogFile, start: int = 0
     ) -> Iterator[CommitLogMessage | BlankRecord | Finding | FileEnd]:
         """Records of one file past any damage, the walker's findings (unreadable regions,
         CRC mismatches; also noted in ``findings``) where they occur, and last its FileEnd."""
-        for item in self.walk_commitlog_file(f):
+        for item in self.walk_commitlog_file(f, start=start):
             if not isinstance(item, int):
                 yield item
 
