@@ -109,6 +109,7 @@ class ConsumerMixin(RecoveryMixin):
         max_reconsume_times: int | None = None,
         consume_start_time: int | None = None,
         client_host: str = "127.0.0.1:50001",
+        reconsume_times: int | None = None,
     ) -> PutResult:
         """The orderly consumer's path: after its own local retries reach the max, the client
         re-sends the message to ``%RETRY%<group>`` (``ConsumeMessageOrderlyService
@@ -121,6 +122,10 @@ class ConsumerMixin(RecoveryMixin):
         it is stored with the consumed reconsumeTimes (not + 1), born at the client. The body
         and compression flag are kept as stored (the Java client would re-compress bodies over
         4 KiB itself).
+
+        ``reconsume_times`` is the client's local count (the failed attempts minus one: each
+        local retry adds one in ``checkReconsumeTimes`` without storing anything); default: the
+        consumed record's stored value.
         """
         self._check_open()
         cfg = self._group(group)
@@ -135,7 +140,7 @@ class ConsumerMixin(RecoveryMixin):
         if topic == B.retry_topic(group) and B.PROPERTY_RETRY_TOPIC in props:
             topic = props[B.PROPERTY_RETRY_TOPIC]  # resetRetryAndNamespace
         max_times = cfg.retry_max_times if max_reconsume_times is None else max_reconsume_times
-        rt = ext.reconsume_times
+        rt = ext.reconsume_times if reconsume_times is None else reconsume_times
         props[B.PROPERTY_RECONSUME_TIME] = str(rt)  # checkReconsumeTimes
         props[B.PROPERTY_RETRY_TOPIC] = topic
         props[B.PROPERTY_MAX_RECONSUME_TIMES] = str(max_times)

@@ -1,5 +1,6 @@
 """Hop rules: what the store says happened to one record of a journey (schedule, timer,
-consumption, transaction op records) and the helpers those rules share."""
+consumption; transactions are in :mod:`mqtool.trace.transaction`) and the helpers those rules
+share."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from dataclasses import dataclass
 
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
-from mqtool.formats.errors import MqtoolError
 from mqtool.formats.rules import (
     DLQ_GROUP_TOPIC_PREFIX,
     PROPERTY_ORIGIN_MESSAGE_ID,
@@ -16,7 +16,6 @@ from mqtool.formats.rules import (
     PROPERTY_TIMER_OUT_MS,
     RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
-    TRANS_OP_HALF_TOPIC,
 )
 from mqtool.store import Store
 from mqtool.trace.model import (
@@ -191,27 +190,6 @@ def _timer_state(
     if due > ctx.now:
         return due, "pending", f"pending for {waited}, due in {fmt_duration(due - ctx.now)}"
     return due, "overdue", f"pending for {waited}, overdue by {fmt_duration(ctx.now - due)}"
-
-
-def _op_offsets(m: CommitLogMessage) -> set[int]:
-    """Half-message queue offsets an op record names (body ``"12"`` or ``"12,13"``)."""
-    try:
-        text = m.decompressed_body().decode("ascii")
-    except (MqtoolError, UnicodeDecodeError):
-        return set()
-    return {int(t) for t in text.split(",") if t.strip().isdigit()}
-
-
-def _op_records(store: Store, half: CommitLogMessage) -> list[CommitLogMessage]:
-    """Op records (RMQ_SYS_TRANS_OP_HALF_TOPIC) that close the half message ``half``."""
-    out = []
-    for qe in store.queue_entries(TRANS_OP_HALF_TOPIC, half.queue_id):
-        if qe.entry.commit_log_offset < half.physical_offset:
-            continue
-        m = store.try_message_at(qe.entry.commit_log_offset)
-        if m is not None and half.queue_offset in _op_offsets(m):
-            out.append(m)
-    return out
 
 
 def _sent_back(
