@@ -13,6 +13,7 @@ from mqtool.formats.rules import (
     DLQ_GROUP_TOPIC_PREFIX,
     PROPERTY_ORIGIN_MESSAGE_ID,
     PROPERTY_REAL_TOPIC,
+    PROPERTY_RECONSUME_TIME,
     PROPERTY_TIMER_OUT_MS,
     RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
@@ -199,7 +200,11 @@ def _sent_back(
     copy has reconsumeTimes + 1; its topic, or the schedule copy's REAL_TOPIC, names the
     group)."""
     for x in later:
-        if x.reconsume_times != m.reconsume_times + 1:
+        # the broker's send-back stores reconsumeTimes + 1; an orderly consumer's client sends
+        # its local retry count (RECONSUME_TIME) after retrying locally
+        client_sent = PROPERTY_RECONSUME_TIME in x.properties and (
+            x.reconsume_times > m.reconsume_times)
+        if x.reconsume_times != m.reconsume_times + 1 and not client_sent:
             continue
         if PROPERTY_ORIGIN_MESSAGE_ID not in x.properties:
             continue

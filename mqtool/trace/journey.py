@@ -148,6 +148,11 @@ def _build_hops(ctx: _Context, msgs: list[CommitLogMessage]) -> list[Hop]:
             real = m.properties.get(PROPERTY_REAL_TOPIC, "?")
             if real.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 group = _retry_group(real, original_topic)[0]
+            elif real.startswith(DLQ_GROUP_TOPIC_PREFIX):
+                group = real[len(DLQ_GROUP_TOPIC_PREFIX):]
+                retries, attempts, orderly = dlq_counts(m, msgs[:i])
+                note = (f"bound for {real} after {retries} retries ({attempts} failed attempts"
+                        + (", retried locally by an orderly consumer" if orderly else "") + ")")
             if state == "delivered" and not any(x.topic == real for x in later):
                 detail += f"; the copy in {real} was not found"
         elif t == TIMER_TOPIC:
@@ -241,8 +246,12 @@ def _verdict(ctx: _Context, hops: list[Hop]) -> tuple[str, str]:
                 return (prefix + f"waiting for retry {last.reconsume_times} at {due}{rel} "
                         f"(group {last.group}, delay level {last.delay_level})", "waiting-retry")
             if real.startswith(DLQ_GROUP_TOPIC_PREFIX):
-                return (prefix + f"on its way to {real}: delay level {last.delay_level} due at "
-                        f"{due}{rel} (the client's DELAY is kept)", "scheduled")
+                before = [h.message for h in hops if h.commit_log_offset < last.commit_log_offset]
+                retries, attempts, orderly = dlq_counts(last.message, before)
+                how = ", retried locally by an orderly consumer" if orderly else ""
+                return (prefix + f"on its way to {real} after {retries} retries ({attempts} "
+                        f"failed attempts{how}): delay level {last.delay_level} due at "
+                        f"{due}{rel}", "scheduled")
             return (prefix + f"still scheduled: delay level {last.delay_level} due at {due}{rel}",
                     "scheduled")
         return prefix + f"delivered by the schedule service to {real}; copy not found", "delivered"

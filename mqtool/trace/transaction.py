@@ -20,9 +20,9 @@ PREPARED record on.
 
 Orderly consumers retry locally (``ConsumeMessageOrderlyService#checkReconsumeTimes``): no
 record per attempt. Once the local count reaches maxReconsumeTimes the client sends the message
-to ``%RETRY%<group>`` with RECONSUME_TIME = that count (the stored reconsumeTimes, not + 1) and
-the broker dead-letters it; so the DLQ record of an orderly consumer holds reconsumeTimes =
-retries, failed attempts = retries + 1, where the broker's send-back path stores retries + 1.
+to ``%RETRY%<group>`` with RECONSUME_TIME (the count, or from 5.1.1 the count + 1) and the
+broker dead-letters it (4.9.7: through SCHEDULE_TOPIC_XXXX, the client's DELAY being kept;
+see :func:`dlq_counts`).
 """
 
 from __future__ import annotations
@@ -38,12 +38,14 @@ from mqtool.formats.commitlog import (
 from mqtool.formats.errors import MqtoolError
 from mqtool.formats.rules import (
     DLQ_GROUP_TOPIC_PREFIX,
+    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_TOPIC,
     PROPERTY_RECONSUME_TIME,
     PROPERTY_TRANSACTION_CHECK_TIMES,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
+    SEND_BACK_BASE_DELAY_LEVEL,
     TRANS_CHECK_MAX_TIME_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
@@ -249,12 +251,16 @@ def tx_verdict(hops: list[Hop], pending_for: str) -> tuple[str, str] | None:
 def dlq_counts(
     dlq: CommitLogMessage, before: list[CommitLogMessage]
 ) -> tuple[int, int, bool]:
-    """(retries, failed attempts, orderly) behind a DLQ record.
+    """(retries, failed attempts, orderly) behind a DLQ record (or a schedule copy bound for
+    the DLQ).
 
     The broker's send-back stores reconsumeTimes + 1 of the consumed copy, so a record that
-    got there that way holds the failed attempts (retries + 1). An orderly consumer's copy is
-    sent by the client (RECONSUME_TIME property) after local retries that leave no record in
-    the store: it holds the retries, and the failed attempts are one more.
+    got there that way holds the failed attempts (retries + 1). An orderly consumer retries
+    locally, leaving no record per attempt, then its client sends the message with
+    RECONSUME_TIME and DELAY = 3 + its local count: clients before 5.1.1 store the local count
+    itself (the retries; failed attempts one more), 5.1.1 and later (apache/rocketmq #6164)
+    the count + 1 (the failed attempts; a 5.x broker then stores DELAY=-1). DELAY tells them
+    apart; a DELAY clamped to the last delay level cannot, and is read as the newer client.
     """
     n = dlq.reconsume_times
     retried = any(
@@ -263,9 +269,15 @@ def dlq_counts(
             and x.properties.get(PROPERTY_REAL_TOPIC, "").startswith(RETRY_GROUP_TOPIC_PREFIX))
         for x in before
     )
-    if PROPERTY_RECONSUME_TIME in dlq.properties and not retried:
+    if PROPERTY_RECONSUME_TIME not in dlq.properties or retried:
+        return max(0, n - 1), n, False
+    try:
+        delay: int | None = int(dlq.properties.get(PROPERTY_DELAY_TIME_LEVEL, ""))
+    except ValueError:
+        delay = None
+    if delay == n + SEND_BACK_BASE_DELAY_LEVEL:
         return n, n + 1, True
-    return max(0, n - 1), n, False
+    return max(0, n - 1), n, True
 
 
 def is_dlq_bound(m: CommitLogMessage) -> bool:

@@ -65,8 +65,11 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int
         while True:
             attempts += 1  # the listener returns SUSPEND_CURRENT_QUEUE_A_MOMENT
             if local >= ORDERLY_MAX:
-                s.send_back_orderly("og", m.physical_offset, reconsume_times=local,
-                                    max_reconsume_times=ORDERLY_MAX)
+                r = s.send_back_orderly("og", m.physical_offset, reconsume_times=local,
+                                        max_reconsume_times=ORDERLY_MAX)
+                assert r.topic == "SCHEDULE_TOPIC_XXXX"  # 4.9.7 keeps the client's DELAY
+                clock.advance(10_000)
+                assert [x.topic for x in s.tick()] == ["%DLQ%og"]
                 break
             local += 1
             clock.advance(1000)
@@ -87,6 +90,10 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int
             clock.advance(10_000)
             s.tick()
         facts["concurrent_attempts"] = failed
+        # another orderly failure, still parked in the schedule topic on its way to the DLQ
+        m = s.put(Message.create("Ordered", b"q", keys="ord-parked", queue_id=0))
+        s.send_back_orderly("og", m.physical_offset, reconsume_times=ORDERLY_MAX,
+                            max_reconsume_times=ORDERLY_MAX)
     return root, facts
 
 
@@ -188,3 +195,30 @@ def test_cli_shows_the_rollback_hop(store: tuple[Path, dict[str, int]]) -> None:
     assert r.returncode == 0, r.stderr
     assert "rollback  RMQ_SYS_TRANS_OP_HALF_TOPIC" in r.stdout
     assert "transaction rolled back" in r.stdout
+
+
+def test_orderly_parked_on_its_way_to_the_dlq(store: tuple[Path, dict[str, int]]) -> None:
+    tr = _trace(store[0], "ord-parked")
+    assert [h["kind"] for h in tr["hops"]] == ["original", "schedule"]  # type: ignore[index]
+    v = str(tr["verdict"])
+    assert tr["verdictKind"] == "scheduled" and v.startswith("on its way to %DLQ%og")
+    assert f"after {ORDERLY_MAX} retries ({ORDERLY_MAX + 1} failed attempts" in v
+
+
+def test_orderly_dlq_5x_counts_attempts(tmp_path: Path) -> None:
+    """5.3.3: the client sends its local count + 1 (apache/rocketmq #6164) and the broker
+    dead-letters at once with DELAY=-1: the record holds the failed attempts."""
+    cfg = StoreConfig(commitlog_file_size=1 << 16, dialect="5.3.3")
+    root = tmp_path / "s5"
+    with RefStore.open(root, cfg, clock=ManualClock(), seed=1) as s:
+        s.create_group("og5", retry_max_times=2, consume_orderly=True)
+        m = s.put(Message.create("O5", b"o", keys="ord5", queue_id=0))
+        r = s.send_back_orderly("og5", m.physical_offset, reconsume_times=2,
+                                max_reconsume_times=2)  # 3 failed attempts
+        dl = s.read_message(r.physical_offset)
+    assert dl.topic == "%DLQ%og5" and dl.reconsume_times == 3
+    assert dl.properties["DELAY"] == "-1" and dl.properties["RECONSUME_TIME"] == "3"
+    with Store.open(root) as st:
+        tr = trace_key(st, "ord5").traces[0]
+    assert tr.verdict_kind == "dead-lettered"
+    assert "after 2 retries" in tr.verdict and "3 failed attempts" in tr.verdict
