@@ -125,13 +125,19 @@ def _queue_of(store: RefStore, msg: Message) -> int:
     return msg.queue_id
 
 
-def send_half(store: RefStore, msg: Message, producer_group: str) -> PutResult:
-    """A 4.3+ transactional send: the half record in ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0."""
+def _received(store: RefStore, msg: Message, producer_group: str) -> tuple[int, dict[str, str]]:
+    """The queue and the map the broker holds for a transactional send (CLUSTER put)."""
     store._check_open()
     qid = _queue_of(store, msg)
     props = _client_props(store, msg, producer_group)
     if store._cluster:
         props[PROPERTY_CLUSTER] = store._cluster
+    return qid, props
+
+
+def send_half(store: RefStore, msg: Message, producer_group: str) -> PutResult:
+    """A 4.3+ transactional send: the half record in ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0."""
+    qid, props = _received(store, msg, producer_group)
     if not store.config.v5 and PROPERTY_WAIT_STORE_MSG_OK in props:
         props[PROPERTY_WAIT_STORE_MSG_OK] = props.pop(PROPERTY_WAIT_STORE_MSG_OK)  # 4.9.7
     uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
@@ -224,11 +230,7 @@ def check_half(
 
 def legacy_prepare(store: RefStore, msg: Message, producer_group: str) -> PutResult:
     """A transactional send to a broker before 4.3: the PREPARED record in the real topic."""
-    store._check_open()
-    qid = _queue_of(store, msg)
-    props = _client_props(store, msg, producer_group)
-    if store._cluster:
-        props[PROPERTY_CLUSTER] = store._cluster
+    qid, props = _received(store, msg, producer_group)
     now = store.clock()
     return store._put_inner(
         msg.topic, qid, msg.body, props, msg.flag,

@@ -357,6 +357,10 @@ def _make_trace(
     for f in store.findings:  # damage met on the way: a copy there cannot be read
         if isinstance(f, Unreadable) and f.file.startswith("commitlog/"):
             tr.notes.append(f"a hop may be missing: {f}")
+    if tr.verdict_kind == "transaction-pending" and any(
+            n.startswith("a hop may be missing") for n in tr.notes):
+        tr.verdict += " as far as the readable records show (a commit or rollback may be in " \
+            "the damaged part: see the notes)"
     return tr
 
 
