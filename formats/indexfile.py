@@ -16,6 +16,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import construct as cs
 
@@ -133,15 +134,22 @@ def index_geometry(
     for g in _candidate_geometries(buf, header, body):
         if header.index_count <= 1 or (_plausible(buf, header, g) and _proven(buf, header, g)):
             return g
+    if ratio4 is not None and header.index_count <= ratio4.index_num:
+        return ratio4  # RocketMQ's own split, content damaged: IndexReader.problems() says where
+    for g in _candidate_geometries(buf, header, body, strict=False):
+        if _plausible(buf, header, g, tolerate=2):
+            return g  # most newest entries sit in their chains; the slot table is damaged
     raise FormatError(file, None, f"cannot tell the slot/entry geometry of {file_size}-byte index")
 
 
 def _candidate_geometries(
-    buf: Buffer, h: IndexHeader, body: int, chunk: int = 1 << 20
+    buf: Buffer, h: IndexHeader, body: int, chunk: int = 1 << 20, *, strict: bool = True
 ) -> Iterator[IndexGeometry]:
     """Every split of ``body`` into slots and at least indexCount entries, fewest slots first,
     in which the newest entry heads its slot's chain (a numpy prefilter over all the splits:
-    a hostile 420 MB file has ~21 million of them, too many to test one by one)."""
+    a hostile 420 MB file has ~21 million of them, too many to test one by one). With
+    ``strict=False`` that filter is dropped for a small file (at most 65,536 splits): its
+    newest entry's slot may be the damaged one."""
     import numpy as np
 
     if body % HASH_SLOT_SIZE:
@@ -151,11 +159,13 @@ def _candidate_geometries(
     first = (body // HASH_SLOT_SIZE) % 5 or 5
     most = (body - need * INDEX_SIZE) // HASH_SLOT_SIZE
     last = h.index_count - 1
+    if not strict and (most - first) // 5 > 1 << 16:
+        return
     a = np.frombuffer(buf, dtype=np.uint8)
     four = np.arange(4, dtype=np.int64)
     for lo in range(first, most + 1, 5 * chunk):
         slots = np.arange(lo, min(most + 1, lo + 5 * chunk), 5, dtype=np.int64)
-        if h.index_count > 1:
+        if h.index_count > 1 and strict:
             epos = INDEX_HEADER_SIZE + HASH_SLOT_SIZE * slots + INDEX_SIZE * last
             key_hash = a[epos[:, None] + four].view(">i4").reshape(-1).astype(np.int64)
             spos = INDEX_HEADER_SIZE + HASH_SLOT_SIZE * (key_hash % slots)
@@ -165,21 +175,28 @@ def _candidate_geometries(
             yield IndexGeometry(n, (body - n * HASH_SLOT_SIZE) // INDEX_SIZE)
 
 
-def _plausible(buf: Buffer, h: IndexHeader, g: IndexGeometry) -> bool:
-    """Cheap test: the last few entries written must sit in chains their slots lead to."""
+def _plausible(buf: Buffer, h: IndexHeader, g: IndexGeometry, tolerate: int = 0) -> bool:
+    """Cheap test: the last few entries written must sit in chains their slots lead to (all
+    but ``tolerate`` of them, when the slot table may be damaged)."""
     if h.index_count > g.index_num:
         return False
     last = h.index_count - 1
+    misses = 0
+    tried = 0
     for n in range(last, max(0, last - 8), -1):
+        tried += 1
         key_hash, _, _, _ = _ENTRY.unpack_from(buf, g.entry_pos(n))
+        if key_hash < 0:
+            misses += 1
+            continue
         head = _SLOT.unpack_from(buf, g.slot_pos(key_hash % g.hash_slot_num))[0]
         if head < n or head > last:
-            return False
-        if head != n:
+            misses += 1
+        elif head != n:
             hk = _ENTRY.unpack_from(buf, g.entry_pos(head))[0]
             if hk % g.hash_slot_num != key_hash % g.hash_slot_num:
-                return False
-    return True
+                misses += 1
+    return misses <= tolerate and misses < tried
 
 
 def _proven(buf: Buffer, h: IndexHeader, g: IndexGeometry) -> bool:
@@ -273,14 +290,21 @@ class IndexReader:
         The chain walk is bounded (cycles or hostile prev pointers cannot hang it); callers
         must still read each record to filter hash collisions.
         """
+        return [e for _, e in self.lookup_hash_at(key_hash, max_hits)]
+
+    def lookup_hash_at(
+        self, key_hash: int, max_hits: int = 1 << 20
+    ) -> list[tuple[int, IndexEntry]]:
+        """:meth:`lookup_hash` with each entry's number (its byte position:
+        ``geometry.entry_pos(n)``)."""
         count = self.header.index_count
         n = self.slot_value(key_hash % self.geometry.hash_slot_num)
-        hits: list[IndexEntry] = []
+        hits: list[tuple[int, IndexEntry]] = []
         seen = 0
         while INVALID_INDEX < n <= count and n < self.geometry.index_num and seen <= count:
             e = self.entry(n)
             if e.key_hash == key_hash:
-                hits.append(e)
+                hits.append((n, e))
                 if len(hits) >= max_hits:
                     break
             if e.prev_index <= INVALID_INDEX or e.prev_index >= n:
@@ -309,6 +333,7 @@ class IndexReader:
                 "(slot table damaged: lookups would miss keys)",
                 expected=str(h.hash_slot_count), found=str(used),
             ))
+        out += self._entry_problems(np)
         if h.index_count > 1:
             last = self.entry(h.index_count - 1)
             if last.phy_offset != h.end_phy_offset:
@@ -319,6 +344,57 @@ class IndexReader:
                     expected=str(h.end_phy_offset), found=str(last.phy_offset),
                 ))
         return out
+
+    def _entry_problems(self, np: Any, most: int = 20) -> list[FormatError]:
+        """Slots and entries that RocketMQ's writer cannot have left (vectorised): a slot that
+        points past the entries or at an entry of another slot; an entry whose prevIndex is
+        not an earlier entry or leads into another slot's chain, whose keyHash is negative, or
+        whose phyOffset is outside the header's range or out of commitlog order (entries are
+        written in commitlog order). At most ``most`` are listed, then a count."""
+        h, g = self.header, self.geometry
+        count, nslot = h.index_count, g.hash_slot_num
+        bad: dict[int, str] = {}
+        slots = np.frombuffer(self.buf, dtype=">i4", count=nslot, offset=INDEX_HEADER_SIZE)
+        for i in np.flatnonzero((slots < 0) | (slots >= max(count, 1)))[:most].tolist():
+            bad[g.slot_pos(i)] = (f"slot {i} points at entry {int(slots[i])} "
+                                  f"(entries 1..{count - 1})")
+        if count > 1:
+            dtype = np.dtype([("h", ">i4"), ("p", ">i8"), ("t", ">i4"), ("v", ">i4")])
+            ent = np.frombuffer(self.buf, dtype=dtype, count=count - 1, offset=g.entry_pos(1))
+            num = np.arange(1, count)
+            key_hash, phy, prev = (ent["h"].astype(np.int64), ent["p"].astype(np.int64),
+                                   ent["v"].astype(np.int64))
+            slot_of = key_hash % nslot
+            used = (slots > 0) & (slots < count)
+            heads = np.flatnonzero(used)
+            wrong_head = heads[slot_of[slots[heads] - 1] != heads]
+            for i in wrong_head[:most].tolist():
+                bad.setdefault(g.slot_pos(i), f"slot {i} points at entry {int(slots[i])}, "
+                               "whose keyHash belongs to another slot")
+            why = np.zeros(count - 1, dtype=np.int8)
+            why[(prev < 0) | (prev >= num)] = 1
+            linked = (prev > 0) & (prev < num)
+            why[linked & (slot_of[np.clip(prev - 1, 0, count - 2)] != slot_of)] = 2
+            why[key_hash < 0] = 3
+            why[(phy < h.begin_phy_offset) | (phy > h.end_phy_offset)] = 4
+            if count > 3:  # one entry out of order between two neighbours that are in order
+                mid = (phy[1:-1] < phy[:-2]) | (phy[1:-1] > phy[2:])
+                ok = phy[:-2] <= phy[2:]
+                why[1:-1][mid & ok & (why[1:-1] == 0)] = 5
+            text = {1: "prevIndex {v} is not an earlier entry",
+                    2: "prevIndex {v} leads into another slot's chain",
+                    3: "negative keyHash {k}",
+                    4: "phyOffset {p} outside the header's {b}..{e}",
+                    5: "phyOffset {p} out of commitlog order with its neighbours"}
+            for k in np.flatnonzero(why)[:most].tolist():
+                bad[g.entry_pos(k + 1)] = f"entry {k + 1}: " + text[int(why[k])].format(
+                    v=int(prev[k]), k=int(key_hash[k]), p=int(phy[k]), b=h.begin_phy_offset,
+                    e=h.end_phy_offset)
+            extra = int(np.count_nonzero(why)) - min(most, int(np.count_nonzero(why)))
+            if extra > 0:
+                bad[g.entry_pos(count - 1) + INDEX_SIZE - 1] = f"... and {extra} more entries"
+        return [FormatError(self.file, pos, f"{what} (index damaged: lookups would miss or "
+                            "mislead)") for pos, what in sorted(bad.items())]
 
     def lookup(self, topic: str, key: str) -> list[IndexEntry]:
         """Candidate entries for ``topic#key`` (hash matches; collisions not yet filtered)."""

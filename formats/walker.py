@@ -38,6 +38,7 @@ from mqtool.formats.commitlog import (
     MAGIC_BLANK,
     MAGIC_V1,
     MAGIC_V2,
+    PROPERTY_CRC32,
     BlankRecord,
     CommitLogMessage,
     FileEnd,
@@ -142,6 +143,29 @@ def looks_like_record_at(
     This is the one validity rule every walker and kernel resynchronises with.
     """
     return record_at(buf, pos, file_start, check_crc=check_crc) is not None
+
+
+def crc_findings(
+    rec: CommitLogMessage, file: str | None, pos: int, file_start: int = 0
+) -> list[Finding]:
+    """``crc-mismatch`` findings for the message ``rec`` at ``pos`` in ``file``: its BODYCRC
+    against the body and, for 5.x records that carry one, the ``__CRC32#`` property against
+    the record (``MessageExtEncoder``'s CRC over the record minus the reserved property)."""
+    out = []
+    crc = zlib.crc32(rec.body) & 0x7FFFFFFF
+    if crc != rec.body_crc:
+        out.append(CrcMismatchError(
+            file, pos, "body CRC mismatch", expected=f"{rec.body_crc:#x}", found=f"{crc:#x}",
+            phy=file_start + pos,
+        ).finding())
+    if PROPERTY_CRC32 in rec.properties_raw:
+        got = rec.prop_crc()
+        if got is not None and got[0] != got[1]:
+            out.append(CrcMismatchError(
+                file, pos, "5.x __CRC32# property does not match the record",
+                expected=str(got[0]), found=str(got[1]), phy=file_start + pos,
+            ).finding())
+    return out
 
 
 # --- searching forward ------------------------------------------------------------------------
@@ -348,7 +372,8 @@ def walk(
     :class:`BlankRecord`, an :class:`Unreadable` finding for each damaged region (the walk
     resumes at the next self-identifying record; with ``resync=False`` it ends there, as
     RocketMQ's recovery does), a ``crc-mismatch`` :class:`Finding` before a message whose
-    BODYCRC is wrong (``check_crc``; the message is still yielded), and last a
+    BODYCRC (or 5.x ``__CRC32#`` property) is wrong (``check_crc``; the message is still
+    yielded), and last a
     :class:`FileEnd` giving where the file's valid data ends and why (``blank``, ``eof``,
     ``zeros``: clean; ``torn``, ``corrupt``: the walk stopped at unreadable bytes).
 
@@ -381,12 +406,7 @@ def walk(
                     rec = None
                 if isinstance(rec, CommitLogMessage):
                     if check_crc:
-                        crc = zlib.crc32(rec.body) & 0x7FFFFFFF
-                        if crc != rec.body_crc:
-                            yield CrcMismatchError(
-                                file, q, "body CRC mismatch", expected=f"{rec.body_crc:#x}",
-                                found=f"{crc:#x}", phy=file_start + q,
-                            ).finding()
+                        yield from crc_findings(rec, file, q, file_start)
                     yield rec
                     q += size
                     continue

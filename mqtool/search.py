@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, cast
 
 from mqtool.formats.commitlog import CommitLogMessage, parse_message
-from mqtool.formats.errors import FormatError
+from mqtool.formats.errors import INDEX_DANGLING, Finding, FormatError
+from mqtool.formats.indexfile import build_key, index_key_hash
 from mqtool.formats.rules import (
     DLQ_GROUP_TOPIC_PREFIX,
     PROPERTY_ORIGIN_MESSAGE_ID,
@@ -160,15 +161,46 @@ class Finder:
         return self._tail
 
     def _indexed(self, topics: Iterable[str], key: str) -> list[CommitLogMessage]:
-        offsets: set[int] = set()
+        entries: dict[int, tuple[str, int, int]] = {}  # phy -> (index file, entry pos, number)
         for t in topics:
-            offsets.update(self.store.query_index(t, key))
+            h = index_key_hash(build_key(t, key))
+            for rel, reader in self.store.index_files():
+                for n, e in reader.lookup_hash_at(h):
+                    entries.setdefault(e.phy_offset, (rel, reader.geometry.entry_pos(n), n))
         out = []
-        for off in sorted(offsets):
+        for off in sorted(entries):
             m = self.store.try_message_at(off)
             if m is not None:
                 out.append(m)
+            else:
+                self.unresolved(off, *entries[off])
         return out
+
+    def unresolved(self, off: int, rel: str, pos: int, n: int) -> None:
+        """An index entry whose commitlog offset holds no readable message: damage in the
+        commitlog there (the walker names it), else the entry is wrong and the index cannot be
+        trusted (a finding at the entry; the lookup then reads the commitlog)."""
+        store = self.store
+        f = store.file_for(off)
+        if f is not None:
+            for item in store.walk_commitlog_file(f, decode=False):
+                if isinstance(item, Unreadable) and item.phy == off:
+                    return  # noted by the walk
+                if isinstance(item, int) and item == off - f.start:
+                    try:  # the header holds, the rest does not decode
+                        store.message_at(off)
+                    except FormatError as e:
+                        store.note(Unreadable(
+                            e.kind, f.rel, item, f"record does not decode: {e.detail}",
+                            phy=off, length=int.from_bytes(
+                                store.mapped(f)[item:item + 4], "big"),
+                        ))
+                    return
+        store.note(Finding(
+            INDEX_DANGLING, rel, pos, f"entry {n} -> commitlog offset {off}: no message starts "
+            "there (index damaged: the lookup reads the commitlog instead)", phy=off,
+        ))
+        store.mark_index_damaged()
 
     def find(
         self, uniq_keys: set[str], origin_ids: set[str], keys: set[str], topic: str | None = None
@@ -188,30 +220,80 @@ class Finder:
                 k in keys for k in m.key_list
             )
 
+        if self.by_index:
+            cands = self._by_index(uniq_keys, origin_ids, keys, topic)
+            if self.store.index_damaged:  # an entry led nowhere: the index cannot be trusted
+                self.via = "scan (index damaged)"
         if not self.by_index:
             pats = [f"{PROPERTY_UNIQ_KEY}\x01{u}".encode() for u in uniq_keys]
             pats += [f"{PROPERTY_ORIGIN_MESSAGE_ID}\x01{o}".encode() for o in origin_ids]
             pats += [k.encode() for k in keys]
             cands = search(self.store, pats, progress=self.progress)
-        else:
-            topics = self.store.topics()
-            cands = []
-            for u in uniq_keys:
-                cands += self._indexed(topics, u)
-            for k in keys:
-                cands += self._indexed([topic] if topic else topics, k)
-            if origin_ids:
-                # copies of a message without UNIQ_KEY: ORIGIN_MESSAGE_ID is not indexed, but
-                # the copies keep the original's KEYS; look those up in the copy topics
-                copy_topics = [t for t in topics if t == SCHEDULE_TOPIC or t.startswith(
-                    (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX))]
-                for o in origin_ids:
-                    m = self.store.find_by_offset_msg_id(o)
-                    for k in m.key_list if m else []:
-                        cands += self._indexed(copy_topics, k)
-            cands += self.tail()
         seen: dict[int, CommitLogMessage] = {}
         for m in cands:
             if wanted(m):
                 seen[m.physical_offset] = m
         return [seen[k] for k in sorted(seen)]
+
+    def _by_index(
+        self, uniq_keys: set[str], origin_ids: set[str], keys: set[str], topic: str | None
+    ) -> list[CommitLogMessage]:
+        """Candidates through the index files (plus the commitlog they lag)."""
+        topics = self.store.topics()
+        cands: list[CommitLogMessage] = []
+        for u in uniq_keys:
+            cands += self._indexed(topics, u)
+        for k in keys:
+            cands += self._indexed([topic] if topic else topics, k)
+        if origin_ids:
+            # copies of a message without UNIQ_KEY: ORIGIN_MESSAGE_ID is not indexed, but
+            # the copies keep the original's KEYS; look those up in the copy topics
+            copy_topics = [t for t in topics if t == SCHEDULE_TOPIC or t.startswith(
+                (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX))]
+            for o in origin_ids:
+                m = self.store.find_by_offset_msg_id(o)
+                for k in m.key_list if m else []:
+                    cands += self._indexed(copy_topics, k)
+        cands += self.tail()
+        return cands
+
+
+def find_by_key(
+    store: Store, key: str, *, topic: str | None = None, uniq: bool = False,
+    progress: ProgressFn | None = None,
+) -> tuple[list[CommitLogMessage], str]:
+    """:meth:`mqtool.store.Store.find_by_key`: messages whose UNIQ_KEY (``uniq``) or one KEYS
+    token equals ``key``, and how they were found."""
+    finder = store.finder(progress)
+    if uniq:
+        found = finder.find({key}, set(), set())
+    else:
+        found = finder.find(set(), set(), {key}, topic)
+
+    def matches(m: CommitLogMessage) -> bool:
+        if topic is not None and m.topic != topic:
+            return False
+        return m.uniq_key == key if uniq else key in m.key_list
+
+    return [m for m in found if matches(m)], finder.via
+
+
+def find_id(store: Store, msg_id: str) -> tuple[list[CommitLogMessage], str]:
+    """:meth:`mqtool.store.Store.find_id`: every message an offsetMsgId or UNIQ_KEY names."""
+    out: dict[int, CommitLogMessage] = {}
+    how = []
+    m = store.find_by_offset_msg_id(msg_id)
+    if m is not None and m.offset_msg_id.upper() == msg_id.upper():
+        out[m.physical_offset] = m
+        how.append("offsetMsgId")
+    found, via = find_by_key(store, msg_id.upper(), uniq=True)
+    if not found and msg_id.upper() != msg_id:
+        found, via = find_by_key(store, msg_id, uniq=True)
+    if found:
+        how.append(f"UNIQ_KEY via {via}")
+    for f in found:
+        out[f.physical_offset] = f
+    if not out and m is not None:  # offset names a record, stored under another host
+        out[m.physical_offset] = m
+        how.append("offsetMsgId (store host differs)")
+    return [out[k] for k in sorted(out)], ", ".join(how) or f"not found ({via})"

@@ -44,7 +44,7 @@ from mqtool.formats.rules import (
 from mqtool.formats.rules import SCHEDULE_TOPIC as SCHEDULE_TOPIC
 from mqtool.formats.rules import TIMER_TOPIC as TIMER_TOPIC
 from mqtool.formats.rules import topic_kind as topic_kind
-from mqtool.formats.walker import MIN_RECORD_SIZE, walk
+from mqtool.formats.walker import MIN_RECORD_SIZE, crc_findings, header_ok, walk
 from mqtool.storefiles import CommitLogFile as CommitLogFile
 from mqtool.storefiles import LockState as LockState
 from mqtool.storefiles import QueueEntry as QueueEntry
@@ -291,6 +291,9 @@ class Store:
             raise BadFieldError(
                 f.rel, pos, f"record's PHYSICALOFFSET says {rec.physical_offset}", phy=offset,
             )
+        if self.check_crc:  # the record is still returned; a wrong CRC is a finding
+            for crc in crc_findings(rec, f.rel, pos, f.start):
+                self._note(crc)
         return rec
 
     def try_message_at(self, offset: int) -> CommitLogMessage | None:
@@ -391,6 +394,13 @@ class Store:
         if e.commit_log_offset + e.size > end:
             return (f"unit points past the commitlog data (record {e.commit_log_offset}+"
                     f"{e.size}, data ends at {end})")
+        f = self.file_for(e.commit_log_offset)
+        pos = e.commit_log_offset - f.start if f is not None else -1
+        buf = self._map(f.path) if f is not None else b""
+        if not header_ok(buf, pos, f.start if f else 0) or int.from_bytes(
+                buf[pos:pos + 4], "big") != e.size:
+            return (f"unit names no record: no message of {e.size} bytes starts at commitlog "
+                    f"offset {e.commit_log_offset}")
         return None
 
     def _check_unit(self, rel: str, pos: int, e: CqEntry) -> bool:
@@ -505,6 +515,10 @@ class Store:
         files = self.index_files()
         return bool(files) and not self._index_damaged
 
+    def mark_index_damaged(self) -> None:
+        """A lookup met an entry that leads nowhere: key lookups read the commitlog now."""
+        self._index_damaged = True
+
     @property
     def index_damaged(self) -> bool:
         """Whether some index file is damaged (see the ``index`` findings)."""
@@ -547,18 +561,9 @@ class Store:
         commitlog order and how they were found (``index``, ``scan`` or ``scan (index
         damaged)``).
         """
-        finder = self.finder(progress)
-        if uniq:
-            found = finder.find({key}, set(), set())
-        else:
-            found = finder.find(set(), set(), {key}, topic)
+        from mqtool.search import find_by_key
 
-        def matches(m: CommitLogMessage) -> bool:
-            if topic is not None and m.topic != topic:
-                return False
-            return m.uniq_key == key if uniq else key in m.key_list
-
-        return [m for m in found if matches(m)], finder.via
+        return find_by_key(self, key, topic=topic, uniq=uniq, progress=progress)
 
     def find_by_offset_msg_id(self, msg_id: str) -> CommitLogMessage | None:
         """The message an offsetMsgId names (by its commitlog offset; the host may differ)."""
@@ -572,23 +577,9 @@ class Store:
 
     def find_id(self, msg_id: str) -> tuple[list[CommitLogMessage], str]:
         """Every message an offsetMsgId or UNIQ_KEY names, and how it was found."""
-        out: dict[int, CommitLogMessage] = {}
-        how = []
-        m = self.find_by_offset_msg_id(msg_id)
-        if m is not None and m.offset_msg_id.upper() == msg_id.upper():
-            out[m.physical_offset] = m
-            how.append("offsetMsgId")
-        found, via = self.find_by_key(msg_id.upper(), uniq=True)
-        if not found and msg_id.upper() != msg_id:
-            found, via = self.find_by_key(msg_id, uniq=True)
-        if found:
-            how.append(f"UNIQ_KEY via {via}")
-        for f in found:
-            out[f.physical_offset] = f
-        if not out and m is not None:  # offset names a record, stored under another host
-            out[m.physical_offset] = m
-            how.append("offsetMsgId (store host differs)")
-        return [out[k] for k in sorted(out)], ", ".join(how) or f"not found ({via})"
+        from mqtool.search import find_id
+
+        return find_id(self, msg_id)
 
     # --- other root files -----------------------------------------------------------------
     @property

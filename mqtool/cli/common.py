@@ -129,16 +129,23 @@ def handle_errors() -> Iterator[None]:
 
     Anything else is a bug and keeps its traceback. A closed stdout (``| head``) ends quietly.
     """
+    first = len(_OPENED)
     try:
         yield
     except MqtoolError as e:
         sys.stdout.flush()
+        for st in _OPENED[first:]:  # damage met before the error is not hidden by it
+            for f in st.findings:
+                if f.kind != "layout" and str(f) != str(e):
+                    report_error(str(f))
         report_error(str(e))
         raise typer.Exit(1) from None
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         raise typer.Exit(0) from None
+    finally:
+        del _OPENED[first:]
 
 
 def report_error(text: str) -> None:
@@ -161,10 +168,15 @@ def exit_on_findings(store: Store) -> None:
         raise typer.Exit(1)
 
 
+_OPENED: list[Store] = []  # stores opened inside handle_errors (their findings are printed)
+
+
 def open_store(root: Path) -> Store:
     from mqtool.store import Store
 
-    return Store.open(root)
+    st = Store.open(root)
+    _OPENED.append(st)
+    return st
 
 
 def check_body_mode(mode: str) -> str:

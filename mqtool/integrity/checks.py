@@ -448,6 +448,9 @@ def _scan_index(
                 continue
             h = reader.header
             g = reader.geometry
+            for pr in reader.problems():  # the header and slot table (entries: checked below)
+                if pr.offset is not None and pr.offset < g.entry_pos(0):
+                    sink.add(Finding("index", rel, pr.offset, pr.detail))
             ix.entries = max(0, h.index_count - 1)
             ix.end_timestamp, ix.begin_timestamp = h.end_timestamp, h.begin_timestamp
             ix.hash_slot_num, ix.index_num = g.hash_slot_num, g.index_num

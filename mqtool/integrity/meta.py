@@ -85,8 +85,8 @@ def _check_configs(
         "consumerOffset.json": parse_consumer_offset,
     }
     names = sorted({p.name[:-4] if p.name.endswith(".bak") else p.name
-                    for p in cdir.iterdir() if p.is_file() and (
-                        p.name.endswith(".json") or p.name.endswith(".json.bak"))})
+                    for p in cdir.iterdir()  # a directory in a file's place is a finding
+                    if p.name.endswith(".json") or p.name.endswith(".json.bak")})
     for name in names:
         parse = parsers.get(name)
         if parse is None:

@@ -389,8 +389,10 @@ def test_gap_between_commitlog_files_is_an_error_not_a_warning(tmp_path: Path) -
     run = run_inproc(["messages", str(root), "--jsonl"])
     assert_clean_failure(run, file="commitlog/00000000000000008192")
     assert "@ 0x0 (phy 4096): file starts at 8192 but the previous one ends at 4096" in run.stderr
-    # commands that do not read the commitlog are not disturbed by it
-    assert run_inproc(["cq", str(root), "--jsonl"]).exit_code == 0
+    # the consume-queue units whose records were in the emptied file name no record now
+    run = run_inproc(["cq", str(root), "--jsonl"])
+    assert_clean_failure(run, file="consumequeue/")
+    assert "(phy 4930): unit names no record" in run.stderr
 
 
 # --- real processes: memory cap, timeout, and the exit status the shell sees ------------------

@@ -113,6 +113,40 @@ def test_damaged_index_falls_back_to_the_commitlog_and_says_so(tmp_path: Path) -
     assert json.loads(res.stdout)["messages"]
 
 
+def test_index_entry_that_leads_nowhere_falls_back_with_progress(tmp_path: Path) -> None:
+    """An index entry of the traced key points at no record (its phyOffset damaged, the file
+    otherwise consistent): the lookup names the entry, reads the commitlog instead (progress
+    reported) and finds every hop."""
+    import struct
+
+    from mqtool.formats.indexfile import IndexReader, build_key, index_key_hash
+
+    root = _copy(tmp_path)
+    [idx] = sorted((root / "index").iterdir())
+    data = bytearray(idx.read_bytes())
+    reader = IndexReader(bytes(data))
+    want = _clean_hops("j-always-0")
+    h = index_key_hash(build_key("JourneyTopic", "j-always-0"))
+    [(n, e)] = reader.lookup_hash_at(h)
+    pos = reader.geometry.entry_pos(n)
+    struct.pack_into(">q", data, pos + 4, e.phy_offset + 3)  # inside its record: no start
+    idx.write_bytes(bytes(data))
+    with Store.open(root) as st:
+        assert st.index_usable  # the cheap checks at open do not see it
+        seen: list[tuple[int, int]] = []
+        [tr] = trace_key(st, "j-always-0", delay_levels=LEVELS,
+                         progress=lambda d, t: seen.append((d, t))).traces
+        assert [h.commit_log_offset for h in tr.hops] == want
+        assert st.index_damaged and seen and seen[-1][0] == seen[-1][1] > 0
+        assert [(f.kind, f.file, f.offset) for f in st.findings] == [
+            ("index-dangling", f"index/{idx.name}", pos)]
+    code, doc, out = _trace(root, "j-always-0")
+    assert code == 1 and doc["via"] == "scan (index damaged)"
+    assert f"error: index/{idx.name} @ {pos:#x} (phy {e.phy_offset + 3}): entry {n}" in out
+    res = CliRunner().invoke(app, ["index", str(root), "--key", "j-always-0", "--json"])
+    assert res.exit_code == 1 and json.loads(res.stdout)["messages"]
+
+
 def test_every_reader_gives_the_same_records_on_the_damaged_store(tmp_path: Path) -> None:
     """Store iteration, the key search shared by msg and trace, and the bulk decoder agree."""
     root = _copy(tmp_path)
