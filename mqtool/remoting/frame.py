@@ -337,7 +337,7 @@ def check_length(length: int, *, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         raise FrameError(f"frame length {length} exceeds the {max_frame}-byte limit")
 
 
-def length_of(prefix: bytes) -> int:
+def length_of(prefix: bytes | bytearray) -> int:
     """The signed length field (first 4 bytes)."""
     return int(_I32.unpack_from(prefix, 0)[0])
 
@@ -386,6 +386,13 @@ class FrameDecoder:
     def pending(self) -> int:
         """Bytes of an incomplete frame held."""
         return len(self._buf)
+
+    @property
+    def expected(self) -> int | None:
+        """Length field of the incomplete frame held (None while fewer than 4 bytes are)."""
+        if len(self._buf) < LENGTH_FIELD_SIZE:
+            return None
+        return length_of(self._buf)
 
     def feed(self, data: bytes) -> list[RemotingCommand]:
         """Append ``data``; return every command now complete (FrameError on a bad one)."""
