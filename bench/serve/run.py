@@ -238,7 +238,8 @@ def main() -> int:
             f"clients' own {null_cli_us:.0f} us per message (null broker) that alone needs "
             f"{need * null_cli_us / 1e6:.1f} cores, with this server's {srv_us:.0f} us "
             f"{need * (null_cli_us + srv_us) / 1e6:.1f} cores; the machine has {cores}",
-            f"bound on an idle machine, from CPU per message (independent of the load): the "
+            f"bound on an idle machine, from CPU per message (each side's own cost rather than "
+            f"its share of the loaded cores; cache contention still inflates it): the "
             f"direct put uses one core at {put_us:.0f} us per message, the wire at most all "
             f"{cores} at {cli_us + srv_us:.0f} us (clients + server), so the ratio is at most "
             f"{cores} x {put_us:.0f} / {cli_us + srv_us:.0f} = "
