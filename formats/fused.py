@@ -31,7 +31,7 @@ import numpy as np
 from llvmlite import ir  # type: ignore[import-untyped]
 from numba import types
 from numba.core import cgutils
-from numba.cpython.unsafe.numbers import trailing_zeros
+from numba.cpython.unsafe.numbers import trailing_zeros as _tz
 from numba.extending import intrinsic
 
 from mqtool.formats.kernel import (
@@ -162,7 +162,7 @@ def _prefetch_typing(typingctx: object, arr: types.Array, idx: types.Integer) ->
         ary = context.make_array(signature.args[0])(context, builder, args[0])
         i8p = ir.IntType(8).as_pointer()
         i32 = ir.IntType(32)
-        fn = cgutils.get_or_insert_function(
+        fn = cgutils.get_or_insert_function(  # type: ignore[no-untyped-call]
             builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
             "llvm.prefetch.p0i8")
         ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), i8p)
@@ -174,6 +174,7 @@ def _prefetch_typing(typingctx: object, arr: types.Array, idx: types.Integer) ->
 
 _load64 = cast(Callable[..., Any], intrinsic(_load64_typing))
 _prefetch = cast(Callable[..., Any], intrinsic(_prefetch_typing))
+trailing_zeros = cast(Callable[..., Any], _tz)  # of a non-zero uint64 (llvm.cttz)
 _store64 = cast(Callable[..., Any], intrinsic(_store64_typing))
 
 
@@ -341,7 +342,7 @@ def _hex8(d: np.ndarray, q: int, v: int) -> None:
 
 
 @_inlined
-def _key_word(buf: np.ndarray, kpos: int, klen: int) -> np.uint64:
+def _key_word(buf: np.ndarray, kpos: int, klen: int) -> Any:
     """A key of up to 8 bytes as one little-endian word (the bytes after it masked off)."""
     w = _load64(buf, kpos)
     if klen < 8:
