@@ -35,7 +35,8 @@ from mqtool.formats.commitlog import (
     TRANSACTION_ROLLBACK_TYPE,
     CommitLogMessage,
 )
-from mqtool.formats.errors import MqtoolError
+from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
+from mqtool.formats.errors import Finding, MqtoolError
 from mqtool.formats.rules import (
     DLQ_GROUP_TOPIC_PREFIX,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -50,19 +51,20 @@ from mqtool.formats.rules import (
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
     TRANS_OP_OFFSET_SEPARATOR,
+    TRANSACTION_TYPE_MASK,
 )
 from mqtool.search import Finder, search
 from mqtool.store import Store
+from mqtool.trace.hops import _cq_unit, _utc
 from mqtool.trace.model import Hop
 
 TX_KINDS = ("half", "op", "prepared", "commit", "rollback", "discarded")
 """Hop kinds of a transaction journey."""
 
-_MASK = TRANSACTION_ROLLBACK_TYPE  # the transaction-type bits of sysFlag (0xC)
 
 
 def tran_type(m: CommitLogMessage) -> int:
-    return m.sys_flag & _MASK
+    return m.sys_flag & TRANSACTION_TYPE_MASK
 
 
 def op_offsets(m: CommitLogMessage) -> set[int]:
@@ -74,14 +76,44 @@ def op_offsets(m: CommitLogMessage) -> set[int]:
     return {int(t) for t in text.split(TRANS_OP_OFFSET_SEPARATOR) if t.strip().isdigit()}
 
 
+def _first_unit_at_or_after(store: Store, queue_id: int, phys: int) -> int:
+    """Logical offset of the first op-queue unit whose record starts at or after ``phys``
+    (units are in commitlog order: a binary search, one pread per probe)."""
+    d = store.consumequeue_dir / TRANS_OP_HALF_TOPIC / str(queue_id)
+    try:
+        files = sorted((int(p.name), p) for p in d.iterdir() if p.name.isdigit())
+    except OSError:
+        return 0
+    if not files:
+        return 0
+    lo = files[0][0] // CQ_STORE_UNIT_SIZE
+    hi = (files[-1][0] + files[-1][1].stat().st_size) // CQ_STORE_UNIT_SIZE
+    while lo < hi:
+        mid = (lo + hi) // 2
+        unit = _cq_unit(store, TRANS_OP_HALF_TOPIC, queue_id, mid)
+        if unit is None or unit[0] >= phys:  # None: the zero tail after the last unit
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def op_records(store: Store, half: CommitLogMessage) -> list[CommitLogMessage]:
-    """Op records (RMQ_SYS_TRANS_OP_HALF_TOPIC, same queue id) that close ``half``."""
+    """Op records (RMQ_SYS_TRANS_OP_HALF_TOPIC, same queue id) that close ``half``; an op
+    unit whose record cannot be read is a finding (that op may be the missing hop)."""
     out = []
-    for qe in store.queue_entries(TRANS_OP_HALF_TOPIC, half.queue_id):
+    start = _first_unit_at_or_after(store, half.queue_id, half.physical_offset)
+    for qe in store.queue_entries(TRANS_OP_HALF_TOPIC, half.queue_id, start):
         if qe.entry.commit_log_offset < half.physical_offset:
             continue  # an op is written after its half
-        m = store.try_message_at(qe.entry.commit_log_offset)
-        if m is not None and m.topic == TRANS_OP_HALF_TOPIC and half.queue_offset in op_offsets(m):
+        try:
+            m = store.message_at(qe.entry.commit_log_offset)
+        except MqtoolError as e:
+            store.note(Finding("cq", qe.file, qe.file_offset,
+                               f"op record unreadable (a rollback or commit may be missing): {e}",
+                               phy=qe.entry.commit_log_offset))
+            continue
+        if m.topic == TRANS_OP_HALF_TOPIC and half.queue_offset in op_offsets(m):
             out.append(m)
     return out
 
@@ -99,6 +131,7 @@ def transaction_records(
     extra: dict[int, CommitLogMessage] = {}
     notes: list[str] = []
     have = {m.physical_offset for m in msgs}
+    known = len(store.findings)
     for m in msgs:
         if m.topic == TRANS_HALF_TOPIC:
             for op in op_records(store, m):
@@ -125,6 +158,7 @@ def transaction_records(
                 f"read the commitlog from {m.end_offset} to {size} for the COMMIT/ROLLBACK "
                 "record of the PREPARED record (ROLLBACK records are not indexed)"
             )
+    notes += [f"a hop may be missing: {f}" for f in store.findings[known:]]
     return [extra[k] for k in sorted(extra)], notes
 
 
@@ -232,8 +266,6 @@ def tx_verdict(hops: list[Hop], pending_for: str) -> tuple[str, str] | None:
     kinds = {h.kind for h in hops}
     if not kinds & {"half", "prepared", "rollback", "discarded"} or "commit" in kinds:
         return None
-    from mqtool.trace.hops import _utc
-
     rb = [h for h in hops if h.kind == "rollback"]
     if rb:
         form = (f"op record in {TRANS_OP_HALF_TOPIC}" if rb[-1].topic == TRANS_OP_HALF_TOPIC

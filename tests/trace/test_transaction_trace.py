@@ -48,6 +48,11 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int
         again = T.check_half(s, h.physical_offset)
         clock.advance(1000)
         T.end_transaction(s, again.physical_offset, commit=False)
+        h = T.send_half(s, Message.create("Tx", b"g", keys="tx-discard"), "pg")
+        for _ in range(3):  # checked twice without an answer, then discarded (max 2)
+            clock.advance(60_000)
+            h = T.check_half(s, h.physical_offset, check_max=2)
+        assert h.topic == "TRANS_CHECK_MAX_TIME_TOPIC"
         # before 4.3: PREPARED then ROLLBACK / COMMIT in the real topic
         p = T.legacy_prepare(s, Message.create("Legacy", b"x", keys="lg-rollback"), "pg")
         clock.advance(1000)
@@ -222,3 +227,38 @@ def test_orderly_dlq_5x_counts_attempts(tmp_path: Path) -> None:
         tr = trace_key(st, "ord5").traces[0]
     assert tr.verdict_kind == "dead-lettered"
     assert "after 2 retries" in tr.verdict and "3 failed attempts" in tr.verdict
+
+
+def test_unreadable_op_record_is_a_finding(
+    store: tuple[Path, dict[str, int]], tmp_path: Path
+) -> None:
+    """Damage is never hidden: an op record that cannot be read makes trace say which hop may
+    be missing, name the op unit's file and offset, and exit 1."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(store[0], copy)
+    shutil.rmtree(copy / "index")
+    tr = _trace(store[0], "tx-rollback")
+    op = tr["hops"][1]["commitLogOffset"]  # type: ignore[index]
+    cl = copy / "commitlog" / "00000000000000000000"
+    raw = bytearray(cl.read_bytes())
+    raw[op + 4:op + 8] = bytes(4)  # the record's magic
+    cl.write_bytes(bytes(raw))
+    r = subprocess.run([sys.executable, "-m", "mqtool", "trace", str(copy), "--key",
+                        "tx-rollback"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    out = " ".join((r.stdout + r.stderr).split())  # rich wraps lines
+    assert "consumequeue/RMQ_SYS_TRANS_OP_HALF_TOPIC/0/00000000000000000000 @ " in out
+    assert "a hop may be missing" in out and "may be in the damaged part" in out
+    assert "Traceback" not in out
+
+
+def test_discarded_after_checks(store: tuple[Path, dict[str, int]]) -> None:
+    tr = _trace(store[0], "tx-discard")
+    hops = tr["hops"]  # type: ignore[index]
+    assert [h["kind"] for h in hops] == ["half", "half", "half", "discarded"]
+    assert [h["state"] for h in hops] == ["checked", "checked", "discarded", "discarded"]
+    assert tr["verdictKind"] == "discarded"
+    v = str(tr["verdict"])
+    assert "discarded" in v and "delivered" not in v and "rolled back" not in v
