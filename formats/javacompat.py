@@ -92,6 +92,59 @@ def java_hash_continue_many(prefixes: Sequence[int], keys: Sequence[str]) -> np.
     return out
 
 
+_POW31: list[np.ndarray] = [np.ones(1, dtype=np.uint32)]
+
+
+def _pow31(n: int) -> np.ndarray:
+    """``31**k`` as uint32 (Java int arithmetic) for ``k`` in ``0..n``."""
+    p = _POW31[0]
+    if len(p) <= n:
+        size = max(n + 1, 2 * len(p))
+        p = np.empty(size, dtype=np.uint32)
+        p[0] = 1
+        p[1:] = np.uint32(31)
+        p = np.cumprod(p, dtype=np.uint32)
+        _POW31[0] = p
+    return np.asarray(p, dtype=np.uint32)
+
+
+def java_hash_ranges(
+    buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, init: np.ndarray | None = None
+) -> np.ndarray:
+    """``String.hashCode`` state (uint32) of many UTF-8 byte ranges ``buf[starts[i]:][:lengths[i]]``
+    of a uint8 array, each continued from ``init[i]`` (0 when None), vectorised.
+
+    ``h = init * 31^n + sum(c[j] * 31^(n-1-j))`` over the UTF-16 units ``c``: for ASCII ranges
+    the bytes themselves (uint32 arithmetic wraps like Java's int); other ranges are decoded and
+    take :func:`java_hash_unsigned`.
+    """
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    n = len(starts)
+    pre = np.zeros(n, np.uint32) if init is None else np.asarray(init, dtype=np.uint32)
+    if not n:
+        return pre.copy()
+    p31 = _pow31(int(lengths.max(initial=0)))
+    out = np.asarray(pre * p31[lengths], dtype=np.uint32)
+    nz = np.flatnonzero(lengths > 0)
+    if not nz.size:
+        return out
+    s, ln = starts[nz], lengths[nz]
+    ends = np.cumsum(ln)
+    offs = ends - ln
+    total = int(ends[-1])
+    k = np.arange(total, dtype=np.int64)
+    b = buf[np.repeat(s - offs, ln) + k]
+    contrib = b.astype(np.uint32) * p31[np.repeat(ends - 1, ln) - k]
+    out[nz] += np.add.reduceat(contrib, offs, dtype=np.uint32)
+    wide = np.flatnonzero(np.maximum.reduceat(b, offs) >= 0x80)
+    for i in nz[wide].tolist():
+        text = buf[int(starts[i]) : int(starts[i] + lengths[i])].tobytes().decode(
+            "utf-8", "surrogatepass")
+        out[i] = java_hash_unsigned(text, int(pre[i]))
+    return np.asarray(out, dtype=np.uint32)
+
+
 # --------------------------------------------------------------------------------------------
 # java.util.HashMap
 
