@@ -92,57 +92,59 @@ def java_hash_continue_many(prefixes: Sequence[int], keys: Sequence[str]) -> np.
     return out
 
 
-_POW31: list[np.ndarray] = [np.ones(1, dtype=np.uint32)]
-
-
-def _pow31(n: int) -> np.ndarray:
-    """``31**k`` as uint32 (Java int arithmetic) for ``k`` in ``0..n``."""
-    p = _POW31[0]
-    if len(p) <= n:
-        size = max(n + 1, 2 * len(p))
-        p = np.empty(size, dtype=np.uint32)
-        p[0] = 1
-        p[1:] = np.uint32(31)
-        p = np.cumprod(p, dtype=np.uint32)
-        _POW31[0] = p
-    return np.asarray(p, dtype=np.uint32)
+def _wide_fix(
+    buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, init: np.ndarray,
+    out: np.ndarray, wide: np.ndarray,
+) -> None:
+    """Hash the non-ASCII ranges' UTF-16 units (:func:`java_hash_unsigned`)."""
+    for i in np.flatnonzero(wide).tolist():
+        s = int(starts[i])
+        text = buf[s : s + int(lengths[i])].tobytes().decode("utf-8", "surrogatepass")
+        out[i] = java_hash_unsigned(text, int(init[i]))
 
 
 def java_hash_ranges(
     buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, init: np.ndarray | None = None
 ) -> np.ndarray:
     """``String.hashCode`` state (uint32) of many UTF-8 byte ranges ``buf[starts[i]:][:lengths[i]]``
-    of a uint8 array, each continued from ``init[i]`` (0 when None), vectorised.
+    of a uint8 array, each continued from ``init[i]`` (0 when None), in compiled code
+    (:mod:`.javahash`); ranges with non-ASCII text hash their UTF-16 units here."""
+    from mqtool.formats import javahash
 
-    ``h = init * 31^n + sum(c[j] * 31^(n-1-j))`` over the UTF-16 units ``c``: for ASCII ranges
-    the bytes themselves (uint32 arithmetic wraps like Java's int); other ranges are decoded and
-    take :func:`java_hash_unsigned`.
-    """
-    starts = np.asarray(starts, dtype=np.int64)
-    lengths = np.asarray(lengths, dtype=np.int64)
+    starts = np.ascontiguousarray(starts, dtype=np.int64)
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
     n = len(starts)
-    pre = np.zeros(n, np.uint32) if init is None else np.asarray(init, dtype=np.uint32)
-    if not n:
-        return pre.copy()
-    p31 = _pow31(int(lengths.max(initial=0)))
-    out = np.asarray(pre * p31[lengths], dtype=np.uint32)
-    nz = np.flatnonzero(lengths > 0)
-    if not nz.size:
-        return out
-    s, ln = starts[nz], lengths[nz]
-    ends = np.cumsum(ln)
-    offs = ends - ln
-    total = int(ends[-1])
-    k = np.arange(total, dtype=np.int64)
-    b = buf[np.repeat(s - offs, ln) + k]
-    contrib = b.astype(np.uint32) * p31[np.repeat(ends - 1, ln) - k]
-    out[nz] += np.add.reduceat(contrib, offs, dtype=np.uint32)
-    wide = np.flatnonzero(np.maximum.reduceat(b, offs) >= 0x80)
-    for i in nz[wide].tolist():
-        text = buf[int(starts[i]) : int(starts[i] + lengths[i])].tobytes().decode(
-            "utf-8", "surrogatepass")
-        out[i] = java_hash_unsigned(text, int(pre[i]))
-    return np.asarray(out, dtype=np.uint32)
+    pre = np.zeros(n, np.int64) if init is None else np.ascontiguousarray(init, dtype=np.int64)
+    out = np.empty(n, np.int64)
+    wide = np.empty(n, np.bool_)
+    javahash.hash_ranges(buf, starts, lengths, pre, out, wide)
+    _wide_fix(buf, starts, lengths, pre, out, wide)
+    return out.astype(np.uint32)
+
+
+def java_token_hashes(
+    buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, sep: str, init: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Split byte ranges of ``buf`` at the one-byte separator ``sep`` into non-empty tokens and
+    hash each token continued from its range's ``init``: (range index, uint32 state) per token,
+    in order (like ``[k for k in text.split(sep) if k]`` range by range)."""
+    from mqtool.formats import javahash
+
+    starts = np.ascontiguousarray(starts, dtype=np.int64)
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    pre = np.ascontiguousarray(init, dtype=np.int64)
+    cap = int(((lengths + 1) // 2).sum())  # tokens are separated: at most half of each range
+    rows = np.empty(cap, np.int64)
+    t_start = np.empty(cap, np.int64)
+    t_len = np.empty(cap, np.int64)
+    out = np.empty(cap, np.int64)
+    wide = np.empty(cap, np.bool_)
+    m = javahash.token_hashes(buf, starts, lengths, ord(sep), pre, rows, t_start, t_len, out,
+                              wide)
+    assert m >= 0
+    rows = rows[:m]
+    _wide_fix(buf, t_start[:m], t_len[:m], pre[rows], out[:m], wide[:m])
+    return rows, out[:m].astype(np.uint32)
 
 
 # --------------------------------------------------------------------------------------------

@@ -44,7 +44,11 @@ from mqtool.formats.commitlog import (
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, MAX_ADDR, tags_code_of
 from mqtool.formats.errors import Finding, FormatError, Severity
 from mqtool.formats.indexfile import IndexReader, index_key_hash_of, index_key_hashes
-from mqtool.formats.javacompat import java_hash_ranges, java_hash_unsigned
+from mqtool.formats.javacompat import (
+    java_hash_ranges,
+    java_hash_unsigned,
+    java_token_hashes,
+)
 from mqtool.formats.kernelwalk import walk_fields
 from mqtool.formats.rules import KEY_SEPARATOR
 from mqtool.integrity import rules
@@ -117,33 +121,6 @@ class _KeyHashes:
         return out
 
 
-_SEP = ord(KEY_SEPARATOR)
-
-
-def _tokens(
-    a: np.ndarray, starts: np.ndarray, lengths: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The non-empty ``KEY_SEPARATOR``-separated tokens of byte ranges of ``a`` (a KEYS value
-    each): (range index, start, length) of every token, in order."""
-    ln = np.asarray(lengths, dtype=np.int64)
-    ends = np.cumsum(ln)
-    offs = ends - ln
-    total = int(ends[-1]) if len(ends) else 0
-    k = np.arange(total, dtype=np.int64)
-    at = np.repeat(np.asarray(starts, dtype=np.int64) - offs, ln) + k
-    word = a[at] != _SEP
-    first = np.zeros(total, bool)
-    last = np.zeros(total, bool)
-    nz = ln > 0
-    first[offs[nz]] = True
-    last[ends[nz] - 1] = True
-    first[1:] |= ~word[:-1]
-    last[:-1] |= ~word[1:]
-    t0 = np.flatnonzero(word & first)
-    t1 = np.flatnonzero(word & last) + 1
-    return np.searchsorted(offs, t0, side="right") - 1, at[t0], t1 - t0
-
-
 class _Columns:
     """The per-message facts of :class:`Messages`, gathered batch by batch."""
 
@@ -155,7 +132,21 @@ class _Columns:
         self.topics: dict[bytes, int] = {}
         self.tag_codes: dict[bytes, int] = {}
         self.keys = _KeyHashes()
-        self.splitter = kernel.PropertySplitter()
+        self.pairs = np.empty((4, 1 << 16), dtype=np.int64)
+
+    def picked(self, a: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[
+        np.ndarray, np.ndarray
+    ]:
+        """``string2messageProperties`` of each record (the kernel's split): the pair index of
+        TAGS, KEYS and UNIQ_KEY per record (-1: none) and the pairs (key start, key length,
+        value start, value length in ``a``)."""
+        n = len(starts)
+        map_off = np.empty(n + 1, dtype=np.int32)
+        picked = np.empty((len(kernel.PICK_NAMES), n), dtype=np.int64)
+        while kernel.split_properties(a, starts, lengths, kernel._PICK_BYTES, kernel._PICK_LENS,
+                                      self.pairs, map_off, picked) < 0:
+            self.pairs = np.empty((4, self.pairs.shape[1] * 2), dtype=np.int64)
+        return picked, self.pairs
 
     def topic_ids(self, a: np.ndarray, pos: np.ndarray, ln: np.ndarray) -> np.ndarray:
         """Topic ids of byte ranges of ``a``: grouped by (String.hashCode, length), each group
@@ -192,9 +183,7 @@ class _Columns:
         n = f.shape[1]
         rows = self.rows + np.arange(n, dtype=np.int64)
         tid = self.topic_ids(a, f[kernel.F_TOPIC_POS], f[kernel.F_TOPIC_LEN])
-        _, _, _, _, _, picked = self.splitter.split(
-            a, f[kernel.F_PROPS_POS], f[kernel.F_PROPS_LEN])
-        pairs = self.splitter.pairs
+        picked, pairs = self.picked(a, f[kernel.F_PROPS_POS], f[kernel.F_PROPS_LEN])
         # tagsCode: the tag's String.hashCode (tags_code_of), 0 without a tag
         tags = np.zeros(n, np.int64)
         i = np.flatnonzero(picked[0] >= 0)
@@ -209,9 +198,9 @@ class _Columns:
                                                        pre[tid[i]]))
         i = np.flatnonzero(picked[1] >= 0)
         j = picked[1][i]
-        row, starts, lengths = _tokens(a, pairs[2][j], pairs[3][j])
-        self.keys.add_states(rows[i][row], java_hash_ranges(a, starts, lengths,
-                                                            pre[tid[i][row]]))
+        row, states = java_token_hashes(a, pairs[2][j], pairs[3][j], KEY_SEPARATOR,
+                                        pre[tid[i]])
+        self.keys.add_states(rows[i][row], states)
         crc = (f[kernel.F_CRC_OK] != 0) if check_crc else np.ones(n, bool)
         for k, v in (("phy", f[kernel.F_PHYS]), ("size", f[kernel.F_SIZE]),
                      ("qid", f[kernel.F_QUEUE_ID]), ("qoff", f[kernel.F_QUEUE_OFFSET]),
