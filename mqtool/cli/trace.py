@@ -14,6 +14,8 @@ from rich.text import Text
 from rich.tree import Tree
 
 from mqtool.cli.common import (
+    BrokerConfOpt,
+    DelayLevelsOpt,
     JsonOpt,
     StoreArg,
     err_console,
@@ -25,9 +27,9 @@ from mqtool.cli.common import (
     out_console,
     parse_time,
     print_json,
+    print_notes,
 )
 from mqtool.formats.rules import fmt_delay
-from mqtool.overview import DEFAULT_DELAY_LEVELS
 
 if TYPE_CHECKING:
     from mqtool.query import ProgressFn
@@ -179,13 +181,8 @@ def trace(
         str | None,
         typer.Option(help="With --key: only messages with a record in this topic, e.g. TopicA."),
     ] = None,
-    delay_levels: Annotated[
-        str,
-        typer.Option(
-            "--delay-levels",
-            help="The broker's messageDelayLevel, e.g. \"1s 5s 10s 30s 1m ... 2h\" (the default).",
-        ),
-    ] = DEFAULT_DELAY_LEVELS,
+    delay_levels: DelayLevelsOpt = None,
+    broker_conf: BrokerConfOpt = None,
     now: Annotated[
         str,
         typer.Option(
@@ -211,12 +208,15 @@ def trace(
     index files when there are any, else one scan of the commitlog (progress on stderr). Says
     per copy whether the schedule service delivered it and which consumer groups consumed it,
     and gives a verdict; for a dead-lettered message, the `mqtool dlq resend` command.
-    With --json: {"id", "uniqKey", "verdict", "via", "hops": [...]} (--key: {"key", "traces"}).
+    With --json: {"id", "uniqKey", "verdict", "via", "hops": [...], "delayLevels"} (--key:
+    {"key", "traces", "delayLevels"}); "delayLevels" says where each level's delay came from
+    (--delay-levels, --broker-conf, the store's evidence or the broker's default).
 
     Example: mqtool trace ~/store C000020247AB5FFD2B276B8361EB0006 --delay-levels "1s 5s 10s"
 
     Example: mqtool trace ~/store --key ORD-100006 --html journey.html
     """
+    from mqtool.delaylevels import resolve_delay_levels
     from mqtool.trace import trace_id, trace_key
 
     exactly_one("the message to trace", {"ID": msg_id, "--key KEY": key})
@@ -225,16 +225,18 @@ def trace(
     now_ms = _now_value(now)
     with handle_errors():
         st = open_store(store)
+        levels = resolve_delay_levels(st, delay_levels, broker_conf)
         with _scan_progress() as progress:
             if key is not None:
-                kt = trace_key(st, key, topic=topic, delay_levels=delay_levels, now=now_ms,
+                kt = trace_key(st, key, topic=topic, delay_levels=levels.table, now=now_ms,
                                progress=progress, store_label=str(store))
                 traces = kt.traces
             else:
                 assert msg_id is not None
-                traces = [trace_id(st, msg_id, delay_levels=delay_levels, now=now_ms,
+                traces = [trace_id(st, msg_id, delay_levels=levels.table, now=now_ms,
                                    progress=progress, store_label=str(store))]
         doc = kt.to_json() if key is not None else traces[0].to_json()
+        doc["delayLevels"] = levels.to_json()
         if html is not None:
             from mqtool.report.timeline import trace_page, write_page
 
@@ -248,6 +250,10 @@ def trace(
                 if i:
                     con.print()
                 render_trace(tr, con)
+            if any(h.delay_level is not None for tr in traces for h in tr.hops):
+                con.print(f"delay levels from: {levels.summary()}", markup=False,
+                          highlight=False)
+        print_notes(levels.findings)
         exit_on_findings(st)
 
 
