@@ -7,7 +7,9 @@ Usage: .venv/bin/python bench/serve/run.py [--messages 5000] [--producers 8]
 Cases, all with 1 KiB bodies, TAGS and KEYS, the real C++-core client (PyPI rocketmq 0.4.4)
 in its own processes against ``mqtool serve`` in its own process:
 
-* ``direct put`` (baseline): ``RefStore.put`` of the same kind of messages in this process;
+* ``direct put`` (baseline): ``RefStore.put`` of the same kind of messages in this process,
+  measured before and after the wire cases (the faster is the baseline; no fsync per message,
+  like the server, which flushes every 5 s as RocketMQ's async flush does);
 * ``wire sync, 1 producer``: ``send_sync`` one at a time;
 * ``wire sync, N producers``: N client processes at once (aggregate rate over the send
   window; the server's anonymous RSS, heap and buffers without the mapped store files, is
@@ -169,8 +171,9 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     cases: dict[str, dict[str, Any]] = {}
 
-    base, base_cpu = direct_put(work / "direct", max(n * 2, 20_000), body)
-    cases["direct put"] = {"msgs_per_s": round(base), "msgs_per_cpu_s": round(base_cpu)}
+    # the baseline is taken before and after the wire cases; the higher rate is used (the
+    # machine is shared: a load spike during one of them must not flatter the wire's ratio)
+    base1, cpu1 = direct_put(work / "direct", max(n * 2, 20_000), body)
     nprod = f"wire sync, {args.producers} producers"
     nnull = f"wire sync, {args.producers} producers, null broker (ceiling)"
 
@@ -192,6 +195,10 @@ def main() -> int:
         del cases[nnull]["rss_kib"]
     finally:
         null.stop()
+    base2, cpu2 = direct_put(work / "direct", max(n * 2, 20_000), body)
+    base, base_cpu = max((base1, cpu1), (base2, cpu2))
+    cases = {"direct put": {"msgs_per_s": round(base), "msgs_per_cpu_s": round(base_cpu),
+                            "runs_msgs_per_s": [round(base1), round(base2)]}, **cases}
     for c in cases.values():
         c["ratio"] = round(c["msgs_per_s"] / base, 3)
 
@@ -207,7 +214,8 @@ def main() -> int:
         else f"{n} messages per producer, {args.producers} producers, {body}-byte bodies",
         "params": {"messagesPerProducer": n, "producers": args.producers, "bodyBytes": body},
         "baseline": "direct put: RefStore.put in the benchmark's process, same message shape "
-                    "(1 KiB body, TAGS, KEYS), same run",
+                    "(1 KiB body, TAGS, KEYS), same run (the faster of two measurements, before "
+                    "and after the wire cases)",
         "figures": [
             {"what": name, "value": c["msgs_per_s"], "unit": "msgs/s", "ratio": c["ratio"]}
             for name, c in cases.items()

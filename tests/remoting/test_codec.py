@@ -350,3 +350,9 @@ def test_fuzz_decoder_any_split(bodies_: list[bytes], cuts: list[int]) -> None:
     for a, b in zip(points, points[1:], strict=False):
         out += dec.feed(data[a:b])
     assert out == cmds and dec.pending == 0 and dec.expected is None
+
+
+def test_encode_refuses_a_header_past_24_bits() -> None:
+    cmd = RemotingCommand(code=1, remark="r" * (0xFFFFFF + 1))
+    with pytest.raises(frame.RemotingError, match="24-bit"):
+        frame.encode(cmd, max_frame=64 * 1024 * 1024)
