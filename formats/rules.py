@@ -81,6 +81,28 @@ def group_of(topic: str) -> str | None:
     return None
 
 
+# --- transactions (MessageSysFlag; dispatch: CommitLogDispatcherBuildConsumeQueue, IndexService) -
+TRANSACTION_NOT_TYPE = 0
+TRANSACTION_PREPARED_TYPE = 0x1 << 2
+TRANSACTION_COMMIT_TYPE = 0x2 << 2
+TRANSACTION_ROLLBACK_TYPE = 0x3 << 2
+TRANSACTION_TYPE_MASK = TRANSACTION_ROLLBACK_TYPE  # the two type bits of sysFlag (0xC)
+NOT_IN_CONSUME_QUEUE = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+"""Transaction types whose records never get a consume-queue unit (and keep queue offset 0:
+``CommitLog#doAppend``)."""
+
+
+def gets_cq_unit(sys_flag: int) -> bool:
+    """``CommitLogDispatcherBuildConsumeQueue#dispatch``: NOT_TYPE and COMMIT_TYPE records get a
+    consume-queue unit, PREPARED and ROLLBACK records none."""
+    return (sys_flag & TRANSACTION_TYPE_MASK) not in NOT_IN_CONSUME_QUEUE
+
+
+def is_indexed(sys_flag: int) -> bool:
+    """``IndexService#buildIndex``: every transaction type but ROLLBACK is indexed."""
+    return (sys_flag & TRANSACTION_TYPE_MASK) != TRANSACTION_ROLLBACK_TYPE
+
+
 # --- message properties (MessageConst) -------------------------------------------------------
 PROPERTY_KEYS = "KEYS"
 PROPERTY_TAGS = "TAGS"

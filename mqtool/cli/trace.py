@@ -47,6 +47,9 @@ _KIND_STYLE = {
     "half": "blue",
     "op": "blue",
     "commit": "green",
+    "prepared": "blue",
+    "rollback": "bold red",
+    "discarded": "bold red",
 }
 _STATE_STYLE = {
     "pending": "yellow",
@@ -57,6 +60,8 @@ _STATE_STYLE = {
     "delivered": "green",
     "committed": "green",
     "rolled-back": "red",
+    "discarded": "red",
+    "checked": "yellow",
 }
 
 
@@ -86,7 +91,7 @@ def _hop_node(n: int, h: Hop) -> Tree:
         bits.append(f"delay level {h.delay_level}{d}")
     if h.deliver_timestamp is not None:
         bits.append(f"due {fmt_time(h.deliver_timestamp)}")
-    if h.real_topic and h.kind in ("schedule", "timer", "half"):
+    if h.real_topic and h.kind in ("schedule", "timer", "half", "discarded"):
         bits.append(f"real topic {h.real_topic}")
     if bits:
         node.add(Text(" · ".join(bits)))
@@ -104,7 +109,8 @@ def render_trace(tr: Trace, console: Console) -> None:
         f" · UNIQ_KEY {tr.uniq_key or '-'} · found via {tr.via}",
     ), highlight=False)
     style = {"dead-lettered": "bold red", "consumed": "bold green", "waiting-retry": "bold yellow",
-             "scheduled": "bold yellow"}.get(tr.verdict_kind, "bold")
+             "scheduled": "bold yellow", "rolled-back": "bold red", "discarded": "bold red",
+             "transaction-pending": "bold yellow"}.get(tr.verdict_kind, "bold")
     con.print(Text.assemble(("verdict: ", "bold"), (tr.verdict, style)), highlight=False)
     if tr.resend_command:
         con.print(Text.assemble(("resend:  ", "bold"), tr.resend_command), highlight=False,
@@ -208,6 +214,10 @@ def trace(
     index files when there are any, else one scan of the commitlog (progress on stderr). Says
     per copy whether the schedule service delivered it and which consumer groups consumed it,
     and gives a verdict; for a dead-lettered message, the `mqtool dlq resend` command.
+    Transactions: the half record, the broker's check re-puts, the committed copy and the op
+    record (RMQ_SYS_TRANS_OP_HALF_TOPIC), or before 4.3 the PREPARED/COMMIT/ROLLBACK records;
+    the verdict says committed, rolled back, discarded or in doubt. An orderly consumer's
+    local retries (no record each) are counted in the dead-letter verdict.
     With --json: {"id", "uniqKey", "verdict", "via", "hops": [...], "delayLevels"} (--key:
     {"key", "traces", "delayLevels"}); "delayLevels" says where each level's delay came from
     (--delay-levels, --broker-conf, the store's evidence or the broker's default).
