@@ -670,6 +670,7 @@ def verify(
 ) -> Report:
     """Check the store at ``root`` (read-only) and return what was read and found."""
     from mqtool.integrity.delay import check_delay_levels, delay_summary
+    from mqtool.integrity.timer import check_timer
 
     sink = _Sink()
     with Store.open(root) as store:
@@ -697,6 +698,7 @@ def verify(
         indexes = _scan_index(store, msgs, first_start, data_end, sink, progress)
         cp = _check_checkpoint(store, msgs, data_end, abort, sink)
         configs = _check_configs(store, queues, sink)
+        timer = check_timer(store, msgs, first_start, data_end, queues, sink)
         for f in store.findings:  # findings the store noted while reading
             if f.kind in ("layout",):
                 sink.add(f)
@@ -709,6 +711,8 @@ def verify(
     report.findings.sort(key=lambda f: (f.file, f.offset if f.offset is not None else -1))
     report.summary = summarize(report)
     report.summary["delayLevels"] = delay_summary(levels)
+    if timer is not None:
+        report.summary["timer"] = timer
     return report
 
 
