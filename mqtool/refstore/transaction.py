@@ -68,6 +68,7 @@ from mqtool.formats.rules import (
     TRANS_OP_HALF_TOPIC,
     TRANS_OP_OFFSET_SEPARATOR,
     TRANS_OP_REMOVE_TAG,
+    TRANSACTION_TYPE_MASK,
 )
 from mqtool.refstore.mapped import RefStoreError
 from mqtool.refstore.model import Message, PutResult
@@ -82,7 +83,6 @@ __all__ = [
 ]
 
 TRANSACTION_CHECK_MAX = 15  # BrokerConfig.transactionCheckMax
-_TYPE_MASK = TRANSACTION_ROLLBACK_TYPE  # MessageSysFlag: the two transaction-type bits (0xC)
 _HOST_BITS = 0x30  # born/store host IPv6 flags: _put_inner sets them from the hosts
 
 
@@ -95,7 +95,7 @@ class TransactionEnd(NamedTuple):
 
 def _with_type(sys_flag: int, tran_type: int) -> int:
     """``MessageSysFlag.resetTransactionValue`` (host flags are the put's own)."""
-    return (sys_flag & ~_TYPE_MASK & ~_HOST_BITS) | tran_type
+    return (sys_flag & ~TRANSACTION_TYPE_MASK & ~_HOST_BITS) | tran_type
 
 
 def _born(msg: Message) -> HostPort:
@@ -245,7 +245,7 @@ def legacy_end(store: RefStore, prepared_offset: int, *, commit: bool) -> PutRes
     PREPARED record at ``prepared_offset`` (rollback: empty body)."""
     store._check_open()
     prep = store.read_message(prepared_offset)
-    if prep.sys_flag & _TYPE_MASK != TRANSACTION_PREPARED_TYPE:
+    if prep.sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_PREPARED_TYPE:
         raise RefStoreError(f"record at {prepared_offset} is not a PREPARED record")
     props = parse_properties(prep.properties_raw)
     tran = TRANSACTION_COMMIT_TYPE if commit else TRANSACTION_ROLLBACK_TYPE

@@ -4,7 +4,7 @@ its hops in commitlog order, give the verdict, and the two entry points ``trace_
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.errors import MqtoolError
@@ -61,6 +61,9 @@ from mqtool.trace.transaction import (
     tx_state,
     tx_verdict,
 )
+
+DelayLevelsArg = str | Mapping[int, int]
+"""A ``messageDelayLevel`` string or a resolved ``{level: delay ms}`` (mqtool.delaylevels)."""
 
 
 def scan_for(
@@ -285,16 +288,16 @@ def _timer_read_ms(store: Store) -> int | None:
         return None
 
 
-def _context(store: Store, levels: str, now: int | None, msgs: list[CommitLogMessage]) -> tuple[
-    _Context, str
-]:
+def _context(
+    store: Store, levels: DelayLevelsArg, now: int | None, msgs: list[CommitLogMessage]
+) -> tuple[_Context, str]:
     if now is None:
         now_v, src = _store_now(store, msgs), "store"
     else:
         now_v, src = now, "given"
     ctx = _Context(
         store=store,
-        levels=parse_delay_levels(levels),
+        levels=parse_delay_levels(levels) if isinstance(levels, str) else dict(levels),
         delay_offsets=load_delay_offsets(store),
         consumer_offsets=load_consumer_offsets(store),
         timer_read_ms=_timer_read_ms(store),
@@ -327,7 +330,7 @@ def _resolve(
 
 def _make_trace(
     store: Store, finder: Finder, ident: str, seeds: list[CommitLogMessage],
-    searched: set[str], *, delay_levels: str, now: int | None, store_label: str,
+    searched: set[str], *, delay_levels: DelayLevelsArg, now: int | None, store_label: str,
 ) -> Trace:
     msgs = _collect(store, finder, seeds, searched)
     extra, tx_notes = transaction_records(store, finder, msgs)
@@ -368,7 +371,7 @@ def trace_id(
     store: Store,
     msg_id: str,
     *,
-    delay_levels: str = DEFAULT_DELAY_LEVELS,
+    delay_levels: DelayLevelsArg = DEFAULT_DELAY_LEVELS,
     now: int | None = None,
     progress: ProgressFn | None = None,
     store_label: str | None = None,
@@ -397,7 +400,7 @@ def trace_key(
     key: str,
     *,
     topic: str | None = None,
-    delay_levels: str = DEFAULT_DELAY_LEVELS,
+    delay_levels: DelayLevelsArg = DEFAULT_DELAY_LEVELS,
     now: int | None = None,
     progress: ProgressFn | None = None,
     store_label: str | None = None,

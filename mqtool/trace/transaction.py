@@ -51,6 +51,7 @@ from mqtool.formats.rules import (
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
     TRANS_OP_OFFSET_SEPARATOR,
+    TRANSACTION_TYPE_MASK,
 )
 from mqtool.search import Finder, search
 from mqtool.store import Store
@@ -60,11 +61,10 @@ from mqtool.trace.model import Hop
 TX_KINDS = ("half", "op", "prepared", "commit", "rollback", "discarded")
 """Hop kinds of a transaction journey."""
 
-_MASK = TRANSACTION_ROLLBACK_TYPE  # the transaction-type bits of sysFlag (0xC)
 
 
 def tran_type(m: CommitLogMessage) -> int:
-    return m.sys_flag & _MASK
+    return m.sys_flag & TRANSACTION_TYPE_MASK
 
 
 def op_offsets(m: CommitLogMessage) -> set[int]:

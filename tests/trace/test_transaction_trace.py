@@ -48,6 +48,11 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int
         again = T.check_half(s, h.physical_offset)
         clock.advance(1000)
         T.end_transaction(s, again.physical_offset, commit=False)
+        h = T.send_half(s, Message.create("Tx", b"g", keys="tx-discard"), "pg")
+        for _ in range(3):  # checked twice without an answer, then discarded (max 2)
+            clock.advance(60_000)
+            h = T.check_half(s, h.physical_offset, check_max=2)
+        assert h.topic == "TRANS_CHECK_MAX_TIME_TOPIC"
         # before 4.3: PREPARED then ROLLBACK / COMMIT in the real topic
         p = T.legacy_prepare(s, Message.create("Legacy", b"x", keys="lg-rollback"), "pg")
         clock.advance(1000)
@@ -243,7 +248,17 @@ def test_unreadable_op_record_is_a_finding(
     r = subprocess.run([sys.executable, "-m", "mqtool", "trace", str(copy), "--key",
                         "tx-rollback"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 1, r.stdout + r.stderr
-    out = r.stdout + r.stderr
+    out = " ".join((r.stdout + r.stderr).split())  # rich wraps lines
     assert "consumequeue/RMQ_SYS_TRANS_OP_HALF_TOPIC/0/00000000000000000000 @ " in out
     assert "a hop may be missing" in out and "may be in the damaged part" in out
     assert "Traceback" not in out
+
+
+def test_discarded_after_checks(store: tuple[Path, dict[str, int]]) -> None:
+    tr = _trace(store[0], "tx-discard")
+    hops = tr["hops"]  # type: ignore[index]
+    assert [h["kind"] for h in hops] == ["half", "half", "half", "discarded"]
+    assert [h["state"] for h in hops] == ["checked", "checked", "discarded", "discarded"]
+    assert tr["verdictKind"] == "discarded"
+    v = str(tr["verdict"])
+    assert "discarded" in v and "delivered" not in v and "rolled back" not in v
