@@ -31,7 +31,6 @@ import construct as cs
 
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.errors import (
-    BadFieldError,
     BadMagicError,
     BadSizeError,
     FormatError,
@@ -440,12 +439,6 @@ def parse_message(
         props = props_bytes.decode("utf-8")
     except UnicodeDecodeError as e:
         raise _err(file, file_start, pos, f"properties are not UTF-8 (byte {e.start})") from e
-    # a torn write leaves zeros at the record's tail: the end of its properties (or its topic,
-    # whose characters the client validates: never NUL)
-    if "\x00" in topic or props.endswith("\x00"):
-        raise _err(file, file_start, pos, (
-            f"zero bytes at the end of the {'topic' if chr(0) in topic else 'properties'} "
-            "(a torn or zeroed write)"), BadFieldError)
     return CommitLogMessage(
         total_size, magic, body_crc, queue_id, flag, queue_offset, phy, sys_flag, born_ts,
         born_host, store_ts, store_host, reconsume, prepared, body, topic, props,

@@ -6,7 +6,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES, SCENARIOS, manifest_jsonl, store_dir
@@ -156,8 +156,7 @@ _text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters
 
 @settings(max_examples=200, deadline=None)
 @given(
-    topic=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
-                  min_size=1, max_size=200)
+    topic=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=200)
     .filter(lambda t: len(t.encode()) <= 3000),
     body=st.binary(max_size=300),
     props=st.lists(st.tuples(_text, _text), max_size=6),
@@ -171,8 +170,6 @@ def test_build_parse_round_trip_property(
 ) -> None:
     host = HostPort("2001:db8::1", 10911) if v6 else HostPort("10.0.0.1", 10911)
     raw_props = encode_properties(props, trailing_separator=trailing)
-    # zeros at the end of a record are a torn write (parse_message refuses them)
-    assume(not raw_props.endswith("\x00"))
     m = make_message(topic=topic, body=body, properties_raw=raw_props, queue_id=ints[0],
                      queue_offset=ints[1], physical_offset=ints[2], store_host=host,
                      born_host=host, born_timestamp=ints[1], store_timestamp=ints[2])
