@@ -48,6 +48,10 @@ from mqtool.formats.rules import PROPERTY_TAGS as PROPERTY_TAGS
 from mqtool.formats.rules import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
 )
+from mqtool.formats.rules import TRANSACTION_COMMIT_TYPE as TRANSACTION_COMMIT_TYPE
+from mqtool.formats.rules import TRANSACTION_NOT_TYPE as TRANSACTION_NOT_TYPE
+from mqtool.formats.rules import TRANSACTION_PREPARED_TYPE as TRANSACTION_PREPARED_TYPE
+from mqtool.formats.rules import TRANSACTION_ROLLBACK_TYPE as TRANSACTION_ROLLBACK_TYPE
 
 # --- constants, spelled as in the Java source -----------------------------------------------
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7, MessageDecoder.MESSAGE_MAGIC_CODE (V1)
@@ -61,10 +65,7 @@ END_FILE_MIN_BLANK_LENGTH = 4 + 4
 # MessageSysFlag
 COMPRESSED_FLAG = 0x1
 MULTI_TAGS_FLAG = 0x1 << 1
-TRANSACTION_NOT_TYPE = 0
-TRANSACTION_PREPARED_TYPE = 0x1 << 2
-TRANSACTION_COMMIT_TYPE = 0x2 << 2
-TRANSACTION_ROLLBACK_TYPE = 0x3 << 2
+# TRANSACTION_*_TYPE (bits 2-3): formats/rules.py, with the dispatch rules (imported above)
 BORNHOST_V6_FLAG = 0x1 << 4
 STOREHOSTADDRESS_V6_FLAG = 0x1 << 5
 NEED_UNWRAP_FLAG = 0x1 << 6

@@ -146,6 +146,11 @@ CQ_DANGLING = _kind("cq-dangling", "a consume-queue unit that points at no messa
 CQ_MISMATCH = _kind("cq-mismatch", "a consume-queue unit that points at another message")
 CQ_MISSING = _kind("cq-missing", "a message without its consume-queue unit")
 INDEX_DANGLING = _kind("index-dangling", "an index entry that points at no message start")
+# Kinds of the delay-level evidence (mqtool/delaylevels.py) and the 5.x timer files checks
+DELAY_LEVELS = _kind(
+    "delay-levels", "delay levels given or configured that contradict the store's evidence")
+TIMER = _kind("timer", "a 5.x timer file (timerlog, timerwheel, timercheck) that is damaged "
+              "or disagrees with the others or the commitlog")
 
 
 def _where(file: str, offset: int | None, phy: int | None) -> str:

@@ -17,13 +17,19 @@ as they are).
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from mqtool.formats import kernel
+from mqtool.formats import fused, kernel
 from mqtool.formats.commitlog import (
     BORNHOST_V6_FLAG,
+    COMPRESSED_FLAG,
+    COMPRESSION_NAMES,
+    MAGIC_V1,
+    MAGIC_V2,
     STOREHOSTADDRESS_V6_FLAG,
     CommitLogMessage,
     FileEnd,
@@ -274,6 +280,28 @@ def decode_records(
     return columns_of(buf, fields), good
 
 
+def _verdict(buf: Buffer, q: int, *, file: str | None, file_start: int) -> FileEnd:
+    """How a file ends where the kernel stopped at ``q``: the reference scanner's (a view of
+    :mod:`.walker`) :class:`FileEnd` for what is there."""
+    if q >= len(buf):
+        return FileEnd(file_start + q, "eof")
+    view = memoryview(buf)[q:]
+    try:
+        items = scan_file(view, file=file, file_start=file_start + q)
+        first = next(items)
+        if isinstance(first, FileEnd):
+            return first
+        if not isinstance(first, CommitLogMessage):  # a BLANK record: its FileEnd follows
+            end = next(items)
+            assert isinstance(end, FileEnd)
+            return end
+    finally:
+        view.release()
+    raise AssertionError(  # pragma: no cover - the kernel's checks match parse_message
+        f"kernel rejected a record scan_file accepts at {file_start + q}"
+    )
+
+
 def decode_file(
     buf: Buffer, *, file: str | None = None, file_start: int = 0, batch: int = 1 << 20
 ) -> tuple[Columns, FileEnd]:
@@ -293,21 +321,244 @@ def decode_file(
         if status == kernel.STOP_FULL:
             p = q
             continue
-        if q >= n:
-            return Columns.concat(parts), FileEnd(file_start + q, "eof")
-        # let the reference scanner judge what is at q
-        view = memoryview(buf)[q:]
-        try:
-            items = scan_file(view, file=file, file_start=file_start + q)
-            first = next(items)
-            if isinstance(first, FileEnd):
-                return Columns.concat(parts), first
-            if not isinstance(first, CommitLogMessage):  # a BLANK record: its FileEnd follows
-                end = next(items)
-                assert isinstance(end, FileEnd)
-                return Columns.concat(parts), end
-        finally:
-            view.release()
-        raise AssertionError(  # pragma: no cover - the kernel's checks match parse_message
-            f"kernel rejected a record scan_file accepts at {file_start + q}"
-        )
+        return Columns.concat(parts), _verdict(buf, q, file=file, file_start=file_start)
+
+
+# --- every column, window by window (the fused kernel) ---------------------------------------
+
+INT64_COLUMNS = {
+    "fileOffset": fused.L_POS, "commitLogOffset": fused.L_PHYS,
+    "queueOffset": fused.L_QUEUE_OFFSET, "bornTimestamp": fused.L_BORN_TS,
+    "storeTimestamp": fused.L_STORE_TS, "preparedTransactionOffset": fused.L_PREPARED,
+}
+"""int64 columns of :class:`Window`, by their ``mqtool messages --json`` name."""
+INT32_COLUMNS = {
+    "storeSize": fused.I_SIZE, "queueId": fused.I_QUEUE_ID, "flag": fused.I_FLAG,
+    "sysFlag": fused.I_SYS_FLAG, "bodyCRC": fused.I_BODY_CRC,
+    "reconsumeTimes": fused.I_RECONSUME, "bodyLength": fused.I_BODY_LEN,
+}
+"""int32 columns of :class:`Window`."""
+STRING_COLUMNS = {
+    "topic": fused.S_TOPIC, "propertiesRaw": fused.S_PROPS, "tags": fused.S_TAGS,
+    "keys": fused.S_KEYS, "uniqKey": fused.S_UNIQ, "offsetMsgId": fused.S_MSGID,
+    "bornHost": fused.S_BORN, "storeHost": fused.S_STORE,
+}
+"""String columns of :class:`Window` (tags, keys and uniqKey have a validity mask)."""
+MAGIC_NAMES = (f"{MAGIC_V1:#010x}", f"{MAGIC_V2:#010x}")
+"""The ``magic`` column's text (as ``mqtool messages --json`` shows it), by MAGIC_V2."""
+
+
+@dataclass
+class Window:
+    """The records of one window, every column in Arrow's memory layout (numpy arrays).
+
+    Fixed columns (:meth:`int64`, :meth:`int32`), string columns (:meth:`string`: int32
+    offsets of n + 1 and the data; :meth:`valid` for tags / keys / uniqKey), the property map
+    (:meth:`properties`). When the :class:`Decoder` reuses its buffers (the default) a window
+    is valid until the decoder's next window: copy what you keep (:meth:`to_arrow` wraps the
+    buffers without copying).
+    """
+
+    n: int
+    buf: np.ndarray  # the decoded bytes (bodies are ``buf[body_position:+bodyLength]``)
+    o64: np.ndarray
+    o32: np.ndarray
+    offs: np.ndarray
+    data: np.ndarray
+    map_off: np.ndarray
+    valid_bytes: np.ndarray
+    used: np.ndarray
+    checked_crc: bool
+
+    def __len__(self) -> int:
+        return self.n
+
+    def int64(self, name: str) -> np.ndarray:
+        return self.o64[INT64_COLUMNS[name], : self.n]
+
+    def int32(self, name: str) -> np.ndarray:
+        return self.o32[INT32_COLUMNS[name], : self.n]
+
+    @property
+    def body_position(self) -> np.ndarray:
+        return self.o64[fused.L_BODY_POS, : self.n]
+
+    @property
+    def magic_v2(self) -> np.ndarray:
+        """1 where the record is MAGIC_V2 (2-byte topic length), 0 for MAGIC_V1 (int32)."""
+        return self.o32[fused.I_MAGIC_V2, : self.n]
+
+    @property
+    def crc_ok(self) -> np.ndarray | None:
+        """BODYCRC matches (bool), or None when the CRC was not checked."""
+        return self.o32[fused.I_CRC_OK, : self.n] == 1 if self.checked_crc else None
+
+    def _raw(self, s: int, items: int) -> tuple[np.ndarray, np.ndarray]:
+        off = self.offs[s, : items + 1]
+        return off, self.data[s, : int(off[items])]
+
+    def string(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(int32 offsets, uint8 data) of a string column: row ``i`` is
+        ``data[offsets[i]:offsets[i + 1]]``."""
+        s = STRING_COLUMNS[name]
+        if s in (fused.S_BORN, fused.S_STORE) and self.used[fused.U_V6_HOSTS]:
+            return self._hosts_v6(s)
+        return self._raw(s, self.n)
+
+    def valid(self, name: str) -> np.ndarray:
+        """Whether the row has the property (tags, keys, uniqKey), as bool."""
+        t = STRING_COLUMNS[name] - fused.S_TAGS
+        return self.valid_bytes[t, : self.n].view(np.bool_)
+
+    def properties(self) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray],
+                                  tuple[np.ndarray, np.ndarray]]:
+        """The property maps: (int32 map offsets of n + 1, key strings, value strings); row
+        ``i``'s pairs are ``map_offsets[i]:map_offsets[i + 1]``."""
+        m = int(self.used[fused.U_PAIRS])
+        return (self.map_off[: self.n + 1], self._raw(fused.S_KEY, m),
+                self._raw(fused.S_VALUE, m))
+
+    def _hosts_v6(self, s: int) -> tuple[np.ndarray, np.ndarray]:
+        """A host column with its IPv6 rows formatted as :class:`HostPort` prints them."""
+        import ipaddress
+
+        off, text = self._raw(s, self.n)
+        flag = BORNHOST_V6_FLAG if s == fused.S_BORN else STOREHOSTADDRESS_V6_FLAG
+        sys_flag = self.o32[fused.I_SYS_FLAG, : self.n]
+        port = self.o32[fused.I_BORN_PORT if s == fused.S_BORN else fused.I_STORE_PORT]
+        pos = self.o64[fused.L_POS, : self.n]
+        out: list[bytes] = []
+        raw = bytes(text)
+        for i in range(self.n):
+            if sys_flag[i] & flag:
+                if s == fused.S_BORN:
+                    a = int(pos[i]) + 48
+                else:  # the store address follows born host, port and store timestamp
+                    a = int(pos[i]) + 48 + (16 if sys_flag[i] & BORNHOST_V6_FLAG else 4) + 12
+                ip = ipaddress.IPv6Address(bytes(self.buf[a : a + 16]))
+                out.append(str(HostPort(str(ip), int(port[i]))).encode())
+            else:
+                out.append(raw[off[i] : off[i + 1]])
+        lengths = np.array([len(x) for x in out], dtype=np.int32)
+        offsets = np.zeros(self.n + 1, dtype=np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+        return offsets, np.frombuffer(b"".join(out), dtype=np.uint8)
+
+    def to_arrow(self, *, store: str | None = None, file: str | None = None) -> dict[str, Any]:
+        """Every column as a pyarrow array (named as ``mqtool messages --json`` and the
+        ``messages`` table of ``mqtool scan``), over these buffers without copying them:
+        fixed columns, strings, ``properties`` (map), ``magic``, ``crcOk`` (null when not
+        checked), ``compressionType`` (null when not compressed); ``store`` / ``file`` when
+        given. pyarrow is imported here, not by the module."""
+        import pyarrow as pa
+
+        n = self.n
+        out: dict[str, Any] = {}
+        for name in INT64_COLUMNS:
+            out[name] = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self.int64(name))])
+        for name in INT32_COLUMNS:
+            out[name] = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(self.int32(name))])
+
+        def text(off: np.ndarray, data: np.ndarray, items: int, mask: Any = None) -> Any:
+            return pa.Array.from_buffers(pa.string(), items,
+                                         [mask, pa.py_buffer(off), pa.py_buffer(data)])
+
+        for name in STRING_COLUMNS:
+            mask = None
+            if name in ("tags", "keys", "uniqKey"):
+                mask = pa.py_buffer(np.packbits(self.valid_bytes[
+                    STRING_COLUMNS[name] - fused.S_TAGS, :n], bitorder="little"))
+            out[name] = text(*self.string(name), n, mask)
+        map_off, (k_off, k_data), (v_off, v_data) = self.properties()
+        m = len(k_off) - 1
+        out["properties"] = pa.MapArray.from_arrays(
+            pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(map_off)]),
+            text(k_off, k_data, m), text(v_off, v_data, m))
+        out["magic"] = pa.array(MAGIC_NAMES, pa.string()).take(
+            pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(self.magic_v2)]))
+        ok = self.crc_ok
+        out["crcOk"] = pa.nulls(n, pa.bool_()) if ok is None else pa.array(ok)
+        sys_flag = self.o32[fused.I_SYS_FLAG, :n]
+        compressed = (sys_flag & COMPRESSED_FLAG) != 0
+        if compressed.any():
+            names = pa.array([COMPRESSION_NAMES.get(i, "ZLIB") for i in range(8)], pa.string())
+            out["compressionType"] = names.take(pa.array((sys_flag >> 8) & 7, mask=~compressed))
+        else:
+            out["compressionType"] = pa.nulls(n, pa.string())
+        if store is not None:
+            out["store"] = pa.repeat(store, n)
+        if file is not None:
+            out["file"] = pa.repeat(file, n)
+        return out
+
+
+class Decoder:
+    """The fused kernel (:func:`.fused.decode`) with its buffers: every column of a window of
+    up to ``records`` records per call.
+
+    ``reuse`` (default): the buffers are reused by the next call (no page faults for fresh
+    memory on every window; a :class:`Window` is then valid until the next call). Without it
+    every window gets fresh buffers, so windows can be kept.
+    """
+
+    def __init__(self, records: int = 1 << 15, *, reuse: bool = True,
+                 data_bytes: int | None = None) -> None:
+        self.records = max(1, records)
+        self.data_bytes = data_bytes or 256 * self.records
+        self.pairs = 8 * self.records
+        self.reuse = reuse
+        self._bufs: tuple[np.ndarray, ...] | None = None
+
+    def _buffers(self) -> tuple[np.ndarray, ...]:
+        if self._bufs is None or not self.reuse:
+            cap = self.records
+            self._bufs = (
+                np.empty((fused.N64, cap), dtype=np.int64),
+                np.empty((fused.N32, cap), dtype=np.int32),
+                np.empty((fused.NS, self.pairs + 1), dtype=np.int32),
+                np.empty((fused.NS, self.data_bytes), dtype=np.uint8),
+                np.empty(cap + 1, dtype=np.int32),
+                np.empty((3, cap), dtype=np.uint8),
+                np.zeros(fused.N_USED, dtype=np.int64),
+                np.empty((3, max(64, self.data_bytes // 64)), dtype=np.int64),
+            )
+        return self._bufs
+
+    def _grow(self) -> None:
+        self.data_bytes *= 2
+        self.pairs *= 2
+        self._bufs = None
+
+    def window(self, buf: np.ndarray, start: int, stop: int, *, file_start: int = 0,
+               check_crc: bool = False) -> tuple[Window, int, int]:
+        """Decode from ``start`` (records starting before ``stop``): (the window, where the
+        next record starts or the kernel stopped, status as :func:`.kernel.scan`)."""
+        while True:
+            o64, o32, offs, data, map_off, valid, used, scratch = self._buffers()
+            n, q, status = fused.decode(
+                buf, start, stop, file_start, check_crc, kernel.CRC_TABLES, o64, o32, offs,
+                data, map_off, valid, used, scratch, fused.PICK_BYTES, fused.PICK_LENS,
+                fused.HEX,
+            )
+            if n == 0 and status == kernel.STOP_FULL and self.records > 0:
+                self._grow()  # one record does not fit the string buffers: make them bigger
+                continue
+            return Window(n, buf, o64, o32, offs, data, map_off, valid, used, check_crc), q, status
+
+    def file(self, buf: Buffer, *, file: str | None = None, file_start: int = 0,
+             check_crc: bool = False) -> Iterator[Window]:
+        """Every message of one commitlog file, window by window; afterwards :attr:`end` is
+        how the file ends (the same :class:`FileEnd` as :func:`.commitlog.scan_file`, asked
+        wherever the kernel stops)."""
+        a = kernel.as_bytes(buf)
+        n = len(a)
+        p = 0
+        while True:
+            w, q, status = self.window(a, p, n, file_start=file_start, check_crc=check_crc)
+            if w.n:
+                yield w
+            if status == kernel.STOP_FULL:
+                p = q
+                continue
+            self.end = _verdict(buf, q, file=file, file_start=file_start)
+            return

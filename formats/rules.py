@@ -18,6 +18,8 @@ Pure functions and constants only; imports nothing of the project but ``formats`
 
 from __future__ import annotations
 
+import re
+
 from mqtool.formats.errors import FormatError, MqtoolError
 from mqtool.formats.javacompat import java_string_hash
 
@@ -28,6 +30,11 @@ SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
 TIMER_TOPIC = "rmq_sys_wheel_timer"  # TimerMessageStore.TIMER_TOPIC
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"  # TransactionalMessageUtil.buildHalfTopic()
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"  # TransactionalMessageUtil.buildOpTopic()
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"  # TopicValidator: discarded halves
+TRANS_OP_REMOVE_TAG = "d"  # TransactionalMessageUtil.REMOVETAG: the tag of every op record
+TRANS_OP_OFFSET_SEPARATOR = ","  # 5.x op body: half queue offsets, each followed by ","
+TRANS_CHECK_GROUP = "CID_RMQ_SYS_TRANS"  # MixAll.CID_SYS_RMQ_TRANS: the check service's offsets
+TRANS_CHECK_MAX_TIME_QUEUE_NUMS = 1  # AbstractTransactionalMessageCheckListener.TCMT_QUEUE_NUMS
 AUTO_CREATE_TOPIC = "TBW102"  # TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 SYSTEM_TOPIC_PREFIXES = ("rmq_sys_", "RMQ_SYS_")
@@ -74,6 +81,28 @@ def group_of(topic: str) -> str | None:
     return None
 
 
+# --- transactions (MessageSysFlag; dispatch: CommitLogDispatcherBuildConsumeQueue, IndexService) -
+TRANSACTION_NOT_TYPE = 0
+TRANSACTION_PREPARED_TYPE = 0x1 << 2
+TRANSACTION_COMMIT_TYPE = 0x2 << 2
+TRANSACTION_ROLLBACK_TYPE = 0x3 << 2
+TRANSACTION_TYPE_MASK = TRANSACTION_ROLLBACK_TYPE  # the two type bits of sysFlag (0xC)
+NOT_IN_CONSUME_QUEUE = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+"""Transaction types whose records never get a consume-queue unit (and keep queue offset 0:
+``CommitLog#doAppend``)."""
+
+
+def gets_cq_unit(sys_flag: int) -> bool:
+    """``CommitLogDispatcherBuildConsumeQueue#dispatch``: NOT_TYPE and COMMIT_TYPE records get a
+    consume-queue unit, PREPARED and ROLLBACK records none."""
+    return (sys_flag & TRANSACTION_TYPE_MASK) not in NOT_IN_CONSUME_QUEUE
+
+
+def is_indexed(sys_flag: int) -> bool:
+    """``IndexService#buildIndex``: every transaction type but ROLLBACK is indexed."""
+    return (sys_flag & TRANSACTION_TYPE_MASK) != TRANSACTION_ROLLBACK_TYPE
+
+
 # --- message properties (MessageConst) -------------------------------------------------------
 PROPERTY_KEYS = "KEYS"
 PROPERTY_TAGS = "TAGS"
@@ -90,6 +119,9 @@ PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
 PROPERTY_TIMER_OUT_MS = "TIMER_OUT_MS"
 PROPERTY_FIRST_POP_TIME = "1ST_POP_TIME"
 PROPERTY_TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"  # "true" on a transactional message (client)
+PROPERTY_PRODUCER_GROUP = "PGROUP"
+PROPERTY_TRANSACTION_ID = "__transactionId__"  # 5.x TransactionalMessageUtil.TRANSACTION_ID
 KEY_SEPARATOR = " "  # MessageConst.KEY_SEPARATOR (KEYS holds several keys)
 
 
@@ -117,23 +149,41 @@ class BrokerRuleError(MqtoolError):
     """Input the broker itself would reject (bad delay level string, unknown group, ...)."""
 
 
+def java_split_space(text: str) -> list[str]:
+    """Java's ``String.split(" ")``: trailing empty strings are dropped (leading and inner ones
+    stay); a string with no space is one element, the empty string included."""
+    parts = text.split(" ")
+    while len(parts) > 1 and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+_JAVA_LONG = re.compile(r"[+-]?[0-9]+\Z")
+
+
 def parse_delay_levels(level_string: str = DEFAULT_MESSAGE_DELAY_LEVEL) -> dict[int, int]:
     """``ScheduleMessageService#parseDelayLevel``: ``{level (1-based): delay ms}``.
 
-    Units ``s``, ``m``, ``h``, ``d``; a token the broker could not parse raises BrokerRuleError.
+    The string is split as Java's ``split(" ")`` does (a trailing space is harmless, two spaces
+    in a row make an empty level); each level is a ``Long.parseLong`` number followed by a unit
+    ``s``, ``m``, ``h`` or ``d``. A level the broker could not parse raises BrokerRuleError (the
+    broker's ``load()`` fails and it does not start).
     """
     table: dict[int, int] = {}
-    for i, value in enumerate(level_string.split(" ")):
+    for i, value in enumerate(java_split_space(level_string)):
         unit = _TIME_UNITS.get(value[-1:]) if value else None
-        try:
-            num = int(value[:-1])
-        except ValueError:
-            unit = None
-            num = 0
-        if unit is None:
+        if unit is None or not _JAVA_LONG.match(value[:-1]):
             raise BrokerRuleError(f"bad delay level {i + 1} {value!r} in {level_string!r}")
-        table[i + 1] = num * unit
+        table[i + 1] = int(value[:-1]) * unit
     return table
+
+
+def level_string(table: dict[int, int]) -> str:
+    """The ``messageDelayLevel`` string of a ``{level: delay ms}`` table (levels 1..n, no gaps;
+    the inverse of :func:`parse_delay_levels` for delays in whole units)."""
+    if sorted(table) != list(range(1, len(table) + 1)):
+        raise BrokerRuleError(f"delay levels {sorted(table)} are not 1..{len(table)}")
+    return " ".join(fmt_delay(table[i]) for i in range(1, len(table) + 1))
 
 
 def fmt_delay(ms: int) -> str:

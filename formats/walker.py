@@ -198,6 +198,11 @@ def next_record(
     """
     n = len(buf)
     end = n if stop is None else min(stop, n)
+    # a record's magic is non-zero: none starts within 4 bytes of the last non-zero byte (a
+    # zero or sparse tail is never searched, byte by byte, for a magic)
+    end = min(end, nonzero_end(buf, max(start, 0), n, fd=fd) - 4)
+    if end <= start:
+        return None
     for lo, hi in data_extents(fd, max(start, 0), n):
         if lo >= end:
             return None
@@ -230,20 +235,43 @@ def next_record(
 
 def nonzero_end(buf: Buffer, start: int, stop: int | None = None, *,
                 fd: int | None = None, chunk: int = 16 << 20) -> int:
-    """One past the last non-zero byte in ``[start, stop)`` (``start`` if all are zero)."""
+    """One past the last non-zero byte in ``[start, stop)`` (``start`` if all are zero).
+
+    Reads backwards from ``stop`` in chunks that grow from 4 KiB to ``chunk`` (a file that ends
+    in data costs one small read; a zero tail is checked by numpy, 8 bytes at a time), and skips
+    the holes of a sparse file when its ``fd`` is given.
+    """
     n = len(buf) if stop is None else min(stop, len(buf))
+    step = 4096
     for lo, hi0 in reversed(list(data_extents(fd, start, n))):
         hi = hi0
         while hi > lo:
-            c_lo = max(lo, hi - chunk)
-            a = np.frombuffer(buf, dtype=np.uint8, count=hi - c_lo, offset=c_lo)
-            if a.any():
+            c_lo = max(lo, hi - step)
+            step = min(step * 4, chunk)
+            if _any_nonzero(buf, c_lo, hi):
+                a = np.frombuffer(buf, dtype=np.uint8, count=hi - c_lo, offset=c_lo)
                 end = hi - int(np.argmax(a[::-1] != 0))
                 del a
                 return end
-            del a
             hi = c_lo
     return start
+
+
+def _any_nonzero(buf: Buffer, lo: int, hi: int) -> bool:
+    """Whether ``buf[lo:hi]`` holds a non-zero byte (the 8-byte aligned middle as uint64)."""
+    a_lo, a_hi = (lo + 7) & ~7, hi & ~7
+    if a_hi - a_lo < 64:
+        a = np.frombuffer(buf, dtype=np.uint8, count=hi - lo, offset=lo)
+        found = bool(a.any())
+        del a
+        return found
+    w = np.frombuffer(buf, dtype=np.uint64, count=(a_hi - a_lo) >> 3, offset=a_lo)
+    found = bool(w.any())
+    del w
+    if found:
+        return True
+    edges = [(lo, a_lo), (a_hi, hi)]
+    return any(any(bytes(buf[x:y])) for x, y in edges if y > x)
 
 
 # --- what is wrong at a position --------------------------------------------------------------
@@ -362,13 +390,14 @@ def walk(
                     yield rec
                     q += size
                     continue
-        # the chain breaks at q: zeros to the end are the end of data, anything else is damage
-        after = next_record(buf, q + 1, file_start, fd=fd)
+        # the chain breaks at q: zeros to the end are the end of data (checked first, without
+        # searching them for a magic), anything else is damage
+        data_end = nonzero_end(buf, q, n, fd=fd)
+        if data_end <= q:
+            yield FileEnd(file_start + q, "zeros")
+            return
+        after = next_record(buf, q + 1, file_start, stop=data_end, fd=fd)
         if after is None:
-            data_end = nonzero_end(buf, q, n, fd=fd)
-            if data_end <= q:
-                yield FileEnd(file_start + q, "zeros")
-                return
             region = _region(buf, q, max(data_end, min(q + 8, n)), None, file, file_start)
         else:
             region = _region(buf, q, after, after, file, file_start)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from mqtool.formats.config.load import load_config
@@ -11,7 +12,6 @@ from mqtool.formats.rules import (
     DEFAULT_MESSAGE_DELAY_LEVEL,
     SCHEDULE_TOPIC,
     fmt_delay,
-    parse_delay_levels,
     topic_kind,
 )
 from mqtool.store import Store
@@ -23,6 +23,7 @@ DEFAULT_DELAY_LEVELS = DEFAULT_MESSAGE_DELAY_LEVEL
 class Overview:
     data: dict[str, Any]
     findings: list[Finding] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)  # warnings/info: no exit 1
 
 
 def load_store_config(store: Store, name: str) -> Any:
@@ -89,9 +90,18 @@ def read_checkpoint(store: Store) -> dict[str, Any] | None:
     return d
 
 
-def inspect_store(store: Store, delay_levels: str = DEFAULT_DELAY_LEVELS) -> Overview:
-    """Everything ``mqtool inspect`` shows, as JSON-ready data (library call, no printing)."""
-    levels = parse_delay_levels(delay_levels)
+def inspect_store(
+    store: Store, delay_levels: str | None = None, *, broker_conf: str | Path | None = None,
+) -> Overview:
+    """Everything ``mqtool inspect`` shows, as JSON-ready data (library call, no printing).
+
+    ``delay_levels`` (a ``messageDelayLevel`` string) or ``broker_conf`` (the broker's
+    properties file) say which delay levels the broker has; without either they come from the
+    store's evidence and the broker's default (:mod:`mqtool.delaylevels`)."""
+    from mqtool.delaylevels import resolve_delay_levels
+
+    resolved = resolve_delay_levels(store, delay_levels, broker_conf)
+    levels = resolved.table
     lock = store.lock_state()
     data: dict[str, Any] = {"root": str(store.root)}
     data["abort"] = store.abort_exists
@@ -151,6 +161,7 @@ def inspect_store(store: Store, delay_levels: str = DEFAULT_DELAY_LEVELS) -> Ove
         sched.append({
             "level": level,
             "delay": fmt_delay(levels[level]) if level in levels else None,
+            "source": resolved.source_of(level),
             "queueId": level - 1, "delayOffset": done, "maxOffset": mx,
             "pending": max(0, mx - done), "beyondMax": done > mx,
         })
@@ -161,6 +172,7 @@ def inspect_store(store: Store, delay_levels: str = DEFAULT_DELAY_LEVELS) -> Ove
                 f"{SCHEDULE_TOPIC} queue {level - 1}", expected=f"<= {mx}", found=str(done),
             ))
     data["delayLevels"] = sched
+    data["delayLevelSource"] = resolved.to_json()
 
     offsets = load_consumer_offsets(store)
     groups = []
@@ -194,5 +206,5 @@ def inspect_store(store: Store, delay_levels: str = DEFAULT_DELAY_LEVELS) -> Ove
         {"kind": f.kind, "file": f.file, "offset": f.offset, "detail": f.detail}
         for f in store.findings
     ]
-    return Overview(data, list(store.findings))
+    return Overview(data, list(store.findings), resolved.findings)
 

@@ -174,11 +174,20 @@ class Store:
         """:func:`mqtool.formats.walker.walk` over one file from in-file ``start`` (a record
         boundary): records, findings (also noted in ``findings``) and last its FileEnd;
         ``decode=False`` gives record positions."""
-        for item in walk(self._map(f.path), file=f.rel, file_start=f.start, start=start,
-                         check_crc=self.check_crc and decode, decode=decode):
-            if isinstance(item, Finding):
-                self._note(item)
-            yield item
+        buf = self._map(f.path)
+        try:  # the descriptor lets the walker skip the holes of a sparse (pre-allocated) file
+            fd: int | None = os.open(f.path, os.O_RDONLY) if len(buf) else None
+        except OSError:
+            fd = None
+        try:
+            for item in walk(buf, file=f.rel, file_start=f.start, start=start, fd=fd,
+                             check_crc=self.check_crc and decode, decode=decode):
+                if isinstance(item, Finding):
+                    self._note(item)
+                yield item
+        finally:
+            if fd is not None:
+                os.close(fd)
 
     def scan_commitlog_file(
         self, f: CommitLogFile, start: int = 0

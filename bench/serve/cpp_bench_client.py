@@ -4,8 +4,10 @@
   cpp_bench_client.py batch NS TOPIC N BODY_BYTES BATCH
   cpp_bench_client.py consume NS GROUP TOPIC N
 
-Prints one JSON line: {"mode", "messages", "seconds", "failed"} (seconds from the first send or
-the consumer start to the last acknowledged send or the N-th message received).
+Prints one JSON line: {"mode", "messages", "seconds", "failed", "start", "end", "cpu"}
+(seconds from the first send or the consumer start to the last acknowledged send or the N-th
+message received; start/end as epoch seconds, so that concurrent clients' send windows can be
+combined; cpu = this process's CPU seconds, all threads, user + system, in that window).
 """
 
 import json
@@ -31,6 +33,7 @@ def produce(ns, topic, n, size, batch):
     body = b"x" * size
     p.send_sync(_msg(topic, -1, body))  # route lookup and connection outside the timing
     failed = 0
+    start, c0 = time.time(), time.process_time()
     t0 = time.perf_counter()
     if batch:
         for start in range(0, n, batch):
@@ -40,8 +43,10 @@ def produce(ns, topic, n, size, batch):
         for i in range(n):
             failed += int(p.send_sync(_msg(topic, i, body)).status) != 0
     secs = time.perf_counter() - t0
+    end, cpu = time.time(), time.process_time() - c0
     p.shutdown()
-    return {"mode": "batch" if batch else "sync", "messages": n, "seconds": secs, "failed": failed}
+    return {"mode": "batch" if batch else "sync", "messages": n, "seconds": secs, "failed": failed,
+            "start": start, "end": end, "cpu": cpu}
 
 
 def consume(ns, group, topic, n):

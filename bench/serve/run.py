@@ -7,11 +7,17 @@ Usage: .venv/bin/python bench/serve/run.py [--messages 5000] [--producers 8]
 Cases, all with 1 KiB bodies, TAGS and KEYS, the real C++-core client (PyPI rocketmq 0.4.4)
 in its own processes against ``mqtool serve`` in its own process:
 
-* ``direct put`` (baseline): ``RefStore.put`` of the same kind of messages in this process;
+* ``direct put`` (baseline): ``RefStore.put`` of the same kind of messages in this process,
+  measured before and after the wire cases (the faster is the baseline; no fsync per message,
+  like the server, which flushes every 5 s as RocketMQ's async flush does);
 * ``wire sync, 1 producer``: ``send_sync`` one at a time;
-* ``wire sync, N producers``: N client processes at once (aggregate rate; the server's
-  anonymous RSS, heap and buffers without the mapped store files, is sampled every 0.25 s:
-  first sample vs the last and the peak);
+* ``wire sync, N producers``: N client processes at once (aggregate rate over the send
+  window; the server's anonymous RSS, heap and buffers without the mapped store files, is
+  sampled every 0.25 s: first sample vs the last and the peak; CPU per message of the server
+  and of the clients);
+* ``wire sync, N producers, null broker (ceiling)``: the same clients against
+  bench/serve/null_server.py (same transport, SEND_OK without storing): the ceiling these
+  clients leave any broker on this machine;
 * ``wire batch``: ``send_batch`` of 32 messages;
 * ``wire pull``: a push consumer reading back everything one producer sent.
 
@@ -63,15 +69,19 @@ def direct_put(root: Path, n: int, body: int) -> tuple[float, float]:
 
 
 class Server:
-    def __init__(self, store: Path) -> None:
+    """``mqtool serve`` (or, with ``null=True``, bench/serve/null_server.py) in its own process."""
+
+    def __init__(self, store: Path, *, null: bool = False) -> None:
         shutil.rmtree(store, ignore_errors=True)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mqtool", "serve", str(store), "--namesrv-port", "0",
-             "--broker-port", "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        cmd = ([sys.executable, str(HERE / "null_server.py")] if null else
+               [sys.executable, "-m", "mqtool", "serve", str(store), "--namesrv-port", "0",
+                "--broker-port", "0"])
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().split()
         if "namesrv" not in line:
-            raise SystemExit(f"mqtool serve did not start: {line}")
+            raise SystemExit(f"{cmd[1]} did not start: {line}")
         self.namesrv = line[line.index("namesrv") + 1]
 
     def rss_kib(self, field: str = "RssAnon") -> int:
@@ -82,10 +92,11 @@ class Server:
                 return int(line.split()[1])
         return 0
 
-    def cpu_seconds(self) -> float:
-        """User + system CPU time the server process has used."""
+    def cpu(self) -> tuple[float, float]:
+        """(user, system) CPU seconds the server process has used."""
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        tck = os.sysconf("SC_CLK_TCK")
+        return int(fields[11]) / tck, int(fields[12]) / tck
 
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)
@@ -106,6 +117,46 @@ def result(p: subprocess.Popen[str]) -> dict[str, Any]:
     return res
 
 
+def producers(srv: Server, work: Path, count: int, n: int, body: int,
+              topic: str) -> dict[str, Any]:
+    """``count`` concurrent sync producers (one process each): the aggregate rate over the
+    window from the first send to the last SEND_OK (client start-up, route lookup and connect
+    are outside it, as for one producer), CPU per message of the clients and of the server."""
+    rss: list[int] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            rss.append(srv.rss_kib())
+            stop.wait(0.25)
+
+    t = threading.Thread(target=sample)
+    t.start()
+    u0, s0 = srv.cpu()
+    t0 = time.perf_counter()
+    procs = [client(work / f"h{i + 1}", "sync", srv.namesrv, topic, str(n), str(body))
+             for i in range(count)]
+    results = [result(p) for p in procs]
+    wall = time.perf_counter() - t0
+    u1, s1 = srv.cpu()
+    stop.set()
+    t.join()
+    total = sum(x["messages"] for x in results)
+    window = max(x["end"] for x in results) - min(x["start"] for x in results)
+    client_cpu = sum(x["cpu"] for x in results)
+    return {
+        "msgs_per_s": round(total / window),
+        "msgs_per_s_incl_startup": round(total / wall),
+        "server_cpu_us_per_msg": {"user": round((u1 - u0) / total * 1e6, 1),
+                                  "system": round((s1 - s0) / total * 1e6, 1)},
+        "clients_cpu_us_per_msg": round(client_cpu / total * 1e6, 1),
+        "rss_kib": {"first": rss[0] if rss else 0, "last": rss[-1] if rss else 0,
+                    "max": max(rss) if rss else 0, "samples": len(rss)},
+        "note": "rate over the send window (first send to last SEND_OK of all producers); "
+                "msgs_per_s_incl_startup counts from the clients' process start",
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=5000, help="messages per producer")
@@ -120,58 +171,51 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     cases: dict[str, dict[str, Any]] = {}
 
-    base, base_cpu = direct_put(work / "direct", max(n * 2, 20_000), body)
-    cases["direct put"] = {"msgs_per_s": round(base), "msgs_per_cpu_s": round(base_cpu)}
+    # the baseline is taken before and after the wire cases; the higher rate is used (the
+    # machine is shared: a load spike during one of them must not flatter the wire's ratio)
+    base1, cpu1 = direct_put(work / "direct", max(n * 2, 20_000), body)
+    nprod = f"wire sync, {args.producers} producers"
+    nnull = f"wire sync, {args.producers} producers, null broker (ceiling)"
 
     srv = Server(work / "store")
     try:
         r = result(client(work / "h0", "sync", srv.namesrv, "Bench1", str(n), str(body)))
-        cases["wire sync, 1 producer"] = {"msgs_per_s": round(n / r["seconds"])}
+        cases["wire sync, 1 producer"] = {"msgs_per_s": round(n / r["seconds"]),
+                                          "clients_cpu_us_per_msg": round(r["cpu"] / n * 1e6, 1)}
         r = result(client(work / "h0", "batch", srv.namesrv, "BenchB", str(n), str(body), "32"))
         cases["wire batch (32), 1 producer"] = {"msgs_per_s": round(n / r["seconds"])}
         r = result(client(work / "h0", "consume", srv.namesrv, "CID-BENCH", "Bench1", str(n)))
         cases["wire pull (push consumer)"] = {"msgs_per_s": round(r["messages"] / r["seconds"])}
-
-        rss: list[int] = []
-        stop = threading.Event()
-
-        def sample() -> None:
-            while not stop.is_set():
-                rss.append(srv.rss_kib())
-                stop.wait(0.25)
-
-        t = threading.Thread(target=sample)
-        t.start()
-        cpu0 = srv.cpu_seconds()
-        t0 = time.perf_counter()
-        procs = [client(work / f"h{i + 1}", "sync", srv.namesrv, "BenchN", str(n), str(body))
-                 for i in range(args.producers)]
-        results = [result(p) for p in procs]
-        wall = time.perf_counter() - t0
-        server_cpu = srv.cpu_seconds() - cpu0
-        stop.set()
-        t.join()
-        total = sum(x["messages"] for x in results)
-        cases[f"wire sync, {args.producers} producers"] = {
-            "msgs_per_s": round(total / wall),
-            "msgs_per_server_cpu_s": round(total / server_cpu) if server_cpu else 0,
-            "rss_kib": {"first": rss[0] if rss else 0, "last": rss[-1] if rss else 0,
-                        "max": max(rss) if rss else 0, "samples": len(rss)},
-            "note": "wall time includes client start-up (route lookup, connect)",
-        }
+        cases[nprod] = producers(srv, work, args.producers, n, body, "BenchN")
     finally:
         rc = srv.stop()
+    null = Server(work / "null", null=True)
+    try:
+        cases[nnull] = producers(null, work, args.producers, n, body, "BenchNull")
+        del cases[nnull]["rss_kib"]
+    finally:
+        null.stop()
+    base2, cpu2 = direct_put(work / "direct", max(n * 2, 20_000), body)
+    base, base_cpu = max((base1, cpu1), (base2, cpu2))
+    cases = {"direct put": {"msgs_per_s": round(base), "msgs_per_cpu_s": round(base_cpu),
+                            "runs_msgs_per_s": [round(base1), round(base2)]}, **cases}
     for c in cases.values():
         c["ratio"] = round(c["msgs_per_s"] / base, 3)
 
-    nprod = f"wire sync, {args.producers} producers"
     rssd = cases[nprod]["rss_kib"]
+    srv_cpu = cases[nprod]["server_cpu_us_per_msg"]
+    srv_us = srv_cpu["user"] + srv_cpu["system"]
+    cli_us = cases[nprod]["clients_cpu_us_per_msg"]
+    null_cli_us = cases[nnull]["clients_cpu_us_per_msg"]
+    need = 0.5 * base
+    cores = os.cpu_count() or 1
     write_last_run("serve", meta, {
         "size": "small" if (n, args.producers, body) == (5000, 8, 1024)
         else f"{n} messages per producer, {args.producers} producers, {body}-byte bodies",
         "params": {"messagesPerProducer": n, "producers": args.producers, "bodyBytes": body},
         "baseline": "direct put: RefStore.put in the benchmark's process, same message shape "
-                    "(1 KiB body, TAGS, KEYS), same run",
+                    "(1 KiB body, TAGS, KEYS), same run (the faster of two measurements, before "
+                    "and after the wire cases)",
         "figures": [
             {"what": name, "value": c["msgs_per_s"], "unit": "msgs/s", "ratio": c["ratio"]}
             for name, c in cases.items()
@@ -180,17 +224,25 @@ def main() -> int:
         "serverExit": rc,
         "notes": [
             "wire cases: the real C++-core client (PyPI rocketmq 0.4.4) in its own processes "
-            "against `mqtool serve` in its own process, all on the same machine",
-            f"CPU cost: direct put {cases['direct put']['msgs_per_cpu_s']} msgs per CPU-second; "
-            f"the server under {args.producers} producers "
-            f"{cases[nprod]['msgs_per_server_cpu_s']} msgs per server CPU-second (ratio "
-            f"{cases[nprod]['msgs_per_server_cpu_s'] / cases['direct put']['msgs_per_cpu_s']:.3f}"
-            "): what the wire path costs, whatever share of the cores the machine's load left",
+            "against `mqtool serve` in its own process, all on the same machine; N-producer "
+            "rates are taken over the send window (first send to last SEND_OK)",
+            "null broker (ceiling): the same clients against bench/serve/null_server.py, the "
+            "same transport answering SEND_OK without storing anything: the most a broker on "
+            "this transport can reach with these clients on this machine",
+            f"CPU per message under {args.producers} producers: the server {srv_us:.0f} us "
+            f"(user {srv_cpu['user']}, system {srv_cpu['system']}), the clients {cli_us:.0f} us "
+            f"({null_cli_us:.0f} us against the null broker); direct put "
+            f"{1e6 / cases['direct put']['msgs_per_cpu_s']:.0f} us",
+            f"CPU budget of the target: 0.5 of the direct put rate is {need:.0f} msgs/s; at the "
+            f"clients' own {null_cli_us:.0f} us per message (null broker) that alone needs "
+            f"{need * null_cli_us / 1e6:.1f} cores, with this server's {srv_us:.0f} us "
+            f"{need * (null_cli_us + srv_us) / 1e6:.1f} cores; the machine has {cores}",
             f"server anonymous RSS under {args.producers} producers (KiB): first sample "
             f"{rssd['first']}, last {rssd['last']}, peak {rssd['max']}",
             "target of issue 11: 8 producers' sync sends >= 0.5 of the direct put rate: "
             + ("met" if cases[nprod]["ratio"] >= 0.5 else "NOT met")
-            + f" in this run ({cases[nprod]['ratio']})",
+            + f" in this run ({cases[nprod]['ratio']}; the null broker's ceiling "
+            f"{cases[nnull]['ratio']})",
         ],
     })
     print("| case | msgs/s | ratio to direct put |\n|---|---:|---:|")
@@ -198,6 +250,8 @@ def main() -> int:
         print(f"| {name} | {c['msgs_per_s']} | {c['ratio']} |")
     print(f"server RSS under {args.producers} producers (KiB): first {rssd['first']}, "
           f"last {rssd['last']}, max {rssd['max']}")
+    for note in json.loads((HERE / "last-run.json").read_text())["notes"][2:4]:
+        print(note)
     return 0
 
 

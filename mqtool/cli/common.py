@@ -51,6 +51,26 @@ UntilOpt = Annotated[
     typer.Option(help="Only messages stored before this time (epoch ms or ISO-8601)."),
 ]
 
+DelayLevelsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--delay-levels",
+        help="The broker's messageDelayLevel, e.g. \"1s 5s 10s 30s 1m ... 2h\". Default: what "
+        "the store shows (schedule units' deliver time - store time) and the broker's default "
+        "for levels it does not show. A contradiction with the store is a warning.",
+        metavar="LEVELS",
+    ),
+]
+BrokerConfOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--broker-conf",
+        help="Read messageDelayLevel from the broker's config file (Java properties, the "
+        "broker's -c file), e.g. conf/broker.conf.",
+        metavar="FILE",
+    ),
+]
+
 
 # Width of stdout when it is not a terminal and COLUMNS is unset: wide enough that no table
 # cell is ever wrapped, so piped output keeps ids and topic names whole on one line.
@@ -159,6 +179,12 @@ def exit_on_findings(store: Store) -> None:
         for f in bad:
             report_error(str(f))
         raise typer.Exit(1)
+
+
+def print_notes(notes: Iterable[Any]) -> None:
+    """Warnings and info findings on stderr, one line each (they do not change the exit code)."""
+    for f in notes:
+        err_console().print(f"{f.severity}: {f}", markup=False, highlight=False)
 
 
 def open_store(root: Path) -> Store:

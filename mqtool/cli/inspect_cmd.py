@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 from rich.table import Table
 
 from mqtool.cli.common import (
+    BrokerConfOpt,
+    DelayLevelsOpt,
     JsonOpt,
     StoreArg,
     exit_on_findings,
@@ -16,34 +16,32 @@ from mqtool.cli.common import (
     open_store,
     out_console,
     print_json,
+    print_notes,
 )
-from mqtool.overview import DEFAULT_DELAY_LEVELS, inspect_store
-
-DelayLevelsOpt = Annotated[
-    str,
-    typer.Option(
-        "--delay-levels",
-        help="The broker's messageDelayLevel, e.g. \"1s 5s 10s 30s 1m ... 2h\" (the default).",
-    ),
-]
+from mqtool.overview import inspect_store
 
 
 def inspect(
     store: StoreArg,
-    delay_levels: DelayLevelsOpt = DEFAULT_DELAY_LEVELS,
+    delay_levels: DelayLevelsOpt = None,
+    broker_conf: BrokerConfOpt = None,
     json_: JsonOpt = False,
 ) -> None:
     """Overview of a store: state, files, topics, queues, delay levels, groups.
 
     Shows clean/abort state, lock, checkpoint times, commitlog files with their data ends,
     topics and queues (retry/DLQ/schedule marked), delay-level progress, consumer lag, config
-    and index files. Never changes a byte.
+    and index files. Never changes a byte. The delay levels come from --delay-levels,
+    --broker-conf, or the store itself (see "delay levels from"); a level the given levels
+    contradict is a warning on stderr.
 
     Example: mqtool inspect ~/store --json
+
+    Example: mqtool inspect ~/store --broker-conf conf/broker.conf
     """
     with handle_errors():
         st = open_store(store)
-        ov = inspect_store(st, delay_levels)
+        ov = inspect_store(st, delay_levels, broker_conf=broker_conf)
         d = ov.data
         if json_:
             print_json(d)
@@ -63,6 +61,7 @@ def inspect(
             cl = d["commitlog"]
             t.add_row("messages", str(cl["messages"]))
             t.add_row("commitlog range", f"{cl['minOffset']} .. {cl['maxOffset']}")
+            t.add_row("delay levels from", d["delayLevelSource"]["summary"])
             con.print(t)
 
             ft = Table(title="commitlog files")
@@ -84,11 +83,12 @@ def inspect(
 
             if d["delayLevels"]:
                 dt = Table(title="delay levels (SCHEDULE_TOPIC_XXXX)")
-                for c in ("level", "delay", "queue", "delayOffset", "max", "pending"):
+                for c in ("level", "delay", "from", "queue", "delayOffset", "max", "pending"):
                     dt.add_column(c)
                 for lv in d["delayLevels"]:
                     warn = " (beyond max!)" if lv["beyondMax"] else ""
-                    dt.add_row(str(lv["level"]), lv["delay"] or "?", str(lv["queueId"]),
+                    dt.add_row(str(lv["level"]), lv["delay"] or "?", lv["source"] or "-",
+                               str(lv["queueId"]),
                                str(lv["delayOffset"]) + warn, str(lv["maxOffset"]),
                                str(lv["pending"]))
                 con.print(dt)
@@ -110,6 +110,7 @@ def inspect(
                     span = f"{fmt_time(ix['beginTimestamp'])} .. {fmt_time(ix['endTimestamp'])}"
                     ot.add_row(ix["file"], str(ix["entries"]), span)
                 con.print(ot)
+        print_notes(ov.notes)
         exit_on_findings(st)
 
 

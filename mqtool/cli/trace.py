@@ -14,6 +14,8 @@ from rich.text import Text
 from rich.tree import Tree
 
 from mqtool.cli.common import (
+    BrokerConfOpt,
+    DelayLevelsOpt,
     JsonOpt,
     StoreArg,
     err_console,
@@ -25,9 +27,9 @@ from mqtool.cli.common import (
     out_console,
     parse_time,
     print_json,
+    print_notes,
 )
 from mqtool.formats.rules import fmt_delay
-from mqtool.overview import DEFAULT_DELAY_LEVELS
 
 if TYPE_CHECKING:
     from mqtool.query import ProgressFn
@@ -45,6 +47,9 @@ _KIND_STYLE = {
     "half": "blue",
     "op": "blue",
     "commit": "green",
+    "prepared": "blue",
+    "rollback": "bold red",
+    "discarded": "bold red",
 }
 _STATE_STYLE = {
     "pending": "yellow",
@@ -55,6 +60,8 @@ _STATE_STYLE = {
     "delivered": "green",
     "committed": "green",
     "rolled-back": "red",
+    "discarded": "red",
+    "checked": "yellow",
 }
 
 
@@ -84,7 +91,7 @@ def _hop_node(n: int, h: Hop) -> Tree:
         bits.append(f"delay level {h.delay_level}{d}")
     if h.deliver_timestamp is not None:
         bits.append(f"due {fmt_time(h.deliver_timestamp)}")
-    if h.real_topic and h.kind in ("schedule", "timer", "half"):
+    if h.real_topic and h.kind in ("schedule", "timer", "half", "discarded"):
         bits.append(f"real topic {h.real_topic}")
     if bits:
         node.add(Text(" · ".join(bits)))
@@ -102,7 +109,8 @@ def render_trace(tr: Trace, console: Console) -> None:
         f" · UNIQ_KEY {tr.uniq_key or '-'} · found via {tr.via}",
     ), highlight=False)
     style = {"dead-lettered": "bold red", "consumed": "bold green", "waiting-retry": "bold yellow",
-             "scheduled": "bold yellow"}.get(tr.verdict_kind, "bold")
+             "scheduled": "bold yellow", "rolled-back": "bold red", "discarded": "bold red",
+             "transaction-pending": "bold yellow"}.get(tr.verdict_kind, "bold")
     con.print(Text.assemble(("verdict: ", "bold"), (tr.verdict, style)), highlight=False)
     if tr.resend_command:
         con.print(Text.assemble(("resend:  ", "bold"), tr.resend_command), highlight=False,
@@ -179,13 +187,8 @@ def trace(
         str | None,
         typer.Option(help="With --key: only messages with a record in this topic, e.g. TopicA."),
     ] = None,
-    delay_levels: Annotated[
-        str,
-        typer.Option(
-            "--delay-levels",
-            help="The broker's messageDelayLevel, e.g. \"1s 5s 10s 30s 1m ... 2h\" (the default).",
-        ),
-    ] = DEFAULT_DELAY_LEVELS,
+    delay_levels: DelayLevelsOpt = None,
+    broker_conf: BrokerConfOpt = None,
     now: Annotated[
         str,
         typer.Option(
@@ -211,12 +214,19 @@ def trace(
     index files when there are any, else one scan of the commitlog (progress on stderr). Says
     per copy whether the schedule service delivered it and which consumer groups consumed it,
     and gives a verdict; for a dead-lettered message, the `mqtool dlq resend` command.
-    With --json: {"id", "uniqKey", "verdict", "via", "hops": [...]} (--key: {"key", "traces"}).
+    Transactions: the half record, the broker's check re-puts, the committed copy and the op
+    record (RMQ_SYS_TRANS_OP_HALF_TOPIC), or before 4.3 the PREPARED/COMMIT/ROLLBACK records;
+    the verdict says committed, rolled back, discarded or in doubt. An orderly consumer's
+    local retries (no record each) are counted in the dead-letter verdict.
+    With --json: {"id", "uniqKey", "verdict", "via", "hops": [...], "delayLevels"} (--key:
+    {"key", "traces", "delayLevels"}); "delayLevels" says where each level's delay came from
+    (--delay-levels, --broker-conf, the store's evidence or the broker's default).
 
     Example: mqtool trace ~/store C000020247AB5FFD2B276B8361EB0006 --delay-levels "1s 5s 10s"
 
     Example: mqtool trace ~/store --key ORD-100006 --html journey.html
     """
+    from mqtool.delaylevels import resolve_delay_levels
     from mqtool.trace import trace_id, trace_key
 
     exactly_one("the message to trace", {"ID": msg_id, "--key KEY": key})
@@ -225,16 +235,18 @@ def trace(
     now_ms = _now_value(now)
     with handle_errors():
         st = open_store(store)
+        levels = resolve_delay_levels(st, delay_levels, broker_conf)
         with _scan_progress() as progress:
             if key is not None:
-                kt = trace_key(st, key, topic=topic, delay_levels=delay_levels, now=now_ms,
+                kt = trace_key(st, key, topic=topic, delay_levels=levels.table, now=now_ms,
                                progress=progress, store_label=str(store))
                 traces = kt.traces
             else:
                 assert msg_id is not None
-                traces = [trace_id(st, msg_id, delay_levels=delay_levels, now=now_ms,
+                traces = [trace_id(st, msg_id, delay_levels=levels.table, now=now_ms,
                                    progress=progress, store_label=str(store))]
         doc = kt.to_json() if key is not None else traces[0].to_json()
+        doc["delayLevels"] = levels.to_json()
         if html is not None:
             from mqtool.report.timeline import trace_page, write_page
 
@@ -248,6 +260,10 @@ def trace(
                 if i:
                     con.print()
                 render_trace(tr, con)
+            if any(h.delay_level is not None for tr in traces for h in tr.hops):
+                con.print(f"delay levels from: {levels.summary()}", markup=False,
+                          highlight=False)
+        print_notes(levels.findings)
         exit_on_findings(st)
 
 

@@ -9,7 +9,16 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from mqtool.cli.common import JsonOpt, StoreArg, err_console, handle_errors, out_console, print_json
+from mqtool.cli.common import (
+    BrokerConfOpt,
+    DelayLevelsOpt,
+    JsonOpt,
+    StoreArg,
+    err_console,
+    handle_errors,
+    out_console,
+    print_json,
+)
 from mqtool.formats.errors import Severity
 
 CrcOpt = Annotated[
@@ -45,14 +54,19 @@ def _store_bytes(root: Any) -> int:
     return total
 
 
-def verify(store: StoreArg, json_: JsonOpt = False, crc: CrcOpt = True) -> None:
+def verify(
+    store: StoreArg, json_: JsonOpt = False, crc: CrcOpt = True,
+    delay_levels: DelayLevelsOpt = None, broker_conf: BrokerConfOpt = None,
+) -> None:
     """Check a store's integrity without a JVM (read-only) and say what a restart would lose.
 
     Checks the commitlog record chain (magic, sizes, PHYSICALOFFSET, body CRC), consume-queue
     units and index entries against the commitlog, the checkpoint against the data, and the
     config files (offsets beyond queue max, empty files with a .bak). Prints what was read,
     one line per finding (FILE @ OFFSET, the byte offset inside that file), and what RocketMQ's
-    recovery would cut at the broker's next start. Exits 1 when there is any error.
+    recovery would cut at the broker's next start. Says where the delay levels come from
+    (--delay-levels, --broker-conf, the store's evidence or the broker's default) and warns
+    where the given levels contradict the store. Exits 1 when there is any error.
 
     Examples: mqtool verify ~/store ; mqtool verify ~/store --json
     """
@@ -63,9 +77,11 @@ def verify(store: StoreArg, json_: JsonOpt = False, crc: CrcOpt = True) -> None:
         prog, advance = _progress_bar(_store_bytes(store))
         if prog is not None:
             with prog:
-                report = run_verify(store, check_crc=crc, progress=advance)
+                report = run_verify(store, check_crc=crc, progress=advance,
+                                    delay_levels=delay_levels, broker_conf=broker_conf)
         else:
-            report = run_verify(store, check_crc=crc)
+            report = run_verify(store, check_crc=crc, delay_levels=delay_levels,
+                                broker_conf=broker_conf)
         loss = restart_loss(report)
         errors = report.errors
         if json_:
@@ -94,6 +110,8 @@ def _print_human(report: Any, loss: Any) -> None:
     t.add_row("consume queues", f"{s['consumeQueues']} queues, {s['consumeQueueUnits']:,} units")
     t.add_row("index", f"{s['indexFiles']} files, {s['indexEntries']:,} entries")
     t.add_row("configs", ", ".join(s["configFiles"]) or "-")
+    if "delayLevels" in s:
+        t.add_row("delay levels from", s["delayLevels"]["summary"])
     t.add_row("findings", f"{s['errors']} errors, {s['warnings']} warnings, {s['infos']} info")
     con.print(t)
     if report.findings:

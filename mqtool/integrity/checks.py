@@ -524,13 +524,17 @@ def _scan_index(
 
 
 def verify(
-    root: str | Path, *, check_crc: bool = True, progress: ProgressFn | None = None
+    root: str | Path, *, check_crc: bool = True, progress: ProgressFn | None = None,
+    delay_levels: str | None = None, broker_conf: str | Path | None = None,
 ) -> Report:
     """Check the store at ``root`` (read-only) and return what was read and found."""
+    from mqtool.integrity.delay import check_delay_levels, delay_summary
+
     sink = _Sink()
     with Store.open(root) as store:
         for f in store.findings:  # layout findings made while opening
             sink.add(f)
+        levels = check_delay_levels(store, sink, delay_levels, broker_conf)
         abort = store.abort_exists
         lock = store.lock_state()
         scans, msgs = _scan_commitlog(store, sink, check_crc, progress)
@@ -563,6 +567,7 @@ def verify(
         )
     report.findings.sort(key=lambda f: (f.file, f.offset if f.offset is not None else -1))
     report.summary = summarize(report)
+    report.summary["delayLevels"] = delay_summary(levels)
     return report
 
 

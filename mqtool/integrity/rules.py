@@ -19,13 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from mqtool.formats.commitlog import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
+from mqtool.formats.rules import NOT_IN_CONSUME_QUEUE as NOT_IN_CONSUME_QUEUE
 from mqtool.formats.rules import SCHEDULE_TOPIC
+from mqtool.formats.rules import TRANSACTION_TYPE_MASK as TRANSACTION_TYPE_MASK
 from mqtool.formats.rules import index_keys as _index_keys
-
-TRANSACTION_TYPE_MASK = TRANSACTION_ROLLBACK_TYPE  # MessageSysFlag.TRANSACTION_ROLLBACK_TYPE = 0xC
-NOT_IN_CONSUME_QUEUE = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
-"""Transaction types whose records never get a consume-queue unit."""
 
 CQ_UNIT_MUST_MATCH = ("topic", "queueId", "queueOffset", "storeSize")
 """Fields of the record a consume-queue unit points at that must be the unit's own."""

@@ -109,18 +109,31 @@ class ConsumerMixin(RecoveryMixin):
         max_reconsume_times: int | None = None,
         consume_start_time: int | None = None,
         client_host: str = "127.0.0.1:50001",
+        reconsume_times: int | None = None,
     ) -> PutResult:
         """The orderly consumer's path: after its own local retries reach the max, the client
         re-sends the message to ``%RETRY%<group>`` (``ConsumeMessageOrderlyService
-        #sendMessageBack``) and the broker dead-letters it when ``reconsumeTimes >=
-        maxReconsumeTimes`` (``SendMessageProcessor#handleRetryAndDLQ``).
+        #sendMessageBack``) and the broker dead-letters it (``SendMessageProcessor
+        #handleRetryAndDLQ``).
 
         As the Java client does: the new message takes the consumed message's property map
         (which the pull added MIN_OFFSET/MAX_OFFSET and the orderly service CONSUME_START_TIME
-        to), RETRY_TOPIC, RECONSUME_TIME, MAX_RECONSUME_TIMES and DELAY = 3 + reconsumeTimes;
-        it is stored with the consumed reconsumeTimes (not + 1), born at the client. The body
-        and compression flag are kept as stored (the Java client would re-compress bodies over
-        4 KiB itself).
+        to), ORIGIN_MESSAGE_ID (kept, else the consumed message's UNIQ_KEY), RETRY_TOPIC,
+        RECONSUME_TIME, MAX_RECONSUME_TIMES and DELAY = 3 + reconsumeTimes; it is born at the
+        client. The body and compression flag are kept as stored (the Java client would
+        re-compress bodies over 4 KiB itself).
+
+        * 4.9.7: RECONSUME_TIME and the stored reconsumeTimes are the local count (not + 1);
+          the broker dead-letters when it is ``>= maxReconsumeTimes``, but its DELAY=0 goes to
+          a map that the client's properties then replace, so the client's DELAY stays and the
+          store parks the DLQ copy in ``SCHEDULE_TOPIC_XXXX`` (REAL_TOPIC ``%DLQ%<group>``)
+          first (apache/rocketmq #2724).
+        * 5.3.3: the client sends the local count + 1 (#6164); the broker dead-letters at once
+          (an orderly consumer holds the group's queue locks) and puts DELAY=-1.
+
+        ``reconsume_times`` is the client's local count (the failed attempts minus one: each
+        local retry adds one in ``checkReconsumeTimes`` without storing anything); default: the
+        consumed record's stored value.
         """
         self._check_open()
         cfg = self._group(group)
@@ -135,9 +148,14 @@ class ConsumerMixin(RecoveryMixin):
         if topic == B.retry_topic(group) and B.PROPERTY_RETRY_TOPIC in props:
             topic = props[B.PROPERTY_RETRY_TOPIC]  # resetRetryAndNamespace
         max_times = cfg.retry_max_times if max_reconsume_times is None else max_reconsume_times
-        rt = ext.reconsume_times
+        rt = ext.reconsume_times if reconsume_times is None else reconsume_times
         props[B.PROPERTY_RECONSUME_TIME] = str(rt)  # checkReconsumeTimes
+        if not props.get(B.PROPERTY_ORIGIN_MESSAGE_ID):  # MessageClientExt#getMsgId
+            props[B.PROPERTY_ORIGIN_MESSAGE_ID] = ext.uniq_key or ext.offset_msg_id
         props[B.PROPERTY_RETRY_TOPIC] = topic
+        v5 = self.config.v5
+        if v5:
+            props[B.PROPERTY_RECONSUME_TIME] = str(rt + 1)
         props[B.PROPERTY_MAX_RECONSUME_TIMES] = str(max_times)
         props.pop("TRAN_MSG", None)
         props[B.PROPERTY_DELAY_TIME_LEVEL] = str(3 + rt)
@@ -146,18 +164,20 @@ class ConsumerMixin(RecoveryMixin):
         if self._cluster:
             wire[B.PROPERTY_CLUSTER] = self._cluster
         retry = B.retry_topic(group)
-        if rt >= max_times:
+        sent = rt + 1 if v5 else rt  # the header's reconsumeTimes
+        if v5 or sent >= max_times:
             new_topic = B.dlq_topic(group)
             self.create_topic(new_topic, B.DLQ_NUMS_PER_GROUP, perm=6)
             qid = self._rnd.randrange(99999999) % B.DLQ_NUMS_PER_GROUP
-            wire[B.PROPERTY_DELAY_TIME_LEVEL] = "0"
+            if v5:
+                wire[B.PROPERTY_DELAY_TIME_LEVEL] = "-1"
         else:
             new_topic = retry
             tc = self.create_topic(retry, max(1, cfg.retry_queue_nums), perm=6)
             qid = self._rnd.randrange(max(1, tc.write_queue_nums))
         born = HostPort.parse(client_host)
         return self._put_inner(
-            new_topic, qid, ext.body, wire, ext.flag, ext.sys_flag & ~0x30, now, born, rt, now,
+            new_topic, qid, ext.body, wire, ext.flag, ext.sys_flag & ~0x30, now, born, sent, now,
         )
 
     def get_consumer_offset(self, group: str, topic: str, queue_id: int) -> int:

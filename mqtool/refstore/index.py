@@ -6,11 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from mqtool.formats.commitlog import (
-    TRANSACTION_COMMIT_TYPE,
-    TRANSACTION_NOT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     CommitLogMessage,
 )
+from mqtool.formats.rules import gets_cq_unit, is_indexed
 from mqtool.refstore import broker as B
 from mqtool.refstore.configs import ConfigsMixin
 from mqtool.refstore.fastpath import index_hashes, java_hash_unsigned
@@ -67,14 +66,14 @@ class IndexMixin(ConfigsMixin):
         tran: int,
         recovering: bool,
     ) -> None:
-        if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
+        if gets_cq_unit(tran):
             cq = self._cqs.get((topic, queue_id)) or self._cq(topic, queue_id)
             if not recovering or queue_offset >= cq.max_offset:
                 cq.put(queue_offset, phys, size, tags_code)
                 if recovering:
                     key = (topic, queue_id)
                     self._queue_table[key] = max(self._queue_table.get(key, 0), queue_offset + 1)
-        if not self._index_enable or tran == TRANSACTION_ROLLBACK_TYPE:
+        if not self._index_enable or not is_indexed(tran):
             return
         keys: list[str] = []
         uniq = props.get(_UNIQ)

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from mqtool.formats.commitlog import (
-    TRANSACTION_COMMIT_TYPE,
-    TRANSACTION_NOT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     HostPort,
     parse_properties,
@@ -20,6 +18,7 @@ from mqtool.formats.encoder import (
     write_total_size,
 )
 from mqtool.formats.javacompat import hashmap_key_order
+from mqtool.formats.rules import gets_cq_unit
 from mqtool.refstore import broker as B
 from mqtool.refstore.index import IndexMixin
 from mqtool.refstore.mapped import (
@@ -205,7 +204,7 @@ class PutMixin(IndexMixin):
         prepared_transaction_offset: int = 0,
     ) -> PutResult:
         tran = sys_flag & TRANSACTION_ROLLBACK_TYPE
-        normal = tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE
+        normal = gets_cq_unit(tran)  # NOT/COMMIT: a queue offset, a unit, may be delayed
         if (
             schedule
             and normal

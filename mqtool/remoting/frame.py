@@ -50,6 +50,9 @@ _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _FIXED = struct.Struct(">hbhii")
 _I16 = struct.Struct(">h")
+_PREFIX = struct.Struct(">iI")
+#: The header length is the low 24 bits of the serialize word.
+_HEADER_MAX = 0xFFFFFF
 
 
 class RemotingError(MqtoolError):
@@ -146,11 +149,13 @@ def coerce_ext(ext: Mapping[str, object]) -> dict[str, str]:
     """extFields with every value a string: JSON numbers and booleans as Java prints them."""
     out: dict[str, str] = {}
     for key, value in ext.items():
-        if value is None:
-            continue
-        if not isinstance(key, str):
+        if type(value) is not str:
+            if value is None:
+                continue
+            value = _ext_value(key, value)
+        if type(key) is not str:
             raise FrameError(f"extFields key {key!r} is not a string")
-        out[key] = _ext_value(key, value)
+        out[key] = value
     return out
 
 
@@ -159,6 +164,8 @@ def coerce_ext(ext: Mapping[str, object]) -> dict[str, str]:
 
 def _json_int(obj: Mapping[str, Any], name: str, default: int | None, lo: int, hi: int) -> int:
     value = obj.get(name, default)
+    if type(value) is int and lo <= value <= hi:
+        return value
     if value is None:
         raise FrameError(f"JSON header: field {name!r} missing")
     if isinstance(value, str):
@@ -202,6 +209,9 @@ def decode_json_header(data: bytes) -> RemotingCommand:
     )
 
 
+_JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def encode_json_header(cmd: RemotingCommand) -> bytes:
     """fastjson's form: keys sorted, nulls omitted, compact."""
     obj: dict[str, object] = {"code": cmd.code}
@@ -214,7 +224,7 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
         obj["remark"] = cmd.remark
     obj["serializeTypeCurrentRPC"] = "JSON"
     obj["version"] = cmd.version
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return _JSON_ENCODER.encode(obj).encode("utf-8")
 
 
 # -- ROCKETMQ header --------------------------------------------------------------------------
@@ -325,8 +335,10 @@ def encode(cmd: RemotingCommand, *, max_frame: int = DEFAULT_MAX_FRAME) -> bytes
         raise RemotingError(
             f"frame of {length + LENGTH_FIELD_SIZE} bytes exceeds the {max_frame}-byte limit"
         )
+    if len(header) > _HEADER_MAX:
+        raise RemotingError(f"header of {len(header)} bytes does not fit its 24-bit length")
     word = (int(cmd.serialize_type) << 24) | len(header)
-    return b"".join((_I32.pack(length), _I32.pack(word), header, cmd.body))
+    return _PREFIX.pack(length, word) + header + cmd.body
 
 
 def check_length(length: int, *, max_frame: int = DEFAULT_MAX_FRAME) -> None:
@@ -337,7 +349,7 @@ def check_length(length: int, *, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         raise FrameError(f"frame length {length} exceeds the {max_frame}-byte limit")
 
 
-def length_of(prefix: bytes) -> int:
+def length_of(prefix: bytes | bytearray) -> int:
     """The signed length field (first 4 bytes)."""
     return int(_I32.unpack_from(prefix, 0)[0])
 
@@ -376,33 +388,63 @@ def decode(frame: bytes, *, max_frame: int = DEFAULT_MAX_FRAME) -> RemotingComma
 
 
 class FrameDecoder:
-    """Incremental decoder: ``feed`` bytes, get whole commands; never buffers past the limit."""
+    """Incremental decoder: ``feed`` bytes, get whole commands; never buffers past the limit.
+
+    Each frame's length (and header length) is checked as soon as its first 4 (8) bytes are
+    there, before anything else of it is kept. Whole frames in the bytes fed are decoded in place;
+    only an incomplete tail is buffered, and it is not touched again until enough has arrived to
+    check or complete it.
+    """
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self.max_frame = max_frame
         self._buf = bytearray()
+        self._need = LENGTH_FIELD_SIZE  # bytes the buffered tail needs before a new look
 
     @property
     def pending(self) -> int:
         """Bytes of an incomplete frame held."""
         return len(self._buf)
 
+    @property
+    def expected(self) -> int | None:
+        """Length field of the incomplete frame held (None while fewer than 4 bytes are)."""
+        if len(self._buf) < LENGTH_FIELD_SIZE:
+            return None
+        return length_of(self._buf)
+
     def feed(self, data: bytes) -> list[RemotingCommand]:
         """Append ``data``; return every command now complete (FrameError on a bad one)."""
-        self._buf += data
+        buf = self._buf
+        if buf:
+            buf += data
+            if len(buf) < self._need:
+                return []
+            data = bytes(buf)
+            buf.clear()
         out: list[RemotingCommand] = []
-        while len(self._buf) >= LENGTH_FIELD_SIZE:
-            length = length_of(bytes(self._buf[:4]))
-            check_length(length, max_frame=self.max_frame)
-            if len(self._buf) >= 8:
-                hlen = _U32.unpack_from(self._buf, 4)[0] & 0xFFFFFF
+        pos, end, max_frame = 0, len(data), self.max_frame
+        while end - pos >= LENGTH_FIELD_SIZE:
+            length = _I32.unpack_from(data, pos)[0]
+            check_length(length, max_frame=max_frame)
+            if end - pos >= 8:
+                hlen = _U32.unpack_from(data, pos + 4)[0] & 0xFFFFFF
                 if hlen > length - 4:
                     raise FrameError(
                         f"bad header length {hlen}: frame has {length - 4} bytes after it"
                     )
-            if len(self._buf) < LENGTH_FIELD_SIZE + length:
+            stop = pos + LENGTH_FIELD_SIZE + length
+            if stop > end:
                 break
-            payload = bytes(self._buf[4 : 4 + length])
-            del self._buf[: 4 + length]
-            out.append(decode_payload(payload))
+            out.append(decode_payload(data[pos + LENGTH_FIELD_SIZE : stop]))
+            pos = stop
+        if pos < end:
+            buf += data[pos:]
+            have = end - pos
+            if have < LENGTH_FIELD_SIZE:
+                self._need = LENGTH_FIELD_SIZE
+            elif have < 8:
+                self._need = 8
+            else:
+                self._need = LENGTH_FIELD_SIZE + length
         return out

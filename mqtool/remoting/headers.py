@@ -90,7 +90,7 @@ def decode_header(cls: type[H], ext: dict[str, str]) -> H:
             if required:
                 raise HeaderFieldError(f"the custom field <{name}> is null")
             continue
-        kwargs[name] = _parse(kind, name, raw)
+        kwargs[name] = raw if kind == "str" else _parse(kind, name, raw)
     return cls(**kwargs)
 
 

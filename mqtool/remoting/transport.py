@@ -1,12 +1,16 @@
 """asyncio (stdlib) transport for remoting frames: a server and a client connection.
 
-Server: requests whose code may be held (``held_codes``, e.g. PULL_MESSAGE with long polling)
-run in their own task so they never block the other requests of the same connection; the rest
-are answered in order as they arrive. A response carries the request's opaque; oneway requests get
-none. A bad frame (:class:`FrameError`) closes that one connection with a one-line log; other
-connections keep being served. Requests are bounded: ``max_frame`` before any allocation, an idle
-timeout between frames and a timeout for the rest of a frame once its length is read (slow or
-vanished clients release their connection).
+Server: an :class:`asyncio.Protocol` per connection feeds the socket's bytes straight into a
+:class:`FrameDecoder` (no stream reader, no task or timer per request). Requests whose code may be
+held (``held_codes``, e.g. PULL_MESSAGE with long polling) run in their own task so they never
+block the other requests of the same connection; the rest are started inline and answered in
+order as they arrive, the answers to one read's requests in one write (a handler that has to
+wait pauses reading until it is answered). A response carries the request's opaque; oneway
+requests get none. A bad frame (:class:`FrameError`) closes that one connection with a one-line
+log; other connections keep being served. Requests are bounded: ``max_frame`` before any
+allocation, an idle timeout between frames, a timeout for the rest of a frame once its first
+bytes arrived (slow or vanished clients release their connection), and reading pauses while a
+client does not read its answers (the socket's write buffer is over its high-water mark).
 
 Client: :class:`Connection` matches responses to requests by opaque.
 """
@@ -16,15 +20,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import socket
 import sys
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import Any
 
 from mqtool.formats.errors import MqtoolError
 from mqtool.remoting.codes import FLAG_ONEWAY, ResponseCode
 from mqtool.remoting.frame import (
     DEFAULT_MAX_FRAME,
     LENGTH_FIELD_SIZE,
+    FrameDecoder,
     FrameError,
     RemotingCommand,
     RemotingError,
@@ -87,31 +94,284 @@ class UnsupportedCode(RemotingError):
     """Raised by a handler for a code it does not serve (answered REQUEST_CODE_NOT_SUPPORTED)."""
 
 
-@dataclass(eq=False)
 class Peer:
     """One accepted connection as handlers see it."""
 
-    address: str
-    writer: asyncio.StreamWriter
-    tasks: set[asyncio.Task[None]] = field(default_factory=set)
-    closed: bool = False
-    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    def __init__(self, address: str, transport: asyncio.Transport) -> None:
+        self.address = address
+        self.transport = transport
+        #: Requests of this connection running in their own task (held ones, suspended ones).
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.closed = False
+        self._writable = asyncio.Event()
+        self._writable.set()
+
+    def write(self, data: bytes) -> None:
+        """Queue encoded frames on the socket (dropped once the connection is gone)."""
+        if not self.closed and not self.transport.is_closing():
+            self.transport.write(data)
 
     async def send(self, cmd: RemotingCommand) -> None:
-        """Write one command (ignored once the connection is gone)."""
-        if self.closed or self.writer.is_closing():
+        """Write one command, waiting while the socket's buffer is over its high-water mark."""
+        if self.closed or self.transport.is_closing():
             return
         data = encode(cmd)
-        async with self._lock:
-            try:
-                self.writer.write(data)
-                await self.writer.drain()
-            except (ConnectionError, OSError):
-                self.closed = True
+        while not self._writable.is_set() and not self.closed:
+            await self._writable.wait()
+        self.write(data)
 
 
 def _log(msg: str) -> None:
     print(f"mqtool serve: {msg}", file=sys.stderr, flush=True)
+
+
+class _Resume:
+    """Await a coroutine that already ran up to its first suspension (eager start).
+
+    ``RemotingServer`` starts every handler inline; most finish without suspending and need no
+    task. One that suspended on ``pending`` goes on in a task that awaits this object.
+    """
+
+    __slots__ = ("coro", "pending")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], pending: Any) -> None:
+        self.coro = coro
+        self.pending = pending
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, pending = self.coro, self.pending
+        while True:
+            try:
+                value = yield pending
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # noqa: BLE001 - handed to the coroutine, as await does
+                try:
+                    pending = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    pending = coro.send(value)
+                except StopIteration as stop:
+                    return stop.value
+
+
+class _Connection(asyncio.Protocol):
+    """The server side of one connection: bytes in, frames decoded, requests dispatched.
+
+    Non-held requests are answered in arrival order; the answers to one read's requests go out
+    in one write. A request whose handler suspends pauses reading until it is answered (its
+    successors wait in ``backlog``, at most one socket read's worth). Held requests run in their
+    own task. Reading also pauses while the socket's write buffer is over its high-water mark,
+    so a client that does not read its answers is not read either. One timer per connection
+    enforces the idle and frame timeouts.
+    """
+
+    def __init__(self, server: RemotingServer) -> None:
+        self.server = server
+        self.loop = asyncio.get_running_loop()
+        self.decoder = FrameDecoder(server.max_frame)
+        self.backlog: deque[RemotingCommand] = deque()
+        self.peer: Peer | None = None
+        self.transport: asyncio.Transport | None = None
+        self.ordered: asyncio.Task[None] | None = None
+        self.pause_reasons: set[str] = set()
+        self.last = 0.0
+        self.frame_since: float | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.eof = False
+        self.failed = False
+
+    # -- asyncio callbacks --------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            with contextlib.suppress(OSError):  # answers are small: never wait for Nagle
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        addr = transport.get_extra_info("peername")
+        self.peer = Peer(f"{addr[0]}:{addr[1]}" if addr else "?", transport)
+        self.server.peers.add(self.peer)
+        self.last = self.loop.time()
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        self.last = self.loop.time()
+        busy = self.decoder.pending > 0
+        try:
+            cmds = self.decoder.feed(data)
+        except FrameError as e:
+            self._bad(str(e))
+            return
+        if not self.decoder.pending:
+            self.frame_since = None
+        elif cmds or not busy:  # a new frame began in this read: its timeout runs from now
+            self.frame_since = self.last
+            timer = self.timer
+            if timer is not None and timer.when() > self.last + self.server.frame_timeout:
+                timer.cancel()
+                self._arm()
+        if cmds:
+            self.backlog.extend(cmds)
+            self._process()
+
+    def eof_received(self) -> bool | None:
+        self.eof = True
+        if self.decoder.pending:
+            self._bad(self._partial_error())
+            return None
+        if self.ordered is not None or self.backlog or (self.peer and self.peer.tasks):
+            # the client half-closed: answer what it asked, then close
+            self.loop.call_later(self.server.frame_timeout, self._close)
+            return True
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.decoder.pending and not self.failed:
+            self._bad(self._partial_error(), close=False)
+        if self.timer is not None:
+            self.timer.cancel()
+        peer = self.peer
+        if peer is None:
+            return
+        peer.closed = True
+        peer._writable.set()
+        self.backlog.clear()
+        self.server.peers.discard(peer)
+        if self.server.on_disconnect is not None:
+            self.server.on_disconnect(peer)
+
+    def pause_writing(self) -> None:
+        if self.peer is not None:
+            self.peer._writable.clear()
+        self._pause("write")
+
+    def resume_writing(self) -> None:
+        if self.peer is not None:
+            self.peer._writable.set()
+        self._resume("write")
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def _process(self) -> None:
+        srv, peer = self.server, self.peer
+        assert peer is not None
+        out: list[bytes] = []
+        while self.backlog and self.ordered is None and not peer.closed:
+            cmd = self.backlog.popleft()
+            if cmd.is_response:
+                continue  # mqtool's server sends no requests; stray responses are dropped
+            if cmd.code in srv.held_codes:
+                if len(peer.tasks) >= srv.max_held:
+                    resp: RemotingCommand | None = cmd.response(
+                        ResponseCode.SYSTEM_BUSY,
+                        f"[PCBUSY] {srv.max_held} held requests already on this connection",
+                    )
+                else:  # may be held (long polling): its own task
+                    self._spawn(srv._dispatch(cmd, peer))
+                    continue
+            else:
+                try:
+                    resp = srv._start(cmd, peer)
+                except _Suspended as s:  # answered in order: reading waits for it
+                    self.ordered = self._spawn(srv._dispatch(cmd, peer, s.awaitable))
+                    self._pause("ordered")
+                    break
+            if resp is not None and not cmd.is_oneway:
+                out.append(srv._encode(cmd, resp, peer))
+        if out:
+            peer.write(out[0] if len(out) == 1 else b"".join(out))
+        if self.eof and self.ordered is None and not self.backlog and not peer.tasks:
+            self._close()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        assert self.peer is not None
+        task = self.loop.create_task(coro)
+        self.peer.tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        assert self.peer is not None
+        self.peer.tasks.discard(task)
+        if task is self.ordered:
+            self.ordered = None
+            self._resume("ordered")
+            if not self.peer.closed:
+                self._process()
+        elif self.eof and self.ordered is None and not self.backlog and not self.peer.tasks:
+            self._close()
+
+    # -- flow control, timeouts, errors -------------------------------------------------------
+
+    def _pause(self, reason: str) -> None:
+        if not self.pause_reasons and self.transport is not None:
+            self.transport.pause_reading()
+        self.pause_reasons.add(reason)
+
+    def _resume(self, reason: str) -> None:
+        self.pause_reasons.discard(reason)
+        t = self.transport
+        if not self.pause_reasons and t is not None and not t.is_closing():
+            t.resume_reading()
+            self.last = self.loop.time()
+
+    def _arm(self) -> None:
+        srv = self.server
+        if self.frame_since is not None:
+            at = self.frame_since + srv.frame_timeout
+        else:
+            at = self.last + srv.idle_timeout
+        self.timer = self.loop.call_at(at, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self.timer = None
+        if self.transport is None or self.transport.is_closing():
+            return
+        srv, now = self.server, self.loop.time()
+        if self.pause_reasons:  # we are not reading: the client is not the one being slow
+            self.last = now
+        elif self.frame_since is not None and now >= self.frame_since + srv.frame_timeout:
+            want = self.decoder.expected
+            what = "length field" if want is None else f"frame of {want} bytes"
+            self._bad(f"{what} not complete after {srv.frame_timeout:.0f} s")
+            return
+        elif self.frame_since is None and now >= self.last + srv.idle_timeout:
+            self._bad(f"idle for {srv.idle_timeout:.0f} s")
+            return
+        self._arm()
+
+    def _partial_error(self) -> str:
+        want, have = self.decoder.expected, self.decoder.pending
+        if want is None:
+            return f"connection closed inside a length field ({have} of 4 bytes)"
+        return f"connection closed mid-frame ({have - LENGTH_FIELD_SIZE} of {want} bytes)"
+
+    def _bad(self, why: str, *, close: bool = True) -> None:
+        """A bad frame: log one line, close this connection only."""
+        self.failed = True
+        srv = self.server
+        srv.bad_frames += 1
+        address = self.peer.address if self.peer is not None else "?"
+        srv.log(f"{srv.name}: {address}: bad frame: {why}; closing the connection")
+        self.backlog.clear()
+        if close:
+            self._close()
+
+    def _close(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+
+class _Suspended(Exception):  # noqa: N818 - control flow, not an error
+    """A handler suspended: ``awaitable`` finishes it."""
+
+    def __init__(self, awaitable: Awaitable[RemotingCommand | None]) -> None:
+        self.awaitable = awaitable
 
 
 class RemotingServer:
@@ -145,75 +405,64 @@ class RemotingServer:
 
     async def start(self, host: str, port: int) -> int:
         """Listen; return the bound port (``port`` 0 picks a free one)."""
-        self._server = await asyncio.start_server(self._serve, host, port)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _Connection(self), host, port)
         sock = self._server.sockets[0]
         return int(sock.getsockname()[1])
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        addr = writer.get_extra_info("peername")
-        peer = Peer(f"{addr[0]}:{addr[1]}" if addr else "?", writer)
-        self.peers.add(peer)
-        try:
-            while not peer.closed:
-                try:
-                    cmd = await read_command(
-                        reader,
-                        max_frame=self.max_frame,
-                        idle_timeout=self.idle_timeout,
-                        frame_timeout=self.frame_timeout,
-                    )
-                except FrameError as e:
-                    self.bad_frames += 1
-                    self.log(f"{self.name}: {peer.address}: bad frame: {e}; closing the connection")
-                    break
-                except (ConnectionError, OSError):
-                    break
-                if cmd is None:
-                    break
-                if cmd.is_response:
-                    continue  # mqtool's server sends no requests; stray responses are dropped
-                if cmd.code in self.held_codes and len(peer.tasks) >= self.max_held:
-                    await peer.send(
-                        cmd.response(
-                            ResponseCode.SYSTEM_BUSY,
-                            f"[PCBUSY] {self.max_held} held requests already on this connection",
-                        )
-                    )
-                elif cmd.code in self.held_codes:  # may be held (long polling): its own task
-                    task = asyncio.create_task(self._dispatch(cmd, peer))
-                    peer.tasks.add(task)
-                    task.add_done_callback(peer.tasks.discard)
-                else:  # answered at once: in order, without a task per request
-                    await self._dispatch(cmd, peer)
-        finally:
-            if peer.tasks:
-                await asyncio.wait(set(peer.tasks), timeout=self.frame_timeout)
-            peer.closed = True
-            self.peers.discard(peer)
-            if self.on_disconnect is not None:
-                self.on_disconnect(peer)
-            writer.close()
-            with contextlib.suppress(ConnectionError, OSError):
-                await writer.wait_closed()
-
-    async def _dispatch(self, cmd: RemotingCommand, peer: Peer) -> None:
-        try:
-            resp = await self.handler(cmd, peer)
-        except UnsupportedCode:
-            resp = cmd.response(
+    def _error_response(self, cmd: RemotingCommand, peer: Peer, e: Exception) -> RemotingCommand:
+        if isinstance(e, UnsupportedCode):
+            return cmd.response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported"
             )
-        except MqtoolError as e:  # bad header field, body or store request: answered
-            resp = cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
+        if isinstance(e, MqtoolError):  # bad header field, body or store request: answered
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
+        # a handler bug must not kill the server
+        self.log(f"{self.name}: {peer.address}: code {cmd.code} failed: {type(e).__name__}: {e}")
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+
+    def _start(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand | None:
+        """Run the handler inline up to its first suspension (then raise _Suspended)."""
+        try:
+            coro = self.handler(cmd, peer)
+            if coro is None or isinstance(coro, RemotingCommand):  # a plain function's answer
+                return coro
+            if not asyncio.iscoroutine(coro):
+                raise _Suspended(coro)
+            try:
+                pending = coro.send(None)
+            except StopIteration as stop:
+                result: RemotingCommand | None = stop.value
+                return result
+            raise _Suspended(_Resume(coro, pending))
+        except _Suspended:
+            raise
+        except Exception as e:  # noqa: BLE001 - answered (see _error_response)
+            return self._error_response(cmd, peer, e)
+
+    def _encode(self, cmd: RemotingCommand, resp: RemotingCommand, peer: Peer) -> bytes:
+        try:
+            return encode(resp, max_frame=self.max_frame)
+        except RemotingError as e:  # e.g. an answer over the frame limit
+            return encode(self._error_response(cmd, peer, e), max_frame=self.max_frame)
+
+    async def _dispatch(
+        self,
+        cmd: RemotingCommand,
+        peer: Peer,
+        started: Awaitable[RemotingCommand | None] | None = None,
+    ) -> None:
+        try:
+            resp = await (started if started is not None else self.handler(cmd, peer))
         except asyncio.CancelledError:
             raise
-        except Exception as e:  # noqa: BLE001 - a handler bug must not kill the server
-            self.log(
-                f"{self.name}: {peer.address}: code {cmd.code} failed: {type(e).__name__}: {e}"
-            )
-            resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
-        if resp is not None and not cmd.is_oneway:
-            await peer.send(resp)
+        except Exception as e:  # noqa: BLE001 - answered (see _error_response)
+            resp = self._error_response(cmd, peer, e)
+        if resp is not None and not cmd.is_oneway and not peer.closed:
+            data = self._encode(cmd, resp, peer)
+            while not peer._writable.is_set() and not peer.closed:
+                await peer._writable.wait()
+            peer.write(data)
 
     def stop_accepting(self) -> None:
         """Close the listening socket; established connections go on."""
@@ -233,7 +482,7 @@ class RemotingServer:
             p.closed = True
             for t in list(p.tasks):
                 t.cancel()
-            p.writer.close()
+            p.transport.close()
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2.0)

@@ -1,5 +1,6 @@
 """Hop rules: what the store says happened to one record of a journey (schedule, timer,
-consumption, transaction op records) and the helpers those rules share."""
+consumption; transactions are in :mod:`mqtool.trace.transaction`) and the helpers those rules
+share."""
 
 from __future__ import annotations
 
@@ -8,15 +9,14 @@ from dataclasses import dataclass
 
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
-from mqtool.formats.errors import MqtoolError
 from mqtool.formats.rules import (
     DLQ_GROUP_TOPIC_PREFIX,
     PROPERTY_ORIGIN_MESSAGE_ID,
     PROPERTY_REAL_TOPIC,
+    PROPERTY_RECONSUME_TIME,
     PROPERTY_TIMER_OUT_MS,
     RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
-    TRANS_OP_HALF_TOPIC,
 )
 from mqtool.store import Store
 from mqtool.trace.model import (
@@ -193,27 +193,6 @@ def _timer_state(
     return due, "overdue", f"pending for {waited}, overdue by {fmt_duration(ctx.now - due)}"
 
 
-def _op_offsets(m: CommitLogMessage) -> set[int]:
-    """Half-message queue offsets an op record names (body ``"12"`` or ``"12,13"``)."""
-    try:
-        text = m.decompressed_body().decode("ascii")
-    except (MqtoolError, UnicodeDecodeError):
-        return set()
-    return {int(t) for t in text.split(",") if t.strip().isdigit()}
-
-
-def _op_records(store: Store, half: CommitLogMessage) -> list[CommitLogMessage]:
-    """Op records (RMQ_SYS_TRANS_OP_HALF_TOPIC) that close the half message ``half``."""
-    out = []
-    for qe in store.queue_entries(TRANS_OP_HALF_TOPIC, half.queue_id):
-        if qe.entry.commit_log_offset < half.physical_offset:
-            continue
-        m = store.try_message_at(qe.entry.commit_log_offset)
-        if m is not None and half.queue_offset in _op_offsets(m):
-            out.append(m)
-    return out
-
-
 def _sent_back(
     m: CommitLogMessage, later: list[CommitLogMessage], original_topic: str | None
 ) -> str | None:
@@ -221,7 +200,11 @@ def _sent_back(
     copy has reconsumeTimes + 1; its topic, or the schedule copy's REAL_TOPIC, names the
     group)."""
     for x in later:
-        if x.reconsume_times != m.reconsume_times + 1:
+        # the broker's send-back stores reconsumeTimes + 1; an orderly consumer's client sends
+        # its local retry count (RECONSUME_TIME) after retrying locally
+        client_sent = PROPERTY_RECONSUME_TIME in x.properties and (
+            x.reconsume_times > m.reconsume_times)
+        if x.reconsume_times != m.reconsume_times + 1 and not client_sent:
             continue
         if PROPERTY_ORIGIN_MESSAGE_ID not in x.properties:
             continue

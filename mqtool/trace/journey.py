@@ -4,7 +4,7 @@ its hops in commitlog order, give the verdict, and the two entry points ``trace_
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.errors import MqtoolError
@@ -16,12 +16,9 @@ from mqtool.formats.rules import (
     PROPERTY_ORIGIN_MESSAGE_ID,
     PROPERTY_REAL_TOPIC,
     PROPERTY_RETRY_TOPIC,
-    PROPERTY_TRANSACTION_CHECK_TIMES,
     RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
     TIMER_TOPIC,
-    TRANS_HALF_TOPIC,
-    TRANS_OP_HALF_TOPIC,
     is_system_topic,
     parse_delay_levels,
 )
@@ -57,6 +54,16 @@ from mqtool.trace.model import (
     Trace,
     TraceError,
 )
+from mqtool.trace.transaction import (
+    dlq_counts,
+    transaction_records,
+    tx_kind,
+    tx_state,
+    tx_verdict,
+)
+
+DelayLevelsArg = str | Mapping[int, int]
+"""A ``messageDelayLevel`` string or a resolved ``{level: delay ms}`` (mqtool.delaylevels)."""
 
 
 def scan_for(
@@ -113,17 +120,22 @@ def _build_hops(ctx: _Context, msgs: list[CommitLogMessage]) -> list[Hop]:
             break
     if original_topic is None:
         for m in msgs:
-            if not is_system_topic(m.topic):
+            if not is_system_topic(m.topic) and tx_kind(m) in (None, "commit"):
                 original_topic = m.topic
                 break
     hops: list[Hop] = []
     prev: CommitLogMessage | None = None
-    seen_dlq = resent = seen_half = False
+    seen_dlq = resent = False
     for i, m in enumerate(msgs):
         later = msgs[i + 1:]
         since = None if prev is None else m.store_timestamp - prev.store_timestamp
         prev = m
         note: str | None = None
+        tx = tx_state(m, msgs, fmt_duration(ctx.now - m.store_timestamp))
+        if tx is not None:
+            kind, state, detail, note = tx
+            hops.append(Hop(kind, m, since, None, None, None, state, detail, None, (), note))
+            continue
         delay_prop = _int_prop(m, PROPERTY_DELAY_TIME_LEVEL)
         level: int | None = delay_prop
         delay_ms: int | None = None
@@ -139,6 +151,11 @@ def _build_hops(ctx: _Context, msgs: list[CommitLogMessage]) -> list[Hop]:
             real = m.properties.get(PROPERTY_REAL_TOPIC, "?")
             if real.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 group = _retry_group(real, original_topic)[0]
+            elif real.startswith(DLQ_GROUP_TOPIC_PREFIX):
+                group = real[len(DLQ_GROUP_TOPIC_PREFIX):]
+                retries, attempts, orderly = dlq_counts(m, msgs[:i])
+                note = (f"bound for {real} after {retries} retries ({attempts} failed attempts"
+                        + (", retried locally by an orderly consumer" if orderly else "") + ")")
             if state == "delivered" and not any(x.topic == real for x in later):
                 detail += f"; the copy in {real} was not found"
         elif t == TIMER_TOPIC:
@@ -150,31 +167,15 @@ def _build_hops(ctx: _Context, msgs: list[CommitLogMessage]) -> list[Hop]:
             seen_dlq, resent = True, False
             group = t[len(DLQ_GROUP_TOPIC_PREFIX):]
             state = "dead-lettered"
-            retries = max(0, m.reconsume_times - 1)
+            retries, attempts, orderly = dlq_counts(m, msgs[:i])
             detail = f"dead-lettered for group {group} after {retries} retries"
+            if orderly:
+                detail += (f" ({attempts} failed attempts: an orderly consumer retries locally, "
+                           "no record per attempt)")
             cons = _consumers(ctx, m, None)
             read = [c.group for c in cons if c.consumed]
             if read:
                 detail += "; read from the DLQ by " + ", ".join(read)
-        elif t == TRANS_HALF_TOPIC:
-            kind = "half"
-            seen_half = True
-            real = m.properties.get(PROPERTY_REAL_TOPIC, "?")
-            checks = _int_prop(m, PROPERTY_TRANSACTION_CHECK_TIMES)
-            committed = any(x.topic == real for x in later)
-            ops = any(x.topic == TRANS_OP_HALF_TOPIC for x in later)
-            if committed:
-                state, detail = "committed", f"committed to {real}"
-            elif ops:
-                state, detail = "rolled-back", "rolled back (op record, no committed copy)"
-            else:
-                state, detail = "pending", (
-                    f"half message pending for {fmt_duration(ctx.now - m.store_timestamp)}"
-                )
-            if checks:
-                detail += f"; checked {checks} times"
-        elif t == TRANS_OP_HALF_TOPIC:
-            kind, state, detail = "op", "op", "transaction op record (half message closed)"
         else:
             pop = False
             if t.startswith(RETRY_GROUP_TOPIC_PREFIX):
@@ -184,8 +185,10 @@ def _build_hops(ctx: _Context, msgs: list[CommitLogMessage]) -> list[Hop]:
                 resent = True
             elif t.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 kind = "pop-retry" if pop or PROPERTY_FIRST_POP_TIME in m.properties else "retry"
-            elif seen_half:
+            elif tx_kind(m) == "commit":
                 kind = "commit"
+                note = (f"transaction committed: PREPARED_TRANSACTION_OFFSET "
+                        f"{m.prepared_transaction_offset}")
             elif hops and hops[-1].kind in ("schedule", "timer"):
                 kind = "delivered"
             else:
@@ -212,16 +215,28 @@ def _verdict(ctx: _Context, hops: list[Hop]) -> tuple[str, str]:
     if dlqs:
         last_dlq = dlqs[-1]
         after = [h for h in hops if h.commit_log_offset > last_dlq.commit_log_offset]
-        resent = [h for h in after if h.kind != "op"]
+        resent = [h for h in after if h.kind not in ("op", "rollback")]
         if not resent:
+            before = [h.message for h in hops if h.commit_log_offset < last_dlq.commit_log_offset]
+            retries, attempts, orderly = dlq_counts(last_dlq.message, before)
+            how = (f"; {attempts} failed attempts, retried locally by an orderly consumer"
+                   if orderly else "")
             return (
-                f"dead-lettered after {max(0, last_dlq.reconsume_times - 1)} retries "
-                f"(group {last_dlq.group})",
+                f"dead-lettered after {retries} retries (group {last_dlq.group}{how})",
                 "dead-lettered",
             )
         prefix = (f"resent from %DLQ%{last_dlq.group} at {_utc(resent[0].store_timestamp)}; ")
         tail = resent
-    last = next((h for h in reversed(tail) if h.kind != "op"), tail[-1])
+    else:
+        began = next((h for h in hops if h.kind in ("half", "prepared")), hops[0])
+        tx = tx_verdict(hops, fmt_duration(ctx.now - began.store_timestamp))
+        if tx is not None:
+            return tx
+        commit = next((h for h in hops if h.kind == "commit"), None)
+        if commit is not None:
+            prefix = f"transaction committed at {_utc(commit.store_timestamp)}; "
+            tail = [h for h in hops if h.commit_log_offset >= commit.commit_log_offset]
+    last = next((h for h in reversed(tail) if h.kind not in ("op", "rollback")), tail[-1])
     due = _utc(last.deliver_timestamp) if last.deliver_timestamp else "?"
     rel = ""
     if last.deliver_timestamp:
@@ -233,6 +248,13 @@ def _verdict(ctx: _Context, hops: list[Hop]) -> tuple[str, str]:
             if real.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 return (prefix + f"waiting for retry {last.reconsume_times} at {due}{rel} "
                         f"(group {last.group}, delay level {last.delay_level})", "waiting-retry")
+            if real.startswith(DLQ_GROUP_TOPIC_PREFIX):
+                before = [h.message for h in hops if h.commit_log_offset < last.commit_log_offset]
+                retries, attempts, orderly = dlq_counts(last.message, before)
+                how = ", retried locally by an orderly consumer" if orderly else ""
+                return (prefix + f"on its way to {real} after {retries} retries ({attempts} "
+                        f"failed attempts{how}): delay level {last.delay_level} due at "
+                        f"{due}{rel}", "scheduled")
             return (prefix + f"still scheduled: delay level {last.delay_level} due at {due}{rel}",
                     "scheduled")
         return prefix + f"delivered by the schedule service to {real}; copy not found", "delivered"
@@ -240,11 +262,6 @@ def _verdict(ctx: _Context, hops: list[Hop]) -> tuple[str, str]:
         if last.state in ("pending", "overdue"):
             return prefix + f"still scheduled: timer due at {due}{rel}", "scheduled"
         return prefix + f"delivered by the timer to {last.real_topic}; copy not found", "delivered"
-    if last.kind == "half":
-        if last.state == "rolled-back":
-            return prefix + "transaction rolled back", "rolled-back"
-        return prefix + "transaction half message not yet committed or rolled back", (
-            "transaction-pending")
     retries = len([h for h in tail if h.kind in ("retry", "pop-retry")])
     what = "delivered" if retries == 0 else (
         f"delivered after {retries} {'retry' if retries == 1 else 'retries'}")
@@ -271,16 +288,16 @@ def _timer_read_ms(store: Store) -> int | None:
         return None
 
 
-def _context(store: Store, levels: str, now: int | None, msgs: list[CommitLogMessage]) -> tuple[
-    _Context, str
-]:
+def _context(
+    store: Store, levels: DelayLevelsArg, now: int | None, msgs: list[CommitLogMessage]
+) -> tuple[_Context, str]:
     if now is None:
         now_v, src = _store_now(store, msgs), "store"
     else:
         now_v, src = now, "given"
     ctx = _Context(
         store=store,
-        levels=parse_delay_levels(levels),
+        levels=parse_delay_levels(levels) if isinstance(levels, str) else dict(levels),
         delay_offsets=load_delay_offsets(store),
         consumer_offsets=load_consumer_offsets(store),
         timer_read_ms=_timer_read_ms(store),
@@ -313,9 +330,12 @@ def _resolve(
 
 def _make_trace(
     store: Store, finder: Finder, ident: str, seeds: list[CommitLogMessage],
-    searched: set[str], *, delay_levels: str, now: int | None, store_label: str,
+    searched: set[str], *, delay_levels: DelayLevelsArg, now: int | None, store_label: str,
 ) -> Trace:
     msgs = _collect(store, finder, seeds, searched)
+    extra, tx_notes = transaction_records(store, finder, msgs)
+    if extra:
+        msgs = sorted(msgs + extra, key=lambda m: m.physical_offset)
     ctx, src = _context(store, delay_levels, now, msgs)
     hops = _build_hops(ctx, msgs)
     uniq = next((m.uniq_key for m in msgs if m.uniq_key), None)
@@ -332,6 +352,7 @@ def _make_trace(
             f"mqtool dlq resend {shlex.quote(store_label)} --group {shlex.quote(d.group or '')} "
             f"--msg-id {tr.dlq_msg_id} --target {RESEND_TARGET_PLACEHOLDER}"
         )
+    tr.notes.extend(tx_notes)
     if finder.via == "index" and finder.tail_bytes:
         tr.notes.append(f"scanned {finder.tail_bytes} bytes written after the last indexed record")
     if finder.via != "index" and store.index_damaged:
@@ -339,6 +360,10 @@ def _make_trace(
     for f in store.findings:  # damage met on the way: a copy there cannot be read
         if isinstance(f, Unreadable) and f.file.startswith("commitlog/"):
             tr.notes.append(f"a hop may be missing: {f}")
+    if tr.verdict_kind == "transaction-pending" and any(
+            n.startswith("a hop may be missing") for n in tr.notes):
+        tr.verdict += " as far as the readable records show (a commit or rollback may be in " \
+            "the damaged part: see the notes)"
     return tr
 
 
@@ -346,7 +371,7 @@ def trace_id(
     store: Store,
     msg_id: str,
     *,
-    delay_levels: str = DEFAULT_DELAY_LEVELS,
+    delay_levels: DelayLevelsArg = DEFAULT_DELAY_LEVELS,
     now: int | None = None,
     progress: ProgressFn | None = None,
     store_label: str | None = None,
@@ -375,7 +400,7 @@ def trace_key(
     key: str,
     *,
     topic: str | None = None,
-    delay_levels: str = DEFAULT_DELAY_LEVELS,
+    delay_levels: DelayLevelsArg = DEFAULT_DELAY_LEVELS,
     now: int | None = None,
     progress: ProgressFn | None = None,
     store_label: str | None = None,

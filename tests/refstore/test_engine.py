@@ -370,11 +370,19 @@ def test_orderly_consumer_path(tmp_path: Path) -> None:
         clock.advance(5000)
         (retry,) = s.tick()
         again = s.read_message(retry.physical_offset)
-        # a later attempt of a message already at the max: the broker dead-letters it
+        # a later attempt of a message already at the max: the broker dead-letters it, but
+        # 4.9.7 keeps the client's DELAY (handleRetryAndDLQ's DELAY=0 is overwritten by the
+        # client's properties), so the DLQ copy waits in the schedule topic first (#2724)
         s3 = s.send_back_orderly("og", again.physical_offset, max_reconsume_times=0)
-        assert s3.topic == "%DLQ%og"
-        dl = s.read_message(s3.physical_offset)
-        assert dl.properties["DELAY"] == "0" and dl.properties["RETRY_TOPIC"] == "T"
+        assert s3.topic == B.SCHEDULE_TOPIC
+        parked = s.read_message(s3.physical_offset).properties
+        assert parked["REAL_TOPIC"] == "%DLQ%og" and parked["DELAY"] == "3"
+        clock.advance(5000)
+        (dlq,) = s.tick()
+        dl = s.read_message(dlq.physical_offset)
+        assert dl.topic == "%DLQ%og" and dl.reconsume_times == 0
+        assert dl.properties["DELAY"] == "3" and dl.properties["RETRY_TOPIC"] == "T"
+        assert dl.properties["ORIGIN_MESSAGE_ID"] == m.uniq_key
 
 
 def test_batch_matches_real_4_9_7_batch_records(tmp_path: Path) -> None:

@@ -331,3 +331,28 @@ def test_fuzz_rocketmq_header_garbage(data: bytes) -> None:
         frame.decode_rocketmq_header(data)
     except FrameError:
         pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    bodies_=st.lists(st.binary(max_size=300), min_size=1, max_size=6),
+    cuts=st.lists(st.integers(0, 2000), max_size=8),
+)
+def test_fuzz_decoder_any_split(bodies_: list[bytes], cuts: list[int]) -> None:
+    """Several frames cut anywhere (mid length field, mid header, several per chunk) decode to
+    the same commands in order."""
+    cmds = [RemotingCommand(code=i, opaque=i, ext_fields={"k": str(i)}, body=b, version=0)
+            for i, b in enumerate(bodies_)]
+    data = b"".join(frame.encode(c) for c in cmds)
+    points = sorted({min(c, len(data)) for c in cuts} | {0, len(data)})
+    dec = FrameDecoder()
+    out: list[RemotingCommand] = []
+    for a, b in zip(points, points[1:], strict=False):
+        out += dec.feed(data[a:b])
+    assert out == cmds and dec.pending == 0 and dec.expected is None
+
+
+def test_encode_refuses_a_header_past_24_bits() -> None:
+    cmd = RemotingCommand(code=1, remark="r" * (0xFFFFFF + 1))
+    with pytest.raises(frame.RemotingError, match="24-bit"):
+        frame.encode(cmd, max_frame=64 * 1024 * 1024)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 
 from mqtool.remoting import frame
@@ -125,6 +126,115 @@ def test_held_requests_are_bounded_per_connection() -> None:
         assert busy.code == ResponseCode.SYSTEM_BUSY
         assert [r.code for r in await asyncio.gather(*held)] == [ResponseCode.SUCCESS] * 2
         await conn.close()
+        await srv.close()
+
+    asyncio.run(main())
+
+
+async def _handler2(cmd: RemotingCommand, peer: Peer) -> RemotingCommand | None:
+    """Code 1 as above (held); code 2: not held, answered after ``ms`` (suspends inline)."""
+    if cmd.code == 2:
+        ms = int(cmd.ext_fields.get("ms", "0"))
+        if ms:
+            await asyncio.sleep(ms / 1000)
+        return cmd.response(ext={"echo": cmd.ext_fields.get("v", "")}, body=cmd.body)
+    return await _handler(cmd, peer)
+
+
+async def _read_responses(reader: asyncio.StreamReader, n: int) -> list[RemotingCommand]:
+    dec = frame.FrameDecoder()
+    out: list[RemotingCommand] = []
+    while len(out) < n:
+        data = await asyncio.wait_for(reader.read(65536), 5)
+        assert data, f"connection closed after {len(out)} of {n} responses"
+        out += dec.feed(data)
+    return out
+
+
+def test_pipelined_requests_answered_in_order() -> None:
+    """Frames sent in one write, some split across writes, one whose handler suspends: every
+    non-held request is answered, in the order asked (a suspended one holds back the rest)."""
+
+    async def main() -> None:
+        srv = RemotingServer(_handler2, name="test", log=lambda s: None,
+                             held_codes=frozenset({1}))
+        port = await srv.start("127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        reqs = [RemotingCommand.request(2, {"v": str(i), "ms": 200 if i == 3 else 0},
+                                        body=b"b" * i, opaque=i) for i in range(8)]
+        data = b"".join(frame.encode(r) for r in reqs)
+        writer.write(data[:50])  # a frame split across writes
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(data[50:])
+        await writer.drain()
+        got = await _read_responses(reader, 8)
+        assert [r.opaque for r in got] == list(range(8))
+        assert [r.ext_fields["echo"] for r in got] == [str(i) for i in range(8)]
+        assert all(r.is_response and r.body == b"b" * r.opaque for r in got)
+        writer.close()
+        await srv.close()
+
+    asyncio.run(main())
+
+
+def test_half_closed_client_gets_its_answers() -> None:
+    """A client that sends and then shuts down its sending side still gets every answer,
+    held ones included, before the server closes."""
+
+    async def main() -> None:
+        srv = RemotingServer(_handler2, name="test", log=lambda s: None,
+                             held_codes=frozenset({1}))
+        port = await srv.start("127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(frame.encode(RemotingCommand.request(1, {"v": "held", "ms": 300}, opaque=1))
+                     + frame.encode(RemotingCommand.request(2, {"v": "now"}, opaque=2)))
+        await writer.drain()
+        writer.write_eof()
+        got = await _read_responses(reader, 2)
+        assert {r.opaque: r.ext_fields["echo"] for r in got} == {1: "held", 2: "now"}
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # then closed
+        writer.close()
+        await srv.close()
+
+    asyncio.run(main())
+
+
+def test_client_that_never_reads_is_not_read_either() -> None:
+    """Answers a client does not read stay bounded: once the socket's write buffer is full the
+    server stops reading that connection (the client's sends block); others keep being served."""
+
+    async def main() -> None:
+        srv = RemotingServer(_handler2, name="test", log=lambda s: None,
+                             held_codes=frozenset({1}))
+        port = await srv.start("127.0.0.1", 0)
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.setblocking(False)
+        req = frame.encode(RemotingCommand.request(2, {"v": "x"}, body=b"z" * 65536))
+        sent, blocked = 0, False
+        limit = 512 * 1024 * 1024  # without flow control all of it would be read and answered
+        loop = asyncio.get_running_loop()
+        while sent < limit:
+            try:
+                sent += sock.send(req)
+            except BlockingIOError:
+                await asyncio.sleep(0.2)  # let the server read what it will
+                try:
+                    sent += sock.send(req)
+                except BlockingIOError:
+                    blocked = True
+                    break
+            await asyncio.sleep(0)
+        assert blocked, f"the server kept reading: {sent} bytes accepted"
+        (peer,) = srv.peers
+        assert peer.transport.get_write_buffer_size() < 16 * 1024 * 1024
+        good = await Connection.open("127.0.0.1", port)
+        r = await good.invoke(RemotingCommand.request(2, {"v": "other"}))
+        assert r.ext_fields["echo"] == "other"
+        await good.close()
+        sock.close()
+        await asyncio.sleep(0.1)
+        assert loop.is_running()
         await srv.close()
 
     asyncio.run(main())

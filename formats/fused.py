@@ -1,0 +1,494 @@
+"""The fused full-decode kernel: one compiled pass per window, every column of every record.
+
+:func:`decode` does, per record and in one pass over the mapped bytes, what the separate
+kernels of :mod:`.kernel` do one after the other (and accepts exactly the records
+:func:`.kernel.scan` accepts, with the same checks in the same order): the TOTALSIZE walk, every
+check of ``parse_message`` (magic, lengths adding up to TOTALSIZE, PHYSICALOFFSET, strict UTF-8
+topic and properties), the field gather, optionally BODYCRC, and writes every column straight
+into Arrow-layout buffers (int32 offsets + data): topic, the raw properties string, the
+property map (``MessageDecoder#string2messageProperties``: last duplicate wins) as key and
+value strings, TAGS / KEYS / UNIQ_KEY, the offsetMsgId (``createMessageId``, upper hex) and the
+born/store hosts as ``ip:port`` text (IPv4; IPv6 rows are left empty and counted, the caller
+formats them).
+
+The kernel never judges damage: it stops at the first record it does not accept
+(:data:`.kernel.STOP_ANOMALY`) and the caller asks the walker. Buffers are the caller's
+(:class:`.fastdecode.Decoder` keeps and reuses them); the kernel stops with
+:data:`.kernel.STOP_FULL` before a record that would not fit, so nothing is ever written past
+a buffer. numpy in, numpy out.
+"""
+
+from __future__ import annotations
+
+# isort: off
+from mqtool.formats import kernel as _kernel  # first: it sets NUMBA_CACHE_DIR for numba
+# isort: on
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+import numba as nb
+import numpy as np
+from llvmlite import ir  # type: ignore[import-untyped]
+from numba import types
+from numba.extending import intrinsic
+
+from mqtool.formats.kernel import (
+    _BORN6,
+    _JIT,
+    _MIN_V1,
+    _MV1,
+    _MV2,
+    _STORE6,
+    STOP_ANOMALY,
+    STOP_END,
+    STOP_FULL,
+    _compiled,
+    _i16,
+    _i32,
+    _i64,
+    _u32,
+    crc32,
+    utf8_ok,
+)
+
+_Fn = TypeVar("_Fn")
+assert _kernel.N_FIELDS  # the import above is for its side effect on numba's cache dir
+
+# --- int64 columns (rows of ``o64``) ----------------------------------------------------------
+L_POS = 0  # byte position of the record in the buffer (fileOffset)
+L_PHYS = 1  # PHYSICALOFFSET (commitLogOffset)
+L_QUEUE_OFFSET = 2
+L_BORN_TS = 3
+L_STORE_TS = 4
+L_PREPARED = 5
+L_BODY_POS = 6  # where the body starts in the buffer
+N64 = 7
+
+# --- int32 columns (rows of ``o32``) ----------------------------------------------------------
+I_SIZE = 0  # TOTALSIZE (storeSize)
+I_QUEUE_ID = 1
+I_FLAG = 2
+I_SYS_FLAG = 3
+I_BODY_CRC = 4
+I_RECONSUME = 5
+I_BODY_LEN = 6
+I_BORN_PORT = 7
+I_STORE_PORT = 8
+I_MAGIC_V2 = 9  # 0: MAGIC_V1, 1: MAGIC_V2
+I_CRC_OK = 10  # 1 / 0, or -1 when not checked
+N32 = 11
+
+# --- string columns (rows of ``offs`` / ``data``) ---------------------------------------------
+S_TOPIC = 0
+S_PROPS = 1  # the raw properties string
+S_KEY = 2  # property map keys (one item per pair: ``map_off`` cuts them into rows)
+S_VALUE = 3  # property map values
+S_TAGS = 4  # TAGS value ('' and invalid where absent: see ``valid``)
+S_KEYS = 5
+S_UNIQ = 6
+S_MSGID = 7  # offsetMsgId
+S_BORN = 8  # bornHost "a.b.c.d:port" ('' for IPv6 rows)
+S_STORE = 9  # storeHost
+NS = 10
+
+# --- counters (``used``) ----------------------------------------------------------------------
+# used[s] for s < NS: bytes of data in string column s; then:
+U_PAIRS = NS  # property pairs written (items of S_KEY / S_VALUE)
+U_V6_HOSTS = NS + 1  # rows with an IPv6 born or store host (left empty)
+N_USED = NS + 2
+
+PICKS = (b"TAGS", b"KEYS", b"UNIQ_KEY")
+"""The property names picked out into their own columns, S_TAGS, S_KEYS, S_UNIQ in order."""
+PICK_BYTES = np.zeros((3, 8), dtype=np.uint8)
+PICK_LENS = np.array([len(x) for x in PICKS], dtype=np.int64)
+for _j, _name in enumerate(PICKS):
+    PICK_BYTES[_j, : len(_name)] = np.frombuffer(_name, dtype=np.uint8)
+HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8).copy()
+
+
+
+def _inlined(fn: _Fn) -> _Fn:
+    """A helper compiled into its callers (numba ``inline="always"``: no call per use)."""
+    return cast(_Fn, nb.njit(inline="always", **_JIT)(fn))
+
+
+HOST_MAX = 24  # "255.255.255.255:-2147483648"
+MSGID_MAX = 56  # IPv6 store host: 16 + 4 + 8 bytes in hex
+
+
+def _load64_typing(typingctx: object, arr: types.Array, idx: types.Integer) -> object:
+    """The 8 bytes at ``arr[idx]`` as one native (little-endian) uint64, unaligned."""
+    sig = types.uint64(arr, idx)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), ir.IntType(64).as_pointer())
+        return builder.load(ptr, align=1)
+
+    return sig, codegen
+
+
+def _store64_typing(typingctx: object, arr: types.Array, idx: types.Integer,
+                    val: types.Integer) -> object:
+    """Store ``val`` as 8 native bytes at ``arr[idx]``, unaligned."""
+    sig = types.void(arr, idx, types.uint64)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), ir.IntType(64).as_pointer())
+        builder.store(args[2], ptr, align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+_load64 = cast(Callable[..., Any], intrinsic(_load64_typing))
+_store64 = cast(Callable[..., Any], intrinsic(_store64_typing))
+
+
+@_inlined
+def _copy(dst: np.ndarray, q: int, src: np.ndarray, p: int, n: int) -> None:
+    """``dst[q:q+n] = src[p:p+n]``, 8 bytes at a time (``dst`` may get up to 7 more bytes
+    written after ``q + n``: callers leave that room; ``src`` is never read past its end)."""
+    if p + n + 8 <= src.shape[0]:
+        k = 0
+        while k < n:
+            _store64(dst, q + k, _load64(src, p + k))
+            k += 8
+    else:
+        for k in range(n):
+            dst[q + k] = src[p + k]
+
+
+@_inlined
+def _or_bytes(src: np.ndarray, p: int, n: int) -> int:
+    """OR of ``src[p:p+n]`` (>= 0x80: not ASCII)."""
+    acc = np.uint64(0)
+    k = 0
+    if p + n + 8 <= src.shape[0]:
+        while k + 8 <= n:
+            acc |= _load64(src, p + k)
+            k += 8
+    while k < n:
+        acc |= np.uint64(src[p + k])
+        k += 1
+    return int(acc & np.uint64(0x8080808080808080))
+
+
+@_inlined
+def _split_ascii(buf: np.ndarray, p0: int, n: int, pr: np.ndarray) -> tuple[int, int]:
+    """Pairs of one properties string ``buf[p0:p0+n]`` into ``pr`` (3 x at least n // 2 + 1):
+    key start, the ``\\x01`` after the key, the end of the value.
+
+    Returns (number of pairs found, OR of every byte). Segment rules as
+    ``string2messageProperties``: a segment between ``\\x02`` separators is a pair when its
+    first ``\\x01`` has a non-empty key before it and a non-empty value after it.
+    """
+    m = 0
+    acc = 0
+    seg = p0
+    kv = -1
+    end = p0 + n
+    for p in range(p0, end):
+        c = buf[p]
+        acc |= c
+        if c <= 2:
+            if c == 1:
+                if kv < 0:
+                    kv = p
+            elif c == 2:
+                if kv > seg and kv < p - 1:
+                    pr[0, m] = seg
+                    pr[1, m] = kv
+                    pr[2, m] = p
+                    m += 1
+                seg = p + 1
+                kv = -1
+    if kv > seg and kv < end - 1:
+        pr[0, m] = seg
+        pr[1, m] = kv
+        pr[2, m] = end
+        m += 1
+    return m, acc
+
+
+@_inlined
+def _same(buf: np.ndarray, a: int, b: int, ln: int) -> bool:
+    for k in range(ln):
+        if buf[a + k] != buf[b + k]:
+            return False
+    return True
+
+
+@_inlined
+def _host4(d: np.ndarray, q: int, buf: np.ndarray, ip: int, port: int) -> int:
+    """Write ``a.b.c.d:port`` (IPv4 at ``buf[ip:ip+4]``, signed port) at ``d[q]``; returns
+    its length."""
+    n = 0
+    for k in range(4):
+        v = int(buf[ip + k])
+        if v >= 100:
+            d[q + n] = 48 + v // 100
+            d[q + n + 1] = 48 + (v // 10) % 10
+            d[q + n + 2] = 48 + v % 10
+            n += 3
+        elif v >= 10:
+            d[q + n] = 48 + v // 10
+            d[q + n + 1] = 48 + v % 10
+            n += 2
+        else:
+            d[q + n] = 48 + v
+            n += 1
+        d[q + n] = 58 if k == 3 else 46  # ':' after the last octet, '.' between
+        n += 1
+    v = port
+    if v < 0:
+        d[q + n] = 45
+        n += 1
+        v = -v
+    digits = 1
+    t = v
+    while t >= 10:
+        t //= 10
+        digits += 1
+    for k in range(digits - 1, -1, -1):
+        d[q + n + k] = 48 + v % 10
+        v //= 10
+    return n + digits
+
+
+@_inlined
+def _hex(d: np.ndarray, q: int, v: int, nibbles: int, hexd: np.ndarray) -> None:
+    for k in range(nibbles):
+        d[q + k] = hexd[(v >> (4 * (nibbles - 1 - k))) & 15]
+
+
+@_compiled
+def decode(
+    buf: np.ndarray, start: int, stop: int, file_start: int, check_crc: bool,
+    tables: np.ndarray, o64: np.ndarray, o32: np.ndarray, offs: np.ndarray, data: np.ndarray,
+    map_off: np.ndarray, valid: np.ndarray, used: np.ndarray, scratch: np.ndarray,
+    pick: np.ndarray, pick_lens: np.ndarray, hexd: np.ndarray,
+) -> tuple[int, int, int]:
+    """Decode the records chained by TOTALSIZE from ``start`` into every column buffer.
+
+    ``o64`` (N64 x cap) and ``o32`` (N32 x cap): fixed columns; ``offs`` (NS x ocap + 1,
+    int32) and ``data`` (NS x dcap, uint8, C order): string columns (row ``i`` of column ``s``
+    is ``data[s, offs[s, i]:offs[s, i + 1]]``; S_KEY / S_VALUE are indexed by pair, the others
+    by record); ``map_off`` (cap + 1): row ``i``'s pairs are ``map_off[i]:map_off[i + 1]``;
+    ``valid`` (3 x cap, uint8): TAGS / KEYS / UNIQ_KEY present; ``used`` (N_USED): counters,
+    set here; ``scratch``: int64 (3 x at least the longest properties string / 2 + 2).
+
+    Returns ``(count, position, status)`` as :func:`.kernel.scan`.
+    """
+    n = buf.shape[0]
+    cap = o64.shape[1]
+    ocap = offs.shape[1] - 1
+    dcap = data.shape[1]
+    room = dcap - 8  # _copy may write 7 bytes past the end of a string
+    d = data.reshape(-1)
+    b_topic = S_TOPIC * dcap
+    b_props = S_PROPS * dcap
+    b_key = S_KEY * dcap
+    b_value = S_VALUE * dcap
+    b_msgid = S_MSGID * dcap
+    b_born = S_BORN * dcap
+    b_store = S_STORE * dcap
+    for s in range(N_USED):
+        used[s] = 0
+    for s in range(NS):
+        offs[s, 0] = 0
+    map_off[0] = 0
+    u_topic = 0
+    u_props = 0
+    u_key = 0
+    u_value = 0
+    u_pick0 = 0
+    u_pick1 = 0
+    u_pick2 = 0
+    u_msgid = 0
+    u_born = 0
+    u_store = 0
+    npairs = 0
+    nv6 = 0
+    p = start
+    i = 0
+    while True:
+        if p >= stop:
+            return i, p, STOP_END
+        if i >= cap:
+            return i, p, STOP_FULL
+        if p + 8 > n:
+            return i, p, STOP_ANOMALY
+        size = _i32(buf, p)
+        magic = _u32(buf, p + 4)
+        if magic == _MV1:
+            tl_w = 1
+        elif magic == _MV2:
+            tl_w = 2
+        else:
+            return i, p, STOP_ANOMALY
+        if size < _MIN_V1 + tl_w - 1 or p + size > n:
+            return i, p, STOP_ANOMALY
+        end = p + size
+        sys_flag = _i32(buf, p + 36)
+        born_len = 16 if sys_flag & _BORN6 else 4
+        store_len = 16 if sys_flag & _STORE6 else 4
+        born_pos = p + 48
+        store_ts_pos = born_pos + born_len + 4
+        store_pos = store_ts_pos + 8
+        recon_pos = store_pos + store_len + 4
+        blen_pos = recon_pos + 12
+        if blen_pos + 4 > end:
+            return i, p, STOP_ANOMALY
+        body_len = _i32(buf, blen_pos)
+        body_pos = blen_pos + 4
+        if body_len < 0 or body_pos + body_len > end:
+            return i, p, STOP_ANOMALY
+        tl_pos = body_pos + body_len
+        if tl_pos + tl_w > end:
+            return i, p, STOP_ANOMALY
+        if tl_w == 2:
+            topic_len = _i16(buf, tl_pos)
+        else:
+            topic_len = int(buf[tl_pos])
+            if topic_len > 127:
+                topic_len -= 256
+        topic_pos = tl_pos + tl_w
+        if topic_len < 0 or topic_pos + topic_len > end:
+            return i, p, STOP_ANOMALY
+        pl_pos = topic_pos + topic_len
+        if pl_pos + 2 > end:
+            return i, p, STOP_ANOMALY
+        props_len = _i16(buf, pl_pos)
+        props_pos = pl_pos + 2
+        if props_len < 0 or props_pos + props_len != end:  # calMsgLength == TOTALSIZE
+            return i, p, STOP_ANOMALY
+        phys = _i64(buf, p + 28)
+        if phys != file_start + p:
+            return i, p, STOP_ANOMALY
+        # does the whole row fit? (else the caller takes what is done and calls again)
+        if (npairs + props_len // 2 + 1 > ocap or props_len // 2 + 2 > scratch.shape[1]
+                or u_topic + topic_len > room or u_props + props_len > room
+                or u_key + props_len > room or u_value + props_len > room
+                or u_pick0 + props_len > room or u_pick1 + props_len > room
+                or u_pick2 + props_len > room or u_msgid + MSGID_MAX > room
+                or u_born + HOST_MAX > room or u_store + HOST_MAX > room):
+            return i, p, STOP_FULL
+        if _or_bytes(buf, topic_pos, topic_len) and not utf8_ok(buf, topic_pos, topic_len):
+            return i, p, STOP_ANOMALY
+        m, acc = _split_ascii(buf, props_pos, props_len, scratch)
+        if acc >= 0x80 and not utf8_ok(buf, props_pos, props_len):
+            return i, p, STOP_ANOMALY
+        # accepted: from here on the row is written
+        body_crc = _i32(buf, p + 8)
+        o64[L_POS, i] = p
+        o64[L_PHYS, i] = phys
+        o64[L_QUEUE_OFFSET, i] = _i64(buf, p + 20)
+        o64[L_BORN_TS, i] = _i64(buf, p + 40)
+        o64[L_STORE_TS, i] = _i64(buf, store_ts_pos)
+        o64[L_PREPARED, i] = _i64(buf, recon_pos + 4)
+        o64[L_BODY_POS, i] = body_pos
+        born_port = _i32(buf, born_pos + born_len)
+        store_port = _i32(buf, store_pos + store_len)
+        o32[I_SIZE, i] = size
+        o32[I_QUEUE_ID, i] = _i32(buf, p + 12)
+        o32[I_FLAG, i] = _i32(buf, p + 16)
+        o32[I_SYS_FLAG, i] = sys_flag
+        o32[I_BODY_CRC, i] = body_crc
+        o32[I_RECONSUME, i] = _i32(buf, recon_pos)
+        o32[I_BODY_LEN, i] = body_len
+        o32[I_BORN_PORT, i] = born_port
+        o32[I_STORE_PORT, i] = store_port
+        o32[I_MAGIC_V2, i] = tl_w - 1
+        if check_crc:
+            crc = crc32(buf, body_pos, body_len, tables) & 0x7FFFFFFF
+            o32[I_CRC_OK, i] = 1 if crc == body_crc else 0
+        else:
+            o32[I_CRC_OK, i] = -1
+        _copy(d, b_topic + u_topic, buf, topic_pos, topic_len)
+        u_topic += topic_len
+        offs[S_TOPIC, i + 1] = u_topic
+        _copy(d, b_props + u_props, buf, props_pos, props_len)
+        u_props += props_len
+        offs[S_PROPS, i + 1] = u_props
+        # the property map: pairs in order, an earlier duplicate key dropped
+        valid[0, i] = 0
+        valid[1, i] = 0
+        valid[2, i] = 0
+        for j in range(m):
+            kpos = scratch[0, j]
+            klen = scratch[1, j] - kpos
+            dup = False
+            for j2 in range(j + 1, m):
+                if scratch[1, j2] - scratch[0, j2] == klen and _same(buf, kpos, scratch[0, j2],
+                                                                     klen):
+                    dup = True
+                    break
+            if dup:
+                continue
+            vpos = scratch[1, j] + 1
+            vlen = scratch[2, j] - vpos
+            _copy(d, b_key + u_key, buf, kpos, klen)
+            u_key += klen
+            _copy(d, b_value + u_value, buf, vpos, vlen)
+            u_value += vlen
+            npairs += 1
+            offs[S_KEY, npairs] = u_key
+            offs[S_VALUE, npairs] = u_value
+            for t in range(3):
+                if klen == pick_lens[t]:
+                    hit = True
+                    for k in range(klen):
+                        if buf[kpos + k] != pick[t, k]:
+                            hit = False
+                            break
+                    if hit:
+                        if t == 0:
+                            _copy(d, (S_TAGS + t) * dcap + u_pick0, buf, vpos, vlen)
+                            u_pick0 += vlen
+                        elif t == 1:
+                            _copy(d, (S_TAGS + t) * dcap + u_pick1, buf, vpos, vlen)
+                            u_pick1 += vlen
+                        else:
+                            _copy(d, (S_TAGS + t) * dcap + u_pick2, buf, vpos, vlen)
+                            u_pick2 += vlen
+                        valid[t, i] = 1
+        map_off[i + 1] = npairs
+        offs[S_TAGS, i + 1] = u_pick0
+        offs[S_KEYS, i + 1] = u_pick1
+        offs[S_UNIQ, i + 1] = u_pick2
+        # offsetMsgId: store address + port + PHYSICALOFFSET in upper hex
+        q = b_msgid + u_msgid
+        for k in range(store_len):
+            b = buf[store_pos + k]
+            d[q] = hexd[b >> 4]
+            d[q + 1] = hexd[b & 15]
+            q += 2
+        _hex(d, q, store_port & 0xFFFFFFFF, 8, hexd)
+        _hex(d, q + 8, phys, 16, hexd)
+        u_msgid = q + 24 - b_msgid
+        offs[S_MSGID, i + 1] = u_msgid
+        # hosts as text (IPv4; IPv6 rows are left empty for the caller)
+        if born_len == 4:
+            u_born += _host4(d, b_born + u_born, buf, born_pos, born_port)
+        if store_len == 4:
+            u_store += _host4(d, b_store + u_store, buf, store_pos, store_port)
+        if born_len != 4 or store_len != 4:
+            nv6 += 1
+        offs[S_BORN, i + 1] = u_born
+        offs[S_STORE, i + 1] = u_store
+        used[S_TOPIC] = u_topic
+        used[S_PROPS] = u_props
+        used[S_KEY] = u_key
+        used[S_VALUE] = u_value
+        used[S_TAGS] = u_pick0
+        used[S_KEYS] = u_pick1
+        used[S_UNIQ] = u_pick2
+        used[S_MSGID] = u_msgid
+        used[S_BORN] = u_born
+        used[S_STORE] = u_store
+        used[U_PAIRS] = npairs
+        used[U_V6_HOSTS] = nv6
+        i += 1
+        p = end
