@@ -44,7 +44,6 @@ from mqtool.formats.kernel import (
     STOP_ANOMALY,
     STOP_END,
     STOP_FULL,
-    _compiled,
     _i16,
     _i32,
     _i64,
@@ -117,7 +116,8 @@ def _no_refcounts(fn: _Fn) -> _Fn:
     """Compiled without numba's reference counting (``_nrt=False``): the kernel allocates
     nothing and only borrows its caller's arrays, and the inlined helpers would otherwise
     increment and decrement array counts (atomics) in the per-record loop (~10% of its time)."""
-    return cast(_Fn, nb.njit(_nrt=False, **_JIT)(fn))
+    options: dict[str, Any] = {"_nrt": False, **_JIT}
+    return cast(_Fn, nb.njit(**options)(fn))
 
 
 def _inlined(fn: _Fn) -> _Fn:
