@@ -16,12 +16,16 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import construct as cs
 
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.errors import FormatError
 from mqtool.formats.javastr import java_string_hash
+
+if TYPE_CHECKING:
+    import numpy as np
 
 INDEX_HEADER_SIZE = 40
 HASH_SLOT_SIZE = 4
@@ -205,14 +209,20 @@ def index_key_hashes(prefixes: Sequence[int], keys: Sequence[str]) -> list[int]:
     continued vectorised (:func:`~mqtool.formats.javacompat.java_hash_continue_many`), then made
     non-negative as ``indexKeyHashMethod`` does (abs, ``Integer.MIN_VALUE`` -> 0).
     """
-    import numpy as np
-
     from mqtool.formats.javacompat import java_hash_continue_many
 
-    signed = java_hash_continue_many(prefixes, keys).view(np.int32).astype(np.int64)
+    return list(index_key_hash_of(java_hash_continue_many(prefixes, keys)).tolist())
+
+
+def index_key_hash_of(states: np.ndarray) -> np.ndarray:
+    """``indexKeyHashMethod`` of ``String.hashCode`` states (uint32 array): abs of the signed
+    int, ``Integer.MIN_VALUE`` -> 0 (int64 array)."""
+    import numpy as np
+
+    signed = np.asarray(states, dtype=np.uint32).view(np.int32).astype(np.int64)
     res = np.abs(signed)
     res[signed == -(2**31)] = 0
-    return list(res.tolist())
+    return res
 
 
 def build_key(topic: str, key: str) -> str:

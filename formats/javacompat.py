@@ -92,6 +92,61 @@ def java_hash_continue_many(prefixes: Sequence[int], keys: Sequence[str]) -> np.
     return out
 
 
+def _wide_fix(
+    buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, init: np.ndarray,
+    out: np.ndarray, wide: np.ndarray,
+) -> None:
+    """Hash the non-ASCII ranges' UTF-16 units (:func:`java_hash_unsigned`)."""
+    for i in np.flatnonzero(wide).tolist():
+        s = int(starts[i])
+        text = buf[s : s + int(lengths[i])].tobytes().decode("utf-8", "surrogatepass")
+        out[i] = java_hash_unsigned(text, int(init[i]))
+
+
+def java_hash_ranges(
+    buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, init: np.ndarray | None = None
+) -> np.ndarray:
+    """``String.hashCode`` state (uint32) of many UTF-8 byte ranges ``buf[starts[i]:][:lengths[i]]``
+    of a uint8 array, each continued from ``init[i]`` (0 when None), in compiled code
+    (:mod:`.javahash`); ranges with non-ASCII text hash their UTF-16 units here."""
+    from mqtool.formats import javahash
+
+    starts = np.ascontiguousarray(starts, dtype=np.int64)
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    n = len(starts)
+    pre = np.zeros(n, np.int64) if init is None else np.ascontiguousarray(init, dtype=np.int64)
+    out = np.empty(n, np.int64)
+    wide = np.empty(n, np.bool_)
+    javahash.hash_ranges(buf, starts, lengths, pre, out, wide)
+    _wide_fix(buf, starts, lengths, pre, out, wide)
+    return out.astype(np.uint32)
+
+
+def java_token_hashes(
+    buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, sep: str, init: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Split byte ranges of ``buf`` at the one-byte separator ``sep`` into non-empty tokens and
+    hash each token continued from its range's ``init``: (range index, uint32 state) per token,
+    in order (like ``[k for k in text.split(sep) if k]`` range by range)."""
+    from mqtool.formats import javahash
+
+    starts = np.ascontiguousarray(starts, dtype=np.int64)
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    pre = np.ascontiguousarray(init, dtype=np.int64)
+    cap = int(((lengths + 1) // 2).sum())  # tokens are separated: at most half of each range
+    rows = np.empty(cap, np.int64)
+    t_start = np.empty(cap, np.int64)
+    t_len = np.empty(cap, np.int64)
+    out = np.empty(cap, np.int64)
+    wide = np.empty(cap, np.bool_)
+    m = javahash.token_hashes(buf, starts, lengths, ord(sep), pre, rows, t_start, t_len, out,
+                              wide)
+    assert m >= 0
+    rows = rows[:m]
+    _wide_fix(buf, t_start[:m], t_len[:m], pre[rows], out[:m], wide[:m])
+    return rows, out[:m].astype(np.uint32)
+
+
 # --------------------------------------------------------------------------------------------
 # java.util.HashMap
 

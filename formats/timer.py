@@ -45,6 +45,7 @@ __all__ = [
     "TIMER_WHEEL_SLOT",
     "TIMER_WHEEL_SLOTS_TOTAL",
     "TIMER_WHEEL_TTL_DAY",
+    "UNIT_DTYPE",
     "UNIT_SIZE",
     "TimerCheckpoint",
     "TimerLogBlank",
@@ -56,6 +57,7 @@ __all__ = [
     "build_timerlog_unit",
     "build_wheel_slot",
     "iter_timerlog",
+    "is_magic_ok",
     "iter_wheel",
     "parse_timer_checkpoint",
     "parse_timerlog_unit",
@@ -123,6 +125,12 @@ TIMER_CHECKPOINT = cs.Struct(
 """Reference layout of the first 56 bytes of ``config/timercheck``."""
 
 _UNIT = struct.Struct(">iqiqiqiiq")
+UNIT_DTYPE = np.dtype([
+    ("size", ">i4"), ("prevPos", ">i8"), ("magic", ">i4"), ("currWriteTimeMs", ">i8"),
+    ("delayedTime", ">i4"), ("offsetPy", ">i8"), ("sizePy", ">i4"), ("hashTopic", ">i4"),
+    ("reserved", ">i8"),
+])
+"""numpy view of packed 52-byte timerlog units (vectorised scans)."""
 _BLANK = struct.Struct(">iqi")
 _SLOT = struct.Struct(">qqqii")
 _I32 = struct.Struct(">i")
@@ -285,12 +293,18 @@ def iter_timerlog(
 # timerwheel
 
 
-def timer_wheel_file_size(
-    ttl_day: int = TIMER_WHEEL_TTL_DAY, precision_ms: int = TIMER_PRECISION_MS
-) -> int:
-    """``TimerWheel`` file size: ``slotsTotal * 2 * Slot.SIZE`` (38,707,200 by default)."""
-    slots_total = ttl_day * DAY_SECS * 1000 // precision_ms
-    return slots_total * 2 * SLOT_SIZE
+def timer_wheel_file_size(ttl_day: int = TIMER_WHEEL_TTL_DAY) -> int:
+    """``TimerWheel`` file size: ``slotsTotal * 2 * Slot.SIZE`` (38,707,200 by default).
+
+    ``TimerMessageStore``: "TimerWheel contains the fixed number of slots regardless of
+    precision": ``slotsTotal = TIMER_WHEEL_TTL_DAY * DAY_SECS`` whatever ``timerPrecisionMs``.
+    """
+    return ttl_day * DAY_SECS * 2 * SLOT_SIZE
+
+
+def is_magic_ok(magic: int) -> bool:
+    """``TimerMessageStore#isMagicOK``: only the low four flag bits may be set."""
+    return (magic | 0xF) == 0xF
 
 
 def wheel_slot_index(

@@ -112,6 +112,11 @@ def _print_human(report: Any, loss: Any) -> None:
     t.add_row("configs", ", ".join(s["configFiles"]) or "-")
     if "delayLevels" in s:
         t.add_row("delay levels from", s["delayLevels"]["summary"])
+    if "timer" in s:
+        tm = s["timer"]
+        t.add_row("timer (5.x)", f"{tm['timerlogFiles']} timerlog files, {tm['timerlogUnits']:,} "
+                  f"units (data ends at {tm['timerlogEnd']:,}); timerwheel "
+                  f"{tm.get('slots', 0)} slots in use, {tm.get('pendingSlots', 0)} pending")
     t.add_row("findings", f"{s['errors']} errors, {s['warnings']} warnings, {s['infos']} info")
     con.print(t)
     if report.findings:

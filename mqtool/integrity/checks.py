@@ -31,17 +31,26 @@ from typing import Any
 
 import numpy as np
 
+from mqtool.formats import kernel
 from mqtool.formats.commitlog import (
+    CRC32_RESERVED_LEN,
     PROPERTY_CRC32,
     PROPERTY_TAGS,
     BlankRecord,
     CommitLogMessage,
     FileEnd,
+    parse_message,
 )
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, MAX_ADDR, tags_code_of
 from mqtool.formats.errors import Finding, FormatError, Severity
-from mqtool.formats.indexfile import IndexReader, index_key_hashes
-from mqtool.formats.javacompat import java_hash_unsigned
+from mqtool.formats.indexfile import IndexReader, index_key_hash_of, index_key_hashes
+from mqtool.formats.javacompat import (
+    java_hash_ranges,
+    java_hash_unsigned,
+    java_token_hashes,
+)
+from mqtool.formats.kernelwalk import walk_fields
+from mqtool.formats.rules import KEY_SEPARATOR
 from mqtool.integrity import rules
 from mqtool.integrity.meta import _check_checkpoint, _check_configs
 from mqtool.integrity.model import (
@@ -55,7 +64,7 @@ from mqtool.integrity.model import (
     Report,
     _Sink,
 )
-from mqtool.store import Store, map_readonly
+from mqtool.store import CommitLogFile, Store, map_readonly
 
 __all__ = ["FileScan", "IndexScan", "Messages", "ProgressFn", "QueueScan", "Report", "verify"]
 
@@ -78,15 +87,25 @@ class _KeyHashes:
         ks = rules.index_key_suffixes(props)
         if not ks:
             return
-        pre = self._pre.get(topic)
-        if pre is None:
-            pre = self._pre[topic] = java_hash_unsigned(topic + "#")
+        pre = self.prefix(topic)
         for k in ks:
             self.rows.append(row)
             self.prefixes.append(pre)
             self.keys.append(k)
         if len(self.keys) >= self.BATCH:
             self._flush()
+
+    def prefix(self, topic: str) -> int:
+        """Java hash state of ``topic#`` (the prefix of every index key of the topic)."""
+        pre = self._pre.get(topic)
+        if pre is None:
+            pre = self._pre[topic] = java_hash_unsigned(topic + "#")
+        return pre
+
+    def add_states(self, rows: np.ndarray, states: np.ndarray) -> None:
+        """Keys of ``rows`` given as ``String.hashCode`` states of ``topic#key``."""
+        if len(rows):
+            self.done.append((rows.astype(np.int64) << 31) | index_key_hash_of(states))
 
     def _flush(self) -> None:
         if self.keys:
@@ -102,18 +121,178 @@ class _KeyHashes:
         return out
 
 
+class _Columns:
+    """The per-message facts of :class:`Messages`, gathered batch by batch."""
+
+    NAMES = ("phy", "size", "qid", "qoff", "topic", "ts", "tags", "sys", "crc")
+
+    def __init__(self) -> None:
+        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in self.NAMES}
+        self.rows = 0
+        self.topics: dict[bytes, int] = {}
+        self.tag_codes: dict[bytes, int] = {}
+        self.keys = _KeyHashes()
+        self.pairs = np.empty((4, 1 << 16), dtype=np.int64)
+
+    def picked(self, a: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[
+        np.ndarray, np.ndarray
+    ]:
+        """``string2messageProperties`` of each record (the kernel's split): the pair index of
+        TAGS, KEYS and UNIQ_KEY per record (-1: none) and the pairs (key start, key length,
+        value start, value length in ``a``)."""
+        n = len(starts)
+        map_off = np.empty(n + 1, dtype=np.int32)
+        picked = np.empty((len(kernel.PICK_NAMES), n), dtype=np.int64)
+        while kernel.split_properties(a, starts, lengths, kernel._PICK_BYTES, kernel._PICK_LENS,
+                                      self.pairs, map_off, picked) < 0:
+            self.pairs = np.empty((4, self.pairs.shape[1] * 2), dtype=np.int64)
+        return picked, self.pairs
+
+    def topic_ids(self, a: np.ndarray, pos: np.ndarray, ln: np.ndarray) -> np.ndarray:
+        """Topic ids of byte ranges of ``a``: grouped by (String.hashCode, length), each group
+        checked byte for byte against its first member (a colliding row is looked up alone)."""
+        if not len(pos):
+            return np.zeros(0, np.int64)
+        h = java_hash_ranges(a, pos, ln).astype(np.int64) | (ln.astype(np.int64) << 32)
+        _, first, inv = np.unique(h, return_index=True, return_inverse=True)
+        ids = np.empty(len(first), np.int64)
+        for u in np.argsort(first, kind="stable").tolist():  # new topics in commitlog order
+            r = int(first[u])
+            ids[u] = self._topic_id(a, int(pos[r]), int(ln[r]))
+        out = ids[inv]
+        rep = pos[first][inv]
+        lens = ln.astype(np.int64)
+        ends = np.cumsum(lens)
+        k = np.arange(int(ends[-1]), dtype=np.int64) - np.repeat(ends - lens, lens)
+        differ = a[np.repeat(pos, lens) + k] != a[np.repeat(rep, lens) + k]
+        if differ.any():
+            rows = np.unique(np.searchsorted(ends, np.flatnonzero(differ), side="right"))
+            for r in rows.tolist():
+                out[r] = self._topic_id(a, int(pos[r]), int(ln[r]))
+        return out
+
+    def _topic_id(self, a: np.ndarray, pos: int, ln: int) -> int:
+        raw = a[pos : pos + ln].tobytes()
+        t = self.topics.get(raw)
+        if t is None:
+            t = self.topics[raw] = len(self.topics)
+        return t
+
+    def add_fields(self, a: np.ndarray, f: np.ndarray, check_crc: bool) -> None:
+        """Add the records of a kernel field table (``a``: the file's bytes)."""
+        n = f.shape[1]
+        rows = self.rows + np.arange(n, dtype=np.int64)
+        tid = self.topic_ids(a, f[kernel.F_TOPIC_POS], f[kernel.F_TOPIC_LEN])
+        picked, pairs = self.picked(a, f[kernel.F_PROPS_POS], f[kernel.F_PROPS_LEN])
+        # tagsCode: the tag's String.hashCode (tags_code_of), 0 without a tag
+        tags = np.zeros(n, np.int64)
+        i = np.flatnonzero(picked[0] >= 0)
+        j = picked[0][i]
+        tags[i] = java_hash_ranges(a, pairs[2][j], pairs[3][j]).view(np.int32)
+        # index keys (rules.index_keys): UNIQ_KEY, then each KEYS token, as topic#key
+        names = list(self.topics)
+        pre = np.array([self.keys.prefix(t.decode("utf-8")) for t in names], dtype=np.uint32)
+        i = np.flatnonzero(picked[2] >= 0)
+        j = picked[2][i]
+        self.keys.add_states(rows[i], java_hash_ranges(a, pairs[2][j], pairs[3][j],
+                                                       pre[tid[i]]))
+        i = np.flatnonzero(picked[1] >= 0)
+        j = picked[1][i]
+        row, states = java_token_hashes(a, pairs[2][j], pairs[3][j], KEY_SEPARATOR,
+                                        pre[tid[i]])
+        self.keys.add_states(rows[i][row], states)
+        crc = (f[kernel.F_CRC_OK] != 0) if check_crc else np.ones(n, bool)
+        for k, v in (("phy", f[kernel.F_PHYS]), ("size", f[kernel.F_SIZE]),
+                     ("qid", f[kernel.F_QUEUE_ID]), ("qoff", f[kernel.F_QUEUE_OFFSET]),
+                     ("topic", tid), ("ts", f[kernel.F_STORE_TS]), ("tags", tags),
+                     ("sys", f[kernel.F_SYS_FLAG]), ("crc", crc)):
+            self.parts[k].append(np.array(v, dtype=np.int64))
+        self.rows += n
+
+    def add_message(self, item: CommitLogMessage, ok: bool) -> None:
+        """Add one record the walker decoded (the kernel refused it; none are known)."""
+        raw = item.topic.encode("utf-8")
+        t = self.topics.setdefault(raw, len(self.topics))
+        tag = item.properties.get(PROPERTY_TAGS)
+        self.keys.add(self.rows, item.topic, item.properties)
+        for k, v in (("phy", item.physical_offset), ("size", item.total_size),
+                     ("qid", item.queue_id), ("qoff", item.queue_offset), ("topic", t),
+                     ("ts", item.store_timestamp), ("tags", tags_code_of(tag) if tag else 0),
+                     ("sys", item.sys_flag), ("crc", 1 if ok else 0)):
+            self.parts[k].append(np.array([v], dtype=np.int64))
+        self.rows += 1
+
+    def messages(self) -> Messages:
+        def col(k: str) -> np.ndarray:
+            p = self.parts.pop(k)
+            return np.concatenate(p) if p else np.zeros(0, np.int64)
+
+        return Messages(
+            phy=col("phy"), size=col("size"), queue_id=col("qid"), queue_offset=col("qoff"),
+            topic=col("topic"), store_ts=col("ts"), tags_code=col("tags"), sys_flag=col("sys"),
+            crc_ok=col("crc").astype(bool),
+            topics=[t.decode("utf-8") for t in self.topics],
+            key_rows=self.keys.finish(),
+        )
+
+
+_CRC_TAIL = (PROPERTY_CRC32 + "\x01").encode("ascii")
+
+
+def _crc_findings(
+    buf: Any, a: np.ndarray, f: np.ndarray, file: CommitLogFile, check_crc: bool,
+    fs: FileScan, sink: _Sink,
+) -> None:
+    """The body CRC and 5.x ``__CRC32#`` findings of a kernel field table's records."""
+    bad = np.flatnonzero(f[kernel.F_CRC_OK] == 0) if check_crc else np.zeros(0, np.int64)
+    # the 5.x property CRC: records whose properties end in the reserved __CRC32# slot
+    plen = f[kernel.F_PROPS_LEN]
+    cand = np.flatnonzero(plen >= CRC32_RESERVED_LEN)
+    if cand.size:
+        at = (f[kernel.F_PROPS_POS][cand] + plen[cand] - CRC32_RESERVED_LEN)
+        head = a[at[:, None] + np.arange(len(_CRC_TAIL))]
+        cand = cand[(head == np.frombuffer(_CRC_TAIL, np.uint8)).all(axis=1)]
+    for i in sorted(set(bad.tolist()) | set(cand.tolist())):
+        pos = int(f[kernel.F_POS, i])
+        item = parse_message(buf, pos, file=file.rel, file_start=file.start)
+        assert isinstance(item, CommitLogMessage)
+        _record_crc(item, file, check_crc, fs, sink)
+
+
+def _record_crc(
+    item: CommitLogMessage, f: CommitLogFile, check_crc: bool, fs: FileScan, sink: _Sink
+) -> bool:
+    """Check one record's body CRC and 5.x property CRC; whether the body CRC is good."""
+    phy = item.physical_offset
+    ok = True
+    if check_crc:
+        ok = item.body_crc == (zlib.crc32(item.body) & 0x7FFFFFFF)
+        if not ok:
+            sink.add(Finding(
+                "crc-mismatch", f.rel, phy - f.start,
+                f"body CRC mismatch ({item.topic}/{item.queue_id}@"
+                f"{item.queue_offset})", expected=f"{item.body_crc:#010x}",
+                found=f"{zlib.crc32(item.body) & 0x7FFFFFFF:#010x}", phy=phy,
+            ))
+            if fs.first_break is None:
+                fs.first_break = phy  # checkCRCOnRecover stops there
+        if PROPERTY_CRC32 in item.properties_raw:
+            got = item.prop_crc()
+            if got is not None and got[0] != got[1]:
+                sink.add(Finding(
+                    "crc-mismatch", f.rel, phy - f.start,
+                    "5.x __CRC32# property does not match the record",
+                    expected=str(got[0]), found=str(got[1]), phy=phy,
+                ))
+    return ok
+
+
 def _scan_commitlog(
     store: Store, sink: _Sink, check_crc: bool, progress: ProgressFn | None
 ) -> tuple[list[FileScan], Messages]:
-    # 8 bytes per value (array.array), not a Python int object per value
-    cols: dict[str, array[int]] = {k: array("q") for k in (
-        "phy", "size", "qid", "qoff", "topic", "ts", "tags", "sys", "crc")}
-    topics: dict[str, int] = {}
     scans: list[FileScan] = []
-    keys = _KeyHashes()
-    tag_codes: dict[str, int] = {}
+    cols = _Columns()
     mfs = store.mapped_file_size
-    store.check_crc = False  # the body CRC is checked below (and skipped with --no-crc)
     for f in store.commitlog_files:
         fs = FileScan(f, data_end=f.start)
         scans.append(fs)
@@ -124,56 +303,28 @@ def _scan_commitlog(
                 "refuses to load the commitlog", severity=Severity.ERROR,
                 expected=str(mfs), found=str(f.size),
             ))
-        for item in store.scan_commitlog_file(f):
-            if isinstance(item, CommitLogMessage):
-                phy = item.physical_offset
-                ok = True
-                if check_crc:
-                    ok = item.body_crc == (zlib.crc32(item.body) & 0x7FFFFFFF)
-                    if not ok:
-                        sink.add(Finding(
-                            "crc-mismatch", f.rel, phy - f.start,
-                            f"body CRC mismatch ({item.topic}/{item.queue_id}@"
-                            f"{item.queue_offset})", expected=f"{item.body_crc:#010x}",
-                            found=f"{zlib.crc32(item.body) & 0x7FFFFFFF:#010x}", phy=phy,
-                        ))
-                        if fs.first_break is None:
-                            fs.first_break = phy  # checkCRCOnRecover stops there
-                    if PROPERTY_CRC32 in item.properties_raw:
-                        got = item.prop_crc()
-                        if got is not None and got[0] != got[1]:
-                            sink.add(Finding(
-                                "crc-mismatch", f.rel, phy - f.start,
-                                "5.x __CRC32# property does not match the record",
-                                expected=str(got[0]), found=str(got[1]), phy=phy,
-                            ))
+        buf = store.mapped(f)
+        raw = kernel.as_bytes(buf)
+        for item in walk_fields(buf, file=f.rel, file_start=f.start, check_crc=check_crc,
+                                crc_findings=False):
+            if isinstance(item, np.ndarray):
+                k = item.shape[1]
+                if not k:
+                    continue
+                _crc_findings(buf, raw, item, f, check_crc, fs, sink)
+                cols.add_fields(raw, item, check_crc)
+                fs.messages += k
+                fs.message_bytes += int(item[kernel.F_SIZE].sum())
+                fs.data_end = int(item[kernel.F_PHYS, k - 1] + item[kernel.F_SIZE, k - 1])
+            elif isinstance(item, CommitLogMessage):
+                ok = _record_crc(item, f, check_crc, fs, sink)
+                cols.add_message(item, ok)
                 fs.messages += 1
                 fs.message_bytes += item.total_size
                 fs.data_end = item.end_offset
-                t = topics.setdefault(item.topic, len(topics))
-                cols["phy"].append(phy)
-                cols["size"].append(item.total_size)
-                cols["qid"].append(item.queue_id)
-                cols["qoff"].append(item.queue_offset)
-                cols["topic"].append(t)
-                cols["ts"].append(item.store_timestamp)
-                props = item.properties
-                tag = props.get(PROPERTY_TAGS)
-                if tag:
-                    code = tag_codes.get(tag)
-                    if code is None:
-                        code = tags_code_of(tag)
-                        if len(tag_codes) < 100_000:
-                            tag_codes[tag] = code
-                else:
-                    code = 0
-                cols["tags"].append(code)
-                keys.add(len(cols["phy"]) - 1, item.topic, props)
-                cols["sys"].append(item.sys_flag)
-                cols["crc"].append(1 if ok else 0)
             elif isinstance(item, BlankRecord):
                 fs.data_end = item.physical_offset
-            elif isinstance(item, Finding):  # the walker's unreadable regions and CRC findings
+            elif isinstance(item, Finding):  # the walker's unreadable regions
                 pos = item.offset if item.offset is not None else 0
                 phy = item.phy if item.phy is not None else f.start + pos
                 fs.unreadable_bytes += int(getattr(item, "length", 0) or 0)
@@ -199,6 +350,7 @@ def _scan_commitlog(
                     fs.first_break = item.physical_offset
                     if fs.data_end < item.physical_offset:
                         fs.data_end = item.physical_offset
+        del raw
         if progress is not None:
             progress(f.size)
     # layout across files: gaps, zeros before data
@@ -223,18 +375,7 @@ def _scan_commitlog(
                 "pre-allocated commitlog file, never written (normal after a crash or while the "
                 "broker runs)", severity=Severity.INFO,
             ))
-    def col(k: str) -> np.ndarray:
-        return np.frombuffer(cols[k], dtype=np.int64).copy() if len(cols[k]) else np.zeros(
-            0, np.int64)
-
-    msgs = Messages(
-        phy=col("phy"), size=col("size"), queue_id=col("qid"), queue_offset=col("qoff"),
-        topic=col("topic"), store_ts=col("ts"), tags_code=col("tags"), sys_flag=col("sys"),
-        crc_ok=col("crc").astype(bool),
-        topics=list(topics),
-        key_rows=keys.finish(),
-    )
-    return scans, msgs
+    return scans, cols.messages()
 
 
 # --- consume queues -------------------------------------------------------------------------
@@ -529,6 +670,7 @@ def verify(
 ) -> Report:
     """Check the store at ``root`` (read-only) and return what was read and found."""
     from mqtool.integrity.delay import check_delay_levels, delay_summary
+    from mqtool.integrity.timer import check_timer
 
     sink = _Sink()
     with Store.open(root) as store:
@@ -556,6 +698,7 @@ def verify(
         indexes = _scan_index(store, msgs, first_start, data_end, sink, progress)
         cp = _check_checkpoint(store, msgs, data_end, abort, sink)
         configs = _check_configs(store, queues, sink)
+        timer = check_timer(store, msgs, first_start, data_end, queues, sink)
         for f in store.findings:  # findings the store noted while reading
             if f.kind in ("layout",):
                 sink.add(f)
@@ -568,6 +711,8 @@ def verify(
     report.findings.sort(key=lambda f: (f.file, f.offset if f.offset is not None else -1))
     report.summary = summarize(report)
     report.summary["delayLevels"] = delay_summary(levels)
+    if timer is not None:
+        report.summary["timer"] = timer
     return report
 
 

@@ -1,0 +1,390 @@
+"""``mqtool verify``'s check of the RocketMQ 5.x timer files against each other and the
+commitlog: ``timerlog/``, ``timerwheel`` and ``config/timercheck`` (formats in
+:mod:`mqtool.formats.timer`).
+
+Facts (apache/rocketmq ``TimerMessageStore``, ``TimerLog``, ``TimerWheel``, ``TimerCheckpoint``):
+
+* ``TimerMessageStore#doEnqueue`` appends a 52-byte unit per timer message: ``prevPos`` is the
+  slot's ``lastPos`` before (-1 when the slot is new), ``delayedTime`` is relative to
+  ``currWriteTimeMs``, ``offsetPy``/``sizePy`` point at the message's record in the commitlog
+  (topic ``rmq_sys_wheel_timer``). Then ``TimerWheel#putSlot`` writes the slot of the deliver
+  time: ``timeMs / precisionMs``, ``firstPos`` (kept), ``lastPos`` = the new unit, ``num`` +1
+  (-1 for a delete marker).
+* ``recoverAndRevise`` walks the timerlog in 52-byte steps and stops at a unit whose size is not
+  52 or whose magic fails ``isMagicOK`` (``(magic | 0xF) == 0xF``), or at a blank
+  (``BLANK_MAGIC_CODE``); the timerlog is truncated there.
+* The wheel file must be ``slotsTotal * 2 * 32`` bytes (``slotsTotal`` = 7 days of seconds,
+  whatever the precision) or the broker refuses to start; slot ``i`` holds a time ``t`` with
+  ``t % (slotsTotal * 2) == i``.
+* ``TimerCheckpoint``: ``lastTimerLogFlushPos`` is the timerlog's flushed position,
+  ``lastTimerQueueOffset`` the next ``rmq_sys_wheel_timer`` queue-0 offset to enqueue
+  (``min(commitQueueOffset, masterTimerQueueOffset)``), ``lastReadTimeMs`` the wheel time read up
+  to (slots before it are delivered). At start ``recover`` clamps the queue offset into the
+  queue's min..max with a warning.
+
+Findings name the file relative to the store root and the byte offset inside that file.
+"""
+
+from __future__ import annotations
+
+import mmap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mqtool.formats.errors import TIMER, Finding, FormatError, Severity
+from mqtool.formats.rules import TIMER_TOPIC
+from mqtool.formats.timer import (
+    MAGIC_DELETE,
+    SLOT_SIZE,
+    TIMER_PRECISION_MS,
+    TIMER_WHEEL_SLOTS_TOTAL,
+    UNIT_DTYPE,
+    UNIT_SIZE,
+    TimerCheckpoint,
+    TimerLogBlank,
+    TimerLogEnd,
+    iter_timerlog,
+    iter_wheel,
+    parse_timer_checkpoint,
+    timer_wheel_file_size,
+)
+from mqtool.integrity.model import Messages, QueueScan, _Sink
+from mqtool.store import Store, map_readonly
+
+_PRECISIONS = (1000, 500, 250, 200, 100, 50, 20, 10, 5, 2, 1)
+
+
+@dataclass
+class _Log:
+    """Every readable timerlog unit (absolute positions) and where the data ends."""
+
+    files: list[tuple[str, int, int]] = field(default_factory=list)  # (rel, start, size)
+    pos: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    units: np.ndarray = field(default_factory=lambda: np.zeros(0, UNIT_DTYPE))
+    start: int = 0
+    end: int = 0  # after the last readable unit
+
+    def where(self, pos: int) -> tuple[str, int]:
+        for rel, start, size in self.files:
+            if start <= pos < start + size:
+                return rel, pos - start
+        return (self.files[-1][0], pos - self.files[-1][1]) if self.files else ("timerlog", pos)
+
+    def row(self, pos: int) -> int | None:
+        i = int(np.searchsorted(self.pos, pos))
+        return i if i < len(self.pos) and int(self.pos[i]) == pos else None
+
+
+def _close(buf: Any) -> None:
+    if isinstance(buf, mmap.mmap):
+        try:
+            buf.close()
+        except BufferError:  # pragma: no cover - views are released before
+            pass
+
+
+def _read_timerlog(d: Path, sink: _Sink) -> _Log:
+    log = _Log()
+    names = sorted((p for p in d.iterdir() if p.is_file() and p.name.isdigit()
+                    and len(p.name) == 20), key=lambda p: int(p.name))
+    others = sorted(p.name for p in d.iterdir() if p.is_file()) if d.is_dir() else []
+    for name in others:
+        if not (name.isdigit() and len(name) == 20):
+            sink.add(Finding(TIMER, f"timerlog/{name}", None, "not a timerlog file name (20-digit "
+                             "offset): the broker's MappedFileQueue cannot load it"))
+    sizes = [p.stat().st_size for p in names]
+    common = max(set(sizes), key=sizes.count) if sizes else 0
+    positions: list[np.ndarray] = []
+    units: list[np.ndarray] = []
+    ended_at: str | None = None
+    for i, p in enumerate(names):
+        rel = f"timerlog/{p.name}"
+        start = int(p.name)
+        size = sizes[i]
+        log.files.append((rel, start, size))
+        if i == 0:
+            log.start = log.end = start
+        elif log.files[i - 1][1] + log.files[i - 1][2] != start:
+            sink.add(Finding(TIMER, rel, 0, f"timerlog file starts at {start} but the previous "
+                             f"one ends at {log.files[i - 1][1] + log.files[i - 1][2]}"))
+        if size != common:
+            sink.add(Finding(TIMER, rel, None, f"file size {size} differs from the other timerlog "
+                             f"files ({common})", expected=str(common), found=str(size)))
+        if size == 0:
+            continue
+        buf = map_readonly(p)
+        try:
+            n = size // UNIT_SIZE
+            arr = np.frombuffer(buf, dtype=UNIT_DTYPE, count=n).copy() if n else np.zeros(
+                0, UNIT_DTYPE)
+            good = (arr["size"] == UNIT_SIZE) & ((arr["magic"] | 0xF) == 0xF)
+            bad = np.flatnonzero(~good)
+            k = int(bad[0]) if bad.size else n
+            if k and ended_at is not None:
+                sink.add(Finding(TIMER, rel, 0, f"timerlog units after the end of the data "
+                                 f"({ended_at}): the broker's recovery never reads them"))
+            positions.append(start + np.arange(k, dtype=np.int64) * UNIT_SIZE)
+            units.append(arr[:k])
+            if k:
+                log.end = start + k * UNIT_SIZE
+            pos = k * UNIT_SIZE
+            if k < n and arr["size"][k] == UNIT_SIZE:
+                sink.add(Finding(
+                    TIMER, rel, pos, f"timerlog unit with magic {int(arr['magic'][k]):#x}: not "
+                    "a timer unit (the broker's recovery truncates the timerlog here)",
+                    expected="magic with only bits 0-3", found=f"{int(arr['magic'][k]):#x}"))
+                ended_at = f"{rel} @ {pos:#x}"
+                continue
+            view = memoryview(buf)[pos:]
+            try:
+                first = next(iter_timerlog(view, file=rel, file_start=pos))
+            finally:
+                view.release()
+            if isinstance(first, TimerLogBlank):
+                log.end = start + size  # the file is full; the next one continues
+            elif isinstance(first, TimerLogEnd):
+                if first.kind in ("torn", "corrupt"):
+                    sink.add(Finding(TIMER, rel, first.position, f"unreadable timerlog: "
+                                     f"{first.detail} (the broker's recovery truncates here)"))
+                    ended_at = f"{rel} @ {first.position:#x}"
+                elif first.kind == "zeros":
+                    ended_at = f"{rel} @ {first.position:#x}"
+        finally:
+            _close(buf)
+    if positions:
+        log.pos = np.concatenate(positions)
+        log.units = np.concatenate(units)
+    return log
+
+
+def _deliver_ms(u: np.ndarray) -> np.ndarray:
+    return u["currWriteTimeMs"].astype(np.int64) + u["delayedTime"].astype(np.int64)
+
+
+def _check_units(
+    log: _Log, msgs: Messages, first_start: int, data_end: int, read_ms: int | None,
+    sink: _Sink,
+) -> None:
+    """Every timerlog unit points at its ``rmq_sys_wheel_timer`` record inside valid data."""
+    if not len(log.pos):
+        return
+    opy = log.units["offsetPy"].astype(np.int64)
+    spy = log.units["sizePy"].astype(np.int64)
+    deliver = _deliver_ms(log.units)
+    below = opy < first_start
+    past = ~below & (opy + spy > data_end)
+    ii, hit = msgs.lookup(opy)
+    check = ~below & ~past
+    timer_idx = msgs.topics.index(TIMER_TOPIC) if TIMER_TOPIC in msgs.topics else -1
+    wrong_size = check & hit & (msgs.size[ii] != spy) if len(msgs) else np.zeros(len(opy), bool)
+    wrong_topic = check & hit & ~wrong_size & (msgs.topic[ii] != timer_idx) if len(
+        msgs) else np.zeros(len(opy), bool)
+    for i in np.flatnonzero(below | past | (check & ~hit) | wrong_size | wrong_topic).tolist():
+        pos = int(log.pos[i])
+        rel, at = log.where(pos)
+        o, s = int(opy[i]), int(spy[i])
+        unit = f"timer unit -> commitlog offset {o} size {s}"
+        if below[i]:
+            done = read_ms is not None and int(deliver[i]) < read_ms
+            sink.add(Finding(
+                TIMER, rel, at, f"{unit}: before the first commitlog file ({first_start}); the "
+                + ("message was delivered before its commitlog file was deleted" if done else
+                   "message is not yet delivered and its record is gone"),
+                severity=Severity.INFO if done else Severity.ERROR, phy=o))
+        elif past[i]:
+            sink.add(Finding(TIMER, rel, at, f"{unit}: points past the valid commitlog data "
+                             f"(ends at {data_end})", phy=o))
+        elif not hit[i]:
+            sink.add(Finding(TIMER, rel, at, f"{unit}: no readable message starts there", phy=o))
+        elif wrong_size[i]:
+            sink.add(Finding(TIMER, rel, at, f"{unit}: the message there is "
+                             f"{int(msgs.size[ii[i]])} bytes", expected=str(s),
+                             found=str(int(msgs.size[ii[i]])), phy=o))
+        else:
+            t = msgs.topics[int(msgs.topic[ii[i]])]
+            sink.add(Finding(TIMER, rel, at, f"{unit}: the message there is in topic {t}, not "
+                             f"{TIMER_TOPIC}", expected=TIMER_TOPIC, found=t, phy=o))
+
+
+def _precision(slots: list[Any], log: _Log) -> int:
+    """``timerPrecisionMs``: the one under which the slots' last units fall in their slots."""
+    votes: dict[int, int] = {}
+    for s in slots[:1000]:
+        r = log.row(s.last_pos)
+        if r is None or s.time_secs <= 0:
+            continue
+        d = int(_deliver_ms(log.units[r:r + 1])[0])
+        for p in _PRECISIONS:
+            if d // p == s.time_secs:
+                votes[p] = votes.get(p, 0) + 1
+                break
+    return max(votes, key=lambda p: (votes[p], p)) if votes else TIMER_PRECISION_MS
+
+
+def _check_wheel(
+    path: Path, log: _Log, cp: TimerCheckpoint | None, sink: _Sink,
+) -> dict[str, Any]:
+    rel = "timerwheel"
+    size = path.stat().st_size
+    want = timer_wheel_file_size()
+    out: dict[str, Any] = {"slots": 0, "pendingSlots": 0, "precisionMs": TIMER_PRECISION_MS}
+    if size not in (0, want):
+        sink.add(Finding(TIMER, rel, None, f"timerwheel is {size} bytes; the broker refuses to "
+                         f"start unless it is {want} (\"Timer wheel length\")",
+                         expected=str(want), found=str(size)))
+        return out
+    if size == 0:
+        return out
+    buf = map_readonly(path)
+    try:
+        slots = list(iter_wheel(buf, file=rel))
+    except FormatError as e:
+        sink.add(e.finding())
+        return out
+    finally:
+        _close(buf)
+    precision = _precision(slots, log)
+    out["precisionMs"] = precision
+    out["slots"] = len(slots)
+    read_secs = cp.last_read_time_ms // precision if cp is not None else None
+    units = log.units
+    deliver_slot = _deliver_ms(units) // precision if len(units) else np.zeros(0, np.int64)
+    on_chain = np.zeros(len(units), bool)
+    wheel_len = TIMER_WHEEL_SLOTS_TOTAL * 2
+    for s in slots:
+        at = s.index * SLOT_SIZE
+        pending = read_secs is None or s.time_secs >= read_secs
+        out["pendingSlots"] += int(pending)
+        what = f"slot {s.index} (time {s.time_secs * precision} ms)"
+        if s.time_secs % wheel_len != s.index:
+            sink.add(Finding(TIMER, rel, at, f"{what}: a slot for this time is at index "
+                             f"{s.time_secs % wheel_len}", expected=str(s.time_secs % wheel_len),
+                             found=str(s.index)))
+            continue
+        if s.last_pos < 0 and s.first_pos < 0:
+            continue
+        seen: set[int] = set()
+        count = 0
+        p = s.last_pos
+        ok = True
+        while p != -1:
+            if p in seen:
+                sink.add(Finding(TIMER, rel, at, f"{what}: the prevPos chain loops at timerlog "
+                                 f"position {p}"))
+                ok = False
+                break
+            seen.add(p)
+            r = log.row(p)
+            if r is None:
+                if p < log.start and not pending:
+                    break  # delivered, and its timerlog file has since been deleted
+                where = ("past the timerlog data (ends at "
+                         f"{log.end})" if p >= log.end else "at no timerlog unit")
+                sink.add(Finding(
+                    TIMER, rel, at, f"{what}: {'lastPos' if p == s.last_pos else 'chain'} "
+                    f"points {where}: timerlog position {p}",
+                    severity=Severity.ERROR if pending else Severity.WARNING))
+                ok = False
+                break
+            if int(deliver_slot[r]) != s.time_secs:
+                urel, uat = log.where(p)
+                sink.add(Finding(
+                    TIMER, urel, uat, f"timer unit on the chain of {rel} {what} is due at "
+                    f"{int(_deliver_ms(units[r:r + 1])[0])} ms, another slot",
+                    severity=Severity.ERROR if pending else Severity.WARNING))
+                ok = False
+                break
+            on_chain[r] = True
+            count += -1 if int(units["magic"][r]) & MAGIC_DELETE else 1
+            if p == s.first_pos:
+                break
+            p = int(units["prevPos"][r])
+        if ok and s.first_pos not in seen:
+            sink.add(Finding(TIMER, rel, at, f"{what}: firstPos {s.first_pos} is not on the "
+                             f"chain from lastPos {s.last_pos}", severity=Severity.WARNING))
+        elif ok and count != s.num:
+            sink.add(Finding(TIMER, rel, at, f"{what}: num {s.num} but its chain holds {count} "
+                             "timer units (delete markers count -1)", expected=str(count),
+                             found=str(s.num), severity=Severity.WARNING))
+    # pending units the wheel does not lead to: the timer service would never deliver them
+    flushed = cp.last_timer_log_flush_pos if cp is not None else log.end
+    if len(units) and read_secs is not None:
+        lost = (~on_chain) & (deliver_slot >= read_secs)
+        for r in np.flatnonzero(lost).tolist():
+            p = int(log.pos[r])
+            urel, uat = log.where(p)
+            after = p >= flushed
+            sink.add(Finding(
+                TIMER, urel, uat, "pending timer unit that no timerwheel slot leads to"
+                + ("; after the checkpoint's flush position, so the broker's recovery re-adds "
+                   "it" if after else ""),
+                severity=Severity.INFO if after else Severity.WARNING))
+    return out
+
+
+def _check_checkpoint(
+    cp: TimerCheckpoint, log: _Log, queues: dict[tuple[str, int], QueueScan], sink: _Sink,
+) -> None:
+    rel = "config/timercheck"
+    if log.files and cp.last_timer_log_flush_pos > log.end:
+        sink.add(Finding(TIMER, rel, 8, f"lastTimerLogFlushPos {cp.last_timer_log_flush_pos} is "
+                         f"past the timerlog data (ends at {log.end}): flushed units are gone",
+                         expected=f"<= {log.end}", found=str(cp.last_timer_log_flush_pos)))
+    q = queues.get((TIMER_TOPIC, 0))
+    qmin, qmax = (q.min_offset, q.max_offset) if q is not None else (0, 0)
+    off = cp.last_timer_queue_offset
+    if off > qmax or off < qmin:
+        sink.add(Finding(
+            TIMER, rel, 16, f"lastTimerQueueOffset {off} is outside {TIMER_TOPIC} queue 0 "
+            f"({qmin}..{qmax}); the broker's recovery clamps it", severity=Severity.WARNING,
+            expected=f"{qmin}..{qmax}", found=str(off)))
+    if off > cp.master_timer_queue_offset:
+        sink.add(Finding(
+            TIMER, rel, 16, f"lastTimerQueueOffset {off} is beyond masterTimerQueueOffset "
+            f"{cp.master_timer_queue_offset} (the broker writes min of the two)",
+            severity=Severity.WARNING))
+    if cp.file_size < 4096:
+        sink.add(Finding(TIMER, rel, None, f"timercheck is {cp.file_size} bytes (the broker maps "
+                         "4096)", severity=Severity.WARNING))
+
+
+def check_timer(
+    store: Store, msgs: Messages, first_start: int, data_end: int,
+    queues: dict[tuple[str, int], QueueScan], sink: _Sink,
+) -> dict[str, Any] | None:
+    """Check the timer files of ``store`` (None when it has none: a 4.x store)."""
+    root = Path(store.root)
+    wheel, logdir, check = root / "timerwheel", root / "timerlog", root / "config" / "timercheck"
+    if not (wheel.exists() or logdir.is_dir() or check.exists()):
+        return None
+    cp: TimerCheckpoint | None = None
+    if check.exists():
+        try:
+            cp = parse_timer_checkpoint(check.read_bytes(), file="config/timercheck")
+        except FormatError as e:
+            sink.add(Finding(TIMER, "config/timercheck", e.offset, e.detail))
+    log = _read_timerlog(logdir, sink) if logdir.is_dir() else _Log()
+    read_ms = cp.last_read_time_ms if cp is not None else None
+    _check_units(log, msgs, first_start, data_end, read_ms, sink)
+    summary: dict[str, Any] = {
+        "timerlogFiles": len(log.files), "timerlogUnits": int(len(log.pos)),
+        "timerlogStart": log.start, "timerlogEnd": log.end,
+    }
+    if wheel.exists():
+        summary.update(_check_wheel(wheel, log, cp, sink))
+    elif len(log.pos):
+        sink.add(Finding(TIMER, "timerwheel", None, "timerlog units but no timerwheel file: "
+                         "the broker starts with an empty wheel and re-adds only the units "
+                         "after the checkpoint", severity=Severity.WARNING))
+    if cp is not None:
+        _check_checkpoint(cp, log, queues, sink)
+        summary["checkpoint"] = {
+            "lastReadTimeMs": cp.last_read_time_ms,
+            "lastTimerLogFlushPos": cp.last_timer_log_flush_pos,
+            "lastTimerQueueOffset": cp.last_timer_queue_offset,
+            "masterTimerQueueOffset": cp.master_timer_queue_offset,
+        }
+    return summary
