@@ -341,7 +341,7 @@ INT32_COLUMNS = {
 STRING_COLUMNS = {
     "topic": fused.S_TOPIC, "propertiesRaw": fused.S_PROPS, "tags": fused.S_TAGS,
     "keys": fused.S_KEYS, "uniqKey": fused.S_UNIQ, "offsetMsgId": fused.S_MSGID,
-    "bornHost": fused.S_BORN, "storeHost": fused.S_STORE,
+    "bornHost": fused.S_BORN, "storeHost": fused.S_STORE, "magic": fused.S_MAGIC,
 }
 """String columns of :class:`Window` (tags, keys and uniqKey have a validity mask)."""
 MAGIC_NAMES = (f"{MAGIC_V1:#010x}", f"{MAGIC_V2:#010x}")
@@ -474,8 +474,6 @@ class Window:
         out["properties"] = pa.MapArray.from_arrays(
             pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(map_off)]),
             text(k_off, k_data, m), text(v_off, v_data, m))
-        out["magic"] = pa.array(MAGIC_NAMES, pa.string()).take(
-            pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(self.magic_v2)]))
         ok = self.crc_ok
         out["crcOk"] = pa.nulls(n, pa.bool_()) if ok is None else pa.array(ok)
         sys_flag = self.o32[fused.I_SYS_FLAG, :n]
@@ -486,10 +484,26 @@ class Window:
         else:
             out["compressionType"] = pa.nulls(n, pa.string())
         if store is not None:
-            out["store"] = pa.repeat(store, n)
+            out["store"] = _repeated(store, n)
         if file is not None:
-            out["file"] = pa.repeat(file, n)
+            out["file"] = _repeated(file, n)
         return out
+
+
+_REPEATED: dict[str, Any] = {}
+
+
+def _repeated(text: str, n: int) -> Any:
+    """``pa.repeat(text, n)``, as a zero-copy slice of one array kept per text (the store and
+    file columns are the same text on every row of every window)."""
+    import pyarrow as pa
+
+    arr = _REPEATED.get(text)
+    if arr is None or len(arr) < n:
+        if len(_REPEATED) > 16:
+            _REPEATED.clear()
+        arr = _REPEATED[text] = pa.repeat(text, max(n, 1 << 16))
+    return arr.slice(0, n)
 
 
 class Decoder:
@@ -501,7 +515,7 @@ class Decoder:
     every window gets fresh buffers, so windows can be kept.
     """
 
-    def __init__(self, records: int = 1 << 15, *, reuse: bool = True,
+    def __init__(self, records: int = 1 << 16, *, reuse: bool = True,
                  data_bytes: int | None = None) -> None:
         self.records = max(1, records)
         self.data_bytes = data_bytes or 256 * self.records
@@ -538,7 +552,7 @@ class Decoder:
             n, q, status = fused.decode(
                 buf, start, stop, file_start, check_crc, kernel.CRC_TABLES, o64, o32, offs,
                 data, map_off, valid, used, scratch, fused.PICK_BYTES, fused.PICK_LENS,
-                fused.HEX,
+                fused.PICK_WORDS, fused.MAGIC_TEXT,
             )
             if n == 0 and status == kernel.STOP_FULL and self.records > 0:
                 self._grow()  # one record does not fit the string buffers: make them bigger

@@ -30,6 +30,8 @@ import numba as nb
 import numpy as np
 from llvmlite import ir  # type: ignore[import-untyped]
 from numba import types
+from numba.core import cgutils
+from numba.cpython.unsafe.numbers import trailing_zeros as _tz
 from numba.extending import intrinsic
 
 from mqtool.formats.kernel import (
@@ -89,7 +91,8 @@ S_UNIQ = 6
 S_MSGID = 7  # offsetMsgId
 S_BORN = 8  # bornHost "a.b.c.d:port" ('' for IPv6 rows)
 S_STORE = 9  # storeHost
-NS = 10
+S_MAGIC = 10  # "0xdaa320a7" / "0xdaa320ab"
+NS = 11
 
 # --- counters (``used``) ----------------------------------------------------------------------
 # used[s] for s < NS: bytes of data in string column s; then:
@@ -103,7 +106,10 @@ PICK_BYTES = np.zeros((3, 8), dtype=np.uint8)
 PICK_LENS = np.array([len(x) for x in PICKS], dtype=np.int64)
 for _j, _name in enumerate(PICKS):
     PICK_BYTES[_j, : len(_name)] = np.frombuffer(_name, dtype=np.uint8)
-HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8).copy()
+PICK_WORDS = np.array([int.from_bytes(x, "little") for x in PICKS], dtype=np.uint64)
+"""Each pick name as one little-endian word (names of up to 8 bytes compare in one step)."""
+MAGIC_TEXT = np.frombuffer(b"0xdaa320a70xdaa320ab".ljust(32, b"\0"), dtype=np.uint8).copy()
+"""The magic column's text: V1 at 0, V2 at 10 (padded: copied 8 bytes at a time)."""
 
 
 
@@ -111,6 +117,11 @@ def _inlined(fn: _Fn) -> _Fn:
     """A helper compiled into its callers (numba ``inline="always"``: no call per use)."""
     return cast(_Fn, nb.njit(inline="always", **_JIT)(fn))
 
+
+AHEAD = 4096
+"""Bytes the kernel asks the CPU to fetch ahead of the record it decodes (software prefetch:
+the checks of a record take longer than the hardware prefetcher looks ahead)."""
+AHEAD_LINES = 32  # at most this many cache lines per record (records bigger than 2 KiB)
 
 HOST_MAX = 24  # "255.255.255.255:-2147483648"
 MSGID_MAX = 56  # IPv6 store host: 16 + 4 + 8 bytes in hex
@@ -142,7 +153,28 @@ def _store64_typing(typingctx: object, arr: types.Array, idx: types.Integer,
     return sig, codegen
 
 
+def _prefetch_typing(typingctx: object, arr: types.Array, idx: types.Integer) -> object:
+    """Ask for the cache line of ``arr[idx]`` (``llvm.prefetch``, read, keep): no fault, no
+    effect on results."""
+    sig = types.void(arr, idx)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(  # type: ignore[no-untyped-call]
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+            "llvm.prefetch.p0i8")
+        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), i8p)
+        builder.call(fn, [ptr, i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 _load64 = cast(Callable[..., Any], intrinsic(_load64_typing))
+_prefetch = cast(Callable[..., Any], intrinsic(_prefetch_typing))
+trailing_zeros = cast(Callable[..., Any], _tz)  # of a non-zero uint64 (llvm.cttz)
 _store64 = cast(Callable[..., Any], intrinsic(_store64_typing))
 
 
@@ -175,6 +207,11 @@ def _or_bytes(src: np.ndarray, p: int, n: int) -> int:
     return int(acc & np.uint64(0x8080808080808080))
 
 
+_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+_ADD3 = np.uint64(0x7D7D7D7D7D7D7D7D)  # a byte of 3..127 plus this sets its high bit
+_HIGH = np.uint64(0x8080808080808080)
+
+
 @_inlined
 def _split_ascii(buf: np.ndarray, p0: int, n: int, pr: np.ndarray) -> tuple[int, int]:
     """Pairs of one properties string ``buf[p0:p0+n]`` into ``pr`` (3 x at least n // 2 + 1):
@@ -182,34 +219,62 @@ def _split_ascii(buf: np.ndarray, p0: int, n: int, pr: np.ndarray) -> tuple[int,
 
     Returns (number of pairs found, OR of every byte). Segment rules as
     ``string2messageProperties``: a segment between ``\\x02`` separators is a pair when its
-    first ``\\x01`` has a non-empty key before it and a non-empty value after it.
+    first ``\\x01`` has a non-empty key before it and a non-empty value after it. Eight bytes
+    at a time: only the bytes below 3 are looked at one by one.
     """
     m = 0
-    acc = 0
+    acc = np.uint64(0)
     seg = p0
     kv = -1
     end = p0 + n
-    for p in range(p0, end):
-        c = buf[p]
-        acc |= c
-        if c <= 2:
+    k = p0
+    while k < end:
+        if end + 8 <= buf.shape[0]:
+            w = _load64(buf, k)
+            if k + 8 > end:  # the bytes past the string do not count
+                keep = (np.uint64(1) << np.uint64(8 * (end - k))) - np.uint64(1)
+                w &= keep
+                hits = ~(((w & _LOW7) + _ADD3) | w) & _HIGH & keep
+            else:
+                hits = ~(((w & _LOW7) + _ADD3) | w) & _HIGH
+            acc |= w
+            while hits:
+                q = k + int(trailing_zeros(hits) >> np.uint64(3))
+                hits &= hits - np.uint64(1)
+                c = buf[q]
+                if c == 1:
+                    if kv < 0:
+                        kv = q
+                elif c == 2:
+                    if kv > seg and kv < q - 1:
+                        pr[0, m] = seg
+                        pr[1, m] = kv
+                        pr[2, m] = q
+                        m += 1
+                    seg = q + 1
+                    kv = -1
+            k += 8
+        else:  # near the end of the buffer: byte by byte
+            c = buf[k]
+            acc |= np.uint64(c)
             if c == 1:
                 if kv < 0:
-                    kv = p
+                    kv = k
             elif c == 2:
-                if kv > seg and kv < p - 1:
+                if kv > seg and kv < k - 1:
                     pr[0, m] = seg
                     pr[1, m] = kv
-                    pr[2, m] = p
+                    pr[2, m] = k
                     m += 1
-                seg = p + 1
+                seg = k + 1
                 kv = -1
+            k += 1
     if kv > seg and kv < end - 1:
         pr[0, m] = seg
         pr[1, m] = kv
         pr[2, m] = end
         m += 1
-    return m, acc
+    return m, int(acc & _HIGH)
 
 
 @_inlined
@@ -257,10 +322,32 @@ def _host4(d: np.ndarray, q: int, buf: np.ndarray, ip: int, port: int) -> int:
     return n + digits
 
 
+_NIB = np.uint64(0x000F000F000F000F)
+_SIX = np.uint64(0x0606060606060606)
+_ONES = np.uint64(0x0101010101010101)
+_ZERO = np.uint64(0x3030303030303030)
+
+
 @_inlined
-def _hex(d: np.ndarray, q: int, v: int, nibbles: int, hexd: np.ndarray) -> None:
-    for k in range(nibbles):
-        d[q + k] = hexd[(v >> (4 * (nibbles - 1 - k))) & 15]
+def _hex8(d: np.ndarray, q: int, v: int) -> None:
+    """The 8 upper-case hex digits of the 32-bit ``v`` (most significant first) at ``d[q]``:
+    every nibble to a byte at once (SWAR), one store."""
+    x = np.uint64(v & 0xFFFFFFFF)
+    z = (((x >> np.uint64(24)) & np.uint64(0xFF)) | (((x >> np.uint64(16)) & np.uint64(0xFF))
+         << np.uint64(16)) | (((x >> np.uint64(8)) & np.uint64(0xFF)) << np.uint64(32))
+         | ((x & np.uint64(0xFF)) << np.uint64(48)))
+    nib = ((z >> np.uint64(4)) & _NIB) | ((z & _NIB) << np.uint64(8))
+    over9 = ((nib + _SIX) >> np.uint64(4)) & _ONES
+    _store64(d, q, nib + _ZERO + over9 * np.uint64(7))
+
+
+@_inlined
+def _key_word(buf: np.ndarray, kpos: int, klen: int) -> Any:
+    """A key of up to 8 bytes as one little-endian word (the bytes after it masked off)."""
+    w = _load64(buf, kpos)
+    if klen < 8:
+        w &= (np.uint64(1) << np.uint64(8 * klen)) - np.uint64(1)
+    return w
 
 
 @_compiled
@@ -268,7 +355,8 @@ def decode(
     buf: np.ndarray, start: int, stop: int, file_start: int, check_crc: bool,
     tables: np.ndarray, o64: np.ndarray, o32: np.ndarray, offs: np.ndarray, data: np.ndarray,
     map_off: np.ndarray, valid: np.ndarray, used: np.ndarray, scratch: np.ndarray,
-    pick: np.ndarray, pick_lens: np.ndarray, hexd: np.ndarray,
+    pick: np.ndarray, pick_lens: np.ndarray, pick_words: np.ndarray, magic_text: np.ndarray,
+    ahead: int = AHEAD,
 ) -> tuple[int, int, int]:
     """Decode the records chained by TOTALSIZE from ``start`` into every column buffer.
 
@@ -277,7 +365,10 @@ def decode(
     is ``data[s, offs[s, i]:offs[s, i + 1]]``; S_KEY / S_VALUE are indexed by pair, the others
     by record); ``map_off`` (cap + 1): row ``i``'s pairs are ``map_off[i]:map_off[i + 1]``;
     ``valid`` (3 x cap, uint8): TAGS / KEYS / UNIQ_KEY present; ``used`` (N_USED): counters,
-    set here; ``scratch``: int64 (3 x at least the longest properties string / 2 + 2).
+    set here; ``scratch``: int64 (3 x at least the longest properties string / 2 + 2);
+    ``pick`` / ``pick_lens`` / ``pick_words``: :data:`PICK_BYTES`, :data:`PICK_LENS`,
+    :data:`PICK_WORDS`; ``magic_text``: :data:`MAGIC_TEXT`; ``ahead``: bytes to prefetch ahead
+    (0: none).
 
     Returns ``(count, position, status)`` as :func:`.kernel.scan`.
     """
@@ -294,6 +385,16 @@ def decode(
     b_msgid = S_MSGID * dcap
     b_born = S_BORN * dcap
     b_store = S_STORE * dcap
+    b_magic = S_MAGIC * dcap
+    wide = n - 8  # keys that start before this can be read as one word
+    born_seen = False  # the last IPv4 host formatted, as (address << 32 | port), and its text
+    born_key = 0
+    born_at = 0
+    born_txt = 0
+    store_seen = False
+    store_key = 0
+    store_at = 0
+    store_txt = 0
     for s in range(N_USED):
         used[s] = 0
     for s in range(NS):
@@ -313,6 +414,7 @@ def decode(
     nv6 = 0
     p = start
     i = 0
+    pf = start  # the next byte to prefetch
     while True:
         if p >= stop:
             return i, p, STOP_END
@@ -320,6 +422,11 @@ def decode(
             return i, p, STOP_FULL
         if p + 8 > n:
             return i, p, STOP_ANOMALY
+        target = min(p + ahead, n)
+        pf = max(pf, target - 64 * AHEAD_LINES)
+        while pf < target:
+            _prefetch(buf, pf)
+            pf += 64
         size = _i32(buf, p)
         magic = _u32(buf, p + 4)
         if magic == _MV1:
@@ -373,12 +480,13 @@ def decode(
                 or u_key + props_len > room or u_value + props_len > room
                 or u_pick0 + props_len > room or u_pick1 + props_len > room
                 or u_pick2 + props_len > room or u_msgid + MSGID_MAX > room
-                or u_born + HOST_MAX > room or u_store + HOST_MAX > room):
+                or u_born + HOST_MAX > room or u_store + HOST_MAX > room
+                or 10 * (i + 1) > room):
             return i, p, STOP_FULL
         if _or_bytes(buf, topic_pos, topic_len) and not utf8_ok(buf, topic_pos, topic_len):
             return i, p, STOP_ANOMALY
         m, acc = _split_ascii(buf, props_pos, props_len, scratch)
-        if acc >= 0x80 and not utf8_ok(buf, props_pos, props_len):
+        if acc and not utf8_ok(buf, props_pos, props_len):
             return i, p, STOP_ANOMALY
         # accepted: from here on the row is written
         body_crc = _i32(buf, p + 8)
@@ -419,12 +527,19 @@ def decode(
         for j in range(m):
             kpos = scratch[0, j]
             klen = scratch[1, j] - kpos
+            short = klen <= 8 and kpos <= wide
+            kw = _key_word(buf, kpos, klen) if short else np.uint64(0)
             dup = False
             for j2 in range(j + 1, m):
-                if scratch[1, j2] - scratch[0, j2] == klen and _same(buf, kpos, scratch[0, j2],
-                                                                     klen):
-                    dup = True
-                    break
+                k2 = scratch[0, j2]
+                if scratch[1, j2] - k2 == klen:
+                    if short and k2 <= wide:
+                        same = _key_word(buf, k2, klen) == kw
+                    else:
+                        same = _same(buf, kpos, k2, klen)
+                    if same:
+                        dup = True
+                        break
             if dup:
                 continue
             vpos = scratch[1, j] + 1
@@ -438,11 +553,14 @@ def decode(
             offs[S_VALUE, npairs] = u_value
             for t in range(3):
                 if klen == pick_lens[t]:
-                    hit = True
-                    for k in range(klen):
-                        if buf[kpos + k] != pick[t, k]:
-                            hit = False
-                            break
+                    if short:
+                        hit = kw == pick_words[t]
+                    else:
+                        hit = True
+                        for k in range(klen):
+                            if buf[kpos + k] != pick[t, k]:
+                                hit = False
+                                break
                     if hit:
                         if t == 0:
                             _copy(d, (S_TAGS + t) * dcap + u_pick0, buf, vpos, vlen)
@@ -454,30 +572,51 @@ def decode(
                             _copy(d, (S_TAGS + t) * dcap + u_pick2, buf, vpos, vlen)
                             u_pick2 += vlen
                         valid[t, i] = 1
+                        break
         map_off[i + 1] = npairs
         offs[S_TAGS, i + 1] = u_pick0
         offs[S_KEYS, i + 1] = u_pick1
         offs[S_UNIQ, i + 1] = u_pick2
         # offsetMsgId: store address + port + PHYSICALOFFSET in upper hex
         q = b_msgid + u_msgid
-        for k in range(store_len):
-            b = buf[store_pos + k]
-            d[q] = hexd[b >> 4]
-            d[q + 1] = hexd[b & 15]
-            q += 2
-        _hex(d, q, store_port & 0xFFFFFFFF, 8, hexd)
-        _hex(d, q + 8, phys, 16, hexd)
+        for k in range(0, store_len, 4):
+            _hex8(d, q, _u32(buf, store_pos + k))
+            q += 8
+        _hex8(d, q, store_port)
+        _hex8(d, q + 8, phys >> 32)
+        _hex8(d, q + 16, phys)
         u_msgid = q + 24 - b_msgid
         offs[S_MSGID, i + 1] = u_msgid
-        # hosts as text (IPv4; IPv6 rows are left empty for the caller)
+        # hosts as text (IPv4; IPv6 rows are left empty for the caller); hosts repeat: the
+        # text of the previous one is copied when it is the same host
         if born_len == 4:
-            u_born += _host4(d, b_born + u_born, buf, born_pos, born_port)
+            key = (_u32(buf, born_pos) << 32) | (born_port & 0xFFFFFFFF)
+            q = b_born + u_born
+            if born_seen and key == born_key:
+                _copy(d, q, d, born_at, born_txt)
+            else:
+                born_txt = _host4(d, q, buf, born_pos, born_port)
+                born_key = key
+                born_seen = True
+            born_at = q
+            u_born += born_txt
         if store_len == 4:
-            u_store += _host4(d, b_store + u_store, buf, store_pos, store_port)
+            key = (_u32(buf, store_pos) << 32) | (store_port & 0xFFFFFFFF)
+            q = b_store + u_store
+            if store_seen and key == store_key:
+                _copy(d, q, d, store_at, store_txt)
+            else:
+                store_txt = _host4(d, q, buf, store_pos, store_port)
+                store_key = key
+                store_seen = True
+            store_at = q
+            u_store += store_txt
         if born_len != 4 or store_len != 4:
             nv6 += 1
         offs[S_BORN, i + 1] = u_born
         offs[S_STORE, i + 1] = u_store
+        _copy(d, b_magic + 10 * i, magic_text, 10 * (tl_w - 1), 10)
+        offs[S_MAGIC, i + 1] = 10 * (i + 1)
         used[S_TOPIC] = u_topic
         used[S_PROPS] = u_props
         used[S_KEY] = u_key

@@ -208,6 +208,7 @@ def main() -> int:
     cli_us = cases[nprod]["clients_cpu_us_per_msg"]
     null_cli_us = cases[nnull]["clients_cpu_us_per_msg"]
     need = 0.5 * base
+    put_us = 1e6 / cases["direct put"]["msgs_per_cpu_s"]
     cores = os.cpu_count() or 1
     write_last_run("serve", meta, {
         "size": "small" if (n, args.producers, body) == (5000, 8, 1024)
@@ -237,6 +238,13 @@ def main() -> int:
             f"clients' own {null_cli_us:.0f} us per message (null broker) that alone needs "
             f"{need * null_cli_us / 1e6:.1f} cores, with this server's {srv_us:.0f} us "
             f"{need * (null_cli_us + srv_us) / 1e6:.1f} cores; the machine has {cores}",
+            f"bound on an idle machine, from CPU per message (each side's own cost rather than "
+            f"its share of the loaded cores; cache contention still inflates it): the "
+            f"direct put uses one core at {put_us:.0f} us per message, the wire at most all "
+            f"{cores} at {cli_us + srv_us:.0f} us (clients + server), so the ratio is at most "
+            f"{cores} x {put_us:.0f} / {cli_us + srv_us:.0f} = "
+            f"{cores * put_us / (cli_us + srv_us):.3f}; with a broker that cost nothing, "
+            f"{cores} x {put_us:.0f} / {null_cli_us:.0f} = {cores * put_us / null_cli_us:.3f}",
             f"server anonymous RSS under {args.producers} producers (KiB): first sample "
             f"{rssd['first']}, last {rssd['last']}, peak {rssd['max']}",
             "target of issue 11: 8 producers' sync sends >= 0.5 of the direct put rate: "
@@ -250,7 +258,7 @@ def main() -> int:
         print(f"| {name} | {c['msgs_per_s']} | {c['ratio']} |")
     print(f"server RSS under {args.producers} producers (KiB): first {rssd['first']}, "
           f"last {rssd['last']}, max {rssd['max']}")
-    for note in json.loads((HERE / "last-run.json").read_text())["notes"][2:4]:
+    for note in json.loads((HERE / "last-run.json").read_text())["notes"][2:5]:
         print(note)
     return 0
 

@@ -375,7 +375,13 @@ class _Suspended(Exception):  # noqa: N818 - control flow, not an error
 
 
 class RemotingServer:
-    """A listening remoting endpoint dispatching requests to ``handler``."""
+    """A listening remoting endpoint dispatching requests to ``handler``.
+
+    ``handler(cmd, peer)`` is a coroutine function. For codes not in ``held_codes`` it is
+    started inline, outside any task, and runs on in a task only once it suspends: code before
+    its first ``await`` must not need the current task (``asyncio.timeout`` does; put such
+    requests under ``held_codes`` or await something first).
+    """
 
     def __init__(
         self,

@@ -17,6 +17,7 @@ from conftest import SCENARIOS, store_dir
 from mqtool.formats import fastdecode, fused
 from mqtool.formats import kernel as K
 from mqtool.formats.commitlog import (
+    MAGIC_V2,
     CommitLogMessage,
     FileEnd,
     body_crc32,
@@ -71,14 +72,14 @@ def _rows(w: fastdecode.Window) -> list[tuple[object, ...]]:
     body = w.body_position.tolist()
     return [
         (ints["fileOffset"][i], ints["commitLogOffset"][i], ints["storeSize"][i],
-         fastdecode.MAGIC_NAMES[int(w.magic_v2[i])], strs["topic"][i], ints["queueId"][i],
+         strs["magic"][i], strs["topic"][i], ints["queueId"][i],
          ints["queueOffset"][i], ints["flag"][i], ints["sysFlag"][i], ints["bodyCRC"][i],
          ints["bornTimestamp"][i], strs["bornHost"][i], ints["storeTimestamp"][i],
          strs["storeHost"][i], ints["reconsumeTimes"][i],
          ints["preparedTransactionOffset"][i], ints["bodyLength"][i],
          bytes(w.buf[body[i] : body[i] + ints["bodyLength"][i]]), strs["propertiesRaw"][i],
          maps[i], strs["tags"][i], strs["keys"][i], strs["uniqKey"][i], strs["offsetMsgId"][i],
-         None if crc is None else bool(crc[i]))
+         None if crc is None else bool(crc[i]), int(w.magic_v2[i]))
         for i in range(w.n)
     ]
 
@@ -91,7 +92,7 @@ def _want(m: CommitLogMessage, start: int, crc: bool) -> tuple[object, ...]:
             m.reconsume_times, m.prepared_transaction_offset, len(m.body), m.body,
             m.properties_raw, props, props.get("TAGS"), props.get("KEYS"),
             props.get("UNIQ_KEY"), m.offset_msg_id,
-            (body_crc32(m.body) == m.body_crc) if crc else None)
+            (body_crc32(m.body) == m.body_crc) if crc else None, int(m.magic == MAGIC_V2))
 
 
 def _decode(data: bytes, rel: str, start: int, *, crc: bool, records: int = 1 << 15,

@@ -238,3 +238,29 @@ def test_client_that_never_reads_is_not_read_either() -> None:
         await srv.close()
 
     asyncio.run(main())
+
+
+def test_idle_connection_dropped_active_one_kept() -> None:
+    """A connection that sends nothing for idle_timeout is closed with one log line; one that
+    keeps asking, each time within the timeout, stays open across several timeouts."""
+
+    async def main() -> None:
+        logs: list[str] = []
+        srv = RemotingServer(_handler2, name="test", log=logs.append,
+                             held_codes=frozenset({1}), idle_timeout=1.5)
+        port = await srv.start("127.0.0.1", 0)
+        r_idle, w_idle = await asyncio.open_connection("127.0.0.1", port)
+        busy = await Connection.open("127.0.0.1", port)
+        for i in range(24):  # 24 x 0.1 s: well past the idle timeout in total
+            resp = await busy.invoke(RemotingCommand.request(2, {"v": str(i)}))
+            assert resp.ext_fields["echo"] == str(i)
+            await asyncio.sleep(0.1)
+        assert await asyncio.wait_for(r_idle.read(), 5) == b""  # the silent one was closed
+        assert (await busy.invoke(RemotingCommand.request(2, {"v": "still"}))).ext_fields[
+            "echo"] == "still"
+        assert sum("idle for" in line for line in logs) == 1
+        w_idle.close()
+        await busy.close()
+        await srv.close()
+
+    asyncio.run(main())
