@@ -512,15 +512,18 @@ class Decoder:
 
     ``reuse`` (default): the buffers are reused by the next call (no page faults for fresh
     memory on every window; a :class:`Window` is then valid until the next call). Without it
-    every window gets fresh buffers, so windows can be kept.
+    every window gets fresh buffers, so windows can be kept. ``native_crc``: BODYCRC by the
+    machine's libdeflate or zlib (:func:`.kernel.native_crc32`) when there is one, else by the
+    kernel's own slicing-by-8 (the same value).
     """
 
     def __init__(self, records: int = 1 << 16, *, reuse: bool = True,
-                 data_bytes: int | None = None) -> None:
+                 data_bytes: int | None = None, native_crc: bool = True) -> None:
         self.records = max(1, records)
         self.data_bytes = data_bytes or 256 * self.records
         self.pairs = 8 * self.records
         self.reuse = reuse
+        self.crc_fn = kernel.native_crc32() if native_crc else (0, 0)
         self._bufs: tuple[np.ndarray, ...] | None = None
 
     def _buffers(self) -> tuple[np.ndarray, ...]:
@@ -552,7 +555,7 @@ class Decoder:
             n, q, status = fused.decode(
                 buf, start, stop, file_start, check_crc, kernel.CRC_TABLES, o64, o32, offs,
                 data, map_off, valid, used, scratch, fused.PICK_BYTES, fused.PICK_LENS,
-                fused.PICK_WORDS, fused.MAGIC_TEXT,
+                fused.PICK_WORDS, fused.MAGIC_TEXT, fused.AHEAD, *self.crc_fn,
             )
             if n == 0 and status == kernel.STOP_FULL and self.records > 0:
                 self._grow()  # one record does not fit the string buffers: make them bigger

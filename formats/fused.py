@@ -172,7 +172,41 @@ def _prefetch_typing(typingctx: object, arr: types.Array, idx: types.Integer) ->
     return sig, codegen
 
 
+def _native_crc_typing(typingctx: object, fn: types.Integer, kind: types.Integer,
+                       arr: types.Array, idx: types.Integer, n: types.Integer) -> object:
+    """zlib's CRC-32 of ``arr[idx:idx+n]`` by a C function at address ``fn``: ``kind`` 1 is
+    ``libdeflate_crc32(uint32, const void *, size_t)``, 2 is zlib's ``crc32(unsigned long,
+    const Bytef *, unsigned int)`` (the address is data, so the compiled kernel stays
+    cacheable)."""
+    sig = types.int64(fn, kind, arr, idx, n)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        fnaddr, kindv, _, idxv, nv = args
+        ary = context.make_array(signature.args[2])(context, builder, args[2])
+        i8p = ir.IntType(8).as_pointer()
+        i32, i64 = ir.IntType(32), ir.IntType(64)
+        ptr = builder.bitcast(builder.gep(ary.data, [idxv]), i8p)
+        deflate_t = ir.FunctionType(i32, [i32, i8p, i64])
+        zlib_t = ir.FunctionType(i64, [i64, i8p, i32])
+        out = cgutils.alloca_once(builder, i64)  # type: ignore[no-untyped-call]
+        with builder.if_else(builder.icmp_signed("==", kindv, ir.Constant(i64, 1))) as (
+            is_deflate, is_zlib
+        ):
+            with is_deflate:
+                f = builder.inttoptr(fnaddr, deflate_t.as_pointer())
+                r = builder.call(f, [ir.Constant(i32, 0), ptr, nv])
+                builder.store(builder.zext(r, i64), out)
+            with is_zlib:
+                f = builder.inttoptr(fnaddr, zlib_t.as_pointer())
+                r = builder.call(f, [ir.Constant(i64, 0), ptr, builder.trunc(nv, i32)])
+                builder.store(builder.and_(r, ir.Constant(i64, 0xFFFFFFFF)), out)
+        return builder.load(out)
+
+    return sig, codegen
+
+
 _load64 = cast(Callable[..., Any], intrinsic(_load64_typing))
+_native_crc = cast(Callable[..., Any], intrinsic(_native_crc_typing))
 _prefetch = cast(Callable[..., Any], intrinsic(_prefetch_typing))
 trailing_zeros = cast(Callable[..., Any], _tz)  # of a non-zero uint64 (llvm.cttz)
 _store64 = cast(Callable[..., Any], intrinsic(_store64_typing))
@@ -356,7 +390,7 @@ def decode(
     tables: np.ndarray, o64: np.ndarray, o32: np.ndarray, offs: np.ndarray, data: np.ndarray,
     map_off: np.ndarray, valid: np.ndarray, used: np.ndarray, scratch: np.ndarray,
     pick: np.ndarray, pick_lens: np.ndarray, pick_words: np.ndarray, magic_text: np.ndarray,
-    ahead: int = AHEAD,
+    ahead: int = AHEAD, crc_fn: int = 0, crc_kind: int = 0,
 ) -> tuple[int, int, int]:
     """Decode the records chained by TOTALSIZE from ``start`` into every column buffer.
 
@@ -368,7 +402,8 @@ def decode(
     set here; ``scratch``: int64 (3 x at least the longest properties string / 2 + 2);
     ``pick`` / ``pick_lens`` / ``pick_words``: :data:`PICK_BYTES`, :data:`PICK_LENS`,
     :data:`PICK_WORDS`; ``magic_text``: :data:`MAGIC_TEXT`; ``ahead``: bytes to prefetch ahead
-    (0: none).
+    (0: none); ``crc_fn`` / ``crc_kind``: a native CRC-32 (:func:`.kernel.native_crc32`) or 0
+    for the kernel's own.
 
     Returns ``(count, position, status)`` as :func:`.kernel.scan`.
     """
@@ -510,7 +545,10 @@ def decode(
         o32[I_STORE_PORT, i] = store_port
         o32[I_MAGIC_V2, i] = tl_w - 1
         if check_crc:
-            crc = crc32(buf, body_pos, body_len, tables) & 0x7FFFFFFF
+            if crc_fn != 0 and body_len > 0:
+                crc = _native_crc(crc_fn, crc_kind, buf, body_pos, body_len) & 0x7FFFFFFF
+            else:
+                crc = crc32(buf, body_pos, body_len, tables) & 0x7FFFFFFF
             o32[I_CRC_OK, i] = 1 if crc == body_crc else 0
         else:
             o32[I_CRC_OK, i] = -1

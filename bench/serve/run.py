@@ -245,6 +245,10 @@ def main() -> int:
             f"{cores} x {put_us:.0f} / {cli_us + srv_us:.0f} = "
             f"{cores * put_us / (cli_us + srv_us):.3f}; with a broker that cost nothing, "
             f"{cores} x {put_us:.0f} / {null_cli_us:.0f} = {cores * put_us / null_cli_us:.3f}",
+            "on a loaded machine the wall-clock ratios favour the wire: its 9 processes get "
+            "a larger share of the shared cores than the one direct-put process (compare the "
+            "direct put's msgs/s with its msgs per CPU-second in cases); the bound from CPU per "
+            "message above has no such bias",
             f"server anonymous RSS under {args.producers} producers (KiB): first sample "
             f"{rssd['first']}, last {rssd['last']}, peak {rssd['max']}",
             "target of issue 11: 8 producers' sync sends >= 0.5 of the direct put rate: "

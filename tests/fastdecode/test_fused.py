@@ -96,8 +96,9 @@ def _want(m: CommitLogMessage, start: int, crc: bool) -> tuple[object, ...]:
 
 
 def _decode(data: bytes, rel: str, start: int, *, crc: bool, records: int = 1 << 15,
-            data_bytes: int | None = None) -> tuple[list[tuple[object, ...]], FileEnd]:
-    dec = fastdecode.Decoder(records, data_bytes=data_bytes)
+            data_bytes: int | None = None, native_crc: bool = True,
+            ) -> tuple[list[tuple[object, ...]], FileEnd]:
+    dec = fastdecode.Decoder(records, data_bytes=data_bytes, native_crc=native_crc)
     rows: list[tuple[object, ...]] = []
     for w in dec.file(data, file=rel, file_start=start, check_crc=crc):
         rows += _rows(w)  # read before the next window reuses the buffers
@@ -109,8 +110,8 @@ def test_every_column_of_every_real_record_equals_the_reference(name: str) -> No
     total = 0
     for rel, start, data in _files(name):
         want, want_end = _reference(data, rel, start)
-        for crc in (False, True):
-            rows, end = _decode(data, rel, start, crc=crc)
+        for crc, native in ((False, True), (True, True), (True, False)):
+            rows, end = _decode(data, rel, start, crc=crc, native_crc=native)
             assert end == want_end
             assert rows == [_want(m, start, crc) for m in want], rel
         total += len(want)
@@ -215,3 +216,31 @@ def test_host_text_of_any_ipv4_and_port() -> None:
                            rng.randrange(-(2**31), 2**31)])
         n = fused._host4(d, 3, np.frombuffer(ip, dtype=np.uint8), 0, port)
         assert bytes(d[3 : 3 + n]).decode() == f"{ip[0]}.{ip[1]}.{ip[2]}.{ip[3]}:{port}"
+
+
+def test_native_crc32_equals_zlib() -> None:
+    """The machine's CRC-32 the kernel calls (libdeflate or zlib) gives zlib's value, and a
+    damaged body is caught by it."""
+    import zlib
+
+    from mqtool.formats.commitlog import build_message, make_message
+
+    fn, kind = K.native_crc32()
+    assert kind in (0, 1, 2) and (fn != 0) == (kind != 0)
+    rng = random.Random(9)
+    recs, p = [], 0
+    for n in (0, 1, 7, 8, 9, 63, 64, 1000, 4097, 70000):
+        body = bytes(rng.randrange(256) for _ in range(n))
+        m = make_message(topic="T", body=body, physical_offset=p)
+        assert m.body_crc == zlib.crc32(body) & 0x7FFFFFFF
+        recs.append(build_message(m))
+        p += len(recs[-1])
+    data = bytearray(b"".join(recs))
+    for native in (True, False):
+        dec = fastdecode.Decoder(native_crc=native)
+        oks = [bool(x) for w in dec.file(bytes(data), check_crc=True) for x in w.crc_ok]
+        assert oks == [True] * len(recs)
+    data[p - 5] ^= 1  # a byte of the last (70000-byte) body
+    oks = [bool(x) for w in fastdecode.Decoder().file(bytes(data), check_crc=True)
+           for x in w.crc_ok]
+    assert oks == [True] * (len(recs) - 1) + [False]
