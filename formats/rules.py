@@ -206,6 +206,17 @@ def queue_id_to_delay_level(queue_id: int) -> int:
     return queue_id + 1
 
 
+def schedule_unit_delay(tags_code: int, store_timestamp: int) -> int:
+    """The delay a ``SCHEDULE_TOPIC_XXXX`` consume-queue unit was written with.
+
+    ``CommitLog#checkMessageAndReturnSize`` sets such a unit's tagsCode to
+    ``ScheduleMessageService#computeDeliverTimestamp(level, storeTimestamp)`` = the record's
+    storeTimestamp + the level's delay, so tagsCode - storeTimestamp is the delay the broker had
+    for level ``queueId + 1`` when it dispatched the unit (the store's evidence of its levels).
+    """
+    return tags_code - store_timestamp
+
+
 # --- reconsume / send-back (SubscriptionGroupConfig, SendMessageProcessor) ------------------
 DEFAULT_MAX_RECONSUME_TIMES = 16  # SubscriptionGroupConfig.retryMaxTimes
 SEND_BACK_BASE_DELAY_LEVEL = 3  # asyncConsumerSendMsgBack: DELAY = 3 + reconsumeTimes

@@ -35,6 +35,7 @@ from mqtool.formats.rules import (
     is_ext_addr,
     parse_delay_levels,
     queue_id_to_delay_level,
+    schedule_unit_delay,
 )
 from mqtool.store import Store
 
@@ -153,8 +154,8 @@ def _observe(store: Store, qid: int) -> tuple[list[Observation], int]:
             if m is None or m.topic != SCHEDULE_TOPIC or m.queue_id != qid:
                 unusable += 1
                 continue
-            out.append(Observation(e.tags_code - m.store_timestamp, qe.file, qe.file_offset,
-                                   e.commit_log_offset, qe.queue_offset))
+            out.append(Observation(schedule_unit_delay(e.tags_code, m.store_timestamp), qe.file,
+                                   qe.file_offset, e.commit_log_offset, qe.queue_offset))
     out.sort(key=lambda o: o.queue_offset)
     return out, unusable
 

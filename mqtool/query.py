@@ -1,16 +1,29 @@
-"""Message selection over a store: filters applied in physical order, with progress."""
+"""Message selection over a store: filters applied in physical order, with progress.
+
+The commitlog is walked by the compiled kernel (:func:`mqtool.formats.kernelwalk.walk_fields`:
+the walker's records and findings, damage judged by the one walker); the filter's topic, queue
+and time bounds are applied to the kernel's field tables, and only the records that can match
+are decoded into :class:`CommitLogMessage` (:meth:`MessageFilter.matches` has the last word).
+"""
 
 from __future__ import annotations
 
+import bisect
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from mqtool.formats.commitlog import CommitLogMessage
-from mqtool.store import Store
+import numpy as np
+
+from mqtool.formats import kernel
+from mqtool.formats.buffers import Buffer
+from mqtool.formats.commitlog import CommitLogMessage, FileEnd, parse_message
+from mqtool.formats.errors import Finding
+from mqtool.formats.kernelwalk import walk_fields
+from mqtool.store import CommitLogFile, Store
 
 ProgressFn = Callable[[int, int], None]
 """``progress(bytes done, bytes total)`` over the commitlog."""
-PROGRESS_EVERY = 2048  # records between progress calls
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,24 +56,91 @@ class MessageFilter:
             return False
         return self.where is None or self.where(m)
 
+    def may_match(self, buf: Buffer, fields: np.ndarray) -> np.ndarray:
+        """Which records of a kernel field table can match (topic, queue and time bounds; the
+        rest is for :meth:`matches`)."""
+        f = fields
+        ok = f[kernel.F_PHYS] >= self.start_offset
+        if self.queue_id is not None:
+            ok &= f[kernel.F_QUEUE_ID] == self.queue_id
+        if self.since is not None:
+            ok &= f[kernel.F_STORE_TS] >= self.since
+        if self.until is not None:
+            ok &= f[kernel.F_STORE_TS] < self.until
+        if self.topic is not None:
+            want = np.frombuffer(self.topic.encode("utf-8"), dtype=np.uint8)
+            ok &= f[kernel.F_TOPIC_LEN] == len(want)
+            rows = np.flatnonzero(ok)
+            if rows.size and len(want):
+                a = kernel.as_bytes(buf)
+                got = a[f[kernel.F_TOPIC_POS][rows][:, None] + np.arange(len(want))]
+                del a
+                ok[rows] = (got == want).all(axis=1)
+        return np.asarray(ok, dtype=bool)
+
+
+def kernel_messages(
+    store: Store, start_offset: int = 0, *, since: int | None = None,
+    flt: MessageFilter | None = None, progress: ProgressFn | None = None,
+) -> Iterator[CommitLogMessage]:
+    """:meth:`Store.messages` on the compiled kernel: every message in physical order from
+    ``start_offset`` (files before ``since`` skipped), the walker's findings noted in
+    ``store.findings``; with ``flt``, only records that :meth:`MessageFilter.may_match` are
+    decoded (the caller still applies :meth:`MessageFilter.matches`)."""
+    files = store.commitlog_files
+    first = 0
+    if start_offset:
+        first = max(0, bisect.bisect_right([f.start for f in files], start_offset) - 1)
+    if since is not None:
+        first = max(first, store._first_file_since(since))
+    total = sum(f.size for f in files)
+    base = files[0].start if files else 0
+    ends: list[tuple[CommitLogFile, FileEnd, int]] = []
+    for f in files[first:]:
+        buf = store.mapped(f)
+        try:  # the descriptor lets the walker skip the holes of a sparse (pre-allocated) file
+            fd: int | None = os.open(f.path, os.O_RDONLY) if len(buf) else None
+        except OSError:
+            fd = None
+        count = 0
+        try:
+            for item in walk_fields(buf, file=f.rel, file_start=f.start,
+                                    check_crc=store.check_crc, fd=fd):
+                if isinstance(item, np.ndarray):
+                    k = item.shape[1]
+                    count += k
+                    ok = (flt.may_match(buf, item) if flt is not None
+                          else item[kernel.F_PHYS] >= start_offset)
+                    at = item[kernel.F_POS][ok].tolist()
+                    last = int(item[kernel.F_PHYS, k - 1]) if k else f.start
+                    for pos in at:
+                        rec = parse_message(buf, pos, file=f.rel, file_start=f.start)
+                        assert isinstance(rec, CommitLogMessage)  # the kernel accepted it
+                        yield rec
+                    if progress is not None:
+                        progress(last - base, total)
+                elif isinstance(item, CommitLogMessage):
+                    count += 1
+                    if item.physical_offset >= start_offset:
+                        yield item
+                elif isinstance(item, Finding):
+                    store.note(item)
+                elif isinstance(item, FileEnd):
+                    ends.append((f, item, count))
+        finally:
+            if fd is not None:
+                os.close(fd)
+    store._check_early_end(ends)
+    if progress is not None:
+        progress(total, total)
+
 
 def scan_messages(
     store: Store, start_offset: int = 0, *, since: int | None = None,
     progress: ProgressFn | None = None,
 ) -> Iterator[CommitLogMessage]:
     """Every message in physical order, reporting progress in commitlog bytes."""
-    if progress is None:
-        yield from store.messages(start_offset, since=since)
-        return
-    total = sum(f.size for f in store.commitlog_files)
-    base = store.commitlog_files[0].start if store.commitlog_files else 0
-    n = 0
-    for m in store.messages(start_offset, since=since):
-        n += 1
-        if n % PROGRESS_EVERY == 0:
-            progress(m.physical_offset - base, total)
-        yield m
-    progress(total, total)
+    return kernel_messages(store, start_offset, since=since, progress=progress)
 
 
 def select_messages(
@@ -70,7 +150,8 @@ def select_messages(
     n = 0
     if flt.limit is not None and flt.limit <= 0:
         return
-    for m in scan_messages(store, flt.start_offset, since=flt.since, progress=progress):
+    for m in kernel_messages(store, flt.start_offset, since=flt.since, flt=flt,
+                             progress=progress):
         if flt.matches(m):
             yield m
             n += 1

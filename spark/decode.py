@@ -141,6 +141,7 @@ def decode_commitlog_range(
     columns: frozenset[str] | None = None,
     properties_for: tuple[str, ...] = (),
     batch_records: int = BATCH_RECORDS,
+    chain: bool | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Record batches (RECORD_SCHEMA) for the records that start in ``[start, end)``.
 
@@ -151,7 +152,15 @@ def decode_commitlog_range(
     by the range in which the region starts. ``columns`` (None: all) names the message
     columns to compute, the others are null; ``properties_for``: compute ``properties`` only
     for topics with these prefixes (column pruning for the audits' pass).
+
+    ``chain`` (default: ``start == 0``) says that ``start`` is where a record must start (a
+    file's first byte, or where a chain of records read elsewhere broke off): no resync there,
+    so damage at ``start`` is reported, not skipped. When the chain of records leaves the range
+    on something that is neither a record nor the BLANK nor zeros to the end of the file, the
+    region starting there is reported by this range too (the next range resyncs past it).
     """
+    if chain is None:
+        chain = start == 0
     fd = os.open(path, os.O_RDONLY)
     try:
         fsize = os.fstat(fd).st_size
@@ -175,20 +184,23 @@ def decode_commitlog_range(
     table = K.field_table(batch_records)
     splitter = K.PropertySplitter(8 * batch_records)
     try:
-        p = resync(mm, start, file_start=file_start, fsize=fsize, fd=fd)
-        while p is not None and p < end:
-            count, q, status = K.scan(
-                a, words, p, end, file_start, check_crc, table, K.CRC_TABLES
-            )
-            if count:
-                yield _message_batch(
-                    a, table[:, :count], store=store, name=name, columns=columns,
-                    properties_for=properties_for, splitter=splitter,
+        p = start if chain else resync(mm, start, file_start=file_start, fsize=fsize, fd=fd)
+        while p is not None:
+            if p >= end:
+                if p >= fsize or walker.looks_like_record_at(mm, p, file_start):
+                    break  # the next range owns what starts here
+                q, status = p, K.STOP_ANOMALY
+            else:
+                count, q, status = K.scan(
+                    a, words, p, end, file_start, check_crc, table, K.CRC_TABLES
                 )
-            if status == K.STOP_FULL:
-                p = q
-            elif q >= end:
-                break  # every record that starts in the range is out
+                if count:
+                    yield _message_batch(
+                        a, table[:, :count], store=store, name=name, columns=columns,
+                        properties_for=properties_for, splitter=splitter,
+                    )
+            if status != K.STOP_ANOMALY:
+                p = q  # batch full, or the chain left the range (checked above)
             else:
                 why = _what_is_at(mm, q, fsize)
                 if why == "blank":

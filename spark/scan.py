@@ -195,10 +195,6 @@ def run_scan(
     configs = {s: load_store_config(s) for s in stores}
 
     opts = {"split_size": split_size, "partition_bytes": partition_bytes}
-    narrow = source.load(
-        spark, stores, "records", check_crc=check_crc, columns=[*AUDIT_COLUMNS[2:], "properties"],
-        properties_for=[A.DLQ_PREFIX], **opts,
-    )
     want = set(audits)
     # The whole consume queue and the index are read only for the integrity audit (and for
     # --out / --sql); schedule and lag read the queues of the topics they concern.
@@ -215,9 +211,13 @@ def run_scan(
 
     # One decode pass for every audit: only the columns they need are computed, and the
     # properties only of dead-lettered messages (the DLQ audit reads RETRY_TOPIC); cached.
-    lean = narrow.select(*AUDIT_COLUMNS, "properties").persist(StorageLevel.MEMORY_AND_DISK)
+    narrow, cached = source.records(
+        spark, stores, check_crc=check_crc, columns=[*AUDIT_COLUMNS[2:], "properties"],
+        properties_for=[A.DLQ_PREFIX], persist=StorageLevel.MEMORY_AND_DISK, **opts,
+    )
+    lean = narrow.select(*AUDIT_COLUMNS, "properties")
     cq_cached = cq.persist(StorageLevel.MEMORY_AND_DISK)
-    cached = [lean, cq_cached]
+    cached.append(cq_cached)
     try:
         lean_msgs = A.messages(lean)
         tables: dict[str, DataFrame] = {}
@@ -278,7 +278,7 @@ def run_scan(
         if out is None and sql is None:
             return result
         # the full tables: a second decode pass, all columns
-        records = source.load(spark, stores, "records", check_crc=check_crc, **opts)
+        records, _ = source.records(spark, stores, check_crc=check_crc, **opts)
         full_msgs = A.messages(records)
         if out is not None:
             out_dir = Path(out)

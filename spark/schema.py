@@ -61,6 +61,9 @@ MESSAGE_SCHEMA = pa.schema(MESSAGE_FIELDS)
 RECORD_KIND_MESSAGE = "msg"
 RECORD_KIND_BLANK = "blank"
 RECORD_KIND_UNREADABLE = "unreadable"
+RECORD_KIND_DEFERRED = "deferred"
+"""Only inside the Java reader's output (never in a table mqtool shows): a byte range the
+Java record loop did not accept, handed to the Python decoder (:mod:`mqtool.spark.source`)."""
 
 RECORD_SCHEMA = pa.schema(
     [

@@ -37,6 +37,17 @@ LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
 
 DEFAULT_MASTER = "local[*]"
 
+JAVA_READER_JAR = Path(__file__).with_name("jars") / "mqtool-spark.jar"
+"""mqtool's Java commitlog reader (``spark/java``), built by ``make dev`` with ``javac``."""
+
+
+def java_reader_jar() -> Path | None:
+    """The Java reader's jar when it was built (``MQTOOL_SPARK_JAVA=0`` turns it off: the
+    commitlog is then read by the Python data source alone)."""
+    if os.environ.get("MQTOOL_SPARK_JAVA", "1") == "0":
+        return None
+    return JAVA_READER_JAR if JAVA_READER_JAR.is_file() else None
+
 _UID = os.getuid() if hasattr(os, "getuid") else 0
 _LOG_DIR = Path(tempfile.gettempdir()) / f"mqtool-spark-{_UID}"
 
@@ -60,6 +71,9 @@ def default_conf(master: str) -> dict[str, str]:
         # Python data sources hand Arrow batches to the JVM: keep them whole.
         "spark.sql.execution.arrow.maxRecordsPerBatch": "65536",
     }
+    jar = java_reader_jar()
+    if jar is not None:  # shipped to every executor by Spark itself
+        conf["spark.jars"] = str(jar)
     if master.startswith("local"):
         # A laptop's hostname often resolves to a loopback address; say so instead of warning.
         conf["spark.driver.host"] = "127.0.0.1"
@@ -134,6 +148,8 @@ def get_session(
     for key, value in (conf or {}).items():
         if key.endswith("extraJavaOptions") and key in settings:
             value = f"{settings[key]} {value}"  # keep mqtool's log4j set-up, add the user's
+        elif key == "spark.jars" and key in settings:
+            value = f"{settings[key]},{value}"  # keep mqtool's reader, add the user's jars
         settings[key] = value
     spark_conf = SparkConf()
     spark_conf.setMaster(master)

@@ -16,7 +16,9 @@ the same path.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +69,7 @@ def read_splits(
             batches = decode.decode_commitlog_range(
                 s.path, store=s.store, name=s.name, file_start=s.base, start=s.start,
                 end=s.end, check_crc=check_crc, columns=columns, properties_for=properties_for,
+                chain=s.chain or s.start == 0,
             )
             if columns is None:
                 yield from batches
@@ -85,19 +88,26 @@ def read_splits(
 class MqtoolReader(DataSourceReader):
     """Plans splits on the driver side, decodes them in executors."""
 
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, given: dict[str, str]) -> None:
+        # Spark hands data source options over with lower-cased keys: read them as such
+        options = {k.lower(): v for k, v in given.items()}
         self.table = options.get("table", "records")
         self.stores: list[str] = json.loads(options["stores"])
-        self.split_size = int(options.get("splitSize", splits.DEFAULT_SPLIT_SIZE))
-        self.partition_bytes = int(options.get("partitionBytes", splits.DEFAULT_PARTITION_BYTES))
-        self.check_crc = options.get("checkCrc", "true").lower() == "true"
+        self.split_size = int(options.get("splitsize", splits.DEFAULT_SPLIT_SIZE))
+        self.partition_bytes = int(options.get("partitionbytes", splits.DEFAULT_PARTITION_BYTES))
+        self.check_crc = options.get("checkcrc", "true").lower() == "true"
         cols = options.get("columns", "")
         self.columns = frozenset(c for c in cols.split(",") if c) if cols else None
-        self.properties_for = tuple(p for p in options.get("propertiesFor", "").split(",") if p)
+        self.properties_for = tuple(p for p in options.get("propertiesfor", "").split(",") if p)
         topics = options.get("topics")
         self.topics = None if topics is None else frozenset(json.loads(topics))
+        ranges = options.get("ranges")
+        self.ranges = None if ranges is None else [splits.Split(**r) for r in json.loads(ranges)]
 
     def partitions(self) -> list[SplitsPartition]:
+        if self.ranges is not None:  # ranges the Java reader handed over
+            packed_ranges = splits.pack(self.ranges, self.partition_bytes)
+            return [SplitsPartition(p) for p in packed_ranges] or [SplitsPartition([])]
         kind = TABLES[self.table][1]
         planned = splits.plan_splits(
             self.stores, kind, split_size=self.split_size, topics=self.topics
@@ -147,6 +157,7 @@ def load(
     columns: Sequence[str] | None = None,
     properties_for: Sequence[str] = (),
     topics: Sequence[str] | None = None,
+    ranges: Sequence[splits.Split] | None = None,
 ) -> DataFrame:
     """The DataFrame of ``table`` (``records``, ``consumequeue``, ``index``) over ``stores``.
 
@@ -168,4 +179,120 @@ def load(
     }
     if topics is not None:
         options["topics"] = json.dumps(sorted(set(topics)))
+    if ranges is not None:
+        options["ranges"] = json.dumps([dataclasses.asdict(r) for r in ranges])
     return spark.read.format(SOURCE_NAME).options(**options).load()
+
+
+# --- the commitlog through the Java reader ------------------------------------------------------
+JAVA_SOURCE = "mqtool.spark.CommitlogSource"
+"""The DataSource V2 class of ``spark/java`` (jar built by ``make dev``, put on the session by
+:func:`mqtool.spark.session.get_session`)."""
+
+
+def java_reader_on(spark: SparkSession) -> bool:
+    """Whether this session's JVM has mqtool's Java commitlog reader (its jar is on
+    ``spark.jars``)."""
+    from mqtool.spark.session import java_reader_jar
+
+    jar = java_reader_jar()
+    if jar is None:
+        return False
+    return str(jar) in spark.sparkContext.getConf().get("spark.jars", "")
+
+
+def _java_records(
+    spark: SparkSession, stores: Sequence[str], *, columns: Sequence[str] | None,
+    check_crc: bool, properties_for: Sequence[str], split_size: int, partition_bytes: int,
+) -> DataFrame | None:
+    planned = splits.plan_splits(stores, splits.KIND_COMMITLOG, split_size=split_size)
+    ends: dict[str, int] = {}
+    lines: list[str] = []
+    kept = []
+    for s in planned:
+        if s.path not in ends:
+            ends[s.path] = splits.data_end(s.path, s.file_size)
+        if s.start == 0 or s.start < ends[s.path]:  # splits in a file's empty tail hold nothing
+            kept.append(s)
+    for i, part in enumerate(splits.pack(kept, partition_bytes)):
+        for s in part:
+            fields = (str(i), s.path, s.store, s.name, str(s.base), str(s.start), str(s.end),
+                      str(ends[s.path]))
+            if any("\t" in f or "\n" in f for f in fields):
+                return None  # names the line format cannot carry: the Python source reads it
+            lines.append("\t".join(fields))
+    schema = spark_schema(record_schema(frozenset(columns) if columns else None))
+    return (
+        spark.read.format(JAVA_SOURCE)
+        .option("schema", schema.json())
+        .option("splits", "\n".join(lines))
+        .option("checkCrc", "true" if check_crc else "false")
+        .option("propertiesFor", ",".join(properties_for))
+        .load()
+    )
+
+
+def records(
+    spark: SparkSession,
+    stores: Sequence[str],
+    *,
+    columns: Sequence[str] | None = None,
+    check_crc: bool = True,
+    properties_for: Sequence[str] = (),
+    split_size: int = splits.DEFAULT_SPLIT_SIZE,
+    partition_bytes: int = splits.DEFAULT_PARTITION_BYTES,
+    persist: Any = None,
+    java: bool | None = None,
+) -> tuple[DataFrame, list[DataFrame]]:
+    """The ``records`` table of ``stores`` (as :func:`load`), through the Java reader when the
+    session has it (``java``: None = when available), and the DataFrames it persisted.
+
+    The Java reader decodes every record it accepts (the checks of the record kernel) and hands
+    every other byte range to the Python decoder (``deferred`` rows: one extra small job over
+    those ranges; the damage rule stays in :mod:`mqtool.formats.walker`). ``persist``: a
+    ``StorageLevel`` for the Java reader's output (then the deferred ranges are found without a
+    second decode pass); the caller unpersists the returned DataFrames.
+    """
+    from pyspark.sql import functions as F
+
+    from mqtool.spark.schema import RECORD_KIND_DEFERRED
+
+    kw: dict[str, Any] = {
+        "check_crc": check_crc, "columns": columns, "properties_for": properties_for,
+        "split_size": split_size, "partition_bytes": partition_bytes,
+    }
+    jdf = None
+    if java is not False and (java or java_reader_on(spark)):
+        jdf = _java_records(spark, stores, **kw)
+    if jdf is None:
+        df = load(spark, stores, "records", **kw)
+        if persist is not None:
+            df = df.persist(persist)
+            return df, [df]
+        return df, []
+    cached: list[DataFrame] = []
+    if persist is not None:
+        jdf = jdf.persist(persist)
+        cached.append(jdf)
+    kind = F.col("recordType")
+    handed = jdf.filter(kind == RECORD_KIND_DEFERRED).select(
+        "store", "file", "fileOffset", "storeSize", "detail"
+    ).collect()
+    clean = jdf.filter(kind != RECORD_KIND_DEFERRED)
+    if not handed:
+        return clean, cached
+    ranges = []
+    roots = {st: splits.find_store_root(st) for st in {r["store"] for r in handed}}
+    for r in handed:
+        path = str((roots[r["store"]] / r["file"]).resolve())
+        size = os.path.getsize(path)
+        start = int(r["fileOffset"])
+        ranges.append(splits.Split(
+            splits.KIND_COMMITLOG, r["store"], path, r["file"], int(r["file"].split("/")[-1]),
+            start, start + int(r["storeSize"]), size, chain=r["detail"] == "chain",
+        ))
+    py = load(spark, stores, "records", ranges=ranges, **kw)
+    if persist is not None:
+        py = py.persist(persist)
+        cached.append(py)
+    return clean.unionByName(py), cached

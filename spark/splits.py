@@ -48,6 +48,7 @@ class Split:
     file_size: int
     topic: str = ""
     queue_id: int = -1
+    chain: bool = False  # commitlog: a record must start at ``start`` (no resync there)
 
     @property
     def length(self) -> int:
@@ -144,6 +145,24 @@ def plan_splits(
         else:
             raise SparkScanError(f"unknown split kind {kind!r}")
     return out
+
+
+def data_end(path: str, size: int) -> int:
+    """Where the data of a (possibly sparse) file ends: the end of its last extent that holds
+    data (``SEEK_DATA``/``SEEK_HOLE``); ``size`` where the filesystem cannot say."""
+    from mqtool.formats.walker import data_extents
+
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return size
+    try:
+        end = 0
+        for _lo, hi in data_extents(fd, 0, size):
+            end = hi
+        return end
+    finally:
+        os.close(fd)
 
 
 def pack(

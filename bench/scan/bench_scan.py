@@ -19,8 +19,11 @@ one run (a benchmark, not a test; do not loop it on a shared machine):
   ``MessageDecoder.decode``) and on; the audits' narrow columns; the struct-based reference
   decoder on the first 300,000 records;
 * ``spark local[N]``: Spark's start-up on its own (session, then the Python workers), the
-  decode pass (all columns, and the audits' columns), ``run_scan`` with every audit, and the
-  ``mqtool scan`` CLI in a fresh process (wall time, and wall time less the start-up);
+  decode pass with every column (the Java reader's columnar batches; into rows; and through
+  the Python data source) and with the audits' columns, and the ``mqtool scan`` CLI with every
+  audit in a fresh process (wall time, its own ``run_scan`` time, wall time less the start-up);
+* with ``--cluster``: the CLI on a standalone cluster on 127.0.0.1 started with pyspark's
+  ``sbin/spark-daemon.sh`` (1-core workers), 1 worker against 2;
 * peak anonymous RSS (``RssAnon``: heap, not mapped store pages) of the driver (this Python
   process and its JVM) and of the Python workers (sampled from /proc every 0.2 s).
 
@@ -283,6 +286,9 @@ def main() -> None:
                     help="also scan a store 4x smaller (built there once) with the CLI: memory "
                     "at two sizes")
     ap.add_argument("--json", action="store_true", help="print the results as JSON only")
+    ap.add_argument("--cluster", action="store_true",
+                    help="also scan on a standalone cluster on 127.0.0.1 (pyspark's "
+                    "sbin/spark-daemon.sh): 1 worker of 1 core against 2")
     args = ap.parse_args()
     master = f"local[{args.cores}]"
     sys.path.insert(0, str(HERE.parent))
@@ -333,6 +339,13 @@ def main() -> None:
 
     if not args.no_spark:
         _spark_figures(args, master, res, n_msgs, narrow, add)
+        if args.cluster:  # on the smaller store when there is one (4x cheaper)
+            small = res.get("smallStore")
+            res["cluster"] = cluster_scaling(
+                args.small_store if small else args.store,
+                small["messages"] if small else n_msgs,
+            )
+            res["cluster"]["store"] = str(args.small_store if small else args.store)
 
     rates = {k: r for k, _, _, r in rows}
     res["readGBps"] = round(read_bps / 1e9, 2)
@@ -350,6 +363,9 @@ def main() -> None:
         targets["scanBudgetSeconds"] = round(start + 2 * t_full, 2)  # start-up + 2 x single
         targets["cliWallSeconds"] = res["cliWallSeconds"]
         targets["cliAfterStartupSeconds"] = round(res["cliWallSeconds"] - start, 2)
+        targets["cliScanSeconds"] = res.get("cliScanSeconds")
+        if "cluster" in res and "speedup2over1" in res["cluster"]:
+            targets["clusterSpeedup2over1"] = res["cluster"]["speedup2over1"]
         figures += [
             {"what": "Spark start-up on its own (session + Python workers)", "value": start,
              "unit": "s", "ratio": None},
@@ -375,6 +391,8 @@ def main() -> None:
             f"anonymous RSS (MiB): in-process {res.get('inProcessPeakMiB', 'not run')}, CLI "
             f"{res.get('cliPeakMiB', 'not run')}; CLI on a store 4x smaller: "
             f"{res.get('smallStore', 'not run')}.",
+            f"Standalone cluster (1-core workers, scanSeconds = run_scan's time in the CLI): "
+            f"{json.dumps(res.get('cluster', 'not run'))}.",
         ],
     }
     path = write_last_run("scan", meta, doc)
@@ -407,8 +425,7 @@ def _spark_figures(
 ) -> None:
     from pyspark.sql import functions as F
 
-    from mqtool.spark import source
-    from mqtool.spark.scan import run_scan
+    from mqtool.spark import source, splits
     from mqtool.spark.session import get_session
 
     store = [str(args.store)]
@@ -424,27 +441,58 @@ def _spark_figures(
             return int(df.filter(F.col("recordType") == "msg").agg(F.count(F.lit(1)))
                        .collect()[0][0])
 
-        t_full, got = _timed(lambda: count(source.load(spark, store, "records",
-                                                       check_crc=False)))
+        def columnar(df: Any) -> int:
+            """Run the scan of ``df`` alone, as columnar batches: every column decoded into
+            Spark's column vectors, nothing converted to rows (returns the batch count)."""
+            leaf = df._jdf.queryExecution().executedPlan().collectLeaves().head()
+            return int(leaf.executeColumnar().count())
+
+        java = source.java_reader_on(spark)
+        res["javaReader"] = java
+        if java:
+            def full_pass() -> int:
+                df = source._java_records(  # noqa: SLF001 - the reader alone, no hand-over
+                    spark, store, columns=None, check_crc=False, properties_for=(),
+                    split_size=splits.DEFAULT_SPLIT_SIZE,
+                    partition_bytes=splits.DEFAULT_PARTITION_BYTES,
+                )
+                return columnar(df)
+
+            full_pass()  # the JIT's first pass: the passes below are warm
+            t_full, batches = _timed(full_pass)
+            assert batches > 0  # (the rows are checked by tests/spark/test_spark_java.py)
+            t_rows, _ = _timed(lambda: source.records(spark, store, check_crc=False)[0]
+                               .write.format("noop").mode("overwrite").save())
+            add("sparkFullRows", f"spark {master}: decode pass, every column, CRC off, into "
+                "rows (Java reader, noop write)", t_rows, n_msgs)
+        t_py, got = _timed(lambda: count(source.records(spark, store, check_crc=False,
+                                                        java=False)[0]))
         assert got == n_msgs, (got, n_msgs)
-        t_pass, got = _timed(lambda: count(source.load(
-            spark, store, "records", columns=sorted(narrow), properties_for=["%DLQ%"],
-        )))
+        add("sparkFullPython", f"spark {master}: decode pass, every column, CRC off (Python "
+            "data source: filter + count)", t_py, n_msgs)
+        if not java:
+            t_full = t_py
+        t_pass, got = _timed(lambda: count(source.records(
+            spark, store, columns=sorted(narrow), properties_for=["%DLQ%"],
+        )[0]))
         assert got == n_msgs, (got, n_msgs)
-        t_scan, result = _timed(lambda: run_scan(spark, store))
         spark.stop()
     res["sparkStartSeconds"] = round(t_start, 2)
     res["pythonWorkersStartSeconds"] = round(t_workers, 2)
     res["inProcessPeakMiB"] = mem.mib()
-    add("sparkFull", f"spark {master}: decode pass, every column, CRC off", t_full, n_msgs)
-    add("sparkAudit", f"spark {master}: decode pass, audit columns, CRC on", t_pass, n_msgs)
-    add("runScan", f"spark {master}: run_scan, every audit (after start-up)", t_scan, n_msgs)
-    res["integrityFindings"] = len(result.summary["integrity"])
+    add("sparkFull", f"spark {master}: decode pass, every column, CRC off"
+        + (" (Java reader, columnar batches)" if res["javaReader"] else ""), t_full, n_msgs)
+    add("sparkAudit", f"spark {master}: decode pass, audit columns, CRC on (filter + count)",
+        t_pass, n_msgs)
 
     t_cli, cli_doc, cli_peak = _cli_scan(args.store, master)
     assert cli_doc["totals"]["messages"] == n_msgs
     add("cli", f"mqtool scan CLI {master}: wall time incl. start-up", t_cli, n_msgs)
+    add("runScan", f"mqtool scan CLI {master}: the scan itself (run_scan, every audit, after "
+        "start-up)", float(cli_doc["elapsedSeconds"]), n_msgs)
+    res["integrityFindings"] = len(cli_doc["integrity"])
     res["cliWallSeconds"] = round(t_cli, 2)
+    res["cliScanSeconds"] = cli_doc.get("elapsedSeconds")  # run_scan's own time in the CLI
     res["cliPeakMiB"] = cli_peak
     if args.small_store is not None:  # memory flat as the store grows: a store 4x smaller
         build_store(args.small_store, f"{_parse_size(args.size) // 4}")
@@ -455,14 +503,99 @@ def _spark_figures(
         }
 
 
-def _cli_scan(store: Path, master: str) -> tuple[float, dict[str, Any], dict[str, float]]:
+def _cli_scan(store: Path, master: str, extra: tuple[str, ...] = ()) -> tuple[
+    float, dict[str, Any], dict[str, float]
+]:
     """``mqtool scan STORE --json`` in a fresh process: wall seconds, its JSON, peak RSS."""
-    cli = [sys.executable, "-m", "mqtool", "scan", str(store), "--master", master, "--json"]
+    cli = [sys.executable, "-m", "mqtool", "scan", str(store), "--master", master, "--json",
+           *extra]
     proc = subprocess.Popen(cli, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     t0 = time.perf_counter()
     with MemorySampler(proc.pid) as cli_mem:
         stdout, _ = proc.communicate()
     return time.perf_counter() - t0, json.loads(stdout), cli_mem.mib()
+
+
+# --- a standalone cluster: 1 worker against 2 ----------------------------------------------------
+MASTER_CLASS = "org.apache.spark.deploy.master.Master"
+WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"timed out waiting for {what}")
+
+
+def cluster_scaling(store: Path, n_msgs: int) -> dict[str, Any]:
+    """``mqtool scan`` on a standalone cluster on 127.0.0.1 started with pyspark's own
+    ``sbin/spark-daemon.sh`` (master, then workers of 1 core each): 1 worker against 2.
+
+    The daemons are stopped (by their pid files, ``spark-daemon.sh stop``) whatever happens.
+    """
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    daemon = str(home / "sbin" / "spark-daemon.sh")
+    work = ROOT / "bench" / "out" / "scan" / "cluster"
+    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_PID_DIR": str(work / "pid"), "SPARK_LOG_DIR": str(work / "logs"),
+           "SPARK_IDENT_STRING": "mqtool-bench", "PYSPARK_PYTHON": sys.executable}
+    port = _free_port()
+    url = f"spark://127.0.0.1:{port}"
+    out: dict[str, Any] = {"master": url, "workerCores": 1, "runs": []}
+
+    def master_log() -> str:
+        logs = list((work / "logs").glob(f"*{MASTER_CLASS}-1-*.out"))
+        return logs[0].read_text(errors="replace") if logs else ""
+
+    def daemon_cmd(*args: str) -> None:
+        subprocess.run([daemon, *args], env=env, check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+
+    import shutil
+
+    shutil.rmtree(work, ignore_errors=True)
+    started: list[tuple[str, str]] = []
+    try:
+        daemon_cmd("start", MASTER_CLASS, "1", "--host", "127.0.0.1", "--port", str(port),
+                   "--webui-port", str(_free_port()))
+        started.append((MASTER_CLASS, "1"))
+        _wait(lambda: "Starting Spark master" in master_log() and "ALIVE" in master_log(),
+              120, "the Spark master")
+        for n in (1, 2):
+            daemon_cmd("start", WORKER_CLASS, str(n), url, "--host", "127.0.0.1", "--cores", "1",
+                       "--memory", "1g", "--webui-port", str(_free_port()),
+                       "--work-dir", str(work / f"worker{n}"))
+            started.append((WORKER_CLASS, str(n)))
+            _wait(lambda n=n: master_log().count("Registering worker") >= n, 120,  # type: ignore[misc]
+                  f"worker {n} to register")
+            t, doc, peak = _cli_scan(store, url, (
+                "--conf", "spark.driver.host=127.0.0.1", "--conf", f"spark.cores.max={n}",
+                "--conf", "spark.executor.cores=1", "--conf", "spark.executor.memory=1g",
+            ))
+            assert doc["totals"]["messages"] == n_msgs
+            out["runs"].append({"workers": n, "cliWallSeconds": round(t, 2),
+                                "scanSeconds": doc.get("elapsedSeconds"), "peakMiB": peak})
+    finally:
+        for cls, inst in reversed(started):
+            subprocess.run([daemon, "stop", cls, inst], env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, check=False)
+    runs = out["runs"]
+    if len(runs) == 2 and runs[1]["scanSeconds"]:
+        out["speedup2over1"] = round(runs[0]["scanSeconds"] / runs[1]["scanSeconds"], 2)
+    return out
 
 
 if __name__ == "__main__":

@@ -563,6 +563,7 @@ def _missing_units(
 
 
 # --- index ----------------------------------------------------------------------------------
+_INDEX_CHUNK = 1 << 18  # index entries checked at a time
 def _scan_index(
     store: Store, msgs: Messages, first_start: int, data_end: int, sink: _Sink,
     progress: ProgressFn | None,
@@ -598,66 +599,72 @@ def _scan_index(
             if ix.entries == 0:
                 continue
             ent = np.frombuffer(buf, dtype=_ENTRY, count=ix.entries, offset=g.entry_pos(1))
-            kh = ent["h"].astype(np.int64)
-            phys = ent["p"].astype(np.int64)
-            tds = ent["t"].astype(np.int64)
-            prev = ent["v"].astype(np.int64)
-            del ent
-            ix.phys = phys
-            nums = np.arange(1, h.index_count, dtype=np.int64)
-            below = phys < first_start
-            past = (~below) & (phys >= data_end)
-            if len(msgs):
-                ii = np.minimum(np.searchsorted(msgs.phy, phys), len(msgs) - 1)
-                hit = msgs.phy[ii] == phys
-            else:
-                ii = np.zeros(len(phys), np.int64)
-                hit = np.zeros(len(phys), bool)
-            dangling = (~below) & (~past) & (~hit)
-            bad_prev = (prev < 0) | (prev >= nums)
-            for i in np.flatnonzero(past | dangling | bad_prev).tolist():
-                n = i + 1
-                pos = g.entry_pos(n)
-                ix.bad_entries.append(n)
-                what = f"entry {n} (keyHash {int(kh[i])}) -> commitlog offset {int(phys[i])}"
-                if bad_prev[i] and not (past[i] or dangling[i]):
-                    sink.add(Finding("index", rel, pos, f"{what}: prevIndex {int(prev[i])} "
-                                     "does not name an earlier entry"))
-                elif past[i]:
-                    sink.add(Finding("index", rel, pos, f"{what}: points past the valid "
-                                     f"commitlog data (ends at {data_end})", phy=int(phys[i])))
+            ix.phys = ent["p"].astype(np.int64)
+            for c0 in range(0, ix.entries, _INDEX_CHUNK):  # bounded temporaries per chunk
+                c1 = min(ix.entries, c0 + _INDEX_CHUNK)
+                part = ent[c0:c1]
+                kh = part["h"].astype(np.int64)
+                phys = ix.phys[c0:c1]
+                tds = part["t"].astype(np.int64)
+                prev = part["v"].astype(np.int64)
+                del part
+                nums = np.arange(c0 + 1, c1 + 1, dtype=np.int64)
+                below = phys < first_start
+                past = (~below) & (phys >= data_end)
+                if len(msgs):
+                    ii = np.minimum(np.searchsorted(msgs.phy, phys), len(msgs) - 1)
+                    hit = msgs.phy[ii] == phys
                 else:
-                    sink.add(Finding("index", rel, pos, f"{what}: no readable message starts "
-                                     "there", phy=int(phys[i])))
-            # key hash and time difference of entries that point at a message
-            ok = hit & ~below & ~past & ~bad_prev
-            rows = ii.astype(np.int64)
-            pair = (rows << 31) | kh
-            pos_k = np.searchsorted(msgs.key_rows, pair)
-            known = (pos_k < len(msgs.key_rows)) & (
-                msgs.key_rows[np.minimum(pos_k, max(len(msgs.key_rows) - 1, 0))] == pair
-            ) if len(msgs.key_rows) else np.zeros(len(pair), bool)
-            bad_key = ok & ~known
-            exp = rules.index_time_diffs(msgs.store_ts[ii] if len(msgs) else phys,
-                                         h.begin_timestamp)
-            bad_time = ok & known & (nums >= 2) & (h.begin_timestamp > 0) & (exp != tds)
-            for i in np.flatnonzero(bad_key).tolist():
-                n = i + 1
-                ix.bad_entries.append(n)
-                sink.add(Finding(
-                    "index", rel, g.entry_pos(n),
-                    f"entry {n} -> commitlog offset {int(phys[i])}: keyHash {int(kh[i])} is none "
-                    "of the message's index keys", phy=int(phys[i]),
-                ))
-            for i in np.flatnonzero(bad_time).tolist():
-                n = i + 1
-                ix.bad_entries.append(n)
-                sink.add(Finding(
-                    "index", rel, g.entry_pos(n),
-                    f"entry {n} -> commitlog offset {int(phys[i])}: timeDiff {int(tds[i])} s, "
-                    f"the message's store time gives {int(exp[i])} s", expected=str(int(exp[i])),
-                    found=str(int(tds[i])), phy=int(phys[i]),
-                ))
+                    ii = np.zeros(len(phys), np.int64)
+                    hit = np.zeros(len(phys), bool)
+                dangling = (~below) & (~past) & (~hit)
+                bad_prev = (prev < 0) | (prev >= nums)
+                for i in np.flatnonzero(past | dangling | bad_prev).tolist():
+                    n = c0 + i + 1
+                    pos = g.entry_pos(n)
+                    ix.bad_entries.append(n)
+                    what = (f"entry {n} (keyHash {int(kh[i])}) -> commitlog offset "
+                            f"{int(phys[i])}")
+                    if bad_prev[i] and not (past[i] or dangling[i]):
+                        sink.add(Finding("index", rel, pos, f"{what}: prevIndex {int(prev[i])} "
+                                         "does not name an earlier entry"))
+                    elif past[i]:
+                        sink.add(Finding("index", rel, pos, f"{what}: points past the valid "
+                                         f"commitlog data (ends at {data_end})",
+                                         phy=int(phys[i])))
+                    else:
+                        sink.add(Finding("index", rel, pos, f"{what}: no readable message "
+                                         "starts there", phy=int(phys[i])))
+                # key hash and time difference of entries that point at a message
+                ok = hit & ~below & ~past & ~bad_prev
+                rows = ii.astype(np.int64)
+                pair = (rows << 31) | kh
+                pos_k = np.searchsorted(msgs.key_rows, pair)
+                known = (pos_k < len(msgs.key_rows)) & (
+                    msgs.key_rows[np.minimum(pos_k, max(len(msgs.key_rows) - 1, 0))] == pair
+                ) if len(msgs.key_rows) else np.zeros(len(pair), bool)
+                bad_key = ok & ~known
+                exp = rules.index_time_diffs(msgs.store_ts[ii] if len(msgs) else phys,
+                                             h.begin_timestamp)
+                bad_time = ok & known & (nums >= 2) & (h.begin_timestamp > 0) & (exp != tds)
+                for i in np.flatnonzero(bad_key).tolist():
+                    n = c0 + i + 1
+                    ix.bad_entries.append(n)
+                    sink.add(Finding(
+                        "index", rel, g.entry_pos(n),
+                        f"entry {n} -> commitlog offset {int(phys[i])}: keyHash {int(kh[i])} "
+                        "is none of the message's index keys", phy=int(phys[i]),
+                    ))
+                for i in np.flatnonzero(bad_time).tolist():
+                    n = c0 + i + 1
+                    ix.bad_entries.append(n)
+                    sink.add(Finding(
+                        "index", rel, g.entry_pos(n),
+                        f"entry {n} -> commitlog offset {int(phys[i])}: timeDiff {int(tds[i])} "
+                        f"s, the message's store time gives {int(exp[i])} s",
+                        expected=str(int(exp[i])), found=str(int(tds[i])), phy=int(phys[i]),
+                    ))
+            del ent
         finally:
             if isinstance(buf, mmap.mmap):
                 try:

@@ -54,6 +54,14 @@ class Messages:
     def __len__(self) -> int:
         return len(self.phy)
 
+    def lookup(self, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Vectorised :meth:`at`: (row of the message at or after each offset, clamped to the
+        table; whether a message starts exactly there)."""
+        if not len(self.phy):
+            return np.zeros(len(offsets), np.int64), np.zeros(len(offsets), bool)
+        rows = np.minimum(np.searchsorted(self.phy, offsets), len(self.phy) - 1)
+        return rows, self.phy[rows] == offsets
+
     def at(self, offset: int) -> int | None:
         """Row of the message starting at commitlog ``offset`` (None: no message starts there)."""
         i = int(np.searchsorted(self.phy, offset))

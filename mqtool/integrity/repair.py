@@ -42,7 +42,7 @@ from mqtool.formats.config import build_consumer_offset, build_delay_offset
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from mqtool.formats.errors import MqtoolError, Severity
 from mqtool.formats.indexfile import index_key_hash
-from mqtool.formats.rules import SCHEDULE_TOPIC
+from mqtool.formats.rules import SCHEDULE_TOPIC, schedule_unit_delay
 from mqtool.integrity import rules
 from mqtool.integrity.checks import QueueScan, Report, verify
 from mqtool.integrity.recovery import cut_position, queue_cut
@@ -192,7 +192,7 @@ class _Plan:
         # schedule queues: tagsCode = deliver time = store time + the level's delay (evidence)
         delta = None
         if q.topic == SCHEDULE_TOPIC and q.units:
-            ds = [int(q.tags[i]) - int(m.store_ts[by_qoff[int(q.offsets[i])]])
+            ds = [schedule_unit_delay(int(q.tags[i]), int(m.store_ts[by_qoff[int(q.offsets[i])]]))
                   for i in range(min(keep, q.units)) if int(q.offsets[i]) in by_qoff
                   and int(q.offsets[i]) not in q.bad]
             delta = max(set(ds), key=ds.count) if ds else None

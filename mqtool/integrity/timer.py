@@ -176,12 +176,7 @@ def _check_units(
     deliver = _deliver_ms(log.units)
     below = opy < first_start
     past = ~below & (opy + spy > data_end)
-    if len(msgs):
-        ii = np.minimum(np.searchsorted(msgs.phy, opy), len(msgs) - 1)
-        hit = msgs.phy[ii] == opy
-    else:
-        ii = np.zeros(len(opy), np.int64)
-        hit = np.zeros(len(opy), bool)
+    ii, hit = msgs.lookup(opy)
     check = ~below & ~past
     timer_idx = msgs.topics.index(TIMER_TOPIC) if TIMER_TOPIC in msgs.topics else -1
     wrong_size = check & hit & (msgs.size[ii] != spy) if len(msgs) else np.zeros(len(opy), bool)

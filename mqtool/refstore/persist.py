@@ -12,7 +12,7 @@ from mqtool.formats.commitlog import CommitLogMessage, parse_message, scan_file
 from mqtool.formats.consumequeue import CqEntry, iter_cq
 from mqtool.formats.errors import FormatError
 from mqtool.formats.indexfile import IndexReader
-from mqtool.formats.rules import fmt_delay
+from mqtool.formats.rules import fmt_delay, schedule_unit_delay
 from mqtool.refstore import broker as B
 from mqtool.refstore.model import StoreConfig
 
@@ -61,7 +61,8 @@ def infer_config(root: str | os.PathLike[str]) -> StoreConfig | None:
             continue
         sm = _message_at(logs, last.commit_log_offset)
         if sm is not None and last.tags_code > sm.store_timestamp:
-            levels[B.queue_id_to_delay_level(qid)] = last.tags_code - sm.store_timestamp
+            levels[B.queue_id_to_delay_level(qid)] = schedule_unit_delay(
+                last.tags_code, sm.store_timestamp)
             seen = True
     if seen:
         top = max(levels)

@@ -82,3 +82,23 @@ def test_delay_levels_split_like_java() -> None:
     assert level_string({1: 1000, 2: 90_000, 3: 3_600_000}) == "1s 90s 1h"
     with pytest.raises(BrokerRuleError):
         level_string({1: 1000, 3: 2000})
+
+
+def test_one_home_for_properties_and_delay_evidence() -> None:
+    """The properties reader and the delay-level evidence are defined once (each has a home)."""
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    homes = {
+        "load_properties": "formats/config/properties.py",
+        "resolve_delay_levels": "mqtool/delaylevels.py",
+        "collect_evidence": "mqtool/delaylevels.py",
+        "check_timer": "mqtool/integrity/timer.py",
+    }
+    rx = re.compile(r"^\s*def _?(" + "|".join(homes) + r")\(", re.M)
+    found = []
+    for folder in ("formats", "mqtool", "spark"):
+        for path in (root / folder).rglob("*.py"):
+            rel = str(path.relative_to(root))
+            found += [(m.group(1), rel) for m in rx.finditer(path.read_text(encoding="utf-8"))]
+    assert sorted(found) == sorted(homes.items())

@@ -73,7 +73,9 @@ _RULE_LITERALS = re.compile(
     r'RMQ_SYS_TRANS_HALF_TOPIC|1s 5s 10s[^"]*)"',
     re.M,
 )
-_RULE_DEFS = re.compile(r"^\s*def (_?fmt_delay|parse_delay_levels|tags_code_of|topic_kind)\(", re.M)
+_RULE_DEFS = re.compile(
+    r"^\s*def (_?fmt_delay|parse_delay_levels|tags_code_of|topic_kind|schedule_unit_delay|"
+    r"_?java_split_space)\(", re.M)
 
 
 def test_one_home_per_rule() -> None:

@@ -262,3 +262,15 @@ def test_discarded_after_checks(store: tuple[Path, dict[str, int]]) -> None:
     assert tr["verdictKind"] == "discarded"
     v = str(tr["verdict"])
     assert "discarded" in v and "delivered" not in v and "rolled back" not in v
+
+
+def test_html_page_holds_the_rollback_hop(
+    store: tuple[Path, dict[str, int]], tmp_path: Path
+) -> None:
+    page = tmp_path / "journey.html"
+    r = subprocess.run([sys.executable, "-m", "mqtool", "trace", str(store[0]), "--key",
+                        "tx-rollback", "--html", str(page)], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    text = page.read_text("utf-8")
+    assert "RMQ_SYS_TRANS_OP_HALF_TOPIC" in text and "rolled-back" in text

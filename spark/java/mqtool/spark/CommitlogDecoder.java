@@ -1,0 +1,715 @@
+// The record loop of mqtool's Spark-native commitlog reader (see CommitlogSource.java).
+//
+// Accepts a record at p only when every check of mqtool.formats.kernel.scan holds (magic V1/V2,
+// TOTALSIZE at least 91 (+1 for V2) and inside the file, every length adding up to TOTALSIZE as
+// MessageExtEncoder#calMsgLength, PHYSICALOFFSET = the record's commitlog position, topic and
+// properties well-formed UTF-8). Columns are those of mqtool.spark.arrowcols.message_columns,
+// value for value (tests/spark/test_spark_java.py compares the two on every fixture and on
+// damaged stores). Anything else than an accepted record, the file's BLANK or zeros to the end
+// of the file's data becomes a "deferred" row for the Python decoder: the damage rule stays in
+// formats/walker.py.
+package mqtool.spark;
+
+import java.io.IOException;
+import java.io.RandomAccessFile;
+import java.nio.ByteOrder;
+import java.nio.MappedByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.zip.CRC32;
+
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
+import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+final class CommitlogDecoder implements PartitionReader<ColumnarBatch> {
+    static final int MAGIC_V1 = 0xDAA320A7;
+    static final int MAGIC_V2 = 0xDAA320AB;
+    static final int MAGIC_BLANK = 0xCBD43194;
+    static final int MIN_V1 = 91;
+    static final int BORN_V6 = 0x10;
+    static final int STORE_V6 = 0x20;
+    static final int COMPRESSED = 0x1;
+    static final String[] COMPRESSION = {"ZLIB", "LZ4", "ZSTD", "ZLIB", "ZLIB", "ZLIB", "ZLIB", "ZLIB"};
+    static final byte[] HEX = "0123456789ABCDEF".getBytes(StandardCharsets.US_ASCII);
+    static final byte[][] PICK = {bytes("TAGS"), bytes("KEYS"), bytes("UNIQ_KEY")};
+
+    private final List<CommitlogSource.SplitSpec> splits;
+    private final CommitlogSource.Options opt;
+    private final WritableColumnVector[] vectors;
+    private final ColumnarBatch batch;
+    private final int cap;
+    // column indexes in the read schema (-1: not read)
+    private final int cType, cDetail, cStore, cFile, cFileOffset, cClOffset, cSize, cMagic, cTopic;
+    private final int cQueueId, cQueueOffset, cFlag, cSysFlag, cBodyCrc, cBornTs, cBornHost;
+    private final int cStoreTs, cStoreHost, cReconsume, cPrepared, cBodyLen, cPropsRaw, cProps;
+    private final int cTags, cKeys, cUniq, cMsgId, cCrcOk, cCompression;
+    private final boolean wantSplit;
+    private final boolean propsOnlyFor;
+
+    // the split being read
+    private int next = 0;
+    private CommitlogSource.SplitSpec cur;
+    private RandomAccessFile raf;
+    private MappedByteBuffer b;
+    private long p;
+    private boolean done = true;
+    private byte[] storeBytes, nameBytes;
+
+    private final byte[] hexScratch = new byte[64];
+    private int[] pairs = new int[64 * 4];
+    private final int[] picked = new int[3];
+    private int kvCapacity = 0;  // rows reserved in the property map's key and value vectors
+    private final CRC32 crc = new CRC32();
+    private long hostKeyB = Long.MIN_VALUE, hostKeyS = Long.MIN_VALUE;
+    private byte[] hostB, hostS;
+
+    CommitlogDecoder(List<CommitlogSource.SplitSpec> splits, StructType schema,
+                     CommitlogSource.Options opt) {
+        this.splits = splits;
+        this.opt = opt;
+        this.cap = opt.batchRows;
+        this.vectors = OnHeapColumnVector.allocateColumns(cap, schema);
+        this.batch = new ColumnarBatch(vectors);
+        cType = idx(schema, "recordType");
+        cDetail = idx(schema, "detail");
+        cStore = idx(schema, "store");
+        cFile = idx(schema, "file");
+        cFileOffset = idx(schema, "fileOffset");
+        cClOffset = idx(schema, "commitLogOffset");
+        cSize = idx(schema, "storeSize");
+        cMagic = idx(schema, "magic");
+        cTopic = idx(schema, "topic");
+        cQueueId = idx(schema, "queueId");
+        cQueueOffset = idx(schema, "queueOffset");
+        cFlag = idx(schema, "flag");
+        cSysFlag = idx(schema, "sysFlag");
+        cBodyCrc = idx(schema, "bodyCRC");
+        cBornTs = idx(schema, "bornTimestamp");
+        cBornHost = idx(schema, "bornHost");
+        cStoreTs = idx(schema, "storeTimestamp");
+        cStoreHost = idx(schema, "storeHost");
+        cReconsume = idx(schema, "reconsumeTimes");
+        cPrepared = idx(schema, "preparedTransactionOffset");
+        cBodyLen = idx(schema, "bodyLength");
+        cPropsRaw = idx(schema, "propertiesRaw");
+        cProps = idx(schema, "properties");
+        cTags = idx(schema, "tags");
+        cKeys = idx(schema, "keys");
+        cUniq = idx(schema, "uniqKey");
+        cMsgId = idx(schema, "offsetMsgId");
+        cCrcOk = idx(schema, "crcOk");
+        cCompression = idx(schema, "compressionType");
+        wantSplit = cProps >= 0 || cTags >= 0 || cKeys >= 0 || cUniq >= 0;
+        propsOnlyFor = opt.propertiesFor.length > 0 && cTags < 0 && cKeys < 0 && cUniq < 0;
+    }
+
+    private static int idx(StructType s, String name) {
+        String[] names = s.fieldNames();
+        for (int i = 0; i < names.length; i++) {
+            if (names[i].equals(name)) {
+                return i;
+            }
+        }
+        return -1;
+    }
+
+    private static byte[] bytes(String s) {
+        return s.getBytes(StandardCharsets.UTF_8);
+    }
+
+    // --- the split loop ----------------------------------------------------------------------
+    @Override
+    public boolean next() throws IOException {
+        for (WritableColumnVector v : vectors) {
+            v.reset();
+        }
+        int n = 0;
+        while (n < cap) {
+            if (done) {
+                closeFile();
+                if (next >= splits.size()) {
+                    break;
+                }
+                open(splits.get(next++));
+                continue;
+            }
+            n = fill(n);
+        }
+        batch.setNumRows(n);
+        return n > 0;
+    }
+
+    @Override
+    public ColumnarBatch get() {
+        return batch;
+    }
+
+    @Override
+    public void close() throws IOException {
+        closeFile();
+        batch.close();
+    }
+
+    private void closeFile() throws IOException {
+        b = null;
+        if (raf != null) {
+            raf.close();
+            raf = null;
+        }
+    }
+
+    private void open(CommitlogSource.SplitSpec s) throws IOException {
+        cur = s;
+        storeBytes = bytes(s.store);
+        nameBytes = bytes(s.name);
+        done = false;
+        raf = new RandomAccessFile(s.path, "r");
+        long size = raf.length();
+        if (size == 0 || s.start >= size || s.start >= s.dataEnd) {
+            done = true;  // nothing starts here (the decoder in Python says the same)
+            return;
+        }
+        if (size > Integer.MAX_VALUE - 16) {
+            pendingDeferred(s.start, "resync");
+            return;
+        }
+        b = raf.getChannel().map(FileChannel.MapMode.READ_ONLY, 0, size);
+        b.order(ByteOrder.BIG_ENDIAN);
+        p = s.start == 0 ? 0 : resync(s.start);
+    }
+
+    private long deferredAt = -1;
+    private String deferredWhy;
+
+    private void pendingDeferred(long at, String why) {
+        deferredAt = at;
+        deferredWhy = why;
+        p = -1;
+    }
+
+    /** The first record the split owns (start > 0): the first position >= start where a
+     * message magic or the BLANK magic sits; the rule's answer there must be "a record I
+     * accept" or "the file's BLANK", else the whole split goes to the Python decoder. */
+    private long resync(long start) {
+        int fsize = b.limit();
+        long stop = Math.min(cur.end, cur.dataEnd);
+        for (int c = (int) start; c < stop && c + 8 <= fsize; c++) {
+            int m = b.getInt(c + 4);
+            if (m == MAGIC_V1 || m == MAGIC_V2) {
+                if (accept(c) > 0) {
+                    return c;
+                }
+                pendingDeferred(start, "resync");
+                return -1;
+            }
+            if (m == MAGIC_BLANK) {
+                if (b.getInt(c) == fsize - c) {
+                    return c;
+                }
+                pendingDeferred(start, "resync");
+                return -1;
+            }
+        }
+        done = true;  // no record starts in this split
+        return -1;
+    }
+
+    /** Rows from the current split into the batch from row n; returns the new row count. */
+    private int fill(int n) {
+        if (p < 0) {
+            if (deferredAt >= 0) {
+                special(n++, "deferred", deferredWhy, deferredAt, cur.end - deferredAt);
+                deferredAt = -1;
+            }
+            done = true;
+            return n;
+        }
+        int fsize = b.limit();
+        while (n < cap) {
+            if (p >= cur.end) {
+                // the chain leaves the split: what starts at p is the next split's, unless it
+                // is damage (which the next split's resync would step over): hand it over
+                int q = (int) p;
+                if (q < fsize && accept(q) == 0 && !blank(q, fsize)
+                        && !zerosTo(q, (int) Math.min(cur.dataEnd, fsize))) {
+                    special(n++, "deferred", "chain", q, cur.end - q);
+                }
+                done = true;
+                return n;
+            }
+            int at = (int) p;
+            int size = accept(at);
+            if (size > 0) {
+                message(n++, at, size);
+                p += size;
+                continue;
+            }
+            if (blank(at, fsize)) {
+                special(n++, "blank", "", at, fsize - at);
+            } else if (!zerosTo(at, (int) Math.min(cur.dataEnd, fsize))) {
+                special(n++, "deferred", "chain", at, cur.end - at);
+            }
+            done = true;
+            return n;
+        }
+        return n;
+    }
+
+    private boolean blank(int at, int fsize) {
+        return at + 8 <= fsize && b.getInt(at + 4) == MAGIC_BLANK && b.getInt(at) == fsize - at;
+    }
+
+    private boolean zerosTo(int from, int to) {
+        int q = from;
+        while (q + 8 <= to) {
+            if (b.getLong(q) != 0) {
+                return false;
+            }
+            q += 8;
+        }
+        while (q < to) {
+            if (b.get(q) != 0) {
+                return false;
+            }
+            q++;
+        }
+        return true;
+    }
+
+    // --- the record rule (mqtool.formats.kernel.scan's checks) --------------------------------
+    private int tlw, sysFlag, bornLen, storeLen, bornPos, storeTsPos, storePos, reconPos;
+    private int bodyPos, bodyLen, topicPos, topicLen, propsPos, propsLen;
+    private byte[] rec = new byte[1 << 16];  // the record's topic .. end (accept() copies it)
+    private int rTopic, rProps;  // topic and properties inside rec
+    private static final java.lang.invoke.VarHandle LONGS =
+        java.lang.invoke.MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.BIG_ENDIAN);
+
+    /** TOTALSIZE of the message record at p when every check holds, else 0. */
+    private int accept(int p) {
+        int n = b.limit();
+        if (p + 8 > n) {
+            return 0;
+        }
+        int size = b.getInt(p);
+        int magic = b.getInt(p + 4);
+        if (magic == MAGIC_V1) {
+            tlw = 1;
+        } else if (magic == MAGIC_V2) {
+            tlw = 2;
+        } else {
+            return 0;
+        }
+        if (size < MIN_V1 + tlw - 1 || (long) p + size > n) {
+            return 0;
+        }
+        int end = p + size;
+        sysFlag = b.getInt(p + 36);
+        bornLen = (sysFlag & BORN_V6) != 0 ? 16 : 4;
+        storeLen = (sysFlag & STORE_V6) != 0 ? 16 : 4;
+        bornPos = p + 48;
+        storeTsPos = bornPos + bornLen + 4;
+        storePos = storeTsPos + 8;
+        reconPos = storePos + storeLen + 4;
+        int blenPos = reconPos + 12;
+        if (blenPos + 4 > end) {
+            return 0;
+        }
+        bodyLen = b.getInt(blenPos);
+        bodyPos = blenPos + 4;
+        if (bodyLen < 0 || (long) bodyPos + bodyLen > end) {
+            return 0;
+        }
+        int tl = bodyPos + bodyLen;
+        if (tl + tlw > end) {
+            return 0;
+        }
+        topicLen = tlw == 2 ? b.getShort(tl) : b.get(tl);
+        topicPos = tl + tlw;
+        if (topicLen < 0 || topicPos + topicLen > end) {
+            return 0;
+        }
+        int pl = topicPos + topicLen;
+        if (pl + 2 > end) {
+            return 0;
+        }
+        propsLen = b.getShort(pl);
+        propsPos = pl + 2;
+        if (propsLen < 0 || propsPos + propsLen != end) {
+            return 0;
+        }
+        if (b.getLong(p + 28) != cur.base + p) {
+            return 0;
+        }
+        // topic, properties length and properties: one copy out of the map, read from there
+        int tail = end - topicPos;
+        if (rec.length < tail) {
+            rec = new byte[Math.max(tail, rec.length * 2)];
+        }
+        b.get(topicPos, rec, 0, tail);
+        rTopic = 0;
+        rProps = topicLen + 2;
+        if (!utf8(rec, rTopic, topicLen) || !utf8(rec, rProps, propsLen)) {
+            return 0;
+        }
+        return size;
+    }
+
+    /** Well-formed UTF-8 as Python's strict decode accepts it (kernel.utf8_ok). */
+    private static boolean utf8(byte[] a, int start, int len) {
+        int q = start;
+        int end = start + len;
+        while (q + 8 <= end && ((long) LONGS.get(a, q) & 0x8080808080808080L) == 0) {
+            q += 8;
+        }
+        while (q < end) {
+            int c = a[q] & 0xFF;
+            if (c < 0x80) {
+                q++;
+                continue;
+            }
+            if (c < 0xC2 || c > 0xF4) {
+                return false;
+            }
+            int k, lo, hi;
+            if (c < 0xE0) {
+                k = 1;
+                lo = 0x80;
+                hi = 0xBF;
+            } else if (c < 0xF0) {
+                k = 2;
+                lo = c == 0xE0 ? 0xA0 : 0x80;
+                hi = c == 0xED ? 0x9F : 0xBF;
+            } else {
+                k = 3;
+                lo = c == 0xF0 ? 0x90 : 0x80;
+                hi = c == 0xF4 ? 0x8F : 0xBF;
+            }
+            if (q + k >= end) {
+                return false;
+            }
+            int d = a[q + 1] & 0xFF;
+            if (d < lo || d > hi) {
+                return false;
+            }
+            for (int j = 2; j <= k; j++) {
+                if ((a[q + j] & 0xC0) != 0x80) {
+                    return false;
+                }
+            }
+            q += k + 1;
+        }
+        return true;
+    }
+
+    // --- rows --------------------------------------------------------------------------------
+    private void special(int row, String kind, String detail, long offset, long length) {
+        for (int i = 0; i < vectors.length; i++) {
+            if (i != cType && i != cDetail && i != cStore && i != cFile && i != cFileOffset
+                    && i != cClOffset && i != cSize) {
+                vectors[i].putNull(row);  // put* never clears a null: set only the others
+            }
+        }
+        putString(cType, row, bytes(kind));
+        if (cDetail >= 0) {
+            putString(cDetail, row, bytes(detail));
+        }
+        putString(cStore, row, storeBytes);
+        putString(cFile, row, nameBytes);
+        putLong(cFileOffset, row, offset);
+        putLong(cClOffset, row, cur.base + offset);
+        if (cSize >= 0) {
+            vectors[cSize].putInt(row, (int) length);
+        }
+    }
+
+    private static final byte[] MSG = bytes("msg");
+    private static final byte[] MAGIC1 = bytes("0xdaa320a7");
+    private static final byte[] MAGIC2 = bytes("0xdaa320ab");
+
+    private void message(int row, int p, int size) {
+        putString(cType, row, MSG);
+        if (cDetail >= 0) {
+            vectors[cDetail].putNull(row);
+        }
+        putString(cStore, row, storeBytes);
+        putString(cFile, row, nameBytes);
+        putLong(cFileOffset, row, p);
+        long phys = cur.base + p;
+        putLong(cClOffset, row, phys);
+        putInt(cSize, row, size);
+        if (cMagic >= 0) {
+            putString(cMagic, row, tlw == 2 ? MAGIC2 : MAGIC1);
+        }
+        if (cTopic >= 0) {
+            vectors[cTopic].putByteArray(row, rec, rTopic, topicLen);
+        }
+        putInt(cQueueId, row, b.getInt(p + 12));
+        putLong(cQueueOffset, row, b.getLong(p + 20));
+        putInt(cFlag, row, b.getInt(p + 16));
+        putInt(cSysFlag, row, sysFlag);
+        int bodyCrc = b.getInt(p + 8);
+        putInt(cBodyCrc, row, bodyCrc);
+        putLong(cBornTs, row, b.getLong(p + 40));
+        if (cBornHost >= 0) {
+            putString(cBornHost, row, host(bornPos, bornLen, true));
+        }
+        putLong(cStoreTs, row, b.getLong(storeTsPos));
+        if (cStoreHost >= 0) {
+            putString(cStoreHost, row, host(storePos, storeLen, false));
+        }
+        putInt(cReconsume, row, b.getInt(reconPos));
+        putLong(cPrepared, row, b.getLong(reconPos + 4));
+        putInt(cBodyLen, row, bodyLen);
+        if (cPropsRaw >= 0) {
+            vectors[cPropsRaw].putByteArray(row, rec, rProps, propsLen);
+        }
+        if (wantSplit) {
+            properties(row);
+        }
+        if (cMsgId >= 0) {
+            msgId(row, phys);
+        }
+        if (cCrcOk >= 0) {
+            if (opt.checkCrc) {
+                crc.reset();
+                crc.update(b.slice(bodyPos, bodyLen));
+                vectors[cCrcOk].putBoolean(row, ((int) crc.getValue() & 0x7FFFFFFF) == bodyCrc);
+            } else {
+                vectors[cCrcOk].putNull(row);
+            }
+        }
+        if (cCompression >= 0) {
+            if ((sysFlag & COMPRESSED) != 0) {
+                putString(cCompression, row, bytes(COMPRESSION[(sysFlag >> 8) & 7]));
+            } else {
+                vectors[cCompression].putNull(row);
+            }
+        }
+    }
+
+    private void putInt(int c, int row, int v) {
+        if (c >= 0) {
+            vectors[c].putInt(row, v);
+        }
+    }
+
+    private void putLong(int c, int row, long v) {
+        if (c >= 0) {
+            vectors[c].putLong(row, v);
+        }
+    }
+
+    private void putString(int c, int row, byte[] v) {
+        if (c >= 0) {
+            vectors[c].putByteArray(row, v, 0, v.length);
+        }
+    }
+
+    /** "a.b.c.d:port" / "[v6]:port" (arrowcols.host_strings), the last one remembered. */
+    private byte[] host(int pos, int len, boolean born) {
+        int port = b.getInt(pos + len);
+        if (len == 4) {
+            long key = ((long) b.getInt(pos) << 32) | (port & 0xFFFFFFFFL);
+            if (born && key == hostKeyB) {
+                return hostB;
+            }
+            if (!born && key == hostKeyS) {
+                return hostS;
+            }
+            String t = (b.get(pos) & 0xFF) + "." + (b.get(pos + 1) & 0xFF) + "."
+                + (b.get(pos + 2) & 0xFF) + "." + (b.get(pos + 3) & 0xFF) + ":" + port;
+            byte[] out = bytes(t);
+            if (born) {
+                hostKeyB = key;
+                hostB = out;
+            } else {
+                hostKeyS = key;
+                hostS = out;
+            }
+            return out;
+        }
+        return bytes("[" + ipv6(pos) + "]:" + port);
+    }
+
+    /** RFC 5952 text of the 16 bytes at pos, as Python's ipaddress.IPv6Address prints it. */
+    private String ipv6(int pos) {
+        int[] g = new int[8];
+        for (int i = 0; i < 8; i++) {
+            g[i] = b.getShort(pos + 2 * i) & 0xFFFF;
+        }
+        int bestStart = -1, bestLen = 0;
+        for (int i = 0; i < 8; ) {
+            if (g[i] != 0) {
+                i++;
+                continue;
+            }
+            int j = i;
+            while (j < 8 && g[j] == 0) {
+                j++;
+            }
+            if (j - i > bestLen) {
+                bestStart = i;
+                bestLen = j - i;
+            }
+            i = j;
+        }
+        if (bestLen < 2) {
+            bestStart = -1;
+        }
+        StringBuilder sb = new StringBuilder();
+        for (int i = 0; i < 8; i++) {
+            if (i == bestStart) {
+                sb.append(i == 0 ? "::" : ":");
+                i += bestLen - 1;
+                continue;
+            }
+            sb.append(Integer.toHexString(g[i]));
+            if (i < 7) {
+                sb.append(':');
+            }
+        }
+        return sb.toString();
+    }
+
+    /** MessageDecoder#createMessageId: upper hex of store address, port, PHYSICALOFFSET. */
+    private void msgId(int row, long phys) {
+        int q = 0;
+        for (int k = 0; k < storeLen; k++) {
+            int v = b.get(storePos + k) & 0xFF;
+            hexScratch[q++] = HEX[v >> 4];
+            hexScratch[q++] = HEX[v & 15];
+        }
+        long port = b.getInt(storePos + storeLen) & 0xFFFFFFFFL;
+        for (int k = 7; k >= 0; k--) {
+            hexScratch[q++] = HEX[(int) ((port >> (4 * k)) & 15)];
+        }
+        for (int k = 15; k >= 0; k--) {
+            hexScratch[q++] = HEX[(int) ((phys >> (4 * k)) & 15)];
+        }
+        vectors[cMsgId].putByteArray(row, hexScratch, 0, q);
+    }
+
+    /** string2messageProperties (kernel.split_properties): pairs in order, the last duplicate
+     * kept; TAGS / KEYS / UNIQ_KEY picked. */
+    private void properties(int row) {
+        boolean valid = true;
+        if (propsOnlyFor) {
+            valid = false;
+            for (String prefix : opt.propertiesFor) {
+                byte[] pb = bytes(prefix);
+                if (topicLen >= pb.length && same(rec, rTopic, pb)) {
+                    valid = true;
+                    break;
+                }
+            }
+        }
+        if (!valid) {
+            if (cProps >= 0) {
+                vectors[cProps].putNull(row);
+            }
+            nullPicked(row);
+            return;
+        }
+        int m = 0;
+        int seg = rProps;
+        int e = rProps + propsLen;
+        int kv = -1;
+        for (int q = seg; q <= e; q++) {
+            int c = q < e ? rec[q] : 2;
+            if (c == 1) {
+                if (kv < 0) {
+                    kv = q;
+                }
+            } else if (c == 2) {
+                if (kv > seg && kv < q - 1) {
+                    int klen = kv - seg;
+                    for (int j = 0; j < m; j++) {
+                        if (pairs[4 * j + 1] == klen && sameSpan(rec, pairs[4 * j], seg, klen)) {
+                            System.arraycopy(pairs, 4 * (j + 1), pairs, 4 * j, 4 * (m - j - 1));
+                            m--;
+                            break;
+                        }
+                    }
+                    if (4 * (m + 1) > pairs.length) {
+                        pairs = java.util.Arrays.copyOf(pairs, pairs.length * 2);
+                    }
+                    pairs[4 * m] = seg;
+                    pairs[4 * m + 1] = klen;
+                    pairs[4 * m + 2] = kv + 1;
+                    pairs[4 * m + 3] = q - kv - 1;
+                    m++;
+                }
+                seg = q + 1;
+                kv = -1;
+            }
+        }
+        picked[0] = picked[1] = picked[2] = -1;
+        for (int j = 0; j < m; j++) {
+            for (int t = 0; t < 3; t++) {
+                if (pairs[4 * j + 1] == PICK[t].length && same(rec, pairs[4 * j], PICK[t])) {
+                    picked[t] = j;
+                }
+            }
+        }
+        if (cProps >= 0) {
+            WritableColumnVector map = vectors[cProps];
+            WritableColumnVector keys = (WritableColumnVector) map.getChild(0);
+            WritableColumnVector values = (WritableColumnVector) map.getChild(1);
+            int first = keys.getElementsAppended();
+            if (first + m > kvCapacity) {
+                kvCapacity = 2 * (first + m);
+                keys.reserve(kvCapacity);
+                values.reserve(kvCapacity);
+            }
+            for (int j = 0; j < m; j++) {
+                keys.putByteArray(first + j, rec, pairs[4 * j], pairs[4 * j + 1]);
+                values.putByteArray(first + j, rec, pairs[4 * j + 2], pairs[4 * j + 3]);
+            }
+            keys.addElementsAppended(m);
+            values.addElementsAppended(m);
+            map.putArray(row, first, m);
+        }
+        int[] cols = {cTags, cKeys, cUniq};
+        for (int t = 0; t < 3; t++) {
+            if (cols[t] < 0) {
+                continue;
+            }
+            int j = picked[t];
+            if (j < 0) {
+                vectors[cols[t]].putNull(row);
+            } else {
+                vectors[cols[t]].putByteArray(row, rec, pairs[4 * j + 2], pairs[4 * j + 3]);
+            }
+        }
+    }
+
+    private void nullPicked(int row) {
+        for (int c : new int[] {cTags, cKeys, cUniq}) {
+            if (c >= 0) {
+                vectors[c].putNull(row);
+            }
+        }
+    }
+
+    private static boolean same(byte[] a, int pos, byte[] want) {
+        for (int k = 0; k < want.length; k++) {
+            if (a[pos + k] != want[k]) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private static boolean sameSpan(byte[] a, int x, int y, int len) {
+        for (int k = 0; k < len; k++) {
+            if (a[x + k] != a[y + k]) {
+                return false;
+            }
+        }
+        return true;
+    }
+}
