@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from hypothesis import given
+import numpy as np
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mqtool.formats import javacompat as J
@@ -32,12 +34,39 @@ def test_hashmap_order_is_the_emulated_map(keys: list[str]) -> None:
     assert J.hashmap_order(keys) == list(J.JavaHashMap.from_pairs((k, "") for k in keys).keys())
 
 
+@settings(deadline=None)  # the first example compiles the numba loop
+@given(st.lists(st.tuples(st.text(max_size=6), st.text(max_size=12)), max_size=20))
+def test_compiled_hash_ranges_equal_scalar(pairs: list[tuple[str, str]]) -> None:
+    """javahash's compiled loop (behind java_hash_ranges / java_token_hashes) is the same
+    String.hashCode as the scalar rule, non-ASCII text included."""
+    blobs = [k.encode("utf-8", "surrogatepass") for _, k in pairs]
+    buf = np.frombuffer(b"".join(blobs) or b"\0", dtype=np.uint8)
+    starts = np.cumsum([0] + [len(b) for b in blobs[:-1]]) if blobs else np.zeros(0)
+    lengths = np.array([len(b) for b in blobs], dtype=np.int64)
+    init = np.array([J.java_hash_unsigned(p) for p, _ in pairs], dtype=np.int64)
+    got = J.java_hash_ranges(buf, np.asarray(starts), lengths, init).tolist()
+    assert got == [J.java_hash_unsigned(p + k) for p, k in pairs]
+    rows, hashes = J.java_token_hashes(buf, np.asarray(starts), lengths, " ", init)
+    want = [(i, J.java_hash_unsigned(pairs[i][0] + t))
+            for i, (_, k) in enumerate(pairs) for t in k.split(" ") if t]
+    assert list(zip(rows.tolist(), hashes.tolist(), strict=True)) == want
+
+
 def test_no_second_java_hash_in_the_tree() -> None:
-    """String.hashCode's recurrence (31 * h + c) is written once, in javacompat."""
+    """String.hashCode's recurrence (31 * h + c) is written once: in javacompat, whose compiled
+    loop for byte ranges is javahash (called only through javacompat, tested equal above)."""
+    home = {"javacompat.py", "javahash.py"}
     hits = [
         str(p.relative_to(ROOT))
         for folder in ("formats", "mqtool", "spark")
         for p in (ROOT / folder).rglob("*.py")
-        if p.name != "javacompat.py" and "31 * h" in p.read_text(encoding="utf-8")
+        if p.name not in home and re.search(r"31 \* h|h \* 31", p.read_text(encoding="utf-8"))
     ]
     assert hits == []
+    users = [
+        str(p.relative_to(ROOT))
+        for folder in ("formats", "mqtool", "spark")
+        for p in (ROOT / folder).rglob("*.py")
+        if p.name not in home and "javahash" in p.read_text(encoding="utf-8")
+    ]
+    assert users == []
