@@ -35,10 +35,12 @@ import numpy as np
 
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.commitlog import (
+    BORNHOST_V6_FLAG,
     MAGIC_BLANK,
     MAGIC_V1,
     MAGIC_V2,
     PROPERTY_CRC32,
+    STOREHOSTADDRESS_V6_FLAG,
     BlankRecord,
     CommitLogMessage,
     FileEnd,
@@ -64,6 +66,8 @@ PHY_POS_POSITION = 28  # PHYSICALOFFSET inside a record (MessageDecoder.PHY_POS_
 
 _SIZE_MAGIC = struct.Struct(">iI")
 _PHY = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_U16 = struct.Struct(">H")
 _MAGIC_PREFIX = b"\xda\xa3\x20"  # V1 0xDAA320A7 and V2 0xDAA320AB share these three bytes
 _MAGIC_LAST = (MAGIC_V1 & 0xFF, MAGIC_V2 & 0xFF)
 _BLANK_BYTES = struct.pack(">I", MAGIC_BLANK)
@@ -100,6 +104,32 @@ def header_ok(buf: Buffer, pos: int, file_start: int) -> bool:
     if size < MIN_RECORD_SIZE or pos + size > n:
         return False
     return bool(_PHY.unpack_from(buf, pos + PHY_POS_POSITION)[0] == file_start + pos)
+
+
+def lengths_ok(buf: Buffer, pos: int, size: int, magic: int) -> bool:
+    """Whether the record at ``pos`` (header already :func:`header_ok`) has fields that add up
+    to its TOTALSIZE ``size`` (``MessageExtEncoder#calMsgLength``), without decoding it: the
+    structural part of the rule, for walks that only want record positions."""
+    sys_flag = _I32.unpack_from(buf, pos + 36)[0]
+    born = 20 if sys_flag & BORNHOST_V6_FLAG else 8
+    store = 20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8
+    p = pos + 68 + born + store  # BODYLEN
+    end = pos + size
+    if p + 4 > end:
+        return False
+    body = _I32.unpack_from(buf, p)[0]
+    if body < 0:
+        return False
+    p += 4 + body
+    v2 = magic == MAGIC_V2
+    if p + (2 if v2 else 1) > end:
+        return False
+    topic = _U16.unpack_from(buf, p)[0] if v2 else buf[p]
+    p += (2 if v2 else 1) + topic
+    if p + 2 > end:
+        return False
+    props = _U16.unpack_from(buf, p)[0]
+    return cal_msg_length(magic, sys_flag, body, topic, props) == size
 
 
 def blank_at(buf: Buffer, pos: int) -> bool:
@@ -396,7 +426,7 @@ def walk(
                 yield FileEnd(file_start + q, "blank")
                 return
             if header_ok(buf, q, file_start):
-                if not decode:
+                if not decode and lengths_ok(buf, q, size, magic):
                     yield q
                     q += size
                     continue

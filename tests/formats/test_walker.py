@@ -268,3 +268,25 @@ def _same_fields_changed(data: bytes, bad: bytearray, pos: int) -> bool:
     checks (a timestamp, queue id, flag, host ...): the walker cannot know."""
     size = struct.unpack_from(">i", data, pos)[0]
     return size >= MIN_RECORD_SIZE
+
+
+@pytest.mark.parametrize("name", ["4.9.7/journey", "5.3.3/plain"])
+def test_position_walk_follows_the_same_rule_as_the_decoding_walk(name: str) -> None:
+    """A TOTALSIZE bent to land inside a later record (magic, size and PHYSICALOFFSET still
+    fine) is damage for the position-only walk (decode=False) too, at the same offset, and
+    both walks resume at the same record (the mutation harness found the two disagreeing)."""
+    rel, start, data = _file(name, "00000000000000000000")
+    positions = [p for p in walk(data, file=rel, file_start=start, decode=False)
+                 if isinstance(p, int)]
+    victim, after = positions[3], positions[8]
+    bad = bytearray(data)
+    struct.pack_into(">i", bad, victim, after - victim)
+    fast = [x if isinstance(x, int) else (type(x).__name__, x.offset)
+            for x in walk(bytes(bad), file=rel, file_start=start, decode=False)
+            if isinstance(x, int | Finding)]
+    full = [x.physical_offset - start if isinstance(x, CommitLogMessage)
+            else (type(x).__name__, x.offset)
+            for x in walk(bytes(bad), file=rel, file_start=start)
+            if isinstance(x, CommitLogMessage | Finding)]
+    assert fast == full
+    assert ("Unreadable", victim) in fast
