@@ -67,7 +67,8 @@ PHY_POS_POSITION = 28  # PHYSICALOFFSET inside a record (MessageDecoder.PHY_POS_
 _SIZE_MAGIC = struct.Struct(">iI")
 _PHY = struct.Struct(">q")
 _I32 = struct.Struct(">i")
-_U16 = struct.Struct(">H")
+_I16 = struct.Struct(">h")
+_I8 = struct.Struct(">b")
 _MAGIC_PREFIX = b"\xda\xa3\x20"  # V1 0xDAA320A7 and V2 0xDAA320AB share these three bytes
 _MAGIC_LAST = (MAGIC_V1 & 0xFF, MAGIC_V2 & 0xFF)
 _BLANK_BYTES = struct.pack(">I", MAGIC_BLANK)
@@ -124,12 +125,12 @@ def lengths_ok(buf: Buffer, pos: int, size: int, magic: int) -> bool:
     v2 = magic == MAGIC_V2
     if p + (2 if v2 else 1) > end:
         return False
-    topic = _U16.unpack_from(buf, p)[0] if v2 else buf[p]
+    topic = _I16.unpack_from(buf, p)[0] if v2 else _I8.unpack_from(buf, p)[0]  # signed, as Java
     p += (2 if v2 else 1) + topic
-    if p + 2 > end:
+    if topic < 0 or p + 2 > end:
         return False
-    props = _U16.unpack_from(buf, p)[0]
-    return cal_msg_length(magic, sys_flag, body, topic, props) == size
+    props = _I16.unpack_from(buf, p)[0]
+    return props >= 0 and cal_msg_length(magic, sys_flag, body, topic, props) == size
 
 
 def blank_at(buf: Buffer, pos: int) -> bool:
