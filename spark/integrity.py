@@ -160,7 +160,8 @@ def cross_file(
     ).join(F.broadcast(cl_start), "store", "left")
     m = F.col("m")
     here = F.col("commitLogOffset")
-    known = F.col("clMin").isNull() | (here >= F.col("clMin"))  # inside the commitlog files
+    # inside the commitlog files, or impossible (a negative offset is never history)
+    known = F.col("clMin").isNull() | (here >= F.col("clMin")) | (here < 0)
 
     def where(u: Column) -> Column:
         return F.format_string("%s/%d@%d -> commitlog offset %d", u["topic"], u["queueId"],

@@ -21,6 +21,7 @@ from mqtool.cli.common import (
     out_console,
     parse_time,
     print_json,
+    report_error,
 )
 
 AUDIT_NAMES = ("queues", "rate", "dlq", "retry", "schedule", "integrity", "lag")
@@ -189,6 +190,15 @@ def scan(
         else:
             render(result.summary, result.sql_columns, result.sql_rows, result.outputs)
         if result.summary.get("integrity"):
+            # the README's contract: one line per problem on stderr, naming file and offset
+            # (the table above is capped at MAX_TABLE_ROWS), then exit 1
+            sys.stdout.flush()
+            for store, f in result.findings():
+                line = f"{store}: {f}"
+                if f.severity == "error":
+                    report_error(line)
+                else:
+                    err_console().print(f"{f.severity}: {line}", markup=False, highlight=False)
             raise typer.Exit(1)
 
 
