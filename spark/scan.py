@@ -206,8 +206,9 @@ def run_scan(
             cq_topics.add(SCHEDULE_TOPIC)
         if "lag" in want:
             cq_topics |= {t for c in configs.values() for _, t, _, _ in c.consumer_offsets}
-    cq = source.load(spark, stores, "consumequeue", topics=cq_topics, **opts)
-    index = source.load(spark, stores, "index", **opts) if "integrity" in want or sql else None
+    # both through the Java reader when the session has it (no Python worker in a clean scan)
+    cq = source.table(spark, stores, "consumequeue", topics=cq_topics, **opts)
+    index = source.table(spark, stores, "index", **opts) if "integrity" in want or sql else None
 
     # One decode pass for every audit: only the columns they need are computed, and the
     # properties only of dead-lettered messages (the DLQ audit reads RETRY_TOPIC); cached.

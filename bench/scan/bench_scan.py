@@ -205,7 +205,8 @@ def vectorised_decode(
     files: list[Path], columns: frozenset[str] | None, props_for: tuple[str, ...],
     check_crc: bool = True,
 ) -> tuple[float, int, int]:
-    """:func:`decode_commitlog_range` over every file: (seconds, messages, their bytes)."""
+    """:func:`decode_commitlog_range` (the Python data source's decode) over every file:
+    (seconds, messages, their bytes)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -221,6 +222,38 @@ def vectorised_decode(
             is_msg = pc.equal(b.column(0), "msg")
             n += int(pc.sum(pc.cast(is_msg, pa.int64())).as_py() or 0)
             nbytes += int(pc.sum(pc.filter(b.column("storeSize"), is_msg)).as_py() or 0)
+    return time.perf_counter() - t, n, nbytes
+
+
+def fused_decode(files: list[Path], check_crc: bool) -> tuple[float, int, int]:
+    """The single-process full decode: the fused kernel
+    (:class:`mqtool.formats.fastdecode.Decoder`), every window as one record batch of every
+    column of the ``messages`` table (``MESSAGE_SCHEMA``): (seconds, messages, their bytes)."""
+    import mmap
+
+    import pyarrow as pa
+
+    from mqtool.formats.buffers import close_map
+    from mqtool.formats.fastdecode import Decoder
+    from mqtool.spark.schema import MESSAGE_SCHEMA
+
+    names = MESSAGE_SCHEMA.names
+    dec = Decoder()
+    n = nbytes = 0
+    t = time.perf_counter()
+    for f in files:
+        rel = f"commitlog/{f.name}"
+        with open(f, "rb") as fh:
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        for w in dec.file(mm, file=rel, file_start=int(f.name), check_crc=check_crc):
+            cols = w.to_arrow(store="s", file=rel)
+            batch = pa.RecordBatch.from_arrays([cols[k] for k in names], schema=MESSAGE_SCHEMA)
+            n += batch.num_rows
+            nbytes += int(w.int32("storeSize").sum())
+            del batch, cols
+        del w
+        assert dec.end.kind in ("blank", "eof"), dec.end
+        close_map(mm)
     return time.perf_counter() - t, n, nbytes
 
 
@@ -286,6 +319,8 @@ def main() -> None:
                     help="also scan a store 4x smaller (built there once) with the CLI: memory "
                     "at two sizes")
     ap.add_argument("--json", action="store_true", help="print the results as JSON only")
+    ap.add_argument("--python-decode", action="store_true",
+                    help="also time the Python data source's decode (1 process and Spark)")
     ap.add_argument("--cluster", action="store_true",
                     help="also scan on a standalone cluster on 127.0.0.1 (pyspark's "
                     "sbin/spark-daemon.sh): 1 worker of 1 core against 2")
@@ -307,10 +342,13 @@ def main() -> None:
     from mqtool.spark.scan import AUDIT_COLUMNS
 
     narrow = frozenset([*AUDIT_COLUMNS[2:], "properties"])
-    t_full, n_msgs, data_bytes = vectorised_decode(files, None, (), check_crc=False)
-    t_full_crc, n1, _ = vectorised_decode(files, None, (), check_crc=True)
-    t_narrow, n2, _ = vectorised_decode(files, narrow, ("%DLQ%",))
-    assert n1 == n2 == n_msgs, (n1, n2, n_msgs)
+    fused_decode(files[:1], False)  # compile (or load) the fused kernel before timing
+    t_full, n_msgs, data_bytes = fused_decode(files, check_crc=False)
+    t_full_crc, n1, _ = fused_decode(files, check_crc=True)
+    assert n1 == n_msgs, (n1, n_msgs)
+    if args.python_decode:
+        t_narrow, n2, _ = vectorised_decode(files, narrow, ("%DLQ%",))
+        assert n2 == n_msgs, (n2, n_msgs)
     t_k, n_k = kernel_hot_loop(files, False)
     t_k_crc, _ = kernel_hot_loop(files, True)
     java = java_hot_loop(files, False)
@@ -332,9 +370,13 @@ def main() -> None:
     if java is not None and java_crc is not None:
         add("javaHotLoop", "hot loop prototype: plain Java (javac), CRC off", *java)
         add("javaHotLoopCrc", "hot loop prototype: plain Java (javac), CRC on", *java_crc)
-    add("singleFull", "1 process, every column, CRC off", t_full, n_msgs)
-    add("singleFullCrc", "1 process, every column, CRC on", t_full_crc, n_msgs)
-    add("singleAudit", "1 process, audit columns, CRC on", t_narrow, n_msgs)
+    add("singleFull", "1 process, every column, CRC off (fused kernel + Arrow batches)",
+        t_full, n_msgs)
+    add("singleFullCrc", "1 process, every column, CRC on (fused kernel + Arrow batches)",
+        t_full_crc, n_msgs)
+    if args.python_decode:
+        add("singleAudit", "1 process, audit columns, CRC on (the Python data source's "
+            "decode)", t_narrow, n_msgs)
     add("reference", "reference decoder, 1 process (scan_file, 300k records)", t_ref, n_ref)
 
     if not args.no_spark:
@@ -465,13 +507,14 @@ def _spark_figures(
                                .write.format("noop").mode("overwrite").save())
             add("sparkFullRows", f"spark {master}: decode pass, every column, CRC off, into "
                 "rows (Java reader, noop write)", t_rows, n_msgs)
-        t_py, got = _timed(lambda: count(source.records(spark, store, check_crc=False,
-                                                        java=False)[0]))
-        assert got == n_msgs, (got, n_msgs)
-        add("sparkFullPython", f"spark {master}: decode pass, every column, CRC off (Python "
-            "data source: filter + count)", t_py, n_msgs)
-        if not java:
-            t_full = t_py
+        if args.python_decode or not java:
+            t_py, got = _timed(lambda: count(source.records(spark, store, check_crc=False,
+                                                            java=False)[0]))
+            assert got == n_msgs, (got, n_msgs)
+            add("sparkFullPython", f"spark {master}: decode pass, every column, CRC off "
+                "(Python data source: filter + count)", t_py, n_msgs)
+            if not java:
+                t_full = t_py
         t_pass, got = _timed(lambda: count(source.records(
             spark, store, columns=sorted(narrow), properties_for=["%DLQ%"],
         )[0]))
