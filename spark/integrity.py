@@ -32,7 +32,7 @@ from mqtool.formats.errors import (
     Severity,
 )
 from mqtool.integrity.rules import NOT_IN_CONSUME_QUEUE, TRANSACTION_TYPE_MASK
-from mqtool.spark.audits import messages, queue_offsets
+from mqtool.spark.audits import CRC_ROW, messages, queue_offsets
 from mqtool.spark.schema import (
     FINDING_SCHEMA,
     RECORD_KIND_UNREADABLE,
@@ -76,9 +76,10 @@ def unreadable_regions(records: DataFrame) -> DataFrame:
     )
 
 
-def crc_failures(msgs: DataFrame) -> DataFrame:
-    """Findings for messages whose BODYCRC does not match the stored body."""
-    return msgs.filter(F.col("crcOk") == F.lit(False)).select(
+def crc_failures(rows: DataFrame) -> DataFrame:
+    """Findings for messages whose BODYCRC does not match the stored body (the ``crc`` rows
+    of :func:`mqtool.spark.audits.fact_rows`)."""
+    return rows.filter(F.col("recordType") == F.lit(CRC_ROW)).select(
         *_finding(
             CrcMismatchError.kind, F.col("file"), F.col("fileOffset"),
             F.format_string(
@@ -172,17 +173,21 @@ def commitlog_starts(spark: SparkSession, starts: Mapping[str, int | None]) -> D
 
 
 def integrity(
+    rows: DataFrame,
     records: DataFrame,
     cl_start: DataFrame,
     cq: DataFrame | None = None,
     index: DataFrame | None = None,
     extra: DataFrame | None = None,
 ) -> DataFrame:
-    """All integrity findings (FINDING_SCHEMA), ordered by store, file and offset."""
-    msgs = messages(records)
-    parts = [unreadable_regions(records), crc_failures(msgs)]
+    """All integrity findings (FINDING_SCHEMA), ordered by store, file and offset.
+
+    ``rows``: the rare rows of the commitlog pass (:func:`mqtool.spark.audits.fact_rows`:
+    unreadable regions, BODYCRC failures); ``records``: the commitlog's records (their key
+    columns: the cross-file check's own pass, nothing cached)."""
+    parts = [unreadable_regions(rows), crc_failures(rows)]
     if cq is not None or index is not None:
-        parts.append(cross_file(msgs, cq, index, cl_start))
+        parts.append(cross_file(messages(records), cq, index, cl_start))
     if extra is not None:
         parts.append(extra.select(*FINDING_COLUMNS))
     out = parts[0]

@@ -201,10 +201,15 @@ def java_reader_on(spark: SparkSession) -> bool:
     return str(jar) in spark.sparkContext.getConf().get("spark.jars", "")
 
 
-def _java_records(
-    spark: SparkSession, stores: Sequence[str], *, columns: Sequence[str] | None,
-    check_crc: bool, properties_for: Sequence[str], split_size: int, partition_bytes: int,
+def java_records(
+    spark: SparkSession, stores: Sequence[str], *, columns: Sequence[str] | None = None,
+    check_crc: bool = True, properties_for: Sequence[str] = (),
+    split_size: int = splits.DEFAULT_SPLIT_SIZE,
+    partition_bytes: int = splits.DEFAULT_PARTITION_BYTES,
 ) -> DataFrame | None:
+    """The Java reader's own output for the commitlog of ``stores``, ``deferred`` rows
+    included (None when the names cannot be handed over). :func:`records` hands the deferred
+    ranges to the Python decoder; a caller that finds them itself passes them as ``handed``."""
     planned = splits.plan_splits(stores, splits.KIND_COMMITLOG, split_size=split_size)
     ends: dict[str, int] = {}
     kept = []
@@ -300,6 +305,22 @@ def table(
                 partition_bytes=partition_bytes)
 
 
+def deferred_ranges(handed: Sequence[Any]) -> list[splits.Split]:
+    """The byte ranges of the Java reader's ``deferred`` rows, as splits for the Python
+    decoder (``chain``: a record must start at the range's first byte)."""
+    ranges = []
+    roots = {st: splits.find_store_root(st) for st in {r["store"] for r in handed}}
+    for r in handed:
+        path = str((roots[r["store"]] / r["file"]).resolve())
+        size = os.path.getsize(path)
+        start = int(r["fileOffset"])
+        ranges.append(splits.Split(
+            splits.KIND_COMMITLOG, r["store"], path, r["file"], int(r["file"].split("/")[-1]),
+            start, start + int(r["storeSize"]), size, chain=r["detail"] == "chain",
+        ))
+    return ranges
+
+
 def records(
     spark: SparkSession,
     stores: Sequence[str],
@@ -311,6 +332,7 @@ def records(
     partition_bytes: int = splits.DEFAULT_PARTITION_BYTES,
     persist: Any = None,
     java: bool | None = None,
+    handed: Sequence[Any] | None = None,
 ) -> tuple[DataFrame, list[DataFrame]]:
     """The ``records`` table of ``stores`` (as :func:`load`), through the Java reader when the
     session has it (``java``: None = when available), and the DataFrames it persisted.
@@ -319,7 +341,9 @@ def records(
     every other byte range to the Python decoder (``deferred`` rows: one extra small job over
     those ranges; the damage rule stays in :mod:`mqtool.formats.walker`). ``persist``: a
     ``StorageLevel`` for the Java reader's output (then the deferred ranges are found without a
-    second decode pass); the caller unpersists the returned DataFrames.
+    second decode pass); the caller unpersists the returned DataFrames. ``handed``: the
+    deferred rows (``store``, ``file``, ``fileOffset``, ``storeSize``, ``detail``) when the
+    caller found them already (no job to find them).
     """
     from pyspark.sql import functions as F
 
@@ -331,7 +355,7 @@ def records(
     }
     jdf = None
     if java is not False and (java or java_reader_on(spark)):
-        jdf = _java_records(spark, stores, **kw)
+        jdf = java_records(spark, stores, **kw)
     if jdf is None:
         df = load(spark, stores, "records", **kw)
         if persist is not None:
@@ -343,22 +367,14 @@ def records(
         jdf = jdf.persist(persist)
         cached.append(jdf)
     kind = F.col("recordType")
-    handed = jdf.filter(kind == RECORD_KIND_DEFERRED).select(
-        "store", "file", "fileOffset", "storeSize", "detail"
-    ).collect()
+    if handed is None:
+        handed = jdf.filter(kind == RECORD_KIND_DEFERRED).select(
+            "store", "file", "fileOffset", "storeSize", "detail"
+        ).collect()
     clean = jdf.filter(kind != RECORD_KIND_DEFERRED)
     if not handed:
         return clean, cached
-    ranges = []
-    roots = {st: splits.find_store_root(st) for st in {r["store"] for r in handed}}
-    for r in handed:
-        path = str((roots[r["store"]] / r["file"]).resolve())
-        size = os.path.getsize(path)
-        start = int(r["fileOffset"])
-        ranges.append(splits.Split(
-            splits.KIND_COMMITLOG, r["store"], path, r["file"], int(r["file"].split("/")[-1]),
-            start, start + int(r["storeSize"]), size, chain=r["detail"] == "chain",
-        ))
+    ranges = deferred_ranges(handed)
     py = load(spark, stores, "records", ranges=ranges, **kw)
     if persist is not None:
         py = py.persist(persist)

@@ -493,7 +493,7 @@ def _spark_figures(
         res["javaReader"] = java
         if java:
             def full_pass() -> int:
-                df = source._java_records(  # noqa: SLF001 - the reader alone, no hand-over
+                df = source.java_records(  # the reader alone, no hand-over
                     spark, store, columns=None, check_crc=False, properties_for=(),
                     split_size=splits.DEFAULT_SPLIT_SIZE,
                     partition_bytes=splits.DEFAULT_PARTITION_BYTES,

@@ -115,7 +115,7 @@ def test_java_equals_python_on_damaged_stores(
     assert any("('fileOffset', 0)" in r for r in unreadable)  # damage at a file's start shown
     assert len(unreadable) >= 5
     # the Java reader handed the damaged ranges over, it did not judge them itself
-    raw = source._java_records(  # noqa: SLF001 - the reader's own output
+    raw = source.java_records(  # the reader's own output
         spark, [str(damaged)], columns=None, check_crc=True, properties_for=(),
         split_size=split, partition_bytes=1 << 20,
     )
