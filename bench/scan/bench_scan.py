@@ -383,10 +383,14 @@ def main() -> None:
         _spark_figures(args, master, res, n_msgs, narrow, add)
         if args.cluster:  # on the smaller store when there is one (4x cheaper)
             small = res.get("smallStore")
-            res["cluster"] = cluster_scaling(
-                args.small_store if small else args.store,
-                small["messages"] if small else n_msgs,
-            )
+            try:
+                res["cluster"] = cluster_scaling(
+                    args.small_store if small else args.store,
+                    small["messages"] if small else n_msgs,
+                )
+            except (RuntimeError, OSError, AssertionError, subprocess.CalledProcessError,
+                    json.JSONDecodeError) as e:  # the run's other figures are kept, and this
+                res["cluster"] = {"error": f"{type(e).__name__}: {e}"}
             res["cluster"]["store"] = str(args.small_store if small else args.store)
 
     rates = {k: r for k, _, _, r in rows}
