@@ -393,6 +393,7 @@ def main() -> None:
                 res["cluster"] = {"error": f"{type(e).__name__}: {e}"}
             res["cluster"]["store"] = str(args.small_store if small else args.store)
 
+    res["loadAverageAtScans"] = LOADS
     rates = {k: r for k, _, _, r in rows}
     res["readGBps"] = round(read_bps / 1e9, 2)
     figures: list[dict[str, Any]] = [
@@ -550,12 +551,18 @@ def _spark_figures(
         }
 
 
+LOADS: list[dict[str, Any]] = []
+"""The load average as each CLI scan starts (written to last-run.json)."""
+
+
 def _cli_scan(store: Path, master: str, extra: tuple[str, ...] = ()) -> tuple[
     float, dict[str, Any], dict[str, float]
 ]:
     """``mqtool scan STORE --json`` in a fresh process: wall seconds, its JSON, peak RSS."""
     cli = [sys.executable, "-m", "mqtool", "scan", str(store), "--master", master, "--json",
            *extra]
+    LOADS.append({"at": f"mqtool scan {store.name} --master {master}",
+                  "loadAverage": [round(x, 2) for x in os.getloadavg()]})
     proc = subprocess.Popen(cli, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     t0 = time.perf_counter()
     with MemorySampler(proc.pid) as cli_mem:
