@@ -252,7 +252,7 @@ def fused_decode(files: list[Path], check_crc: bool) -> tuple[float, int, int]:
             nbytes += int(w.int32("storeSize").sum())
             del batch, cols
         del w
-        assert dec.end.kind in ("blank", "eof"), dec.end
+        assert dec.end.kind in ("blank", "eof", "zeros"), dec.end  # no damage in the store
         close_map(mm)
     return time.perf_counter() - t, n, nbytes
 
