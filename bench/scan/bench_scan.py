@@ -14,14 +14,16 @@ one run (a benchmark, not a test; do not loop it on a shared machine):
 * the hot-loop prototypes of issue 13 (TOTALSIZE walk, record checks, field gather, property
   split, optionally BODYCRC): the numba kernel (:mod:`mqtool.formats.kernel`) and a plain
   Java loop (``proto/HotLoop.java``, compiled with ``javac`` when a JDK is there);
-* single process, every column: :func:`mqtool.spark.decode.decode_commitlog_range` (kernel +
-  Arrow batches of the ``messages`` table) with the CRC check off (as
-  ``MessageDecoder.decode``) and on; the audits' narrow columns; the struct-based reference
-  decoder on the first 300,000 records;
+* single process, every column: the fused kernel (:class:`mqtool.formats.fastdecode.Decoder`,
+  every window as one record batch of the ``messages`` table) with the CRC check off (as
+  ``MessageDecoder.decode``) and on; the struct-based reference decoder on the first 300,000
+  records; with ``--python-decode`` also the Python data source's decode
+  (:func:`mqtool.spark.decode.decode_commitlog_range`, audit columns);
 * ``spark local[N]``: Spark's start-up on its own (session, then the Python workers), the
-  decode pass with every column (the Java reader's columnar batches; into rows; and through
-  the Python data source) and with the audits' columns, and the ``mqtool scan`` CLI with every
-  audit in a fresh process (wall time, its own ``run_scan`` time, wall time less the start-up);
+  decode pass with every column (the Java reader's columnar batches; into rows; with
+  ``--python-decode`` through the Python data source too) and with the audits' columns, and the
+  ``mqtool scan`` CLI with every audit in a fresh process (wall time, its own ``run_scan``
+  time, wall time less the start-up);
 * with ``--cluster``: the CLI on a standalone cluster on 127.0.0.1 started with pyspark's
   ``sbin/spark-daemon.sh`` (1-core workers), 1 worker against 2;
 * peak anonymous RSS (``RssAnon``: heap, not mapped store pages) of the driver (this Python
