@@ -9,9 +9,10 @@ and dead-letters at once while the group holds a queue lock. The rule lives in
 ``RefStore.send_back_orderly`` must call it (a private copy on either side fails
 :func:`test_serve_and_refstore_write_the_same_orderly_send_back`).
 
-Here the client's send goes over the wire through mqtool's own remoting connection, built by
-the reference store's client half (``orderly_resend_properties``) from the message the test
-pulled from the server; test_peers.py has the same journey with a real ali-ons client.
+In the first test the client's send goes over the wire through mqtool's own remoting
+connection, built by the reference store's client half (``orderly_resend_properties``) from the
+message the test pulled from the server; the last test runs the same journey with a real client
+(ali-ons, tests/serve/peers/js_client.js ``orderly``) in its own process.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import inspect
 import json
 import subprocess
 import sys
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,10 +102,12 @@ async def _invoke(br: Connection, code: int, ext: dict[str, object],
     return r
 
 
-def _serve_side(root: Path, dialect: str) -> None:
-    with RefStore.open(root, _config(dialect)) as s:  # a store that emulates ``dialect``
-        s.create_group(GROUP, retry_max_times=MAX, consume_orderly=True)
-        s.create_topic(TOPIC, 1)
+_SEND = {"producerGroup": "PID", "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
+         "sysFlag": 0, "bornTimestamp": 1, "flag": 0}
+
+
+def _serve(root: Path, body: Callable[[Service, Connection], Awaitable[None]]) -> None:
+    """Serve ``root`` in this process and run ``body`` with a connection to the broker."""
     svc = Service(ServeOptions(store=root, namesrv_port=0, broker_port=0, delay_levels=DELAYS),
                   log=lambda line: None)
 
@@ -111,40 +116,7 @@ def _serve_side(root: Path, dialect: str) -> None:
         host, port = svc.broker_addr.rsplit(":", 1)
         br = await Connection.open(host, int(port))
         try:
-            send = {"producerGroup": "PID", "defaultTopic": "TBW102",
-                    "defaultTopicQueueNums": 4, "sysFlag": 0, "bornTimestamp": 1, "flag": 0}
-            props = encode_properties([("KEYS", KEY), ("TAGS", "O"), ("WAIT", "true")])
-            await _invoke(br, R.SEND_MESSAGE,
-                          {**send, "topic": TOPIC, "queueId": 0, "properties": props},
-                          b"ordered")
-            # the orderly consumer locks its queue, pulls, fails MAX + 1 times locally
-            mq = {"topic": TOPIC, "brokerName": "broker-a", "queueId": 0}
-            lock = {"consumerGroup": GROUP, "clientId": "c1", "mqSet": [mq]}
-            r = await _invoke(br, R.LOCK_BATCH_MQ, {}, bodies.json_body(lock))
-            assert json.loads(r.body)["lockOKMQSet"] == [mq]
-            r = await _invoke(br, R.PULL_MESSAGE, {
-                "consumerGroup": GROUP, "topic": TOPIC, "queueId": 0, "queueOffset": 0,
-                "maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0,
-                "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0})
-            got = parse_message(r.body, 0)
-            consumed = dict(got.properties)
-            consumed["MIN_OFFSET"] = r.ext_fields["minOffset"]
-            consumed["MAX_OFFSET"] = r.ext_fields["maxOffset"]
-            consumed["CONSUME_START_TIME"] = "1795000000000"
-            sent = orderly_resend_properties(
-                consumed, consumed_topic=got.topic, group=GROUP, local_count=MAX,
-                max_times=MAX, msg_id=got.uniq_key or got.offset_msg_id,
-                client_v5=dialect.startswith("5"))
-            await _invoke(br, R.SEND_MESSAGE, {
-                **send, "topic": B.retry_topic(GROUP), "queueId": 0,
-                "properties": encode_properties(consumed.items()),
-                "reconsumeTimes": sent, "maxReconsumeTimes": MAX}, got.body)
-            store = svc.store
-            assert store is not None
-            for _ in range(300):  # the schedule service delivers the parked copy (1 s level)
-                if store.max_offset(B.dlq_topic(GROUP), 0):
-                    break
-                await asyncio.sleep(0.05)
+            await body(svc, br)
         finally:
             await br.close()
             await svc.stop()
@@ -152,8 +124,50 @@ def _serve_side(root: Path, dialect: str) -> None:
     asyncio.run(main())
 
 
-def _trace(root: Path) -> dict[str, Any]:
-    r = subprocess.run([sys.executable, "-m", "mqtool", "trace", str(root), "--key", KEY,
+def _serve_side(root: Path, dialect: str) -> None:
+    with RefStore.open(root, _config(dialect)) as s:  # a store that emulates ``dialect``
+        s.create_group(GROUP, retry_max_times=MAX, consume_orderly=True)
+        s.create_topic(TOPIC, 1)
+
+    async def body(svc: Service, br: Connection) -> None:
+        props = encode_properties([("KEYS", KEY), ("TAGS", "O"), ("WAIT", "true")])
+        await _invoke(br, R.SEND_MESSAGE,
+                      {**_SEND, "topic": TOPIC, "queueId": 0, "properties": props},
+                      b"ordered")
+        # the orderly consumer locks its queue, pulls, fails MAX + 1 times locally
+        mq = {"topic": TOPIC, "brokerName": "broker-a", "queueId": 0}
+        lock = {"consumerGroup": GROUP, "clientId": "c1", "mqSet": [mq]}
+        r = await _invoke(br, R.LOCK_BATCH_MQ, {}, bodies.json_body(lock))
+        assert json.loads(r.body)["lockOKMQSet"] == [mq]
+        r = await _invoke(br, R.PULL_MESSAGE, {
+            "consumerGroup": GROUP, "topic": TOPIC, "queueId": 0, "queueOffset": 0,
+            "maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0,
+            "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0})
+        got = parse_message(r.body, 0)
+        consumed = dict(got.properties)
+        consumed["MIN_OFFSET"] = r.ext_fields["minOffset"]
+        consumed["MAX_OFFSET"] = r.ext_fields["maxOffset"]
+        consumed["CONSUME_START_TIME"] = "1795000000000"
+        sent = orderly_resend_properties(
+            consumed, consumed_topic=got.topic, group=GROUP, local_count=MAX,
+            max_times=MAX, msg_id=got.uniq_key or got.offset_msg_id,
+            client_v5=dialect.startswith("5"))
+        await _invoke(br, R.SEND_MESSAGE, {
+            **_SEND, "topic": B.retry_topic(GROUP), "queueId": 0,
+            "properties": encode_properties(consumed.items()),
+            "reconsumeTimes": sent, "maxReconsumeTimes": MAX}, got.body)
+        store = svc.store
+        assert store is not None
+        for _ in range(300):  # the schedule service delivers the parked copy (1 s level)
+            if store.max_offset(B.dlq_topic(GROUP), 0):
+                break
+            await asyncio.sleep(0.05)
+
+    _serve(root, body)
+
+
+def _trace(root: Path, key: str = KEY) -> dict[str, Any]:
+    r = subprocess.run([sys.executable, "-m", "mqtool", "trace", str(root), "--key", key,
                         "--delay-levels", DELAYS, "--json"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
@@ -229,25 +243,64 @@ def test_serve_5x_without_a_lock_retries_below_the_max(tmp_path: Path) -> None:
     root = tmp_path / "s"
     with RefStore.open(root, _config("5.3.3")) as s:
         s.create_group(GROUP, retry_max_times=MAX)
-    svc = Service(ServeOptions(store=root, namesrv_port=0, broker_port=0, delay_levels=DELAYS),
-                  log=lambda line: None)
+    async def body(svc: Service, br: Connection) -> None:
+        props = encode_properties([("RECONSUME_TIME", str(MAX)), ("DELAY", "4")])
+        await _invoke(br, R.SEND_MESSAGE, {
+            **_SEND, "topic": B.retry_topic(GROUP), "queueId": 0, "properties": props,
+            "reconsumeTimes": MAX, "maxReconsumeTimes": MAX}, b"x")
 
-    async def main() -> None:
-        await svc.start()
-        host, port = svc.broker_addr.rsplit(":", 1)
-        br = await Connection.open(host, int(port))
-        try:
-            props = encode_properties([("RECONSUME_TIME", str(MAX)), ("DELAY", "4")])
-            await _invoke(br, R.SEND_MESSAGE, {
-                "producerGroup": "PID", "topic": B.retry_topic(GROUP), "defaultTopic": "TBW102",
-                "defaultTopicQueueNums": 4, "queueId": 0, "sysFlag": 0, "bornTimestamp": 1,
-                "flag": 0, "properties": props, "reconsumeTimes": MAX,
-                "maxReconsumeTimes": MAX}, b"x")
-        finally:
-            await br.close()
-            await svc.stop()
-
-    asyncio.run(main())
+    _serve(root, body)
     (m,) = [m for m in _records(root) if m.body == b"x"]
     assert m.topic == B.SCHEDULE_TOPIC and m.properties["REAL_TOPIC"] == B.retry_topic(GROUP)
     assert m.properties["DELAY"] == "4"
+
+
+@pytest.mark.parametrize("dialect", ["4.9.7", "5.3.3"])
+def test_real_client_orderly_send_back_matches_the_reference_store(
+    tmp_path: Path, serve_factory: Any, dialect: str
+) -> None:
+    """A real client (ali-ons in its own node process) produces, pulls, fails the message
+    MAX + 1 times locally and sends it to %RETRY%<group> as the Java orderly consumer does;
+    the served store holds what the reference store writes for that send-back, and trace
+    counts the client's failed attempts."""
+    from tests.serve.conftest import run_js
+
+    srv = tmp_path / "srv"
+    with RefStore.open(srv, _config(dialect)):  # a store that emulates ``dialect``
+        pass
+    served = serve_factory(srv, "--delay-levels", DELAYS, "--max-reconsume-times", str(MAX))
+    home = tmp_path / "home"
+    rc, ev, err = run_js(home, "produce", served.namesrv, TOPIC, "ord", "1")
+    assert rc == 0, err
+    key = ev[0]["key"]
+    rc, ev, err = run_js(home, "orderly", served.namesrv, GROUP, TOPIC, str(MAX),
+                         "1" if dialect.startswith("5") else "0", "60")
+    assert rc == 0, err + served.stderr()
+    (back,) = [e for e in ev if e.get("key") == key]
+    assert back["attempts"] == MAX + 1 and back["status"] == "SEND_OK"
+    time.sleep(3)  # a 4.9.7 copy waits one 1 s delay level in the schedule topic
+    assert served.stop() == 0, served.stderr()
+
+    ref = tmp_path / "ref"
+    clock = ManualClock(1_795_000_000_000)
+    with RefStore.open(ref, _config(dialect), clock=clock, seed=1) as s:
+        s.create_group(GROUP, retry_max_times=MAX, consume_orderly=True)
+        m = s.put(Message.create(TOPIC, f"body of {key}".encode(), tags="TagA", keys=key,
+                                 wait_store_msg_ok=None))  # ali-ons sends no WAIT
+        s.send_back_orderly(GROUP, m.physical_offset, reconsume_times=MAX,
+                            max_reconsume_times=MAX)
+        clock.advance(5000)
+        s.tick()
+
+    def same(shape: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in rec.items() if (k, i) != ("queue", 0)}  # the client's pick
+                for i, rec in enumerate(shape)]
+
+    srv_shape, ref_shape = same(_shape(_records(srv))), same(_shape(_records(ref)))
+    assert srv_shape == ref_shape
+    hops = [B.SCHEDULE_TOPIC, B.dlq_topic(GROUP)] if dialect == "4.9.7" else [B.dlq_topic(GROUP)]
+    assert [r["topic"] for r in srv_shape] == [TOPIC, *hops]
+    tr = _trace(srv, key)
+    v = tr["verdict"]
+    assert tr["verdictKind"] == "dead-lettered", tr
+    assert f"after {MAX} retries (" in v and f"; {back['attempts']} failed attempts" in v, v
