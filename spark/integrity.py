@@ -2,13 +2,12 @@
 between the files of a store.
 
 Within a file: unreadable commitlog regions and BODYCRC failures (from the commitlog pass).
-Between files, by equi-joins on (store, commitLogOffset) of the messages' key columns with the
-consume-queue units and the index entries: units or index entries that point at no message
-(``cq-dangling``, ``index-dangling``: anti-joins), at another message than their own
-(``cq-mismatch``), and messages that lack their unit (``cq-missing``: an anti-join on the
-queue position too). The small sides (where each store's commitlog starts, each queue's first
-offset) are broadcast. (A grouping of tagged whole rows with collected lists, the previous plan,
-took 40-70 s on 224k messages where the joins take a few.) Findings are rows of the one
+Between files, by two joins on (store, commitLogOffset) of the messages' key columns with the
+consume-queue units and the index entries (:func:`cross_file`): units or index entries that
+point at no message (``cq-dangling``, ``index-dangling``), at another message than their own
+(``cq-mismatch``), and messages that lack their unit (``cq-missing``). The small sides (where
+each store's commitlog starts, each queue's first offset) are broadcast. Findings are rows of
+the one
 :class:`~mqtool.formats.errors.Finding` type (:data:`~mqtool.spark.schema.FINDING_SCHEMA`).
 """
 
@@ -46,16 +45,18 @@ _KEYS = ["store", "commitLogOffset"]
 
 # --- integrity -------------------------------------------------------------------------------
 def _finding(
-    kind: str, file: Column, offset: Column, detail: Column, phy: Column | None = None
+    kind: str, file: Column, offset: Column, detail: Column, phy: Column | None = None,
+    kind_col: Column | None = None,
 ) -> list[Column]:
     """The FINDING_SCHEMA columns of a :class:`~mqtool.formats.errors.Finding` of ``kind``
-    (a registered name: checked here, on the driver)."""
+    (a registered name: checked here, on the driver; ``kind_col``: a column holding one of
+    the registered names, ``kind`` or others the caller checked)."""
     if kind not in FINDING_KINDS:
         raise ValueError(f"unknown finding kind {kind!r}")
     return [
         F.col("store"),
         F.lit(str(Severity.ERROR)).alias("severity"),
-        F.lit(kind).alias("kind"),
+        (F.lit(kind) if kind_col is None else kind_col).alias("kind"),
         file.alias("file"),
         offset.cast("long").alias("offset"),
         detail.alias("detail"),
@@ -94,8 +95,14 @@ def crc_failures(rows: DataFrame) -> DataFrame:
 def cross_file(
     msgs: DataFrame, cq: DataFrame | None, index: DataFrame | None, cl_start: DataFrame,
 ) -> DataFrame:
-    """Consume-queue and index findings: units and entries joined with the messages on
-    (store, commitLogOffset), plain equi-joins (no grouping of whole rows).
+    """Consume-queue and index findings from two joins of the messages' key columns.
+
+    The units and the index entries ("pointers") are unioned and left-joined with the messages
+    on (store, commitLogOffset): a pointer with no message there is ``cq-dangling`` or
+    ``index-dangling``, a unit at another message than its own is ``cq-mismatch``; the units
+    that match their message exactly are anti-joined with the messages: a message left over
+    lacks its unit (``cq-missing``). Both joins are shuffled hash joins that build on the
+    messages (no sort of millions of rows).
 
     ``cl_start`` (store, clMin): where each store's commitlog starts; units and entries below
     it are not findings (RocketMQ deletes commitlog files before the consume queues and index
@@ -103,46 +110,58 @@ def cross_file(
     transaction PREPARED and ROLLBACK records, and messages below their queue's first unit.
     """
     m = msgs.select(*_KEYS, "topic", "queueId", "queueOffset", "storeSize", "sysFlag", "file",
-                    "fileOffset")
+                    "fileOffset").hint("shuffle_hash")
     here = F.col("commitLogOffset")
-    starts = F.broadcast(cl_start)
     # inside the commitlog files, or impossible (a negative offset is never history)
     known = F.col("clMin").isNull() | (here >= F.col("clMin")) | (here < 0)
-    parts: list[DataFrame] = []
+    pointers: list[DataFrame] = []
     if cq is not None:
-        u = cq.select(
-            *_KEYS, F.col("topic").alias("uTopic"), F.col("queueId").alias("uQueueId"),
-            F.col("queueOffset").alias("uQueueOffset"), F.col("storeSize").alias("uSize"),
-            F.col("file").alias("uFile"), F.col("fileOffset").alias("uFileOffset"),
-        )
-        where = F.format_string("%s/%d@%d -> commitlog offset %d", F.col("uTopic"),
-                                F.col("uQueueId"), F.col("uQueueOffset"), here)
-        at = m.select(*_KEYS, F.lit(True).alias("hasM"), F.col("topic").alias("mTopic"),
-                      F.col("queueId").alias("mQueueId"),
-                      F.col("queueOffset").alias("mQueueOffset"),
-                      F.col("storeSize").alias("mSize"))
-        um = u.join(at, _KEYS, "left")
-        exact = ((F.col("uTopic") == F.col("mTopic")) & (F.col("uQueueId") == F.col("mQueueId"))
-                 & (F.col("uQueueOffset") == F.col("mQueueOffset")))
-        parts.append(um.filter(F.col("hasM").isNull()).join(starts, "store", "left")
-                     .filter(known).select(*_finding(
-                         CQ_DANGLING, F.col("uFile"), F.col("uFileOffset"),
-                         F.concat(where, F.lit(": no message starts there")), here)))
-        parts.append(um.filter(F.col("hasM") & (~exact | (F.col("uSize") != F.col("mSize"))))
+        pointers.append(cq.select(
+            *_KEYS, F.lit(CQ_DANGLING).alias("pKind"), F.col("file").alias("pFile"),
+            F.col("fileOffset").alias("pFileOffset"), F.col("topic").alias("pTopic"),
+            F.col("queueId").alias("pQueueId"), F.col("queueOffset").alias("pQueueOffset"),
+            F.col("storeSize").alias("pSize"), F.lit(None).cast("int").alias("pEntry"),
+            F.lit(None).cast("int").alias("pKeyHash"),
+        ))
+    if index is not None:
+        pointers.append(index.select(
+            *_KEYS, F.lit(INDEX_DANGLING).alias("pKind"), F.col("file").alias("pFile"),
+            F.col("fileOffset").alias("pFileOffset"), F.lit(None).cast("string").alias("pTopic"),
+            F.lit(None).cast("int").alias("pQueueId"),
+            F.lit(None).cast("long").alias("pQueueOffset"), F.lit(None).cast("int").alias("pSize"),
+            F.col("entry").alias("pEntry"), F.col("keyHash").alias("pKeyHash"),
+        ))
+    pts = pointers[0]
+    for p in pointers[1:]:
+        pts = pts.unionByName(p)
+    pm = pts.join(m, _KEYS, "left")
+    is_unit = F.col("pKind") == F.lit(CQ_DANGLING)
+    has_m = F.col("file").isNotNull()  # (every message has its file)
+    exact = ((F.col("pTopic") == F.col("topic")) & (F.col("pQueueId") == F.col("queueId"))
+             & (F.col("pQueueOffset") == F.col("queueOffset")))
+    where = F.format_string("%s/%d@%d -> commitlog offset %d", F.col("pTopic"),
+                            F.col("pQueueId"), F.col("pQueueOffset"), here)
+    dangling_detail = F.when(
+        is_unit, F.concat(where, F.lit(": no message starts there"))
+    ).otherwise(F.format_string("entry %d (keyHash %d) -> commitlog offset %d: no message "
+                                "starts there", F.col("pEntry"), F.col("pKeyHash"), here))
+    parts = [pm.filter(~has_m).join(F.broadcast(cl_start), "store", "left").filter(known)
+             .select(*_finding(CQ_DANGLING, F.col("pFile"), F.col("pFileOffset"),
+                               dangling_detail, here, kind_col=F.col("pKind")))]
+    if cq is not None:
+        parts.append(pm.filter(is_unit & has_m & (~exact | (F.col("pSize") != F.col("storeSize"))))
                      .select(*_finding(
-                         CQ_MISMATCH, F.col("uFile"), F.col("uFileOffset"),
+                         CQ_MISMATCH, F.col("pFile"), F.col("pFileOffset"),
                          F.concat(where, F.format_string(
                              " (size %d): the message there is %s/%d@%d (size %d)",
-                             F.col("uSize"), F.col("mTopic"), F.col("mQueueId"),
-                             F.col("mQueueOffset"), F.col("mSize"))), here)))
+                             F.col("pSize"), F.col("topic"), F.col("queueId"),
+                             F.col("queueOffset"), F.col("storeSize"))), here)))
         # a message below its queue's first unit: the queue was cut, not lost
         qmin = F.broadcast(queue_offsets(cq).select("store", "topic", "queueId", "minOffset"))
-        units = u.select(*_KEYS, F.col("uTopic").alias("topic"),
-                         F.col("uQueueId").alias("queueId"),
-                         F.col("uQueueOffset").alias("queueOffset"))
+        matched = pm.filter(is_unit & has_m & exact).select(*_KEYS)
         txn = F.col("sysFlag").bitwiseAND(TRANSACTION_TYPE_MASK)
-        lacking = (m.filter(~txn.isin(*NOT_IN_CONSUME_QUEUE))
-                   .join(units, [*_KEYS, "topic", "queueId", "queueOffset"], "left_anti")
+        lacking = (m.join(matched, _KEYS, "left_anti")
+                   .filter(~txn.isin(*NOT_IN_CONSUME_QUEUE))
                    .join(qmin, ["store", "topic", "queueId"], "left")
                    .filter(F.col("minOffset").isNull()
                            | (F.col("queueOffset") >= F.col("minOffset"))))
@@ -151,14 +170,6 @@ def cross_file(
             F.format_string("message %s/%d@%d (%d bytes) has no consume-queue unit",
                             F.col("topic"), F.col("queueId"), F.col("queueOffset"),
                             F.col("storeSize")), here)))
-    if index is not None:
-        entries = index.select(*_KEYS, "file", "fileOffset", "entry", "keyHash")
-        parts.append(entries.join(m.select(*_KEYS), _KEYS, "left_anti")
-                     .join(starts, "store", "left").filter(known).select(*_finding(
-                         INDEX_DANGLING, F.col("file"), F.col("fileOffset"),
-                         F.format_string("entry %d (keyHash %d) -> commitlog offset %d: no "
-                                         "message starts there", F.col("entry"),
-                                         F.col("keyHash"), here), here)))
     out = parts[0]
     for p in parts[1:]:
         out = out.unionByName(p)

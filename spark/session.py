@@ -91,9 +91,10 @@ def memory_conf(
     mode) for the commitlog bytes the stores really hold.
 
     The executors stream (nothing holds a whole file) and no message row is cached (only the
-    audits' small aggregate), so the heap needs no more as the store grows: 512 MiB up to ``small`` (512 MiB) of commitlog data, 1 GiB above.
-    Spark's default is 1 GiB whatever the job. On a cluster the executors' memory is the
-    cluster's business (``--conf spark.executor.memory=...``); user ``--conf`` pairs win.
+    audits' small aggregate), so the heap needs no more as the store grows: 512 MiB up to
+    ``small`` (512 MiB) of commitlog data, 1 GiB above. Spark's default is 1 GiB whatever the
+    job. On a cluster the executors' memory is the cluster's business
+    (``--conf spark.executor.memory=...``); user ``--conf`` pairs win.
     """
     if not master.startswith("local"):
         return {}
