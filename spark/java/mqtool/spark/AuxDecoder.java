@@ -20,24 +20,15 @@ import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 
-import org.apache.spark.sql.connector.read.PartitionReader;
-import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
-import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 import org.apache.spark.sql.types.StructType;
-import org.apache.spark.sql.vectorized.ColumnarBatch;
 
-final class AuxDecoder implements PartitionReader<ColumnarBatch> {
+final class AuxDecoder extends SplitReader {
     static final int UNIT = 20;
 
-    private final List<CommitlogSource.SplitSpec> splits;
     private final boolean index;
-    private final WritableColumnVector[] vectors;
-    private final ColumnarBatch batch;
-    private final int cap;
     private final int cStore, cFile, cFileOffset, cTopic, cQueueId, cQueueOffset, cClOffset;
     private final int cSize, cTags, cEntry, cKeyHash, cTimeDiff, cPrev, cBegin;
 
-    private int next = 0;
     private CommitlogSource.SplitSpec cur;
     private byte[] storeBytes, nameBytes, topicBytes;
     private final ByteBuffer buf;
@@ -46,15 +37,11 @@ final class AuxDecoder implements PartitionReader<ColumnarBatch> {
     private long pos;      // file position of the next unit
     private long stop;     // file position where this split's units end
     private long entry;    // index: the number of the next entry
-    private boolean done = true;
 
     AuxDecoder(List<CommitlogSource.SplitSpec> splits, StructType schema, String table,
                int batchRows) {
-        this.splits = splits;
+        super(splits, schema, batchRows);
         this.index = "index".equals(table);
-        this.cap = batchRows;
-        this.vectors = OnHeapColumnVector.allocateColumns(cap, schema);
-        this.batch = new ColumnarBatch(vectors);
         this.buf = ByteBuffer.allocate(cap * UNIT).order(ByteOrder.BIG_ENDIAN);
         cStore = idx(schema, "store");
         cFile = idx(schema, "file");
@@ -72,49 +59,8 @@ final class AuxDecoder implements PartitionReader<ColumnarBatch> {
         cBegin = idx(schema, "beginTimestamp");
     }
 
-    private static int idx(StructType s, String name) {
-        String[] names = s.fieldNames();
-        for (int i = 0; i < names.length; i++) {
-            if (names[i].equals(name)) {
-                return i;
-            }
-        }
-        return -1;
-    }
-
     @Override
-    public boolean next() throws IOException {
-        for (WritableColumnVector v : vectors) {
-            v.reset();
-        }
-        int n = 0;
-        while (n < cap) {
-            if (done) {
-                closeFile();
-                if (next >= splits.size()) {
-                    break;
-                }
-                open(splits.get(next++));
-                continue;
-            }
-            n = fill(n);
-        }
-        batch.setNumRows(n);
-        return n > 0;
-    }
-
-    @Override
-    public ColumnarBatch get() {
-        return batch;
-    }
-
-    @Override
-    public void close() throws IOException {
-        closeFile();
-        batch.close();
-    }
-
-    private void closeFile() throws IOException {
+    protected void closeFile() throws IOException {
         ch = null;
         if (raf != null) {
             raf.close();
@@ -122,7 +68,8 @@ final class AuxDecoder implements PartitionReader<ColumnarBatch> {
         }
     }
 
-    private void open(CommitlogSource.SplitSpec s) throws IOException {
+    @Override
+    protected void open(CommitlogSource.SplitSpec s) throws IOException {
         cur = s;
         storeBytes = s.store.getBytes(StandardCharsets.UTF_8);
         nameBytes = s.name.getBytes(StandardCharsets.UTF_8);
@@ -142,7 +89,8 @@ final class AuxDecoder implements PartitionReader<ColumnarBatch> {
     }
 
     /** Rows from the current file into the batch from row n; returns the new row count. */
-    private int fill(int n) throws IOException {
+    @Override
+    protected int fill(int n) throws IOException {
         int want = (int) Math.min(cap - n, (stop - pos) / UNIT);
         buf.clear();
         buf.limit(want * UNIT);
@@ -197,23 +145,5 @@ final class AuxDecoder implements PartitionReader<ColumnarBatch> {
         putString(cStore, row, storeBytes);
         putString(cFile, row, nameBytes);
         putLong(cFileOffset, row, fileOffset);
-    }
-
-    private void putInt(int c, int row, int v) {
-        if (c >= 0) {
-            vectors[c].putInt(row, v);
-        }
-    }
-
-    private void putLong(int c, int row, long v) {
-        if (c >= 0) {
-            vectors[c].putLong(row, v);
-        }
-    }
-
-    private void putString(int c, int row, byte[] v) {
-        if (c >= 0) {
-            vectors[c].putByteArray(row, v, 0, v.length);
-        }
     }
 }

@@ -19,13 +19,10 @@ import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.zip.CRC32;
 
-import org.apache.spark.sql.connector.read.PartitionReader;
-import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
 import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 import org.apache.spark.sql.types.StructType;
-import org.apache.spark.sql.vectorized.ColumnarBatch;
 
-final class CommitlogDecoder implements PartitionReader<ColumnarBatch> {
+final class CommitlogDecoder extends SplitReader {
     static final int MAGIC_V1 = 0xDAA320A7;
     static final int MAGIC_V2 = 0xDAA320AB;
     static final int MAGIC_BLANK = 0xCBD43194;
@@ -37,11 +34,7 @@ final class CommitlogDecoder implements PartitionReader<ColumnarBatch> {
     static final byte[] HEX = "0123456789ABCDEF".getBytes(StandardCharsets.US_ASCII);
     static final byte[][] PICK = {bytes("TAGS"), bytes("KEYS"), bytes("UNIQ_KEY")};
 
-    private final List<CommitlogSource.SplitSpec> splits;
     private final CommitlogSource.Options opt;
-    private final WritableColumnVector[] vectors;
-    private final ColumnarBatch batch;
-    private final int cap;
     // column indexes in the read schema (-1: not read)
     private final int cType, cDetail, cStore, cFile, cFileOffset, cClOffset, cSize, cMagic, cTopic;
     private final int cQueueId, cQueueOffset, cFlag, cSysFlag, cBodyCrc, cBornTs, cBornHost;
@@ -51,12 +44,10 @@ final class CommitlogDecoder implements PartitionReader<ColumnarBatch> {
     private final boolean propsOnlyFor;
 
     // the split being read
-    private int next = 0;
     private CommitlogSource.SplitSpec cur;
     private RandomAccessFile raf;
     private MappedByteBuffer b;
     private long p;
-    private boolean done = true;
     private byte[] storeBytes, nameBytes;
 
     private final byte[] hexScratch = new byte[64];
@@ -69,11 +60,8 @@ final class CommitlogDecoder implements PartitionReader<ColumnarBatch> {
 
     CommitlogDecoder(List<CommitlogSource.SplitSpec> splits, StructType schema,
                      CommitlogSource.Options opt) {
-        this.splits = splits;
+        super(splits, schema, opt.batchRows);
         this.opt = opt;
-        this.cap = opt.batchRows;
-        this.vectors = OnHeapColumnVector.allocateColumns(cap, schema);
-        this.batch = new ColumnarBatch(vectors);
         cType = idx(schema, "recordType");
         cDetail = idx(schema, "detail");
         cStore = idx(schema, "store");
@@ -107,15 +95,6 @@ final class CommitlogDecoder implements PartitionReader<ColumnarBatch> {
         propsOnlyFor = opt.propertiesFor.length > 0 && cTags < 0 && cKeys < 0 && cUniq < 0;
     }
 
-    private static int idx(StructType s, String name) {
-        String[] names = s.fieldNames();
-        for (int i = 0; i < names.length; i++) {
-            if (names[i].equals(name)) {
-                return i;
-            }
-        }
-        return -1;
-    }
 
     private static byte[] bytes(String s) {
         return s.getBytes(StandardCharsets.UTF_8);
@@ -123,38 +102,7 @@ final class CommitlogDecoder implements PartitionReader<ColumnarBatch> {
 
     // --- the split loop ----------------------------------------------------------------------
     @Override
-    public boolean next() throws IOException {
-        for (WritableColumnVector v : vectors) {
-            v.reset();
-        }
-        int n = 0;
-        while (n < cap) {
-            if (done) {
-                closeFile();
-                if (next >= splits.size()) {
-                    break;
-                }
-                open(splits.get(next++));
-                continue;
-            }
-            n = fill(n);
-        }
-        batch.setNumRows(n);
-        return n > 0;
-    }
-
-    @Override
-    public ColumnarBatch get() {
-        return batch;
-    }
-
-    @Override
-    public void close() throws IOException {
-        closeFile();
-        batch.close();
-    }
-
-    private void closeFile() throws IOException {
+    protected void closeFile() throws IOException {
         b = null;
         if (raf != null) {
             raf.close();
@@ -162,7 +110,8 @@ final class CommitlogDecoder implements PartitionReader<ColumnarBatch> {
         }
     }
 
-    private void open(CommitlogSource.SplitSpec s) throws IOException {
+    @Override
+    protected void open(CommitlogSource.SplitSpec s) throws IOException {
         cur = s;
         storeBytes = bytes(s.store);
         nameBytes = bytes(s.name);
@@ -219,7 +168,8 @@ final class CommitlogDecoder implements PartitionReader<ColumnarBatch> {
     }
 
     /** Rows from the current split into the batch from row n; returns the new row count. */
-    private int fill(int n) {
+    @Override
+    protected int fill(int n) {
         if (p < 0) {
             if (deferredAt >= 0) {
                 special(n++, "deferred", deferredWhy, deferredAt, cur.end - deferredAt);
@@ -491,24 +441,6 @@ final class CommitlogDecoder implements PartitionReader<ColumnarBatch> {
             } else {
                 vectors[cCompression].putNull(row);
             }
-        }
-    }
-
-    private void putInt(int c, int row, int v) {
-        if (c >= 0) {
-            vectors[c].putInt(row, v);
-        }
-    }
-
-    private void putLong(int c, int row, long v) {
-        if (c >= 0) {
-            vectors[c].putLong(row, v);
-        }
-    }
-
-    private void putString(int c, int row, byte[] v) {
-        if (c >= 0) {
-            vectors[c].putByteArray(row, v, 0, v.length);
         }
     }
 
