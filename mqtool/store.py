@@ -18,11 +18,12 @@ from __future__ import annotations
 import bisect
 import mmap
 import os
-import struct
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from mqtool.formats.buffers import close_map
 from mqtool.formats.commitlog import (
@@ -31,7 +32,7 @@ from mqtool.formats.commitlog import (
     FileEnd,
     parse_message,
 )
-from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, CqEntry, iter_cq
+from mqtool.formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, CqEntry, iter_cq
 from mqtool.formats.errors import BadFieldError, Finding, FormatError, MqtoolError
 from mqtool.formats.indexfile import IndexReader, build_key, index_key_hash
 from mqtool.formats.msgid import decode_offset_msg_id
@@ -310,16 +311,37 @@ class Store:
 
     def _find_data_end(self) -> int:
         for f in reversed(self.commitlog_files):
-            end = None
-            for item in self.walk_commitlog_file(f, decode=False):
-                if isinstance(item, FileEnd):
-                    end = item
-            assert end is not None
+            end = self._file_end(f)
             if end.kind == "blank":
                 return f.start + f.size
             if end.physical_offset > f.start or f is self.commitlog_files[0]:
                 return end.physical_offset
         return 0
+
+    def _file_end(self, f: CommitLogFile) -> FileEnd:
+        """How one commitlog file's data ends: the walk of :meth:`walk_commitlog_file`, with
+        runs of good records stepped over by the compiled kernel
+        (:func:`mqtool.formats.kernelwalk.walk_fields`; every stop is the walker's verdict,
+        its findings noted)."""
+        from mqtool.formats.kernelwalk import walk_fields
+
+        buf = self._map(f.path)
+        try:  # the descriptor lets the walker skip the holes of a sparse (pre-allocated) file
+            fd: int | None = os.open(f.path, os.O_RDONLY) if len(buf) else None
+        except OSError:
+            fd = None
+        end: FileEnd | None = None
+        try:
+            for item in walk_fields(buf, file=f.rel, file_start=f.start, fd=fd):
+                if isinstance(item, Finding):
+                    self._note(item)
+                elif isinstance(item, FileEnd):
+                    end = item
+        finally:
+            if fd is not None:
+                os.close(fd)
+        assert end is not None
+        return end
 
     # --- consume queues -------------------------------------------------------------------
     @property
@@ -436,24 +458,50 @@ class Store:
             self._check_cq_size(rel, len(buf))
             try:
                 n = len(buf) // CQ_STORE_UNIT_SIZE
-                units = [struct.unpack_from(">qiq", buf, i * CQ_STORE_UNIT_SIZE) for i in range(n)]
+                view = np.frombuffer(buf, dtype=CQ_DTYPE, count=n)
+                offs = view["offset"].astype(np.int64)
+                sizes = view["size"].astype(np.int64)
+                tags = view["tags"].astype(np.int64)
+                del view
             finally:
                 if isinstance(buf, mmap.mmap):
                     buf.close()
-            written = [i for i, u in enumerate(units) if u != (0, 0, 0)]
-            if not written:
+            written = np.flatnonzero((offs != 0) | (sizes != 0) | (tags != 0))
+            if not written.size:
                 continue
             if not first_seen:
-                info.min_offset = base + written[0]
+                info.min_offset = base + int(written[0])
                 first_seen = True
-            valid = [i for i in written
-                     if self._check_unit(rel, i * CQ_STORE_UNIT_SIZE, CqEntry(*units[i]))]
-            if valid:
-                info.max_offset = base + valid[-1] + 1
-                info.last_commit_log_offset = units[valid[-1]][0]
+            valid = self._units_naming_records(rel, written, offs, sizes, tags)
+            if valid.size:
+                info.max_offset = base + int(valid[-1]) + 1
+                info.last_commit_log_offset = int(offs[valid[-1]])
         if not first_seen and files:
             info.min_offset = info.max_offset = int(files[0].name) // CQ_STORE_UNIT_SIZE
         return info
+
+    def _units_naming_records(
+        self, rel: str, idx: np.ndarray, offs: np.ndarray, sizes: np.ndarray, tags: np.ndarray
+    ) -> np.ndarray:
+        """The units ``idx`` (of one consume-queue file ``rel``) that can name a record, as
+        :meth:`_check_unit` judges (a finding noted for each other one): units whose record the
+        compiled kernel accepts at its offset with the unit's size need no further look; the
+        rest get :meth:`_check_unit` one by one."""
+        from mqtool.formats import kernel
+        from mqtool.integrity.at import records_at
+
+        o, s = offs[idx], sizes[idx]
+        fine = (o >= 0) & (s >= MIN_RECORD_SIZE)
+        fine &= o + s <= self.max_physical_offset()
+        _, ok, fields = records_at(self, np.where(fine, o, -1))
+        fine &= ok & (fields[kernel.F_SIZE] == s)
+        del fields
+        keep = fine.copy()
+        for i in np.flatnonzero(~fine).tolist():
+            u = int(idx[i])
+            keep[i] = self._check_unit(rel, u * CQ_STORE_UNIT_SIZE,
+                                       CqEntry(int(offs[u]), int(sizes[u]), int(tags[u])))
+        return idx[keep]
 
     def queue_entry(self, topic: str, queue_id: int, queue_offset: int) -> QueueEntry | None:
         for qe in self.queue_entries(topic, queue_id, queue_offset):
