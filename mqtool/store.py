@@ -501,7 +501,8 @@ class Store:
             u = int(idx[i])
             keep[i] = self._check_unit(rel, u * CQ_STORE_UNIT_SIZE,
                                        CqEntry(int(offs[u]), int(sizes[u]), int(tags[u])))
-        return idx[keep]
+        out: np.ndarray = idx[keep]
+        return out
 
     def queue_entry(self, topic: str, queue_id: int, queue_offset: int) -> QueueEntry | None:
         for qe in self.queue_entries(topic, queue_id, queue_offset):

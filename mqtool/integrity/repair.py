@@ -437,7 +437,7 @@ class _Plan:
 def repair(src: str | Path, out: str | Path | None, *, dry_run: bool = False) -> RepairResult:
     """Write a repaired copy of ``src`` at ``out`` (never touching ``src``); with ``dry_run``
     only list the changes."""
-    report = verify(src, check_crc=True)
+    report = verify(src, check_crc=True, tables=True)
     root = report.root
     if out is not None and not dry_run:
         _check_out(Path(out), root)
