@@ -322,12 +322,14 @@ class IndexReader:
             seen += 1
         return hits
 
-    def problems(self) -> list[FormatError]:
+    def problems(self, entries: bool = True) -> list[FormatError]:
         """Cheap consistency checks of a file that opened (so lookups can trust it or not).
 
         ``IndexFile#putKey`` counts a slot in ``hashSlotCount`` when it was empty, and sets
         ``endPhyOffset`` to the phyOffset of the entry it writes: so the used slots must number
         ``hashSlotCount`` and the last entry must hold ``endPhyOffset``. Offsets are in-file.
+        ``entries=False``: the header and slot table only (memory for the slots, not for every
+        entry; ``mqtool verify`` checks the entries itself, a chunk at a time).
         """
         import numpy as np
 
@@ -342,8 +344,8 @@ class IndexReader:
                 "(slot table damaged: lookups would miss keys)",
                 expected=str(h.hash_slot_count), found=str(used),
             ))
-        out += self._entry_problems(np)
-        if h.index_count > 1:
+        out += self._entry_problems(np, entries=entries)
+        if h.index_count > 1 and entries:
             last = self.entry(h.index_count - 1)
             if last.phy_offset != h.end_phy_offset:
                 out.append(FormatError(
@@ -354,7 +356,7 @@ class IndexReader:
                 ))
         return out
 
-    def _entry_problems(self, np: Any, most: int = 20) -> list[FormatError]:
+    def _entry_problems(self, np: Any, most: int = 20, entries: bool = True) -> list[FormatError]:
         """Slots and entries that RocketMQ's writer cannot have left (vectorised): a slot that
         points past the entries or at an entry of another slot; an entry whose prevIndex is
         not an earlier entry or leads into another slot's chain, whose keyHash is negative, or
@@ -370,16 +372,19 @@ class IndexReader:
         if count > 1:
             dtype = np.dtype([("h", ">i4"), ("p", ">i8"), ("t", ">i4"), ("v", ">i4")])
             ent = np.frombuffer(self.buf, dtype=dtype, count=count - 1, offset=g.entry_pos(1))
+            used = (slots > 0) & (slots < count)
+            heads = np.flatnonzero(used)
+            head_slot = ent["h"][slots[heads] - 1].astype(np.int64) % nslot
+            wrong_head = heads[head_slot != heads]
+            for i in wrong_head[:most].tolist():
+                bad.setdefault(g.slot_pos(i), f"slot {i} points at entry {int(slots[i])}, "
+                               "whose keyHash belongs to another slot")
+        if count > 1 and entries:
+            ent = np.frombuffer(self.buf, dtype=dtype, count=count - 1, offset=g.entry_pos(1))
             num = np.arange(1, count)
             key_hash, phy, prev = (ent["h"].astype(np.int64), ent["p"].astype(np.int64),
                                    ent["v"].astype(np.int64))
             slot_of = key_hash % nslot
-            used = (slots > 0) & (slots < count)
-            heads = np.flatnonzero(used)
-            wrong_head = heads[slot_of[slots[heads] - 1] != heads]
-            for i in wrong_head[:most].tolist():
-                bad.setdefault(g.slot_pos(i), f"slot {i} points at entry {int(slots[i])}, "
-                               "whose keyHash belongs to another slot")
             why = np.zeros(count - 1, dtype=np.int8)
             why[(prev < 0) | (prev >= num)] = 1
             linked = (prev > 0) & (prev < num)

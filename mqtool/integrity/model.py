@@ -135,7 +135,7 @@ class QueueScan:
     # the written units, per file: (path, logical offset of the file's first unit, count)
     segments: list[tuple[Path, int, int]] = field(default_factory=list)
 
-    CHUNK = 1 << 16  # units read at a time
+    CHUNK = 1 << 14  # units read at a time
 
     @staticmethod
     def _read(path: Path, first: int, count: int) -> QueueChunk:
@@ -201,7 +201,7 @@ class IndexScan:
     path: Path | None = None
     entry_start: int = 0  # byte offset of entry 1
 
-    CHUNK = 1 << 16  # entries read at a time
+    CHUNK = 1 << 14  # entries read at a time
 
     def phys_chunks(self, chunk: int = CHUNK) -> Iterator[np.ndarray]:
         """The commitlog offsets of the entries, ``chunk`` at a time (read now, not kept)."""
