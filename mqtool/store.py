@@ -84,6 +84,7 @@ class Store:
     _index: list[tuple[str, IndexReader]] | None = field(default=None, repr=False)
     _index_damaged: bool = field(default=False, repr=False)
     _data_end: int | None = field(default=None, repr=False)
+    _file_ends: dict[Path, FileEnd] = field(default_factory=dict, repr=False)
     check_crc: bool = True  # walks check every BODYCRC (a mismatch is a finding)
 
     # --- opening --------------------------------------------------------------------------
@@ -318,12 +319,21 @@ class Store:
                 return end.physical_offset
         return 0
 
+    def note_file_end(self, f: CommitLogFile, end: FileEnd) -> None:
+        """How ``f``'s data ends, as a walk of the whole file found it (a caller that walks
+        every file, like verify): :meth:`max_physical_offset` then walks no file again."""
+        self._file_ends[f.path] = end
+
     def _file_end(self, f: CommitLogFile) -> FileEnd:
         """How one commitlog file's data ends: the walk of :meth:`walk_commitlog_file`, with
         runs of good records stepped over by the compiled kernel
         (:func:`mqtool.formats.kernelwalk.walk_fields`; every stop is the walker's verdict,
         its findings noted)."""
         from mqtool.formats.kernelwalk import walk_fields
+
+        known = self._file_ends.get(f.path)
+        if known is not None:
+            return known
 
         buf = self._map(f.path)
         try:  # the descriptor lets the walker skip the holes of a sparse (pre-allocated) file

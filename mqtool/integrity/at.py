@@ -99,16 +99,18 @@ def message_at(store: Store, phy: int) -> CommitLogMessage | None:
     return None
 
 
-def messages_at(store: Store, phys: np.ndarray, *, keys: bool = False) -> Messages:
+def messages_at(
+    store: Store, phys: np.ndarray, *, keys: bool = False, tags: bool = True
+) -> Messages:
     """The compact facts (:class:`mqtool.integrity.model.Messages`, in commitlog order) of the
     records starting at the distinct offsets of ``phys``: those the kernel accepts, and those
     only the Python rule reads (:func:`message_at`). Offsets where no record starts are not in
-    the table. ``keys``: also the index key hashes."""
+    the table. ``keys``: also the index key hashes; ``tags``: the tagsCodes (else 0)."""
     from mqtool.integrity.scan import _Columns
 
     at = np.unique(np.asarray(phys, dtype=np.int64))
     fi, ok, fields = records_at(store, at)
-    cols = _Columns(keys=keys)
+    cols = _Columns(keys=keys, tags=tags)
     files = store.commitlog_files
     for j in np.unique(fi[ok]).tolist():
         sel = np.flatnonzero(ok & (fi == j))

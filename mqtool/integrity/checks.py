@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from mqtool.formats.errors import Finding, Severity
-from mqtool.integrity.indexcheck import check_index
+from mqtool.integrity.indexcheck import IndexCheck
 from mqtool.integrity.meta import _check_checkpoint, _check_configs
 from mqtool.integrity.model import (
     FileScan,
@@ -45,7 +45,7 @@ from mqtool.integrity.model import (
     Report,
     _Sink,
 )
-from mqtool.integrity.queues import check_missing_units, check_units, queue_shape
+from mqtool.integrity.queues import check_units, check_window, queue_shape
 from mqtool.integrity.scan import scan_commitlog
 from mqtool.store import Store
 
@@ -62,14 +62,16 @@ def verify(
     ``tables``: also keep every message's facts, every unit and every index entry in the
     report (``Report.messages``, ``QueueScan.phys``..., ``IndexScan.phys``; memory grows with
     the store); without it they are empty and memory is bounded."""
+    from mqtool.delaylevels import given_levels
     from mqtool.integrity.delay import check_delay_levels, delay_summary
     from mqtool.integrity.timer import check_timer
+
+    given_levels(delay_levels, broker_conf)  # bad options fail before the long read
 
     sink = _Sink()
     with Store.open(root) as store:
         for f in store.findings:  # layout findings made while opening
             sink.add(f)
-        levels = check_delay_levels(store, sink, delay_levels, broker_conf)
         abort = store.abort_exists
         lock = store.lock_state()
         queues: dict[tuple[str, int], QueueScan] = {}
@@ -77,20 +79,24 @@ def verify(
             queues[(topic, qid)] = queue_shape(store, topic, qid, sink, progress)
         windows: list[Messages] = []
         last_ts = 0
+        first_start = store.commitlog_files[0].start if store.commitlog_files else 0
+        index = IndexCheck(store, first_start, sink, progress, tables)
 
         def window(m: Messages) -> None:
             nonlocal last_ts
             if len(m):
                 last_ts = max(last_ts, int(m.store_ts.max()))
-            check_missing_units(store, m, queues, abort, sink)
+            check_window(store, m, queues, abort, sink)
+            index.window(m)
             if tables:
                 windows.append(m)
 
         scans = scan_commitlog(store, sink, check_crc, progress, window)
+        # the schedule queues' evidence (the pass told the store where its data ends)
+        levels = check_delay_levels(store, sink, delay_levels, broker_conf)
         msgs = Messages.concat(windows) if tables else Messages.empty()
         windows.clear()
         n_msgs = sum(s.messages for s in scans)
-        first_start = scans[0].file.start if scans else 0
         data_end = max((s.data_end for s in scans if s.messages), default=first_start)
         if abort:
             sink.add(Finding("layout", "abort", None, "abort file present: the broker did not "
@@ -102,7 +108,7 @@ def verify(
                              severity=Severity.WARNING))
         for qs in queues.values():
             check_units(store, qs, first_start, data_end, sink, tables)
-        indexes = check_index(store, first_start, data_end, sink, progress, tables)
+        indexes = index.finish(data_end)
         cp = _check_checkpoint(store, n_msgs, last_ts, data_end, abort, sink)
         configs = _check_configs(store, queues, sink)
         timer = check_timer(store, first_start, data_end, queues, sink)

@@ -134,6 +134,8 @@ class QueueScan:
     file_size: int = 0  # the queue's mapped file size (bytes)
     # the written units, per file: (path, logical offset of the file's first unit, count)
     segments: list[tuple[Path, int, int]] = field(default_factory=list)
+    # one bit per written unit (in queue order): already seen to point at its own message
+    good: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
 
     CHUNK = 1 << 14  # units read at a time
 
@@ -151,21 +153,41 @@ class QueueScan:
                 _, phys, sizes, tags = self._read(path, c, k)
                 yield np.arange(lo + c, lo + c + k, dtype=np.int64), phys, sizes, tags
 
-    def units_at(self, qoffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(commitlog offset, size) of the written unit at each logical offset (-1, -1 where
-        no unit is written)."""
+    def units_at(self, qoffs: np.ndarray) -> QueueChunk:
+        """(place in queue order, commitlog offset, size, tagsCode) of the written unit at each
+        logical offset (all -1 where no unit is written)."""
+        where = np.full(len(qoffs), -1, np.int64)
         phys = np.full(len(qoffs), -1, np.int64)
         sizes = np.full(len(qoffs), -1, np.int64)
+        tags = np.full(len(qoffs), -1, np.int64)
+        before = 0
         for path, lo, n in self.segments:
             sel = np.flatnonzero((qoffs >= lo) & (qoffs < lo + n))
-            if not sel.size:
-                continue
-            rel = qoffs[sel] - lo
-            a, b = int(rel.min()), int(rel.max()) + 1
-            _, p, s, _ = self._read(path, a, b - a)
-            phys[sel] = p[rel - a]
-            sizes[sel] = s[rel - a]
-        return phys, sizes
+            if sel.size:
+                rel = qoffs[sel] - lo
+                a, b = int(rel.min()), int(rel.max()) + 1
+                _, p, s, t = self._read(path, a, b - a)
+                where[sel] = before + rel
+                phys[sel] = p[rel - a]
+                sizes[sel] = s[rel - a]
+                tags[sel] = t[rel - a]
+            before += n
+        return where, phys, sizes, tags
+
+    def mark_good(self, places: np.ndarray) -> None:
+        """Note the units at ``places`` (in queue order) as pointing at their own message."""
+        if len(self.good) * 8 < self.units:
+            self.good = np.zeros((self.units + 7) // 8, np.uint8)
+        np.bitwise_or.at(self.good, places >> 3, (1 << (places & 7)).astype(np.uint8))
+
+    def good_at(self, first: int, count: int) -> np.ndarray:
+        """Whether each of the ``count`` units from place ``first`` is marked good."""
+        if not len(self.good):
+            return np.zeros(count, bool)
+        bits = np.unpackbits(self.good[first >> 3 : ((first + count + 7) >> 3)],
+                             bitorder="little")
+        off = first & 7
+        return bits[off : off + count].astype(bool)
 
     def all_phys(self) -> np.ndarray:
         """The commitlog offsets of every written unit (read now, not kept)."""

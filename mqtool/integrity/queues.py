@@ -4,16 +4,19 @@ and messages that have no unit.
 * :func:`queue_shape` reads a queue's files one at a time: empty files, sizes that are not whole
   units, bad names, units written after the queue ended, and where the written units are
   (:class:`QueueScan` ``segments``, min and max offset).
-* :func:`check_units` reads the units :data:`QueueScan.CHUNK` at a time and checks each against
-  the record at its commitlog offset (read in place, :func:`mqtool.integrity.at.messages_at`):
-  impossible values, units past the valid data, units that point at no record or at another
-  queue's record (topic, queueId, queueOffset, size), tagsCodes that are not the record's tag
-  hash.
-* :func:`check_missing_units` takes one window of the commitlog pass and looks up, for each
-  message that must have a unit (``rules.expected_in_cq``), the unit at its queue offset; only
-  when that unit does not point at the message is the whole queue consulted.
+* :func:`check_window` takes one window of the commitlog pass: for each message it reads the
+  unit at its queue offset; a unit that points at the message, with its size and tagsCode, is
+  marked good (one bit per unit). Messages that must have a unit (``rules.expected_in_cq``) and
+  have none are findings; only when the unit at the message's offset is not its unit is the
+  whole queue consulted.
+* :func:`check_units` reads the units :data:`QueueScan.CHUNK` at a time and checks every unit
+  not marked good against the record at its commitlog offset (read in place,
+  :func:`mqtool.integrity.at.messages_at`): impossible values, units past the valid data, units
+  that point at no record or at another queue's record (topic, queueId, queueOffset, size),
+  tagsCodes that are not the record's tag hash.
 
-Nothing here holds a queue's units or the store's messages: memory is one chunk or window.
+Nothing here holds a queue's units or the store's messages: memory is one chunk or window
+(and one bit per unit).
 """
 
 from __future__ import annotations
@@ -90,19 +93,25 @@ def queue_shape(
 def check_units(
     store: Store, qs: QueueScan, first_start: int, data_end: int, sink: _Sink, keep: bool,
 ) -> None:
-    """Every written unit of ``qs`` against its record (see the module doc); ``keep``: also
-    keep the units in ``qs`` (for repair)."""
+    """Every written unit of ``qs`` not marked good against its record (see the module doc);
+    ``keep``: also keep the units in ``qs`` (for repair)."""
     topic, qid = qs.topic, qs.queue_id
     tag_hash = rules.tags_code_is_tag_hash(topic)
     kept: list[tuple[np.ndarray, ...]] = []
+    place = 0
     for offsets, phys, sizes, tags in qs.chunks():
         if keep:
             kept.append((offsets, phys, sizes, tags))
+        todo = np.flatnonzero(~qs.good_at(place, len(offsets)))
+        place += len(offsets)
+        if not todo.size:
+            continue  # every unit was seen to point at its own message
+        offsets, phys, sizes, tags = offsets[todo], phys[todo], sizes[todo], tags[todo]
         impossible = (phys < 0) | (sizes <= 0)
         below = (~impossible) & (phys < first_start)
         past = (~impossible) & (~below) & (phys + sizes > data_end)
         check = ~(impossible | below | past)
-        msgs = messages_at(store, phys[check])
+        msgs = messages_at(store, phys[check], tags=tag_hash)
         n = len(phys)
         if len(msgs):
             idx_c = np.minimum(np.searchsorted(msgs.phy, phys), len(msgs) - 1)
@@ -157,29 +166,36 @@ def check_units(
                                                                                  strict=True))
 
 
-def check_missing_units(
+def check_window(
     store: Store, msgs: Messages, queues: dict[tuple[str, int], QueueScan], abort: bool,
     sink: _Sink,
 ) -> None:
-    """Messages of one window that must have a consume-queue unit and have none."""
+    """One window of the commitlog pass against the consume queues: the unit at each
+    message's queue offset that points at it, with its size and tagsCode, is marked good
+    (:func:`check_units` looks again only at the others); messages that must have a unit and
+    have none are findings."""
     if not len(msgs):
         return
     for t_idx, topic in enumerate(msgs.topics):
         sel = np.flatnonzero(msgs.topic == t_idx)
+        tag_hash = rules.tags_code_is_tag_hash(topic)
         for qid in np.unique(msgs.queue_id[sel]).tolist():
             rows = sel[msgs.queue_id[sel] == qid]
-            rows = rows[rules.expected_in_cq(msgs.sys_flag[rows])]
-            if not rows.size:
-                continue
             qs = queues.get((topic, qid))
+            ours = np.zeros(len(rows), bool)
+            if qs is not None:
+                place, at, size, tags = qs.units_at(msgs.queue_offset[rows])
+                ours = at == msgs.phy[rows]
+                good = ours & (size == msgs.size[rows])
+                if tag_hash:
+                    good &= (tags <= MAX_ADDR) | (tags == msgs.tags_code[rows])
+                qs.mark_good(place[good])
+            need = rules.expected_in_cq(msgs.sys_flag[rows]) & ~ours
             qmin = qs.min_offset if qs is not None else 0
             qmax = qs.max_offset if qs is not None else 0
-            rows = rows[msgs.queue_offset[rows] >= qmin]
-            if qs is not None and rows.size:
-                at, _ = qs.units_at(msgs.queue_offset[rows])
-                rows = rows[at != msgs.phy[rows]]  # the unit at its offset is not its unit
-                if rows.size:  # a unit elsewhere in the queue may still point at it
-                    rows = rows[~np.isin(msgs.phy[rows], qs.all_phys())]
+            rows = rows[need & (msgs.queue_offset[rows] >= qmin)]
+            if qs is not None and rows.size:  # a unit elsewhere in the queue may point at it
+                rows = rows[~np.isin(msgs.phy[rows], qs.all_phys())]
             for r in rows.tolist():
                 phy = int(msgs.phy[r])
                 f = store.file_for(phy)

@@ -97,7 +97,7 @@ def _start_file(r: Report, store: Store) -> int:
         0, min(cp.physic_msg_timestamp, cp.logics_msg_timestamp) - MIN_TIMESTAMP_SLACK_MS)
     for i in range(len(files) - 1, -1, -1):
         f = files[i].file
-        m = messages_at(store, np.array([f.start], np.int64))
+        m = messages_at(store, np.array([f.start], np.int64), tags=False)
         if not len(m):  # the file's first record must be a readable message
             continue
         ts = int(m.store_ts[0])
@@ -170,7 +170,7 @@ def _uncovered(m: Messages, queues: dict[tuple[str, int], tuple[QueueScan, int]]
                 n += len(rows)
                 continue
             q, keep = qk
-            at, _ = q.units_at(m.queue_offset[rows])
+            _, at, _, _ = q.units_at(m.queue_offset[rows])
             rows = rows[(at != m.phy[rows]) | (m.queue_offset[rows] >= q.min_offset + keep)]
             if rows.size:
                 n += int(np.count_nonzero(~np.isin(m.phy[rows], q.all_phys()[:keep])))

@@ -16,6 +16,7 @@ offsets (consume-queue units, index entries).
 
 from __future__ import annotations
 
+import os
 import zlib
 from array import array
 from collections.abc import Callable, Iterator
@@ -107,13 +108,15 @@ class _Columns:
 
     NAMES = ("phy", "size", "qid", "qoff", "topic", "ts", "tags", "sys", "crc")
 
-    def __init__(self, keys: bool = True) -> None:
+    _pairs = [np.empty((4, 1 << 18), dtype=np.int64)]  # property pairs (scratch, shared)
+
+    def __init__(self, keys: bool = True, tags: bool = True) -> None:
         self.parts: dict[str, list[np.ndarray]] = {k: [] for k in self.NAMES}
         self.rows = 0
         self.topics: dict[bytes, int] = {}
         self.with_keys = keys  # also the index key hashes (key_rows)
+        self.with_tags = tags  # also the tagsCode (else 0)
         self.keys = _KeyHashes()
-        self.pairs = np.empty((4, 1 << 16), dtype=np.int64)  # property pairs (scratch)
 
     def picked(self, a: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[
         np.ndarray, np.ndarray
@@ -124,10 +127,11 @@ class _Columns:
         n = len(starts)
         map_off = np.empty(n + 1, dtype=np.int32)
         picked = np.empty((len(kernel.PICK_NAMES), n), dtype=np.int64)
+        scratch = _Columns._pairs
         while kernel.split_properties(a, starts, lengths, kernel._PICK_BYTES, kernel._PICK_LENS,
-                                      self.pairs, map_off, picked) < 0:
-            self.pairs = np.empty((4, self.pairs.shape[1] * 2), dtype=np.int64)
-        return picked, self.pairs
+                                      scratch[0], map_off, picked) < 0:
+            scratch[0] = np.empty((4, scratch[0].shape[1] * 2), dtype=np.int64)
+        return picked, scratch[0]
 
     def topic_ids(self, a: np.ndarray, pos: np.ndarray, ln: np.ndarray) -> np.ndarray:
         """Topic ids of byte ranges of ``a``: grouped by (String.hashCode, length), each group
@@ -164,14 +168,15 @@ class _Columns:
         n = f.shape[1]
         rows = self.rows + np.arange(n, dtype=np.int64)
         tid = self.topic_ids(a, f[kernel.F_TOPIC_POS], f[kernel.F_TOPIC_LEN])
-        picked, pairs = self.picked(a, f[kernel.F_PROPS_POS], f[kernel.F_PROPS_LEN])
-        # tagsCode: the tag's String.hashCode (tags_code_of), 0 without a tag
         tags = np.zeros(n, np.int64)
-        i = np.flatnonzero(picked[0] >= 0)
-        j = picked[0][i]
-        tags[i] = java_hash_ranges(a, pairs[2][j], pairs[3][j]).view(np.int32)
-        if self.with_keys:
-            self._add_keys(a, rows, tid, picked, pairs)
+        if self.with_tags or self.with_keys:
+            picked, pairs = self.picked(a, f[kernel.F_PROPS_POS], f[kernel.F_PROPS_LEN])
+            # tagsCode: the tag's String.hashCode (tags_code_of), 0 without a tag
+            i = np.flatnonzero(picked[0] >= 0)
+            j = picked[0][i]
+            tags[i] = java_hash_ranges(a, pairs[2][j], pairs[3][j]).view(np.int32)
+            if self.with_keys:
+                self._add_keys(a, rows, tid, picked, pairs)
         crc = (f[kernel.F_CRC_OK] != 0) if check_crc else np.ones(n, bool)
         for k, v in (("phy", f[kernel.F_PHYS]), ("size", f[kernel.F_SIZE]),
                      ("qid", f[kernel.F_QUEUE_ID]), ("qoff", f[kernel.F_QUEUE_OFFSET]),
@@ -279,17 +284,15 @@ def scan_commitlog(
     on_window: WindowFn,
 ) -> list[FileScan]:
     """Walk every commitlog file (see the module doc); ``on_window`` gets each window's
-    facts."""
+    facts (with tagsCodes and index key hashes)."""
     scans: list[FileScan] = []
-    cols = _Columns(keys=False)
+    cols = _Columns()
 
     def flush() -> None:
         nonlocal cols
         if cols.rows:
-            nxt = _Columns(keys=False)
-            nxt.pairs = cols.pairs
             on_window(cols.messages())
-            cols = nxt
+            cols = _Columns()
 
     mfs = store.mapped_file_size
     for f in store.commitlog_files:
@@ -304,52 +307,61 @@ def scan_commitlog(
             ))
         buf = store.mapped(f)
         raw = kernel.as_bytes(buf)
-        for item in walk_fields(buf, file=f.rel, file_start=f.start, check_crc=check_crc,
-                                crc_findings=False):
-            if isinstance(item, np.ndarray):
-                k = item.shape[1]
-                if not k:
-                    continue
-                _crc_findings(buf, raw, item, f, check_crc, fs, sink)
-                cols.add_fields(raw, item, check_crc)
-                flush()
-                fs.messages += k
-                fs.message_bytes += int(item[kernel.F_SIZE].sum())
-                fs.data_end = int(item[kernel.F_PHYS, k - 1] + item[kernel.F_SIZE, k - 1])
-            elif isinstance(item, CommitLogMessage):
-                ok = _record_crc(item, f, check_crc, fs, sink)
-                cols.add_message(item, ok)
-                fs.messages += 1
-                fs.message_bytes += item.total_size
-                fs.data_end = item.end_offset
-            elif isinstance(item, BlankRecord):
-                fs.data_end = item.physical_offset
-            elif isinstance(item, Finding):  # the walker's unreadable regions
-                pos = item.offset if item.offset is not None else 0
-                phy = item.phy if item.phy is not None else f.start + pos
-                fs.unreadable_bytes += int(getattr(item, "length", 0) or 0)
-                if fs.first_break is None:
-                    fs.first_break = phy
-                sink.add(Finding(
-                    item.kind, f.rel, phy - f.start, item.detail, severity=item.severity,
-                    expected=item.expected, found=item.found, phy=phy,
-                ))
-            elif isinstance(item, FileEnd):
-                fs.end_kind = item.kind
-                if item.kind in ("torn", "corrupt"):
-                    pos = item.physical_offset - f.start
-                    if fs.first_break is None or item.physical_offset < fs.first_break:
-                        fs.first_break = item.physical_offset
-                    if fs.unreadable_bytes == 0:
-                        fs.unreadable_bytes = f.size - pos
+        try:  # the descriptor lets the walker skip the holes of a sparse (pre-allocated) file
+            fd: int | None = os.open(f.path, os.O_RDONLY) if len(buf) else None
+        except OSError:
+            fd = None
+        try:
+            for item in walk_fields(buf, file=f.rel, file_start=f.start, check_crc=check_crc,
+                                    crc_findings=False, fd=fd):
+                if isinstance(item, np.ndarray):
+                    k = item.shape[1]
+                    if not k:
+                        continue
+                    _crc_findings(buf, raw, item, f, check_crc, fs, sink)
+                    cols.add_fields(raw, item, check_crc)
+                    flush()
+                    fs.messages += k
+                    fs.message_bytes += int(item[kernel.F_SIZE].sum())
+                    fs.data_end = int(item[kernel.F_PHYS, k - 1] + item[kernel.F_SIZE, k - 1])
+                elif isinstance(item, CommitLogMessage):
+                    ok = _record_crc(item, f, check_crc, fs, sink)
+                    cols.add_message(item, ok)
+                    fs.messages += 1
+                    fs.message_bytes += item.total_size
+                    fs.data_end = item.end_offset
+                elif isinstance(item, BlankRecord):
+                    fs.data_end = item.physical_offset
+                elif isinstance(item, Finding):  # the walker's unreadable regions
+                    pos = item.offset if item.offset is not None else 0
+                    phy = item.phy if item.phy is not None else f.start + pos
+                    fs.unreadable_bytes += int(getattr(item, "length", 0) or 0)
+                    if fs.first_break is None:
+                        fs.first_break = phy
                     sink.add(Finding(
-                        "torn-record" if item.kind == "torn" else "corrupt", f.rel, pos,
-                        item.detail or "unreadable bytes", phy=item.physical_offset,
+                        item.kind, f.rel, phy - f.start, item.detail, severity=item.severity,
+                        expected=item.expected, found=item.found, phy=phy,
                     ))
-                elif item.kind == "zeros" and fs.first_break is None:
-                    fs.first_break = item.physical_offset
-                    if fs.data_end < item.physical_offset:
-                        fs.data_end = item.physical_offset
+                elif isinstance(item, FileEnd):
+                    store.note_file_end(f, item)
+                    fs.end_kind = item.kind
+                    if item.kind in ("torn", "corrupt"):
+                        pos = item.physical_offset - f.start
+                        if fs.first_break is None or item.physical_offset < fs.first_break:
+                            fs.first_break = item.physical_offset
+                        if fs.unreadable_bytes == 0:
+                            fs.unreadable_bytes = f.size - pos
+                        sink.add(Finding(
+                            "torn-record" if item.kind == "torn" else "corrupt", f.rel, pos,
+                            item.detail or "unreadable bytes", phy=item.physical_offset,
+                        ))
+                    elif item.kind == "zeros" and fs.first_break is None:
+                        fs.first_break = item.physical_offset
+                        if fs.data_end < item.physical_offset:
+                            fs.data_end = item.physical_offset
+        finally:
+            if fd is not None:
+                os.close(fd)
         flush()
         del raw
         if progress is not None:
@@ -388,7 +400,7 @@ def message_windows(store: Store, lo: int, hi: int | None = None) -> Iterator[Me
             continue
         buf = store.mapped(f)
         raw = kernel.as_bytes(buf)
-        cols = _Columns(keys=False)
+        cols = _Columns(keys=False, tags=False)
         for item in walk_fields(buf, file=f.rel, file_start=f.start):
             if isinstance(item, np.ndarray):
                 ph = item[kernel.F_PHYS]
@@ -396,7 +408,7 @@ def message_windows(store: Store, lo: int, hi: int | None = None) -> Iterator[Me
                 if sel.any():
                     cols.add_fields(raw, np.ascontiguousarray(item[:, sel]), False)
                     yield cols.messages()
-                    cols = _Columns(keys=False)
+                    cols = _Columns(keys=False, tags=False)
             elif isinstance(item, CommitLogMessage) and item.physical_offset >= lo and (
                     hi is None or item.physical_offset < hi):
                 cols.add_message(item, True)

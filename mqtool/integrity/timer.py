@@ -178,7 +178,7 @@ def _check_units(
     deliver = _deliver_ms(log.units)
     below = opy < first_start
     past = ~below & (opy + spy > data_end)
-    msgs = messages_at(store, opy[~below & ~past])
+    msgs = messages_at(store, opy[~below & ~past], tags=False)
     ii, hit = msgs.lookup(opy)
     check = ~below & ~past
     timer_idx = msgs.topics.index(TIMER_TOPIC) if TIMER_TOPIC in msgs.topics else -1
