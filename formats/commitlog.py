@@ -34,6 +34,7 @@ from mqtool.formats.errors import (
     BadMagicError,
     BadSizeError,
     FormatError,
+    TornPropertiesError,
     TruncatedError,
 )
 from mqtool.formats.rules import (  # MessageConst names, re-exported (one home: formats/rules.py)
@@ -172,6 +173,21 @@ def cal_msg_length(
         4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born + 8 + store + 4 + 8
         + 4 + body_length + topic_len_size + topic_length + 2 + properties_length
     )
+
+
+def properties_torn(buf: Buffer, end: int, properties_length: int) -> bool:
+    """The torn-properties rule: a record (ending at ``end``) whose non-empty properties, its
+    last field, end in a zero byte had its tail never written (a torn write: the lengths still
+    add up, and 4.9.7 has no CRC over the properties).
+
+    RocketMQ never ends a properties string with a zero byte: ``MessageDecoder
+    #messageProperties2String`` writes ``name\\x01value\\x02`` per pair, and 4.9.1 to 5.1
+    drop the last ``\\x02`` (the string ends with the last value); 5.2+ keep it, and
+    ``MessageExtEncoder`` appends the ``__CRC32#`` property ending in ``\\x02``. Only a
+    property value that itself ends in U+0000 (the gRPC proxy refuses control characters; a
+    remoting client could send one) would be taken for a torn write. The kernels
+    (:mod:`.kernel`, :mod:`.fused`, spark/java) apply the same test to the same byte."""
+    return properties_length > 0 and buf[end - 1] == 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -430,6 +446,13 @@ def parse_message(
             file, file_start, pos,
             f"record length mismatch: TOTALSIZE {total_size}, fields add up to {expected}",
             BadSizeError,
+        )
+    if properties_torn(buf, end, props_len):
+        zeros = len(props_bytes) - len(props_bytes.rstrip(b"\0"))
+        raise _err(
+            file, file_start, pos,
+            f"properties torn: the record's last {zeros} of {props_len} property bytes are "
+            "zeros (its tail was never written)", TornPropertiesError,
         )
     try:
         topic = topic_bytes.decode("utf-8")

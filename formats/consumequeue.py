@@ -21,7 +21,7 @@ from mqtool.formats.errors import FormatError
 from mqtool.formats.rules import LONG_MIN_VALUE, MAX_ADDR, SCHEDULE_TOPIC, is_ext_addr, tags_code_of
 
 __all__ = [
-    "CQ_DTYPE", "CQ_STORE_UNIT_SIZE", "CQ_UNIT", "LONG_MIN_VALUE", "MAX_ADDR",
+    "CQ_DTYPE", "CQ_STORE_UNIT_SIZE", "CQ_UNIT", "CQ_UNIT_STRUCT", "LONG_MIN_VALUE", "MAX_ADDR",
     "MSG_TAG_OFFSET_INDEX", "SCHEDULE_TOPIC", "CqEntry", "build_cq_entry", "cq_array", "iter_cq",
     "parse_cq_entry", "tags_code_of",
 ]
@@ -39,7 +39,9 @@ CQ_UNIT = cs.Struct(
 CQ_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
 """numpy dtype of a unit, for bulk reads."""
 
-_UNIT = struct.Struct(">qiq")
+CQ_UNIT_STRUCT = struct.Struct(">qiq")
+"""One 20-byte unit for ``struct`` reads and writes (``unpack_from``/``pack_into``): the one
+struct every reader and writer of units uses."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,12 +73,12 @@ def parse_cq_entry(
             file, file_start + pos,
             f"truncated consume-queue unit: {len(buf) - pos} of 20 bytes",
         )
-    return CqEntry(*_UNIT.unpack_from(buf, pos))
+    return CqEntry(*CQ_UNIT_STRUCT.unpack_from(buf, pos))
 
 
 def build_cq_entry(e: CqEntry) -> bytes:
     """Encode one unit as ``ConsumeQueue#putMessagePositionInfo`` writes it."""
-    return _UNIT.pack(e.commit_log_offset, e.size, e.tags_code)
+    return CQ_UNIT_STRUCT.pack(e.commit_log_offset, e.size, e.tags_code)
 
 
 def iter_cq(
@@ -89,7 +91,7 @@ def iter_cq(
     """
     n = len(buf) - len(buf) % CQ_STORE_UNIT_SIZE
     for pos in range(0, n, CQ_STORE_UNIT_SIZE):
-        off, size, tags = _UNIT.unpack_from(buf, pos)
+        off, size, tags = CQ_UNIT_STRUCT.unpack_from(buf, pos)
         if off == 0 and size == 0 and tags == 0:
             return
         yield pos, CqEntry(off, size, tags)

@@ -112,6 +112,14 @@ class TornRecordError(FormatError):
     kind = _kind("torn-record", "an incomplete record at the end of the written data")
 
 
+class TornPropertiesError(FormatError):
+    """A message record whose properties end in a zero byte: the tail of the record (the
+    properties are its last field) was never written, a torn write that still adds up."""
+
+    kind = _kind("properties-torn", "a record whose properties end in zeros (its tail was "
+                 "never written)")
+
+
 class UnexpectedZerosError(FormatError):
     """Zeros where data must be (data ends before the last file, a zeroed record)."""
 

@@ -23,32 +23,32 @@ from __future__ import annotations
 # isort: off
 from mqtool.formats import kernel as _kernel  # first: it sets NUMBA_CACHE_DIR for numba
 # isort: on
-from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 import numba as nb
 import numpy as np
-from llvmlite import ir  # type: ignore[import-untyped]
-from numba import types
-from numba.core import cgutils
-from numba.cpython.unsafe.numbers import trailing_zeros as _tz
-from numba.extending import intrinsic
 
+from mqtool.formats.intrinsics import (
+    copy8,
+    load64,
+    native_crc,
+    or_bytes,
+    prefetch,
+    store64,
+    trailing_zeros,
+)
 from mqtool.formats.kernel import (
-    _BORN6,
     _JIT,
-    _MIN_V1,
-    _MV1,
-    _MV2,
-    _STORE6,
     STOP_ANOMALY,
     STOP_END,
     STOP_FULL,
-    _i16,
     _i32,
     _i64,
+    _same,
     _u32,
     crc32,
+    inlined,
+    record_layout,
     utf8_ok,
 )
 
@@ -120,11 +120,6 @@ def _no_refcounts(fn: _Fn) -> _Fn:
     return cast(_Fn, nb.njit(**options)(fn))
 
 
-def _inlined(fn: _Fn) -> _Fn:
-    """A helper compiled into its callers (numba ``inline="always"``: no call per use)."""
-    return cast(_Fn, nb.njit(inline="always", **_JIT)(fn))
-
-
 AHEAD = 4096
 """Bytes the kernel asks the CPU to fetch ahead of the record it decodes (software prefetch:
 the checks of a record take longer than the hardware prefetcher looks ahead)."""
@@ -134,126 +129,12 @@ HOST_MAX = 24  # "255.255.255.255:-2147483648"
 MSGID_MAX = 56  # IPv6 store host: 16 + 4 + 8 bytes in hex
 
 
-def _load64_typing(typingctx: object, arr: types.Array, idx: types.Integer) -> object:
-    """The 8 bytes at ``arr[idx]`` as one native (little-endian) uint64, unaligned."""
-    sig = types.uint64(arr, idx)
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        ary = context.make_array(signature.args[0])(context, builder, args[0])
-        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), ir.IntType(64).as_pointer())
-        return builder.load(ptr, align=1)
-
-    return sig, codegen
-
-
-def _store64_typing(typingctx: object, arr: types.Array, idx: types.Integer,
-                    val: types.Integer) -> object:
-    """Store ``val`` as 8 native bytes at ``arr[idx]``, unaligned."""
-    sig = types.void(arr, idx, types.uint64)
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        ary = context.make_array(signature.args[0])(context, builder, args[0])
-        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), ir.IntType(64).as_pointer())
-        builder.store(args[2], ptr, align=1)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-def _prefetch_typing(typingctx: object, arr: types.Array, idx: types.Integer) -> object:
-    """Ask for the cache line of ``arr[idx]`` (``llvm.prefetch``, read, keep): no fault, no
-    effect on results."""
-    sig = types.void(arr, idx)
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        ary = context.make_array(signature.args[0])(context, builder, args[0])
-        i8p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fn = cgutils.get_or_insert_function(  # type: ignore[no-untyped-call]
-            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
-            "llvm.prefetch.p0i8")
-        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), i8p)
-        builder.call(fn, [ptr, i32(0), i32(3), i32(1)])
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-def _native_crc_typing(typingctx: object, fn: types.Integer, kind: types.Integer,
-                       arr: types.Array, idx: types.Integer, n: types.Integer) -> object:
-    """zlib's CRC-32 of ``arr[idx:idx+n]`` by a C function at address ``fn``: ``kind`` 1 is
-    ``libdeflate_crc32(uint32, const void *, size_t)``, 2 is zlib's ``crc32(unsigned long,
-    const Bytef *, unsigned int)`` (the address is data, so the compiled kernel stays
-    cacheable)."""
-    sig = types.int64(fn, kind, arr, idx, n)
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        fnaddr, kindv, _, idxv, nv = args
-        ary = context.make_array(signature.args[2])(context, builder, args[2])
-        i8p = ir.IntType(8).as_pointer()
-        i32, i64 = ir.IntType(32), ir.IntType(64)
-        ptr = builder.bitcast(builder.gep(ary.data, [idxv]), i8p)
-        deflate_t = ir.FunctionType(i32, [i32, i8p, i64])
-        zlib_t = ir.FunctionType(i64, [i64, i8p, i32])
-        out = cgutils.alloca_once(builder, i64)  # type: ignore[no-untyped-call]
-        with builder.if_else(builder.icmp_signed("==", kindv, ir.Constant(i64, 1))) as (
-            is_deflate, is_zlib
-        ):
-            with is_deflate:
-                f = builder.inttoptr(fnaddr, deflate_t.as_pointer())
-                r = builder.call(f, [ir.Constant(i32, 0), ptr, nv])
-                builder.store(builder.zext(r, i64), out)
-            with is_zlib:
-                f = builder.inttoptr(fnaddr, zlib_t.as_pointer())
-                r = builder.call(f, [ir.Constant(i64, 0), ptr, builder.trunc(nv, i32)])
-                builder.store(builder.and_(r, ir.Constant(i64, 0xFFFFFFFF)), out)
-        return builder.load(out)
-
-    return sig, codegen
-
-
-_load64 = cast(Callable[..., Any], intrinsic(_load64_typing))
-_native_crc = cast(Callable[..., Any], intrinsic(_native_crc_typing))
-_prefetch = cast(Callable[..., Any], intrinsic(_prefetch_typing))
-trailing_zeros = cast(Callable[..., Any], _tz)  # of a non-zero uint64 (llvm.cttz)
-_store64 = cast(Callable[..., Any], intrinsic(_store64_typing))
-
-
-@_inlined
-def _copy(dst: np.ndarray, q: int, src: np.ndarray, p: int, n: int) -> None:
-    """``dst[q:q+n] = src[p:p+n]``, 8 bytes at a time (``dst`` may get up to 7 more bytes
-    written after ``q + n``: callers leave that room; ``src`` is never read past its end)."""
-    if p + n + 8 <= src.shape[0]:
-        k = 0
-        while k < n:
-            _store64(dst, q + k, _load64(src, p + k))
-            k += 8
-    else:
-        for k in range(n):
-            dst[q + k] = src[p + k]
-
-
-@_inlined
-def _or_bytes(src: np.ndarray, p: int, n: int) -> int:
-    """OR of ``src[p:p+n]`` (>= 0x80: not ASCII)."""
-    acc = np.uint64(0)
-    k = 0
-    if p + n + 8 <= src.shape[0]:
-        while k + 8 <= n:
-            acc |= _load64(src, p + k)
-            k += 8
-    while k < n:
-        acc |= np.uint64(src[p + k])
-        k += 1
-    return int(acc & np.uint64(0x8080808080808080))
-
-
 _LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
 _ADD3 = np.uint64(0x7D7D7D7D7D7D7D7D)  # a byte of 3..127 plus this sets its high bit
 _HIGH = np.uint64(0x8080808080808080)
 
 
-@_inlined
+@inlined
 def _split_ascii(buf: np.ndarray, p0: int, n: int, pr: np.ndarray) -> tuple[int, int]:
     """Pairs of one properties string ``buf[p0:p0+n]`` into ``pr`` (3 x at least n // 2 + 1):
     key start, the ``\\x01`` after the key, the end of the value.
@@ -271,7 +152,7 @@ def _split_ascii(buf: np.ndarray, p0: int, n: int, pr: np.ndarray) -> tuple[int,
     k = p0
     while k < end:
         if end + 8 <= buf.shape[0]:
-            w = _load64(buf, k)
+            w = load64(buf, k)
             if k + 8 > end:  # the bytes past the string do not count
                 keep = (np.uint64(1) << np.uint64(8 * (end - k))) - np.uint64(1)
                 w &= keep
@@ -318,15 +199,7 @@ def _split_ascii(buf: np.ndarray, p0: int, n: int, pr: np.ndarray) -> tuple[int,
     return m, int(acc & _HIGH)
 
 
-@_inlined
-def _same(buf: np.ndarray, a: int, b: int, ln: int) -> bool:
-    for k in range(ln):
-        if buf[a + k] != buf[b + k]:
-            return False
-    return True
-
-
-@_inlined
+@inlined
 def _host4(d: np.ndarray, q: int, buf: np.ndarray, ip: int, port: int) -> int:
     """Write ``a.b.c.d:port`` (IPv4 at ``buf[ip:ip+4]``, signed port) at ``d[q]``; returns
     its length."""
@@ -369,7 +242,7 @@ _ONES = np.uint64(0x0101010101010101)
 _ZERO = np.uint64(0x3030303030303030)
 
 
-@_inlined
+@inlined
 def _hex8(d: np.ndarray, q: int, v: int) -> None:
     """The 8 upper-case hex digits of the 32-bit ``v`` (most significant first) at ``d[q]``:
     every nibble to a byte at once (SWAR), one store."""
@@ -379,13 +252,13 @@ def _hex8(d: np.ndarray, q: int, v: int) -> None:
          | ((x & np.uint64(0xFF)) << np.uint64(48)))
     nib = ((z >> np.uint64(4)) & _NIB) | ((z & _NIB) << np.uint64(8))
     over9 = ((nib + _SIX) >> np.uint64(4)) & _ONES
-    _store64(d, q, nib + _ZERO + over9 * np.uint64(7))
+    store64(d, q, nib + _ZERO + over9 * np.uint64(7))
 
 
-@_inlined
+@inlined
 def _key_word(buf: np.ndarray, kpos: int, klen: int) -> Any:
     """A key of up to 8 bytes as one little-endian word (the bytes after it masked off)."""
-    w = _load64(buf, kpos)
+    w = load64(buf, kpos)
     if klen < 8:
         w &= (np.uint64(1) << np.uint64(8 * klen)) - np.uint64(1)
     return w
@@ -462,60 +335,17 @@ def decode(
             return i, p, STOP_END
         if i >= cap:
             return i, p, STOP_FULL
-        if p + 8 > n:
-            return i, p, STOP_ANOMALY
         target = min(p + ahead, n)
         pf = max(pf, target - 64 * AHEAD_LINES)
         while pf < target:
-            _prefetch(buf, pf)
+            prefetch(buf, pf)
             pf += 64
-        size = _i32(buf, p)
-        magic = _u32(buf, p + 4)
-        if magic == _MV1:
-            tl_w = 1
-        elif magic == _MV2:
-            tl_w = 2
-        else:
+        (tl_w, size, sys_flag, born_len, store_len, store_ts_pos, store_pos, recon_pos,
+         body_pos, body_len, topic_pos, topic_len, props_pos, props_len,
+         phys) = record_layout(buf, p, file_start)
+        if tl_w == 0:
             return i, p, STOP_ANOMALY
-        if size < _MIN_V1 + tl_w - 1 or p + size > n:
-            return i, p, STOP_ANOMALY
-        end = p + size
-        sys_flag = _i32(buf, p + 36)
-        born_len = 16 if sys_flag & _BORN6 else 4
-        store_len = 16 if sys_flag & _STORE6 else 4
         born_pos = p + 48
-        store_ts_pos = born_pos + born_len + 4
-        store_pos = store_ts_pos + 8
-        recon_pos = store_pos + store_len + 4
-        blen_pos = recon_pos + 12
-        if blen_pos + 4 > end:
-            return i, p, STOP_ANOMALY
-        body_len = _i32(buf, blen_pos)
-        body_pos = blen_pos + 4
-        if body_len < 0 or body_pos + body_len > end:
-            return i, p, STOP_ANOMALY
-        tl_pos = body_pos + body_len
-        if tl_pos + tl_w > end:
-            return i, p, STOP_ANOMALY
-        if tl_w == 2:
-            topic_len = _i16(buf, tl_pos)
-        else:
-            topic_len = int(buf[tl_pos])
-            if topic_len > 127:
-                topic_len -= 256
-        topic_pos = tl_pos + tl_w
-        if topic_len < 0 or topic_pos + topic_len > end:
-            return i, p, STOP_ANOMALY
-        pl_pos = topic_pos + topic_len
-        if pl_pos + 2 > end:
-            return i, p, STOP_ANOMALY
-        props_len = _i16(buf, pl_pos)
-        props_pos = pl_pos + 2
-        if props_len < 0 or props_pos + props_len != end:  # calMsgLength == TOTALSIZE
-            return i, p, STOP_ANOMALY
-        phys = _i64(buf, p + 28)
-        if phys != file_start + p:
-            return i, p, STOP_ANOMALY
         # does the whole row fit? (else the caller takes what is done and calls again)
         if (npairs + props_len // 2 + 1 > ocap or props_len // 2 + 2 > scratch.shape[1]
                 or u_topic + topic_len > room or u_props + props_len > room
@@ -525,7 +355,7 @@ def decode(
                 or u_born + HOST_MAX > room or u_store + HOST_MAX > room
                 or 10 * (i + 1) > room):
             return i, p, STOP_FULL
-        if _or_bytes(buf, topic_pos, topic_len) and not utf8_ok(buf, topic_pos, topic_len):
+        if or_bytes(buf, topic_pos, topic_len) and not utf8_ok(buf, topic_pos, topic_len):
             return i, p, STOP_ANOMALY
         m, acc = _split_ascii(buf, props_pos, props_len, scratch)
         if acc and not utf8_ok(buf, props_pos, props_len):
@@ -553,16 +383,16 @@ def decode(
         o32[I_MAGIC_V2, i] = tl_w - 1
         if check_crc:
             if crc_fn != 0 and body_len > 0:
-                crc = _native_crc(crc_fn, crc_kind, buf, body_pos, body_len) & 0x7FFFFFFF
+                crc = native_crc(crc_fn, crc_kind, buf, body_pos, body_len) & 0x7FFFFFFF
             else:
                 crc = crc32(buf, body_pos, body_len, tables) & 0x7FFFFFFF
             o32[I_CRC_OK, i] = 1 if crc == body_crc else 0
         else:
             o32[I_CRC_OK, i] = -1
-        _copy(d, b_topic + u_topic, buf, topic_pos, topic_len)
+        copy8(d, b_topic + u_topic, buf, topic_pos, topic_len)
         u_topic += topic_len
         offs[S_TOPIC, i + 1] = u_topic
-        _copy(d, b_props + u_props, buf, props_pos, props_len)
+        copy8(d, b_props + u_props, buf, props_pos, props_len)
         u_props += props_len
         offs[S_PROPS, i + 1] = u_props
         # the property map: pairs in order, an earlier duplicate key dropped
@@ -589,9 +419,9 @@ def decode(
                 continue
             vpos = scratch[1, j] + 1
             vlen = scratch[2, j] - vpos
-            _copy(d, b_key + u_key, buf, kpos, klen)
+            copy8(d, b_key + u_key, buf, kpos, klen)
             u_key += klen
-            _copy(d, b_value + u_value, buf, vpos, vlen)
+            copy8(d, b_value + u_value, buf, vpos, vlen)
             u_value += vlen
             npairs += 1
             offs[S_KEY, npairs] = u_key
@@ -608,13 +438,13 @@ def decode(
                                 break
                     if hit:
                         if t == 0:
-                            _copy(d, (S_TAGS + t) * dcap + u_pick0, buf, vpos, vlen)
+                            copy8(d, (S_TAGS + t) * dcap + u_pick0, buf, vpos, vlen)
                             u_pick0 += vlen
                         elif t == 1:
-                            _copy(d, (S_TAGS + t) * dcap + u_pick1, buf, vpos, vlen)
+                            copy8(d, (S_TAGS + t) * dcap + u_pick1, buf, vpos, vlen)
                             u_pick1 += vlen
                         else:
-                            _copy(d, (S_TAGS + t) * dcap + u_pick2, buf, vpos, vlen)
+                            copy8(d, (S_TAGS + t) * dcap + u_pick2, buf, vpos, vlen)
                             u_pick2 += vlen
                         valid[t, i] = 1
                         break
@@ -638,7 +468,7 @@ def decode(
             key = (_u32(buf, born_pos) << 32) | (born_port & 0xFFFFFFFF)
             q = b_born + u_born
             if born_seen and key == born_key:
-                _copy(d, q, d, born_at, born_txt)
+                copy8(d, q, d, born_at, born_txt)
             else:
                 born_txt = _host4(d, q, buf, born_pos, born_port)
                 born_key = key
@@ -649,7 +479,7 @@ def decode(
             key = (_u32(buf, store_pos) << 32) | (store_port & 0xFFFFFFFF)
             q = b_store + u_store
             if store_seen and key == store_key:
-                _copy(d, q, d, store_at, store_txt)
+                copy8(d, q, d, store_at, store_txt)
             else:
                 store_txt = _host4(d, q, buf, store_pos, store_port)
                 store_key = key
@@ -660,7 +490,7 @@ def decode(
             nv6 += 1
         offs[S_BORN, i + 1] = u_born
         offs[S_STORE, i + 1] = u_store
-        _copy(d, b_magic + 10 * i, magic_text, 10 * (tl_w - 1), 10)
+        copy8(d, b_magic + 10 * i, magic_text, 10 * (tl_w - 1), 10)
         offs[S_MAGIC, i + 1] = 10 * (i + 1)
         used[S_TOPIC] = u_topic
         used[S_PROPS] = u_props
@@ -675,4 +505,4 @@ def decode(
         used[U_PAIRS] = npairs
         used[U_V6_HOSTS] = nv6
         i += 1
-        p = end
+        p += size

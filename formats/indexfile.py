@@ -16,16 +16,14 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import construct as cs
+import numpy as np
 
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.errors import FormatError
 from mqtool.formats.javastr import java_string_hash
-
-if TYPE_CHECKING:
-    import numpy as np
 
 INDEX_HEADER_SIZE = 40
 HASH_SLOT_SIZE = 4
@@ -48,9 +46,14 @@ INDEX_ENTRY = cs.Struct(
     "time_diff" / cs.Int32sb,
     "prev_index" / cs.Int32sb,
 )
-_HEADER = struct.Struct(">qqqqii")
-_ENTRY = struct.Struct(">iqii")
-_SLOT = struct.Struct(">i")
+INDEX_HEADER_STRUCT = struct.Struct(">qqqqii")
+"""The 40-byte header for ``struct`` reads and writes (the layout of INDEX_HEADER)."""
+INDEX_ENTRY_STRUCT = struct.Struct(">iqii")
+"""One 20-byte entry for ``struct`` reads and writes (the layout of INDEX_ENTRY)."""
+HASH_SLOT_STRUCT = struct.Struct(">i")
+INDEX_ENTRY_DTYPE = np.dtype([("h", ">i4"), ("p", ">i8"), ("t", ">i4"), ("v", ">i4")])
+"""numpy dtype of an entry (keyHash, phyOffset, timeDiff, prevIndex), for bulk reads/writes."""
+"""One 4-byte hash slot (the 1-based number of the slot's newest entry, 0 when empty)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +156,6 @@ def _candidate_geometries(
     a hostile 420 MB file has ~21 million of them, too many to test one by one). With
     ``strict=False`` that filter is dropped for a small file (at most 65,536 splits): its
     newest entry's slot may be the damaged one."""
-    import numpy as np
 
     if body % HASH_SLOT_SIZE:
         return
@@ -188,15 +190,15 @@ def _plausible(buf: Buffer, h: IndexHeader, g: IndexGeometry, tolerate: int = 0)
     tried = 0
     for n in range(last, max(0, last - 8), -1):
         tried += 1
-        key_hash, _, _, _ = _ENTRY.unpack_from(buf, g.entry_pos(n))
+        key_hash, _, _, _ = INDEX_ENTRY_STRUCT.unpack_from(buf, g.entry_pos(n))
         if key_hash < 0:
             misses += 1
             continue
-        head = _SLOT.unpack_from(buf, g.slot_pos(key_hash % g.hash_slot_num))[0]
+        head = HASH_SLOT_STRUCT.unpack_from(buf, g.slot_pos(key_hash % g.hash_slot_num))[0]
         if head < n or head > last:
             misses += 1
         elif head != n:
-            hk = _ENTRY.unpack_from(buf, g.entry_pos(head))[0]
+            hk = INDEX_ENTRY_STRUCT.unpack_from(buf, g.entry_pos(head))[0]
             if hk % g.hash_slot_num != key_hash % g.hash_slot_num:
                 misses += 1
     return misses <= tolerate and misses < tried
@@ -204,7 +206,6 @@ def _plausible(buf: Buffer, h: IndexHeader, g: IndexGeometry, tolerate: int = 0)
 
 def _proven(buf: Buffer, h: IndexHeader, g: IndexGeometry) -> bool:
     """Full test: the number of non-empty slots equals the header's hashSlotCount."""
-    import numpy as np
 
     slots = np.frombuffer(buf, dtype=">i4", count=g.hash_slot_num, offset=INDEX_HEADER_SIZE)
     if int(slots.max(initial=0)) > h.index_count:
@@ -233,7 +234,6 @@ def index_key_hashes(prefixes: Sequence[int], keys: Sequence[str]) -> list[int]:
 def index_key_hash_of(states: np.ndarray) -> np.ndarray:
     """``indexKeyHashMethod`` of ``String.hashCode`` states (uint32 array): abs of the signed
     int, ``Integer.MIN_VALUE`` -> 0 (int64 array)."""
-    import numpy as np
 
     signed = np.asarray(states, dtype=np.uint32).view(np.int32).astype(np.int64)
     res = np.abs(signed)
@@ -249,18 +249,18 @@ def build_key(topic: str, key: str) -> str:
 def parse_header(buf: Buffer, *, file: str | None = None) -> IndexHeader:
     if len(buf) < INDEX_HEADER_SIZE:
         raise FormatError(file, 0, f"truncated index header: {len(buf)} of 40 bytes")
-    return IndexHeader(*_HEADER.unpack_from(buf, 0))
+    return IndexHeader(*INDEX_HEADER_STRUCT.unpack_from(buf, 0))
 
 
 def build_header(h: IndexHeader) -> bytes:
-    return _HEADER.pack(
+    return INDEX_HEADER_STRUCT.pack(
         h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset,
         h.hash_slot_count, h.index_count,
     )
 
 
 def build_entry(e: IndexEntry) -> bytes:
-    return _ENTRY.pack(e.key_hash, e.phy_offset, e.time_diff, e.prev_index)
+    return INDEX_ENTRY_STRUCT.pack(e.key_hash, e.phy_offset, e.time_diff, e.prev_index)
 
 
 class IndexReader:
@@ -281,12 +281,12 @@ class IndexReader:
             )
 
     def slot_value(self, slot: int) -> int:
-        return int(_SLOT.unpack_from(self.buf, self.geometry.slot_pos(slot))[0])
+        return int(HASH_SLOT_STRUCT.unpack_from(self.buf, self.geometry.slot_pos(slot))[0])
 
     def entry(self, n: int) -> IndexEntry:
         if not 0 <= n < self.geometry.index_num:
             raise FormatError(self.file, None, f"index entry {n} out of range")
-        return IndexEntry(*_ENTRY.unpack_from(self.buf, self.geometry.entry_pos(n)))
+        return IndexEntry(*INDEX_ENTRY_STRUCT.unpack_from(self.buf, self.geometry.entry_pos(n)))
 
     def entries(self) -> Iterator[tuple[int, IndexEntry]]:
         """Every used entry ``(number, entry)`` in write order (1 .. indexCount-1)."""
@@ -331,8 +331,6 @@ class IndexReader:
         ``entries=False``: the header and slot table only (memory for the slots, not for every
         entry; ``mqtool verify`` checks the entries itself, a chunk at a time).
         """
-        import numpy as np
-
         h, g = self.header, self.geometry
         out: list[FormatError] = []
         slots = np.frombuffer(self.buf, dtype=">i4", count=g.hash_slot_num,
@@ -370,8 +368,8 @@ class IndexReader:
             bad[g.slot_pos(i)] = (f"slot {i} points at entry {int(slots[i])} "
                                   f"(entries 1..{count - 1})")
         if count > 1:
-            dtype = np.dtype([("h", ">i4"), ("p", ">i8"), ("t", ">i4"), ("v", ">i4")])
-            ent = np.frombuffer(self.buf, dtype=dtype, count=count - 1, offset=g.entry_pos(1))
+            ent = np.frombuffer(self.buf, dtype=INDEX_ENTRY_DTYPE, count=count - 1,
+                                offset=g.entry_pos(1))
             used = (slots > 0) & (slots < count)
             heads = np.flatnonzero(used)
             head_slot = ent["h"][slots[heads] - 1].astype(np.int64) % nslot
@@ -380,7 +378,8 @@ class IndexReader:
                 bad.setdefault(g.slot_pos(i), f"slot {i} points at entry {int(slots[i])}, "
                                "whose keyHash belongs to another slot")
         if count > 1 and entries:
-            ent = np.frombuffer(self.buf, dtype=dtype, count=count - 1, offset=g.entry_pos(1))
+            ent = np.frombuffer(self.buf, dtype=INDEX_ENTRY_DTYPE, count=count - 1,
+                                offset=g.entry_pos(1))
             num = np.arange(1, count)
             key_hash, phy, prev = (ent["h"].astype(np.int64), ent["p"].astype(np.int64),
                                    ent["v"].astype(np.int64))

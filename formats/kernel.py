@@ -3,11 +3,12 @@
 One pass over a mapped commitlog window does, per record, what ``MessageDecoder.decode`` does
 (and what :func:`.commitlog.parse_message` plus :func:`.commitlog.scan_file`'s PHYSICALOFFSET
 check accept): follow TOTALSIZE, check the magic, every length against TOTALSIZE
-(``MessageExtEncoder#calMsgLength``), PHYSICALOFFSET against the record's place and the topic
-and properties as UTF-8, gather every fixed field, and optionally check BODYCRC
-(``UtilAll.crc32``). The kernel never judges damage: it stops at the first record it does not
-accept and returns where, with status :data:`STOP_ANOMALY`; the caller hands that position to
-the one damage rule (:mod:`.commitlog` ``scan_file`` / the walker) for the verdict.
+(``MessageExtEncoder#calMsgLength``), PHYSICALOFFSET against the record's place, properties
+not torn (:func:`record_layout`, shared with :mod:`.fused`), topic and properties as UTF-8,
+gather every fixed field, optionally check BODYCRC (``UtilAll.crc32``). The kernel never judges
+damage: it stops at the first record it does not accept and returns where, with status
+:data:`STOP_ANOMALY`; the caller hands that position to the one damage rule (:mod:`.commitlog`
+``scan_file`` / the walker) for the verdict.
 
 The other kernels turn the accepted records into Arrow buffers directly (offsets + data):
 :func:`gather` (topic, properties string), :func:`split_properties` (the property map,
@@ -90,6 +91,11 @@ def _compiled(fn: _Fn) -> _Fn:
     return cast(_Fn, nb.njit(**_JIT)(fn))
 
 
+def inlined(fn: _Fn) -> _Fn:
+    """A helper compiled into its callers (numba ``inline="always"``: no call per use)."""
+    return cast(_Fn, nb.njit(inline="always", **_JIT)(fn))
+
+
 def _crc_tables() -> np.ndarray:
     """Slicing-by-8 tables of the reflected CRC-32 (zlib's polynomial 0xEDB88320)."""
     t = np.zeros((8, 256), dtype=np.uint32)
@@ -128,7 +134,6 @@ def native_crc32() -> tuple[int, int]:
             continue
         return ctypes.cast(fn, ctypes.c_void_p).value or 0, kind
     return 0, 0
-
 
 
 @_compiled
@@ -178,6 +183,77 @@ def _i16(b: np.ndarray, p: int) -> int:
 @_compiled
 def _i64(b: np.ndarray, p: int) -> int:
     return int((np.int64(_u32(b, p)) << 32) | np.int64(_u32(b, p + 4)))
+
+
+_NO_RECORD = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+
+
+@inlined
+def record_layout(buf: np.ndarray, p: int, file_start: int) -> tuple[int, ...]:
+    """The one record-layout rule of both kernels (:func:`scan`, :func:`.fused.decode`): a
+    record at ``p`` as ``parse_message`` (less UTF-8) and the walker's PHYSICALOFFSET accept.
+    Magic V1 or V2; TOTALSIZE at least the smallest record (``_MIN_V1``, +1 for V2) and inside
+    ``buf``; every length adding up to TOTALSIZE (``MessageExtEncoder#calMsgLength``);
+    PHYSICALOFFSET equal to ``file_start + p``; properties not torn (not ending in a zero
+    byte: :func:`.commitlog.properties_torn`).
+
+    Returns ``(tl_w, size, sys_flag, born_len, store_len, store_ts_pos, store_pos, recon_pos,
+    body_pos, body_len, topic_pos, topic_len, props_pos, props_len, phys)``; ``tl_w``, the
+    width of TOPICLEN (1: V1, 2: V2), is 0 when no such record is at ``p``.
+    """
+    n = buf.shape[0]
+    if p + 8 > n:
+        return _NO_RECORD
+    size = _i32(buf, p)
+    magic = _u32(buf, p + 4)
+    if magic == _MV1:
+        tl_w = 1
+    elif magic == _MV2:
+        tl_w = 2
+    else:
+        return _NO_RECORD
+    if size < _MIN_V1 + tl_w - 1 or p + size > n:
+        return _NO_RECORD
+    end = p + size
+    sys_flag = _i32(buf, p + 36)
+    born_len = 16 if sys_flag & _BORN6 else 4
+    store_len = 16 if sys_flag & _STORE6 else 4
+    store_ts_pos = p + 48 + born_len + 4
+    store_pos = store_ts_pos + 8
+    recon_pos = store_pos + store_len + 4
+    blen_pos = recon_pos + 12
+    if blen_pos + 4 > end:
+        return _NO_RECORD
+    body_len = _i32(buf, blen_pos)
+    body_pos = blen_pos + 4
+    if body_len < 0 or body_pos + body_len > end:
+        return _NO_RECORD
+    tl_pos = body_pos + body_len
+    if tl_pos + tl_w > end:
+        return _NO_RECORD
+    if tl_w == 2:
+        topic_len = _i16(buf, tl_pos)
+    else:
+        topic_len = int(buf[tl_pos])
+        if topic_len > 127:
+            topic_len -= 256
+    topic_pos = tl_pos + tl_w
+    if topic_len < 0 or topic_pos + topic_len > end:
+        return _NO_RECORD
+    pl_pos = topic_pos + topic_len
+    if pl_pos + 2 > end:
+        return _NO_RECORD
+    props_len = _i16(buf, pl_pos)
+    props_pos = pl_pos + 2
+    if props_len < 0 or props_pos + props_len != end:  # calMsgLength == TOTALSIZE
+        return _NO_RECORD
+    if props_len > 0 and buf[end - 1] == 0:  # torn properties (commitlog.properties_torn)
+        return _NO_RECORD
+    phys = _i64(buf, p + 28)
+    if phys != file_start + p:
+        return _NO_RECORD
+    return (tl_w, size, sys_flag, born_len, store_len, store_ts_pos, store_pos, recon_pos,
+            body_pos, body_len, topic_pos, topic_len, props_pos, props_len, phys)
 
 
 @_compiled
@@ -258,7 +334,6 @@ def scan(
     ``out`` is full) or the bytes the kernel did not accept (:data:`STOP_ANOMALY`: a BLANK,
     zeros, a torn or damaged record, the end of the buffer: the caller asks the damage rule).
     """
-    n = buf.shape[0]
     cap = out.shape[1]
     p = start
     i = 0
@@ -267,54 +342,11 @@ def scan(
             return i, p, STOP_END
         if i >= cap:
             return i, p, STOP_FULL
-        if p + 8 > n:
-            return i, p, STOP_ANOMALY
-        size = _i32(buf, p)
-        magic = _u32(buf, p + 4)
-        if magic == _MV1:
-            tl_w = 1
-        elif magic == _MV2:
-            tl_w = 2
-        else:
-            return i, p, STOP_ANOMALY
-        if size < _MIN_V1 + tl_w - 1 or p + size > n:
-            return i, p, STOP_ANOMALY
-        end = p + size
-        sys_flag = _i32(buf, p + 36)
-        born_len = 16 if sys_flag & _BORN6 else 4
-        store_len = 16 if sys_flag & _STORE6 else 4
         born_pos = p + 48
-        store_ts_pos = born_pos + born_len + 4
-        store_pos = store_ts_pos + 8
-        recon_pos = store_pos + store_len + 4
-        blen_pos = recon_pos + 12
-        if blen_pos + 4 > end:
-            return i, p, STOP_ANOMALY
-        body_len = _i32(buf, blen_pos)
-        body_pos = blen_pos + 4
-        if body_len < 0 or body_pos + body_len > end:
-            return i, p, STOP_ANOMALY
-        tl_pos = body_pos + body_len
-        if tl_pos + tl_w > end:
-            return i, p, STOP_ANOMALY
-        if tl_w == 2:
-            topic_len = _i16(buf, tl_pos)
-        else:
-            topic_len = int(buf[tl_pos])
-            if topic_len > 127:
-                topic_len -= 256
-        topic_pos = tl_pos + tl_w
-        if topic_len < 0 or topic_pos + topic_len > end:
-            return i, p, STOP_ANOMALY
-        pl_pos = topic_pos + topic_len
-        if pl_pos + 2 > end:
-            return i, p, STOP_ANOMALY
-        props_len = _i16(buf, pl_pos)
-        props_pos = pl_pos + 2
-        if props_len < 0 or props_pos + props_len != end:  # calMsgLength == TOTALSIZE
-            return i, p, STOP_ANOMALY
-        phys = _i64(buf, p + 28)
-        if phys != file_start + p:
+        (tl_w, size, sys_flag, born_len, store_len, store_ts_pos, store_pos, recon_pos,
+         body_pos, body_len, topic_pos, topic_len, props_pos, props_len,
+         phys) = record_layout(buf, p, file_start)
+        if tl_w == 0:
             return i, p, STOP_ANOMALY
         if not _ascii(buf, words, topic_pos, topic_len) and not utf8_ok(buf, topic_pos, topic_len):
             return i, p, STOP_ANOMALY
@@ -323,7 +355,7 @@ def scan(
         body_crc = _i32(buf, p + 8)
         out[F_POS, i] = p
         out[F_SIZE, i] = size
-        out[F_MAGIC, i] = magic
+        out[F_MAGIC, i] = _MV2 if tl_w == 2 else _MV1
         out[F_BODY_CRC, i] = body_crc
         out[F_QUEUE_ID, i] = _i32(buf, p + 12)
         out[F_FLAG, i] = _i32(buf, p + 16)
@@ -351,7 +383,7 @@ def scan(
         else:
             out[F_CRC_OK, i] = -1
         i += 1
-        p = end
+        p += size
 
 
 @_compiled
@@ -386,7 +418,7 @@ for _j, _name in enumerate(_PICK):
     _PICK_BYTES[_j, : len(_name)] = np.frombuffer(_name, dtype=np.uint8)
 
 
-@_compiled
+@inlined
 def _same(buf: np.ndarray, a: int, b: int, ln: int) -> bool:
     for k in range(ln):
         if buf[a + k] != buf[b + k]:

@@ -7,7 +7,8 @@ all give the same records and name the same damage.
 A record identifies itself: its MAGICCODE is V1 (``0xDAA320A7``) or V2 (``0xDAA320AB``), its
 TOTALSIZE is at least the smallest record (91 bytes) and fits in the file, its PHYSICALOFFSET
 equals its own commitlog position (file start + position in the file), and its fields add up to
-TOTALSIZE (``MessageExtEncoder#calMsgLength``); optionally its BODYCRC matches the body. The
+TOTALSIZE (``MessageExtEncoder#calMsgLength``), its properties do not end in a zero byte (a
+torn write: :func:`.commitlog.properties_torn`); optionally its BODYCRC matches the body. The
 file's BLANK end record (``0xCBD43194``) identifies itself by a TOTALSIZE equal to the bytes left
 in the file. :func:`looks_like_record_at` is that rule; everything that resynchronises after
 damage (here, :mod:`.fastdecode`, the Spark executors) uses it.
@@ -19,6 +20,12 @@ self-identifying record (found by :func:`next_record`) are one unreadable region
 of the file are the normal end of the written data (pre-allocated space); whether that is right
 for this file (no later file may hold data) is for the caller, who sees every file. A file
 always ends with a :class:`.commitlog.FileEnd` saying where its valid data ends and why.
+
+A record whose properties are torn is not yielded: its header may be intact, but its last
+field (TAGS, KEYS, UNIQ_KEY, ...) was never written, so it is an :class:`Unreadable` region of
+kind ``properties-torn`` at the record's own offset (file end ``torn`` when nothing readable
+follows). RocketMQ 4.9.7's recovery would keep such a record (it checks no property bytes);
+5.2+ with ``__CRC32#`` properties and ``checkCRCOnRecover`` stops at it.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from mqtool.formats.commitlog import (
     FileEnd,
     cal_msg_length,
     parse_message,
+    properties_torn,
 )
 from mqtool.formats.errors import (
     BadFieldError,
@@ -54,6 +62,7 @@ from mqtool.formats.errors import (
     CrcMismatchError,
     Finding,
     FormatError,
+    TornPropertiesError,
     TornRecordError,
     TruncatedError,
     UnexpectedZerosError,
@@ -109,8 +118,9 @@ def header_ok(buf: Buffer, pos: int, file_start: int) -> bool:
 
 def lengths_ok(buf: Buffer, pos: int, size: int, magic: int) -> bool:
     """Whether the record at ``pos`` (header already :func:`header_ok`) has fields that add up
-    to its TOTALSIZE ``size`` (``MessageExtEncoder#calMsgLength``), without decoding it: the
-    structural part of the rule, for walks that only want record positions."""
+    to its TOTALSIZE ``size`` (``MessageExtEncoder#calMsgLength``) and properties that are not
+    torn (:func:`.commitlog.properties_torn`), without decoding it: the structural part of the
+    rule, for walks that only want record positions."""
     sys_flag = _I32.unpack_from(buf, pos + 36)[0]
     born = 20 if sys_flag & BORNHOST_V6_FLAG else 8
     store = 20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8
@@ -130,7 +140,8 @@ def lengths_ok(buf: Buffer, pos: int, size: int, magic: int) -> bool:
     if topic < 0 or p + 2 > end:
         return False
     props = _I16.unpack_from(buf, p)[0]
-    return props >= 0 and cal_msg_length(magic, sys_flag, body, topic, props) == size
+    return (props >= 0 and cal_msg_length(magic, sys_flag, body, topic, props) == size
+            and not properties_torn(buf, end, props))
 
 
 def blank_at(buf: Buffer, pos: int) -> bool:
@@ -359,6 +370,8 @@ def _problem(
         return BadSizeError, f"TOTALSIZE {size} runs past the end of the file"
     try:
         rec = parse_message(buf, q, file=file, file_start=file_start)
+    except TornPropertiesError as e:  # zeros at the record's end: torn, wherever it is
+        return type(e), e.detail
     except FormatError as e:
         if resume is None and nonzero_end(buf, q, n) < q + size:
             return TornRecordError, f"record cut short (zeros from its middle on): {e.detail}"
@@ -454,7 +467,8 @@ def walk(
             region = _region(buf, q, after, after, file, file_start)
         yield region
         if after is None or not resync:
-            kind = "torn" if region.kind == TornRecordError.kind else "corrupt"
+            torn = after is None and region.kind == TornPropertiesError.kind
+            kind = "torn" if region.kind == TornRecordError.kind or torn else "corrupt"
             yield FileEnd(file_start + q, kind, region.detail)
             return
         q = after

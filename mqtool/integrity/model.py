@@ -12,6 +12,7 @@ import numpy as np
 
 from mqtool.formats.checkpoint import Checkpoint
 from mqtool.formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE
+from mqtool.formats.indexfile import INDEX_ENTRY_DTYPE
 from mqtool.formats.errors import Finding, Severity
 from mqtool.integrity.configs import ConfigLoad
 from mqtool.store import CommitLogFile
@@ -19,7 +20,7 @@ from mqtool.store import CommitLogFile
 ProgressFn = Callable[[int], None]
 """Called with the number of bytes just read (for a progress bar)."""
 
-_ENTRY = np.dtype([("h", ">i4"), ("p", ">i8"), ("t", ">i4"), ("v", ">i4")])
+_ENTRY = INDEX_ENTRY_DTYPE
 
 
 @dataclass

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import struct
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -40,6 +39,7 @@ import numpy as np
 from mqtool.formats.checkpoint import build_checkpoint
 from mqtool.formats.config import build_consumer_offset, build_delay_offset
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
+from mqtool.formats.consumequeue import CQ_UNIT_STRUCT as _UNIT
 from mqtool.formats.errors import MqtoolError, Severity
 from mqtool.formats.indexfile import index_key_hash
 from mqtool.formats.rules import SCHEDULE_TOPIC, schedule_unit_delay
@@ -47,8 +47,6 @@ from mqtool.integrity import rules
 from mqtool.integrity.checks import QueueScan, Report, verify
 from mqtool.integrity.recovery import cut_position, queue_cut
 from mqtool.store import Store
-
-_UNIT = struct.Struct(">qiq")
 
 
 class RepairError(MqtoolError):

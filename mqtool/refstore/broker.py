@@ -12,6 +12,9 @@ Mirrors, step for step:
   ``reconsumeTimes >= maxReconsumeTimes`` or the level is negative with DELAY=0, otherwise
   DELAY = client level or ``3 + reconsumeTimes``; ORIGIN_MESSAGE_ID = the first copy's
   offsetMsgId);
+* ``SendMessageProcessor#handleRetryAndDLQ``: a client's own send to ``%RETRY%<group>`` (the
+  orderly consumer's send-back), 4.9.7 and 5.3.3 (:func:`handle_retry_and_dlq`, the one home of
+  that rule for ``mqtool serve`` and the reference store);
 * ``MessageExtBrokerInner#tagsString2tagsCode`` and ``IndexService#buildIndex`` (index keys).
 
 Property maps are plain ``dict`` objects in *Java insertion order* (a decoded record's map is
@@ -64,10 +67,12 @@ __all__ = [
     "PROPERTY_KEYS", "PROPERTY_MAX_RECONSUME_TIMES", "PROPERTY_ORIGIN_MESSAGE_ID",
     "PROPERTY_REAL_QUEUE_ID", "PROPERTY_REAL_TOPIC", "PROPERTY_RECONSUME_TIME",
     "PROPERTY_RETRY_TOPIC", "PROPERTY_TAGS", "PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX",
-    "PROPERTY_WAIT_STORE_MSG_OK", "RETRY_GROUP_TOPIC_PREFIX", "SCHEDULE_TOPIC", "TRANS_HALF_TOPIC",
+    "PROPERTY_WAIT_STORE_MSG_OK", "RETRY_GROUP_TOPIC_PREFIX", "SCHEDULE_TOPIC",
+    "SEND_BACK_BASE_DELAY_LEVEL", "TRANS_HALF_TOPIC",
     "BrokerRuleError", "SendBackDecision", "TimeUp", "apply_send_back",
     "compute_deliver_timestamp", "correct_deliver_timestamp", "decide_send_back",
-    "delay_level_of", "delay_level_to_queue_id", "dlq_topic", "index_keys", "message_timeup",
+    "RetrySendDecision", "delay_level_of", "delay_level_to_queue_id", "dlq_topic",
+    "handle_retry_and_dlq", "index_keys", "message_timeup",
     "parse_delay_levels", "queue_id_to_delay_level", "retry_topic", "rewrite_for_schedule",
     "tags_code",
 ]
@@ -139,6 +144,60 @@ def apply_send_back(
     origin = props.get(PROPERTY_ORIGIN_MESSAGE_ID)
     props[PROPERTY_ORIGIN_MESSAGE_ID] = origin if origin else offset_msg_id
     return decision
+
+
+@dataclass(frozen=True, slots=True)
+class RetrySendDecision:
+    """Where ``SendMessageProcessor#handleRetryAndDLQ`` puts a client's own send to
+    ``%RETRY%<group>``.
+
+    ``topic`` is the retry topic (unchanged) or ``%DLQ%<group>``; ``queue_id`` is None when the
+    sender's queue stays, else the DLQ queue. The property map passed in holds the DELAY that is
+    stored (the store then parks any DELAY > 0 in ``SCHEDULE_TOPIC_XXXX``).
+    """
+
+    topic: str
+    queue_id: int | None
+    to_dlq: bool
+
+
+def handle_retry_and_dlq(
+    props: dict[str, str],
+    *,
+    group: str,
+    reconsume_times: int,
+    max_reconsume_times: int,
+    dialect: str,
+    group_locked: bool,
+) -> RetrySendDecision:
+    """``SendMessageProcessor#handleRetryAndDLQ`` for a send to ``%RETRY%<group>`` whose
+    header carries ``reconsume_times`` (the ``maxReconsumeTimes`` header, else the group's
+    retryMaxTimes, is ``max_reconsume_times``); mutates ``props``, the client's decoded map.
+
+    This is how an orderly consumer's message reaches the DLQ: its client retries locally, then
+    sends the message to the retry topic itself (``ConsumeMessageOrderlyService
+    #sendMessageBack``, DELAY = 3 + its local count).
+
+    * 4.9.7: dead-lettered when ``reconsume_times >= max``. The broker's ``setDelayTimeLevel(0)``
+      goes to the new message's own map, which ``setProperties`` then replaces with the
+      client's, so the client's DELAY stays (apache/rocketmq #2724): a DELAY > 0 parks the DLQ
+      copy in ``SCHEDULE_TOPIC_XXXX`` (REAL_TOPIC ``%DLQ%<group>``) first.
+    * 5.3.3: dead-lettered when ``reconsume_times > max`` or when the group holds a lock that
+      has not expired (``RebalanceLockManager#isLockAllExpired`` is false: an orderly consumer);
+      DELAY=-1 is put into the client's map, so the copy goes to the DLQ at once.
+
+    ``dialect`` is the RocketMQ version the store or server emulates (``StoreConfig.dialect``).
+    """
+    if dialect.startswith("5"):
+        to_dlq = reconsume_times > max_reconsume_times or group_locked
+    else:
+        to_dlq = reconsume_times >= max_reconsume_times
+    if not to_dlq:
+        return RetrySendDecision(retry_topic(group), None, False)
+    if dialect.startswith("5"):
+        props[PROPERTY_DELAY_TIME_LEVEL] = "-1"
+    # nextInt(99999999) % DLQ_NUMS_PER_GROUP (one DLQ queue: always 0)
+    return RetrySendDecision(dlq_topic(group), 0, True)
 
 
 def rewrite_for_schedule(

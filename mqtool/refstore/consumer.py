@@ -110,6 +110,7 @@ class ConsumerMixin(RecoveryMixin):
         consume_start_time: int | None = None,
         client_host: str = "127.0.0.1:50001",
         reconsume_times: int | None = None,
+        group_locked: bool = True,
     ) -> PutResult:
         """The orderly consumer's path: after its own local retries reach the max, the client
         re-sends the message to ``%RETRY%<group>`` (``ConsumeMessageOrderlyService
@@ -123,13 +124,14 @@ class ConsumerMixin(RecoveryMixin):
         client. The body and compression flag are kept as stored (the Java client would
         re-compress bodies over 4 KiB itself).
 
-        * 4.9.7: RECONSUME_TIME and the stored reconsumeTimes are the local count (not + 1);
-          the broker dead-letters when it is ``>= maxReconsumeTimes``, but its DELAY=0 goes to
-          a map that the client's properties then replace, so the client's DELAY stays and the
-          store parks the DLQ copy in ``SCHEDULE_TOPIC_XXXX`` (REAL_TOPIC ``%DLQ%<group>``)
-          first (apache/rocketmq #2724).
-        * 5.3.3: the client sends the local count + 1 (#6164); the broker dead-letters at once
-          (an orderly consumer holds the group's queue locks) and puts DELAY=-1.
+        * 4.9.7: RECONSUME_TIME and the stored reconsumeTimes are the local count (not + 1).
+        * 5.3.3: the client sends the local count + 1 (#6164).
+
+        The broker's side (dead-letter or not, which DELAY is stored) is
+        :func:`~mqtool.refstore.broker.handle_retry_and_dlq`, the rule ``mqtool serve`` applies
+        too: 4.9.7 keeps the client's DELAY and parks the DLQ copy in ``SCHEDULE_TOPIC_XXXX``
+        first (apache/rocketmq #2724); 5.3.3 dead-letters at once with DELAY=-1 while the group
+        holds a queue lock (``group_locked``: an orderly consumer does while it consumes).
 
         ``reconsume_times`` is the client's local count (the failed attempts minus one: each
         local retry adds one in ``checkReconsumeTimes`` without storing anything); default: the
@@ -144,40 +146,31 @@ class ConsumerMixin(RecoveryMixin):
         props["MAX_OFFSET"] = str(cq.max_offset if cq else 0)
         now = self.clock()
         props["CONSUME_START_TIME"] = str(consume_start_time if consume_start_time else now)
-        topic = ext.topic
-        if topic == B.retry_topic(group) and B.PROPERTY_RETRY_TOPIC in props:
-            topic = props[B.PROPERTY_RETRY_TOPIC]  # resetRetryAndNamespace
         max_times = cfg.retry_max_times if max_reconsume_times is None else max_reconsume_times
         rt = ext.reconsume_times if reconsume_times is None else reconsume_times
-        props[B.PROPERTY_RECONSUME_TIME] = str(rt)  # checkReconsumeTimes
-        if not props.get(B.PROPERTY_ORIGIN_MESSAGE_ID):  # MessageClientExt#getMsgId
-            props[B.PROPERTY_ORIGIN_MESSAGE_ID] = ext.uniq_key or ext.offset_msg_id
-        props[B.PROPERTY_RETRY_TOPIC] = topic
-        v5 = self.config.v5
-        if v5:
-            props[B.PROPERTY_RECONSUME_TIME] = str(rt + 1)
-        props[B.PROPERTY_MAX_RECONSUME_TIMES] = str(max_times)
-        props.pop("TRAN_MSG", None)
-        props[B.PROPERTY_DELAY_TIME_LEVEL] = str(3 + rt)
+        sent = orderly_resend_properties(
+            props, consumed_topic=ext.topic, group=group, local_count=rt, max_times=max_times,
+            msg_id=ext.uniq_key or ext.offset_msg_id, client_v5=self.config.v5,
+        )
         # the producer sends messageProperties2String(map); the broker decodes a fresh map
         wire = parse_properties(self._encode_props(props))
         if self._cluster:
             wire[B.PROPERTY_CLUSTER] = self._cluster
-        retry = B.retry_topic(group)
-        sent = rt + 1 if v5 else rt  # the header's reconsumeTimes
-        if v5 or sent >= max_times:
-            new_topic = B.dlq_topic(group)
-            self.create_topic(new_topic, B.DLQ_NUMS_PER_GROUP, perm=6)
-            qid = self._rnd.randrange(99999999) % B.DLQ_NUMS_PER_GROUP
-            if v5:
-                wire[B.PROPERTY_DELAY_TIME_LEVEL] = "-1"
+        # the broker's side: one rule for this store and ``mqtool serve``
+        decision = B.handle_retry_and_dlq(
+            wire, group=group, reconsume_times=sent, max_reconsume_times=max_times,
+            dialect=self.config.dialect, group_locked=group_locked,
+        )
+        if decision.to_dlq:
+            self.create_topic(decision.topic, B.DLQ_NUMS_PER_GROUP, perm=6)
+            qid = decision.queue_id or 0
         else:
-            new_topic = retry
-            tc = self.create_topic(retry, max(1, cfg.retry_queue_nums), perm=6)
+            tc = self.create_topic(decision.topic, max(1, cfg.retry_queue_nums), perm=6)
             qid = self._rnd.randrange(max(1, tc.write_queue_nums))
         born = HostPort.parse(client_host)
         return self._put_inner(
-            new_topic, qid, ext.body, wire, ext.flag, ext.sys_flag & ~0x30, now, born, sent, now,
+            decision.topic, qid, ext.body, wire, ext.flag, ext.sys_flag & ~0x30, now, born,
+            sent, now,
         )
 
     def get_consumer_offset(self, group: str, topic: str, queue_id: int) -> int:
@@ -258,3 +251,37 @@ class ConsumerMixin(RecoveryMixin):
                     done += 1
                     self.commit_offset(group, t, qid, m.queue_offset + 1)
         return counts
+
+
+def orderly_resend_properties(
+    props: dict[str, str],
+    *,
+    consumed_topic: str,
+    group: str,
+    local_count: int,
+    max_times: int,
+    msg_id: str,
+    client_v5: bool,
+) -> int:
+    """The client's half of an orderly consumer's send-back (``ConsumeMessageOrderlyService
+    #sendMessageBack``): turn the consumed message's property map into the new message's, in
+    the client's order of puts; returns the send header's reconsumeTimes (``sendKernelImpl``
+    takes it from RECONSUME_TIME, which stays in the encoded string).
+
+    ``local_count`` is the consumed message's reconsumeTimes after the local retries (each one
+    adds one in ``checkReconsumeTimes``); ``msg_id`` its ``getMsgId()`` (the UNIQ_KEY, else the
+    offsetMsgId). A 5.1.1+ client (``client_v5``) sends the count + 1 (apache/rocketmq #6164).
+    """
+    topic = consumed_topic
+    if topic == B.retry_topic(group) and B.PROPERTY_RETRY_TOPIC in props:
+        topic = props[B.PROPERTY_RETRY_TOPIC]  # resetRetryAndNamespace
+    props[B.PROPERTY_RECONSUME_TIME] = str(local_count)  # checkReconsumeTimes
+    if not props.get(B.PROPERTY_ORIGIN_MESSAGE_ID):  # MessageClientExt#getMsgId
+        props[B.PROPERTY_ORIGIN_MESSAGE_ID] = msg_id
+    props[B.PROPERTY_RETRY_TOPIC] = topic
+    sent = local_count + 1 if client_v5 else local_count
+    props[B.PROPERTY_RECONSUME_TIME] = str(sent)
+    props[B.PROPERTY_MAX_RECONSUME_TIMES] = str(max_times)
+    props.pop("TRAN_MSG", None)
+    props[B.PROPERTY_DELAY_TIME_LEVEL] = str(B.SEND_BACK_BASE_DELAY_LEVEL + local_count)
+    return sent

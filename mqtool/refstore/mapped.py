@@ -11,12 +11,12 @@ from __future__ import annotations
 import datetime as _dt
 import mmap
 import os
-import struct
 from pathlib import Path
 
 import numpy as np
 
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
+from mqtool.formats.consumequeue import CQ_UNIT_STRUCT as _CQ
 from mqtool.formats.errors import MqtoolError
 from mqtool.formats.indexfile import (
     HASH_SLOT_SIZE,
@@ -24,12 +24,10 @@ from mqtool.formats.indexfile import (
     INDEX_SIZE,
     INVALID_INDEX,
 )
-
-_CQ = struct.Struct(">qiq")
-_IDX_HEADER = struct.Struct(">qqqqii")
-_IDX_ENTRY = struct.Struct(">iqii")
-_ENTRY_DTYPE = np.dtype([("h", ">i4"), ("p", ">i8"), ("t", ">i4"), ("v", ">i4")])
-_I32 = struct.Struct(">i")
+from mqtool.formats.indexfile import HASH_SLOT_STRUCT as _I32
+from mqtool.formats.indexfile import INDEX_ENTRY_DTYPE as _ENTRY_DTYPE
+from mqtool.formats.indexfile import INDEX_ENTRY_STRUCT as _IDX_ENTRY
+from mqtool.formats.indexfile import INDEX_HEADER_STRUCT as _IDX_HEADER
 
 
 class RefStoreError(MqtoolError):

@@ -225,8 +225,10 @@ class Broker:
     def _retry_or_dlq(
         self, h: H.SendMessageRequestHeader, props: dict[str, str]
     ) -> H.SendMessageRequestHeader:
-        """A client's own send to ``%RETRY%<group>`` (``handleRetryAndDLQ``): dead-lettered
-        once its reconsumeTimes reaches the max (the header's, else the group's)."""
+        """A client's own send to ``%RETRY%<group>`` (an orderly consumer's send-back): the
+        store's rule (:func:`~mqtool.refstore.broker.handle_retry_and_dlq`, for the RocketMQ
+        version the store emulates) decides on the DLQ and the DELAY that is stored; the max is
+        the header's, else the group's."""
         group = h.topic[len(B.RETRY_GROUP_TOPIC_PREFIX) :]
         cfg = self.store.groups.get(group)
         max_times = h.maxReconsumeTimes
@@ -236,12 +238,26 @@ class Broker:
                 if cfg is not None
                 else self.store.config.default_max_reconsume_times
             )
-        decision = B.decide_send_back(group, h.reconsumeTimes or 0, 0, max_times)
+        decision = B.handle_retry_and_dlq(
+            props,
+            group=group,
+            reconsume_times=h.reconsumeTimes or 0,
+            max_reconsume_times=max_times,
+            dialect=self.store.config.dialect,
+            group_locked=self._group_locked(group),
+        )
         if not decision.to_dlq:
             return h
         self.store.create_topic(decision.topic, B.DLQ_NUMS_PER_GROUP, perm=6)
-        props[B.PROPERTY_DELAY_TIME_LEVEL] = "0"
-        return replace(h, topic=decision.topic, queueId=0)
+        return replace(h, topic=decision.topic, queueId=decision.queue_id or 0)
+
+    def _group_locked(self, group: str) -> bool:
+        """``RebalanceLockManager#isLockAllExpired`` is false: a consumer of ``group`` holds a
+        queue lock that has not expired (an orderly consumer)."""
+        now = time.monotonic() * 1000
+        return any(
+            g == group and now - ts <= LOCK_MAX_LIVE_MS for (g, _, _), (_, ts) in self.locks.items()
+        )
 
     # -- pulling ------------------------------------------------------------------------------
 

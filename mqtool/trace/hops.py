@@ -4,11 +4,11 @@ share."""
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
+from mqtool.formats.consumequeue import CQ_UNIT_STRUCT as _CQ_UNIT
 from mqtool.formats.rules import (
     DLQ_GROUP_TOPIC_PREFIX,
     PROPERTY_ORIGIN_MESSAGE_ID,
@@ -24,8 +24,6 @@ from mqtool.trace.model import (
     RESEND_PROPERTY_PREFIX,
     ConsumerState,
 )
-
-_CQ_UNIT = struct.Struct(">qiq")  # commitlog offset, size, tagsCode
 
 
 @dataclass

@@ -27,7 +27,7 @@ from mqtool.formats.commitlog import (
     scan_file,
 )
 from mqtool.formats.consumequeue import build_cq_entry, cq_array, iter_cq, tags_code_of
-from mqtool.formats.errors import BadMagicError, FormatError
+from mqtool.formats.errors import BadMagicError, FormatError, TornPropertiesError
 from mqtool.formats.indexfile import (
     IndexReader,
     build_entry,
@@ -150,7 +150,8 @@ def test_ids_round_trip_on_real_records() -> None:
                 assert abs(u.timestamp(r["bornTimestamp"]) - r["bornTimestamp"]) < 60_000
 
 
-_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x01\x02"),
+# no U+0000: a properties string ending in a zero byte is a torn write (properties_torn)
+_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\x01\x02"),
                 min_size=1, max_size=20)
 
 
@@ -180,6 +181,24 @@ def test_build_parse_round_trip_property(
     assert build_message(back) == b
     assert parse_properties(raw_props) == dict(props)
     assert back.is_v2 == (len(topic.encode()) > 127)
+
+
+@pytest.mark.parametrize("raw", ["TAGS\x01a\x02KEYS\x01k\x00", "TAGS\x01a\x02\x00\x00",
+                                 "\x00"])
+def test_properties_ending_in_zeros_are_torn(raw: str) -> None:
+    """The torn-properties rule: a record whose properties end in a zero byte is refused with
+    ``properties-torn`` at the record (RocketMQ never ends them so: a ``\\x02``, or the last
+    value without it); ending in ``\\x02`` or in a value is a record."""
+    for ok in ("TAGS\x01a\x02KEYS\x01k", "TAGS\x01a\x02KEYS\x01k\x02", ""):
+        b = build_message(make_message(topic="T", properties_raw=ok, physical_offset=4096))
+        assert parse_message(b + b"\0" * 8, 0, file_start=4096).properties_raw == ok
+    b = build_message(make_message(topic="T", properties_raw=raw, physical_offset=4096))
+    with pytest.raises(TornPropertiesError) as ei:
+        parse_message(b"\0" * 16 + b, 16, file="commitlog/00000000000000004080", file_start=4080)
+    assert ei.value.kind == "properties-torn"
+    assert (ei.value.file, ei.value.offset, ei.value.phy) == (
+        "commitlog/00000000000000004080", 16, 4096)
+    assert "properties torn" in str(ei.value)
 
 
 def test_errors_name_file_and_in_file_offset_with_phy() -> None:

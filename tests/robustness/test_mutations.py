@@ -2,8 +2,10 @@
 
 For each fixture store (4.9.7 plain, plain-crashed, journey; 5.3.3 plain) a private copy is
 damaged in one place at a time, inside data: record headers (magic, TOTALSIZE, PHYSICALOFFSET,
-BODYCRC, body and properties lengths), bodies, properties, a zeroed record, a torn or truncated
-tail, consume-queue units and index entries. After each mutation the damaged file is restored.
+BODYCRC, body and properties lengths), bodies, properties, a zeroed record, a torn last record
+or torn properties inside the data (zeros at a record's end: its lengths still add up), a
+truncated tail, consume-queue units and index entries. After each mutation the damaged file
+is restored.
 
 Two rules are checked for every mutation and every read command (in-process, CliRunner):
 
@@ -188,13 +190,24 @@ def _last(recs: list[Rec]) -> Rec:
 
 
 def torn_tail(root: Path, recs: list[Rec], rng: random.Random) -> Mutation:
-    """The last record's second half never reached the disk (zeros). Not in MUTATIONS yet:
-    when the zeros fall inside the properties, the record still decodes (4.9.7 has no
-    properties CRC) and only verify's index cross-check sees it (known gap)."""
+    """The last record's second half never reached the disk (zeros up to the data end): the
+    lengths still add up, and 4.9.7 has no properties CRC; the zeros at the end of its
+    properties name it (``properties-torn``)."""
     r = _last(recs)
     half = r.size // 2
     undo = _patch(r.path, r.pos + half, bytes(r.size - half))
     return Mutation("torn-tail", r.rel, r.pos, r.pos + r.size,
+                    _record_commands(root, r, True), undo)
+
+
+def torn_properties(root: Path, recs: list[Rec], rng: random.Random) -> Mutation:
+    """The page holding the end of a record's properties was never written (zeros), and
+    intact records follow it in its file."""
+    starts = {(r.rel, r.pos) for r in recs}
+    r = _pick(rng, recs, lambda r: r.props_len > 0 and (r.rel, r.pos + r.size) in starts)
+    k = rng.randrange(1, r.props_len + 1)
+    undo = _patch(r.path, r.pos + r.size - k, bytes(k))
+    return Mutation("torn-properties", r.rel, r.pos, r.pos + r.size,
                     _record_commands(root, r, True), undo)
 
 
@@ -274,6 +287,8 @@ MUTATIONS: list[Callable[..., Mutation]] = [
     body,
     properties,
     zero_record,
+    torn_tail,
+    torn_properties,
     truncated,
     _cq_mutation("cq-offset", 0, None),
     _cq_mutation("cq-size", 8, None),

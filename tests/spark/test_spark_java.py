@@ -89,8 +89,9 @@ def make_damaged(root: Path) -> Path:
     _patch(files[2], off, b"\x00" * (size + 10))  # zeros over a record and a bit, records after
     off, _ = records_of(files[3])[7]
     _patch(files[3], off + 4, b"\x00\x11\x22\x33")  # a destroyed magic
-    off, _ = records_of(files[4])[3]
-    _patch(files[4], off + 28, b"\x00" * 8)  # a PHYSICALOFFSET that is not the record's place
+    recs4 = records_of(files[4])
+    _patch(files[4], recs4[3][0] + 28, b"\x00" * 8)  # a PHYSICALOFFSET not the record's place
+    _patch(files[4], sum(recs4[9]) - 3, b"\x00" * 3)  # torn properties: zeros at a record's end
     rng = random.Random(13)
     for f in files[5:8]:
         size = f.stat().st_size
@@ -114,6 +115,7 @@ def test_java_equals_python_on_damaged_stores(
     unreadable = [r for r in py if "'unreadable'" in r]
     assert any("('fileOffset', 0)" in r for r in unreadable)  # damage at a file's start shown
     assert len(unreadable) >= 5
+    assert any("properties torn" in r for r in unreadable)
     # the Java reader handed the damaged ranges over, it did not judge them itself
     raw = source._java_records(  # noqa: SLF001 - the reader's own output
         spark, [str(damaged)], columns=None, check_crc=True, properties_for=(),

@@ -8,6 +8,15 @@
 // consume: a push consumer from the first offset; keys starting with FAIL_PREFIX throw (the
 // client sends them back with maxReconsumeTimes MAX_RECONSUME); exits 0 once EXPECT_OK keys were
 // consumed and every failing key was delivered MAX_RECONSUME + 1 times (then waits 3 s).
+//   node js_client.js orderly NS GROUP TOPIC MAX CLIENT_V5 TIMEOUT_S
+// orderly: stands in for an orderly push consumer (ali-ons 3.12.0 has none) with the client's
+// own pieces: its push consumer pulls each message, which fails MAX + 1 times locally (no broker
+// request: ConsumeMessageOrderlyService#checkReconsumeTimes only counts), then its producer sends
+// the message to %RETRY%GROUP as the Java client's sendMessageBack builds it (the consumed
+// message's properties, ORIGIN_MESSAGE_ID, RETRY_TOPIC, RECONSUME_TIME = the local count, + 1
+// when CLIENT_V5 is 1 (apache/rocketmq #6164), MAX_RECONSUME_TIMES, DELAY = 3 + the local count;
+// the producer's sendKernelImpl moves RECONSUME_TIME/MAX_RECONSUME_TIMES into the header) and
+// the message counts as consumed. Exits 0 once one message was sent back.
 'use strict';
 const { Producer, Consumer, Message } = require('ali-ons');
 const MessageQueue = require('ali-ons/lib/message_queue');
@@ -86,11 +95,51 @@ async function consume(ns, group, topic, expectOk, timeoutS, failPrefix, maxReco
   return done ? 0 : 1;
 }
 
+async function orderly(ns, group, topic, max, clientV5, timeoutS) {
+  const producer = new Producer({ httpclient: {}, nameSrv: ns, producerGroup: 'PID-' + group, logger: quiet });
+  await producer.ready();
+  const consumer = new Consumer({ httpclient: {}, nameSrv: ns, consumerGroup: group, logger: quiet,
+    consumeFromWhere: 'CONSUME_FROM_FIRST_OFFSET' });
+  consumer.on('error', () => {});
+  let sent = 0;
+  consumer.subscribe(topic, '*', async msg => {
+    let local = msg.reconsumeTimes;
+    let attempts = 0;
+    for (;;) {
+      attempts += 1; // the listener answers SUSPEND_CURRENT_QUEUE_A_MOMENT
+      if (local >= max) break;
+      local += 1;
+    }
+    msg.properties.CONSUME_START_TIME = String(Date.now());
+    const back = new Message('%RETRY%' + group, msg.body);
+    back.properties = msg.properties; // MessageAccessor.setProperties: the consumed map itself
+    back.properties.RECONSUME_TIME = String(local);
+    if (!back.properties.ORIGIN_MESSAGE_ID) back.properties.ORIGIN_MESSAGE_ID = msg.properties.UNIQ_KEY || msg.msgId;
+    back.flag = msg.flag;
+    back.properties.RETRY_TOPIC = msg.topic;
+    back.properties.RECONSUME_TIME = String(clientV5 ? local + 1 : local);
+    back.properties.MAX_RECONSUME_TIMES = String(max);
+    delete back.properties.TRAN_MSG;
+    back.delayTimeLevel = 3 + local;
+    const r = await producer.send(back);
+    out({ key: firstKey(msg), attempts, status: r.sendStatus, topic: back.topic });
+    sent += 1;
+  });
+  await consumer.ready();
+  const t0 = Date.now();
+  while (sent === 0 && Date.now() - t0 < timeoutS * 1000) await sleep(100);
+  await sleep(1000);
+  await consumer.close();
+  await producer.close();
+  return sent > 0 ? 0 : 1;
+}
+
 (async () => {
   const a = process.argv.slice(2);
   let rc;
   if (a[0] === 'produce') rc = await produce(a[1], a[2], a[3], Number(a[4]), Number(a[5] || 0), Number(a[6] || 0), Number(a[7] || 0));
   else if (a[0] === 'consume') rc = await consume(a[1], a[2], a[3], Number(a[4]), Number(a[5]), a[6], Number(a[7] || 0));
+  else if (a[0] === 'orderly') rc = await orderly(a[1], a[2], a[3], Number(a[4]), a[5] === '1', Number(a[6]));
   else rc = 2;
   // stdout to a pipe is asynchronous: exit once everything written has been flushed
   process.stdout.write('', () => process.exit(rc));

@@ -2,12 +2,12 @@
 //
 // Accepts a record at p only when every check of mqtool.formats.kernel.scan holds (magic V1/V2,
 // TOTALSIZE at least 91 (+1 for V2) and inside the file, every length adding up to TOTALSIZE as
-// MessageExtEncoder#calMsgLength, PHYSICALOFFSET = the record's commitlog position, topic and
-// properties well-formed UTF-8). Columns are those of mqtool.spark.arrowcols.message_columns,
-// value for value (tests/spark/test_spark_java.py compares the two on every fixture and on
-// damaged stores). Anything else than an accepted record, the file's BLANK or zeros to the end
-// of the file's data becomes a "deferred" row for the Python decoder: the damage rule stays in
-// formats/walker.py.
+// MessageExtEncoder#calMsgLength, PHYSICALOFFSET = the record's commitlog position, properties
+// not ending in a zero byte (torn), topic and properties well-formed UTF-8). Columns are those
+// of mqtool.spark.arrowcols.message_columns, value for value (tests/spark/test_spark_java.py
+// compares the two on every fixture and on damaged stores). Anything else than an accepted
+// record, the file's BLANK or zeros to the end of the file's data becomes a "deferred" row for
+// the Python decoder: the damage rule stays in formats/walker.py.
 package mqtool.spark;
 
 import java.io.IOException;
@@ -340,6 +340,9 @@ final class CommitlogDecoder implements PartitionReader<ColumnarBatch> {
         propsPos = pl + 2;
         if (propsLen < 0 || propsPos + propsLen != end) {
             return 0;
+        }
+        if (propsLen > 0 && b.get(end - 1) == 0) {
+            return 0;  // torn properties (formats.commitlog.properties_torn): the walker's damage
         }
         if (b.getLong(p + 28) != cur.base + p) {
             return 0;
