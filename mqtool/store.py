@@ -84,7 +84,8 @@ class Store:
     _index: list[tuple[str, IndexReader]] | None = field(default=None, repr=False)
     _index_damaged: bool = field(default=False, repr=False)
     _data_end: int | None = field(default=None, repr=False)
-    _file_ends: dict[Path, FileEnd] = field(default_factory=dict, repr=False)
+    # how each commitlog file's data ends, as a caller's whole-file walk found it (verify)
+    walked_ends: dict[Path, FileEnd] = field(default_factory=dict, repr=False)
     check_crc: bool = True  # walks check every BODYCRC (a mismatch is a finding)
 
     # --- opening --------------------------------------------------------------------------
@@ -311,47 +312,15 @@ class Store:
         return self._data_end
 
     def _find_data_end(self) -> int:
+        from mqtool.integrity.at import file_end
+
         for f in reversed(self.commitlog_files):
-            end = self._file_end(f)
+            end = self.walked_ends.get(f.path) or file_end(self, f)
             if end.kind == "blank":
                 return f.start + f.size
             if end.physical_offset > f.start or f is self.commitlog_files[0]:
                 return end.physical_offset
         return 0
-
-    def note_file_end(self, f: CommitLogFile, end: FileEnd) -> None:
-        """How ``f``'s data ends, as a walk of the whole file found it (a caller that walks
-        every file, like verify): :meth:`max_physical_offset` then walks no file again."""
-        self._file_ends[f.path] = end
-
-    def _file_end(self, f: CommitLogFile) -> FileEnd:
-        """How one commitlog file's data ends: the walk of :meth:`walk_commitlog_file`, with
-        runs of good records stepped over by the compiled kernel
-        (:func:`mqtool.formats.kernelwalk.walk_fields`; every stop is the walker's verdict,
-        its findings noted)."""
-        from mqtool.formats.kernelwalk import walk_fields
-
-        known = self._file_ends.get(f.path)
-        if known is not None:
-            return known
-
-        buf = self._map(f.path)
-        try:  # the descriptor lets the walker skip the holes of a sparse (pre-allocated) file
-            fd: int | None = os.open(f.path, os.O_RDONLY) if len(buf) else None
-        except OSError:
-            fd = None
-        end: FileEnd | None = None
-        try:
-            for item in walk_fields(buf, file=f.rel, file_start=f.start, fd=fd):
-                if isinstance(item, Finding):
-                    self._note(item)
-                elif isinstance(item, FileEnd):
-                    end = item
-        finally:
-            if fd is not None:
-                os.close(fd)
-        assert end is not None
-        return end
 
     # --- consume queues -------------------------------------------------------------------
     @property
@@ -457,6 +426,8 @@ class Store:
     def queue_info(self, topic: str, queue_id: int) -> QueueInfo:
         """Min/max logical offsets of a queue (max = after the last unit that can name a record;
         impossible or dangling units are findings, not counted)."""
+        from mqtool.integrity.at import units_with_records
+
         files = self._cq_files(topic, queue_id)
         info = QueueInfo(topic, queue_id, files)
         first_seen = False
@@ -464,55 +435,27 @@ class Store:
         for p in files:
             base = int(p.name) // CQ_STORE_UNIT_SIZE
             rel = f"consumequeue/{topic}/{queue_id}/{p.name}"
-            buf = map_readonly(p)
-            self._check_cq_size(rel, len(buf))
-            try:
-                n = len(buf) // CQ_STORE_UNIT_SIZE
-                view = np.frombuffer(buf, dtype=CQ_DTYPE, count=n)
-                offs = view["offset"].astype(np.int64)
-                sizes = view["size"].astype(np.int64)
-                tags = view["tags"].astype(np.int64)
-                del view
-            finally:
-                if isinstance(buf, mmap.mmap):
-                    buf.close()
+            self._check_cq_size(rel, p.stat().st_size)
+            u = np.fromfile(p, dtype=CQ_DTYPE)
+            offs, sizes, tags = (u[k].astype(np.int64) for k in ("offset", "size", "tags"))
             written = np.flatnonzero((offs != 0) | (sizes != 0) | (tags != 0))
             if not written.size:
                 continue
             if not first_seen:
                 info.min_offset = base + int(written[0])
                 first_seen = True
-            valid = self._units_naming_records(rel, written, offs, sizes, tags)
-            if valid.size:
-                info.max_offset = base + int(valid[-1]) + 1
-                info.last_commit_log_offset = int(offs[valid[-1]])
+            ok = units_with_records(self, offs[written], sizes[written])
+            for i in np.flatnonzero(~ok).tolist():
+                w = int(written[i])
+                ok[i] = self._check_unit(rel, w * CQ_STORE_UNIT_SIZE,
+                                         CqEntry(int(offs[w]), int(sizes[w]), int(tags[w])))
+            if ok.any():
+                last = int(written[np.flatnonzero(ok)[-1]])
+                info.max_offset = base + last + 1
+                info.last_commit_log_offset = int(offs[last])
         if not first_seen and files:
             info.min_offset = info.max_offset = int(files[0].name) // CQ_STORE_UNIT_SIZE
         return info
-
-    def _units_naming_records(
-        self, rel: str, idx: np.ndarray, offs: np.ndarray, sizes: np.ndarray, tags: np.ndarray
-    ) -> np.ndarray:
-        """The units ``idx`` (of one consume-queue file ``rel``) that can name a record, as
-        :meth:`_check_unit` judges (a finding noted for each other one): units whose record the
-        compiled kernel accepts at its offset with the unit's size need no further look; the
-        rest get :meth:`_check_unit` one by one."""
-        from mqtool.formats import kernel
-        from mqtool.integrity.at import records_at
-
-        o, s = offs[idx], sizes[idx]
-        fine = (o >= 0) & (s >= MIN_RECORD_SIZE)
-        fine &= o + s <= self.max_physical_offset()
-        _, ok, fields = records_at(self, np.where(fine, o, -1))
-        fine &= ok & (fields[kernel.F_SIZE] == s)
-        del fields
-        keep = fine.copy()
-        for i in np.flatnonzero(~fine).tolist():
-            u = int(idx[i])
-            keep[i] = self._check_unit(rel, u * CQ_STORE_UNIT_SIZE,
-                                       CqEntry(int(offs[u]), int(sizes[u]), int(tags[u])))
-        out: np.ndarray = idx[keep]
-        return out
 
     def queue_entry(self, topic: str, queue_id: int, queue_offset: int) -> QueueEntry | None:
         for qe in self.queue_entries(topic, queue_id, queue_offset):

@@ -15,18 +15,21 @@ Python rule for those offsets only (:func:`message_at`).
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import numba as nb
 import numpy as np
 
 from mqtool.formats import kernel
-from mqtool.formats.commitlog import CommitLogMessage, parse_message
-from mqtool.formats.errors import MqtoolError
+from mqtool.formats.commitlog import CommitLogMessage, FileEnd, parse_message
+from mqtool.formats.errors import Finding, MqtoolError
+from mqtool.formats.kernelwalk import walk_fields
+from mqtool.formats.walker import MIN_RECORD_SIZE
 
 if TYPE_CHECKING:
     from mqtool.integrity.model import Messages
-    from mqtool.store import Store
+    from mqtool.store import CommitLogFile, Store
 
 
 @nb.njit(cache=True, nogil=True)
@@ -82,6 +85,39 @@ def records_at(store: Store, phys: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
         fields[:, sel] = part
         del a
     return fi, ok, fields
+
+
+def units_with_records(store: Store, offs: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Per consume-queue unit (commitlog offset, size): whether the kernel accepts a record of
+    that size at that offset, inside the store's written data. True means the unit can name a
+    record (:meth:`Store.unit_problem` says None); False: ask that rule."""
+    fine = (offs >= 0) & (sizes >= MIN_RECORD_SIZE)
+    fine &= offs + sizes <= store.max_physical_offset()
+    _, ok, fields = records_at(store, np.where(fine, offs, -1))
+    out: np.ndarray = fine & ok & (fields[kernel.F_SIZE] == sizes)
+    return out
+
+
+def file_end(store: Store, f: CommitLogFile) -> FileEnd:
+    """How commitlog file ``f``'s data ends: :func:`walk_fields` over it (the kernel over
+    good records, the walker at every stop; its findings noted in ``store``)."""
+    buf = store.mapped(f)
+    try:  # the descriptor lets the walker skip the holes of a sparse (pre-allocated) file
+        fd: int | None = os.open(f.path, os.O_RDONLY) if len(buf) else None
+    except OSError:
+        fd = None
+    end: FileEnd | None = None
+    try:
+        for item in walk_fields(buf, file=f.rel, file_start=f.start, fd=fd):
+            if isinstance(item, Finding):
+                store.note(item)
+            elif isinstance(item, FileEnd):
+                end = item
+    finally:
+        if fd is not None:
+            os.close(fd)
+    assert end is not None
+    return end
 
 
 def message_at(store: Store, phy: int) -> CommitLogMessage | None:

@@ -343,7 +343,7 @@ def scan_commitlog(
                         expected=item.expected, found=item.found, phy=phy,
                     ))
                 elif isinstance(item, FileEnd):
-                    store.note_file_end(f, item)
+                    store.walked_ends[f.path] = item
                     fs.end_kind = item.kind
                     if item.kind in ("torn", "corrupt"):
                         pos = item.physical_offset - f.start
