@@ -302,21 +302,42 @@ class IndexReader:
         return [e for _, e in self.lookup_hash_at(key_hash, max_hits)]
 
     def lookup_hash_at(
-        self, key_hash: int, max_hits: int = 1 << 20
+        self, key_hash: int, max_hits: int = 1 << 20, bad: list[FormatError] | None = None
     ) -> list[tuple[int, IndexEntry]]:
         """:meth:`lookup_hash` with each entry's number (its byte position:
-        ``geometry.entry_pos(n)``)."""
-        count = self.header.index_count
-        n = self.slot_value(key_hash % self.geometry.hash_slot_num)
+        ``geometry.entry_pos(n)``).
+
+        A lookup checks the chain it walks (the whole table is :meth:`problems`' work): a slot
+        or prevIndex that is not an earlier used entry, or an entry whose keyHash belongs to
+        another slot (``IndexFile#putKey`` chains only entries of one slot), cut the chain; each
+        is appended to ``bad`` at its in-file offset, since keys behind it may be missed.
+        """
+        count, g = self.header.index_count, self.geometry
+        slot = key_hash % g.hash_slot_num
+        n = self.slot_value(slot)
         hits: list[tuple[int, IndexEntry]] = []
+        if n != INVALID_INDEX and not 0 < n < min(count, g.index_num):
+            if bad is not None:
+                bad.append(FormatError(self.file, g.slot_pos(slot), f"slot {slot} points at "
+                                       f"entry {n} (entries 1..{count - 1})"))
+            return hits
         seen = 0
-        while INVALID_INDEX < n <= count and n < self.geometry.index_num and seen <= count:
+        while n != INVALID_INDEX and seen < count:
             e = self.entry(n)
+            if e.key_hash < 0 or e.key_hash % g.hash_slot_num != slot:
+                if bad is not None:
+                    bad.append(FormatError(self.file, g.entry_pos(n), f"entry {n} in slot "
+                                           f"{slot}'s chain has keyHash {e.key_hash} of "
+                                           "another slot"))
+                break
             if e.key_hash == key_hash:
                 hits.append((n, e))
                 if len(hits) >= max_hits:
                     break
-            if e.prev_index <= INVALID_INDEX or e.prev_index >= n:
+            if e.prev_index != INVALID_INDEX and not 0 < e.prev_index < n:
+                if bad is not None:
+                    bad.append(FormatError(self.file, g.entry_pos(n), f"entry {n}: prevIndex "
+                                           f"{e.prev_index} is not an earlier entry"))
                 break
             n = e.prev_index
             seen += 1

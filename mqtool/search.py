@@ -134,7 +134,6 @@ class Finder:
     def __init__(self, store: Store, progress: ProgressFn | None = None) -> None:
         self.store = store
         self.progress = progress
-        store.index_files()
         if store.index_usable:
             self.via = "index"
         elif store.index_damaged:
@@ -151,7 +150,8 @@ class Finder:
     def tail(self) -> list[CommitLogMessage]:
         """Messages written after the last indexed one (the index may lag the commitlog)."""
         if self._tail is None:
-            last = max((r.header.end_phy_offset for _, r in self.store.index_files()), default=0)
+            last = max((r.header.end_phy_offset
+                        for _, r in self.store.index_files(entries=False)), default=0)
             tail = walk_from(self.store, last)
             if tail and tail[0].physical_offset == last:
                 tail = tail[1:]  # endPhyOffset is the start of the last indexed record
@@ -164,9 +164,15 @@ class Finder:
         entries: dict[int, tuple[str, int, int]] = {}  # phy -> (index file, entry pos, number)
         for t in topics:
             h = index_key_hash(build_key(t, key))
-            for rel, reader in self.store.index_files():
-                for n, e in reader.lookup_hash_at(h):
+            for rel, reader in self.store.index_files(entries=False):
+                bad: list[FormatError] = []
+                for n, e in reader.lookup_hash_at(h, bad=bad):
                     entries.setdefault(e.phy_offset, (rel, reader.geometry.entry_pos(n), n))
+                for pr in bad:  # the chain is cut there: keys behind it may be missed
+                    self.store.note(Finding("index", rel, pr.offset, f"{pr.detail} "
+                                            "(index damaged: the lookup reads the commitlog "
+                                            "instead)"))
+                    self.store.mark_index_damaged()
         out = []
         for off in sorted(entries):
             m = self.store.try_message_at(off)

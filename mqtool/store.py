@@ -83,6 +83,7 @@ class Store:
     _starts: list[int] = field(default_factory=list, repr=False)
     _index: list[tuple[str, IndexReader]] | None = field(default=None, repr=False)
     _index_damaged: bool = field(default=False, repr=False)
+    _index_entries_checked: bool = field(default=False, repr=False)
     _data_end: int | None = field(default=None, repr=False)
     # how each commitlog file's data ends, as a caller's whole-file walk found it (verify)
     walked_ends: dict[Path, FileEnd] = field(default_factory=dict, repr=False)
@@ -483,38 +484,59 @@ class Store:
     def index_dir(self) -> Path:
         return self.root / "index"
 
-    def index_files(self) -> list[tuple[str, IndexReader]]:
-        """Readable index files, oldest first (damaged ones become findings)."""
+    def index_files(self, entries: bool = True) -> list[tuple[str, IndexReader]]:
+        """Readable index files, oldest first (damaged ones become findings).
+
+        ``entries=False`` (key lookups) skips the per-entry table check, whose cost grows with
+        the files: a lookup checks the chains it walks (:meth:`Finder`). The full check runs
+        once, the first time a caller asks for it.
+        """
         if self._index is None:
             self._index = []
             if self.index_dir.is_dir():
                 for p in sorted(self.index_dir.iterdir()):
-                    if not p.is_file():
-                        continue
-                    rel = f"index/{p.name}"
-                    try:
-                        reader = IndexReader(self._map(p), file=rel)
-                        problems = reader.problems()
-                    except FormatError as err:
-                        problems = [err]
-                    for pr in problems:
-                        self._note(Finding("index", rel, pr.offset, pr.detail,
-                                           expected=pr.expected, found=pr.found))
-                    if problems:
-                        self._index_damaged = True
-                    else:
-                        self._index.append((rel, reader))
+                    if p.is_file():
+                        self._open_index(p)
+        if entries and not self._index_entries_checked:
+            self._index_entries_checked = True
+            for rel, reader in list(self._index):  # their cheap checks held: entries now
+                self._index_problems(rel, reader.problems(), reader)
         return self._index
+
+    def _open_index(self, p: Path) -> None:
+        rel = f"index/{p.name}"
+        reader: IndexReader | None = None
+        try:
+            reader = IndexReader(self._map(p), file=rel)
+            problems = reader.problems(entries=False)
+        except FormatError as err:
+            problems = [err]
+        if not self._index_problems(rel, problems, reader) and reader is not None:
+            assert self._index is not None
+            self._index.append((rel, reader))
+
+    def _index_problems(
+        self, rel: str, problems: list[FormatError], reader: IndexReader | None
+    ) -> bool:
+        """Note an index file's problems; a damaged file is no longer used by lookups."""
+        for pr in problems:
+            self._note(Finding("index", rel, pr.offset, pr.detail,
+                               expected=pr.expected, found=pr.found))
+        if problems:
+            self._index_damaged = True
+            if self._index is not None and reader is not None:
+                self._index[:] = [(r, x) for r, x in self._index if x is not reader]
+        return bool(problems)
 
     @property
     def has_index(self) -> bool:
-        return bool(self.index_files())
+        return bool(self.index_files(entries=False))
 
     @property
     def index_usable(self) -> bool:
         """Whether key lookups may go through the index: there are index files and none is
         damaged (a damaged one could hide records; lookups then read the commitlog)."""
-        files = self.index_files()
+        files = self.index_files(entries=False)
         return bool(files) and not self._index_damaged
 
     def mark_index_damaged(self) -> None:
@@ -523,8 +545,9 @@ class Store:
 
     @property
     def index_damaged(self) -> bool:
-        """Whether some index file is damaged (see the ``index`` findings)."""
-        self.index_files()
+        """Whether some index file is damaged as far as checked (see the ``index`` findings;
+        lookups check the chains they walk, :meth:`index_files` the whole tables)."""
+        self.index_files(entries=False)
         return self._index_damaged
 
     def query_index(self, topic: str, key: str) -> list[int]:

@@ -35,53 +35,131 @@ def messages(records: DataFrame) -> DataFrame:
     return records.filter(F.col("recordType") == RECORD_KIND_MESSAGE).drop("recordType", "detail")
 
 
-def queue_stats(msgs: DataFrame) -> DataFrame:
+# --- one aggregation for every per-message audit --------------------------------------------
+# The grouping sets of :func:`message_facts`: name -> the grouping columns besides ``store``.
+FACT_SETS: dict[str, tuple[str, ...]] = {
+    "totals": ("kind",),
+    "queues": ("qTopic", "qQueueId"),
+    "rate": ("rTopic", "bucketStart"),
+    "dlq": ("dlqGroup", "originalTopic"),
+    "retry": ("retryGroup", "reconsumeTimes"),
+    # rows the integrity audit reports one by one (unreadable regions, BODYCRC failures) and
+    # the byte ranges the Java reader handed over ("deferred"): rare, each its own group
+    "rows": ("xKind", "xFile", "xFileOffset", "xCommitLogOffset", "xStoreSize", "xDetail",
+             "xTopic", "xQueueId", "xQueueOffset", "xBodyCRC", "xBodyLength"),
+}
+_FACT_KEYS = [c for cols in FACT_SETS.values() for c in cols]
+CRC_ROW = "crc"
+"""``recordType`` of a BODYCRC failure among :func:`fact_rows`."""
+
+
+def fact_set(name: str) -> Column:
+    """True on the rows of :func:`message_facts` that belong to grouping set ``name``."""
+    gid = sum(1 << (len(_FACT_KEYS) - 1 - i) for i, c in enumerate(_FACT_KEYS)
+              if c not in FACT_SETS[name])
+    return F.col("gid") == F.lit(gid)
+
+
+def message_facts(records: DataFrame, bucket_ms: int = 60_000) -> DataFrame:
+    """Every per-message audit of a ``records`` projection in **one** aggregation (grouping
+    sets, :data:`FACT_SETS`): counts, bytes, store-time and queue-offset ranges per queue, per
+    topic and time bucket of ``bucket_ms``, per dead-letter group and original topic, per retry
+    group and reconsumeTimes, per record kind; and the rows that are findings (unreadable
+    regions, BODYCRC failures) or hand-overs (``deferred``) as groups of their own.
+
+    The result is small (queues x buckets, plus the rare rows): :func:`queue_stats`,
+    :func:`message_rate`, :func:`dlq_by_group`, :func:`retry_depth` and the totals read it,
+    re-aggregating (so facts of several passes may be unioned). Nothing per message is kept.
+    """
+    from mqtool.spark.schema import RECORD_KIND_DEFERRED, RECORD_KIND_UNREADABLE
+
+    kind = F.col("recordType")
+    is_msg = kind == RECORD_KIND_MESSAGE
+    topic = F.col("topic")
+    dlq = is_msg & topic.startswith(DLQ_PREFIX)
+    retry = is_msg & topic.startswith(RETRY_PREFIX)
+    crc_bad = is_msg & (F.col("crcOk") == F.lit(False))
+    x_kind = (F.when(kind.isin(RECORD_KIND_UNREADABLE, RECORD_KIND_DEFERRED), kind)
+              .when(crc_bad, F.lit(CRC_ROW)))
+    rare = x_kind.isNotNull()
+    bucket = (F.floor(F.col("storeTimestamp") / F.lit(bucket_ms)) * F.lit(bucket_ms)).cast("long")
+
+    def when_rare(c: str) -> Column:
+        return F.when(rare, F.col(c))
+
+    keyed = records.select(
+        "store", kind.alias("kind"),
+        F.when(is_msg, topic).alias("qTopic"), F.when(is_msg, F.col("queueId")).alias("qQueueId"),
+        F.when(is_msg, topic).alias("rTopic"), F.when(is_msg, bucket).alias("bucketStart"),
+        F.when(dlq, F.expr(f"substring(topic, {len(DLQ_PREFIX) + 1})")).alias("dlqGroup"),
+        F.when(dlq, F.coalesce(_original_topic(), F.lit(""))).alias("originalTopic"),
+        F.when(retry, F.expr(f"substring(topic, {len(RETRY_PREFIX) + 1})")).alias("retryGroup"),
+        F.when(retry, F.col("reconsumeTimes")).alias("reconsumeTimes"),
+        x_kind.alias("xKind"), when_rare("file").alias("xFile"),
+        when_rare("fileOffset").alias("xFileOffset"),
+        when_rare("commitLogOffset").alias("xCommitLogOffset"),
+        when_rare("storeSize").alias("xStoreSize"), when_rare("detail").alias("xDetail"),
+        when_rare("topic").alias("xTopic"), when_rare("queueId").alias("xQueueId"),
+        when_rare("queueOffset").alias("xQueueOffset"), when_rare("bodyCRC").alias("xBodyCRC"),
+        when_rare("bodyLength").alias("xBodyLength"),
+        F.when(is_msg, F.col("storeSize")).alias("size"), "storeTimestamp", "queueOffset",
+    )
+    sets = [[F.col("store"), *map(F.col, cols)] for cols in FACT_SETS.values()]
+    return keyed.groupingSets(sets, "store", *_FACT_KEYS).agg(
+        F.grouping_id().alias("gid"),  # store (in every set) is its highest bit: 0
+        F.count(F.lit(1)).alias("count"),
+        F.sum("size").alias("bytes"),
+        F.min("storeTimestamp").alias("minStoreTimestamp"),
+        F.max("storeTimestamp").alias("maxStoreTimestamp"),
+        F.min("queueOffset").alias("minQueueOffset"),
+        F.max("queueOffset").alias("maxQueueOffset"),
+    )
+
+
+def queue_stats(facts: DataFrame) -> DataFrame:
     """Per store/topic/queue: count, bytes, first/last store time, queue offset range."""
     return (
-        msgs.groupBy("store", "topic", "queueId")
+        facts.filter(fact_set("queues"))
+        .groupBy("store", F.col("qTopic").alias("topic"), F.col("qQueueId").alias("queueId"))
         .agg(
-            F.count(F.lit(1)).alias("count"),
-            F.sum("storeSize").alias("bytes"),
-            F.min("storeTimestamp").alias("firstStoreTimestamp"),
-            F.max("storeTimestamp").alias("lastStoreTimestamp"),
-            F.min("queueOffset").alias("minQueueOffset"),
-            F.max("queueOffset").alias("maxQueueOffset"),
+            F.sum("count").alias("count"),
+            F.sum("bytes").alias("bytes"),
+            F.min("minStoreTimestamp").alias("firstStoreTimestamp"),
+            F.max("maxStoreTimestamp").alias("lastStoreTimestamp"),
+            F.min("minQueueOffset").alias("minQueueOffset"),
+            F.max("maxQueueOffset").alias("maxQueueOffset"),
         )
+        .filter(F.col("topic").isNotNull())
         .orderBy("store", "topic", "queueId")
     )
 
 
-def message_rate(msgs: DataFrame, bucket_ms: int = 60_000) -> DataFrame:
-    """Messages and bytes per topic per time bucket of ``bucket_ms`` (by store time)."""
-    bucket = (F.floor(F.col("storeTimestamp") / F.lit(bucket_ms)) * F.lit(bucket_ms)).cast("long")
+def message_rate(facts: DataFrame, bucket_ms: int = 60_000) -> DataFrame:
+    """Messages and bytes per topic per time bucket (``bucket_ms``, the one
+    :func:`message_facts` was made with; by store time)."""
     return (
-        msgs.groupBy("store", "topic", bucket.alias("bucketStart"))
-        .agg(F.count(F.lit(1)).alias("count"), F.sum("storeSize").alias("bytes"))
+        facts.filter(fact_set("rate") & F.col("rTopic").isNotNull())
+        .groupBy("store", F.col("rTopic").alias("topic"), "bucketStart")
+        .agg(F.sum("count").alias("count"), F.sum("bytes").alias("bytes"))
         .withColumn("perSecond", F.col("count") / F.lit(bucket_ms / 1000.0))
         .orderBy("store", "topic", "bucketStart")
     )
 
 
-def _original_topic(msgs: DataFrame) -> Column:
+def _original_topic() -> Column:
     # CONSUMER_SEND_MSG_BACK sets RETRY_TOPIC to the original topic before routing to DLQ.
     return F.coalesce(F.col("properties")["RETRY_TOPIC"], F.col("properties")["REAL_TOPIC"])
 
 
-def dlq_by_group(msgs: DataFrame) -> DataFrame:
+def dlq_by_group(facts: DataFrame) -> DataFrame:
     """Dead-lettered messages per consumer group and original topic (RETRY_TOPIC)."""
-    dlq = msgs.filter(F.col("topic").startswith(DLQ_PREFIX))
     return (
-        dlq.select(
-            "store",
-            F.expr(f"substring(topic, {len(DLQ_PREFIX) + 1})").alias("group"),
-            F.coalesce(_original_topic(msgs), F.lit("")).alias("originalTopic"),
-            "storeTimestamp",
-        )
-        .groupBy("store", "group", "originalTopic")
+        facts.filter(fact_set("dlq") & F.col("dlqGroup").isNotNull())
+        .groupBy("store", F.col("dlqGroup").alias("group"), "originalTopic")
         .agg(
-            F.count(F.lit(1)).alias("count"),
-            F.min("storeTimestamp").alias("firstStoreTimestamp"),
-            F.max("storeTimestamp").alias("lastStoreTimestamp"),
+            F.sum("count").alias("count"),
+            F.min("minStoreTimestamp").alias("firstStoreTimestamp"),
+            F.max("maxStoreTimestamp").alias("lastStoreTimestamp"),
         )
         .orderBy("store", "group", "originalTopic")
     )
@@ -99,18 +177,33 @@ def dlq_summary(by_topic: DataFrame) -> DataFrame:
     )
 
 
-def retry_depth(msgs: DataFrame) -> DataFrame:
+def retry_depth(facts: DataFrame) -> DataFrame:
     """Histogram of reconsumeTimes of the messages in each group's ``%RETRY%`` topic."""
     return (
-        msgs.filter(F.col("topic").startswith(RETRY_PREFIX))
-        .select(
-            "store",
-            F.expr(f"substring(topic, {len(RETRY_PREFIX) + 1})").alias("group"),
-            "reconsumeTimes",
-        )
-        .groupBy("store", "group", "reconsumeTimes")
-        .agg(F.count(F.lit(1)).alias("count"))
+        facts.filter(fact_set("retry") & F.col("retryGroup").isNotNull())
+        .groupBy("store", F.col("retryGroup").alias("group"), "reconsumeTimes")
+        .agg(F.sum("count").alias("count"))
         .orderBy("store", "group", "reconsumeTimes")
+    )
+
+
+def fact_totals(facts: DataFrame) -> DataFrame:
+    """Per store and record kind: count and bytes (of messages)."""
+    return (facts.filter(fact_set("totals")).groupBy("store", "kind")
+            .agg(F.sum("count").alias("count"), F.sum("bytes").alias("bytes")))
+
+
+def fact_rows(facts: DataFrame) -> DataFrame:
+    """The rare rows of :func:`message_facts` (unreadable regions, BODYCRC failures, deferred
+    ranges) with the ``records`` column names (``recordType`` "crc" for a BODYCRC failure)."""
+    return facts.filter(fact_set("rows") & F.col("xKind").isNotNull()).select(
+        "store", F.col("xKind").alias("recordType"), F.col("xFile").alias("file"),
+        F.col("xFileOffset").alias("fileOffset"),
+        F.col("xCommitLogOffset").alias("commitLogOffset"),
+        F.col("xStoreSize").alias("storeSize"), F.col("xDetail").alias("detail"),
+        F.col("xTopic").alias("topic"), F.col("xQueueId").alias("queueId"),
+        F.col("xQueueOffset").alias("queueOffset"), F.col("xBodyCRC").alias("bodyCRC"),
+        F.col("xBodyLength").alias("bodyLength"),
     )
 
 

@@ -81,17 +81,13 @@ def index_problem(path: str, name: str) -> FormatError | None:
     return None
 
 
-def decode_index_file(
-    path: str, *, store: str, name: str, chunk_entries: int = 1 << 20
-) -> Iterator[pa.RecordBatch]:
-    """INDEX_SCHEMA batches of the used entries (1 .. indexCount-1) of one index file.
-
-    A file whose header or geometry cannot be read gives no rows (the driver reports it, see
-    :func:`index_problem`).
-    """
+def index_span(path: str, name: str) -> tuple[int, int, int] | None:
+    """Where the used entries (1 .. indexCount-1) of an index file sit: (entry 1's position,
+    the end of the last used entry, the header's beginTimestamp); None when the header or the
+    geometry cannot be read (the driver reports that, see :func:`index_problem`)."""
     fsize = os.path.getsize(path)
     if fsize == 0:
-        return
+        return None
     with open(path, "rb") as f:
         mm = mmap.mmap(f.fileno(), fsize, access=mmap.ACCESS_READ)
     try:
@@ -99,13 +95,30 @@ def decode_index_file(
             header = parse_header(mm, file=name)
             geo = index_geometry(fsize, file=name, buf=mm)
         except FormatError:
-            return
-        count = min(header.index_count, geo.index_num)
-        dtype = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
+            return None
+        count = max(1, min(header.index_count, geo.index_num))
+        return geo.entry_pos(1), geo.entry_pos(count), header.begin_timestamp
+    finally:
+        close_map(mm)
+
+
+def decode_index_file(
+    path: str, *, store: str, name: str, chunk_entries: int = 1 << 20
+) -> Iterator[pa.RecordBatch]:
+    """INDEX_SCHEMA batches of the used entries (1 .. indexCount-1) of one index file
+    (:func:`index_span`; a file whose header or geometry cannot be read gives no rows)."""
+    span = index_span(path, name)
+    if span is None:
+        return
+    start, end, begin = span
+    dtype = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
+    with open(path, "rb") as f:
+        mm = mmap.mmap(f.fileno(), os.path.getsize(path), access=mmap.ACCESS_READ)
+    try:
         first = 1
-        while first < count:
-            k = min(chunk_entries, count - first)
-            off = geo.entry_pos(first)
+        off = start
+        while off < end:
+            k = min(chunk_entries, (end - off) // INDEX_SIZE)
             arr = np.frombuffer(mm, dtype=dtype, count=k, offset=off).copy()
             entry = np.arange(first, first + k, dtype=np.int32)
             yield pa.RecordBatch.from_arrays(
@@ -115,11 +128,12 @@ def decode_index_file(
                     pa.array(entry), pa.array(arr["hash"].astype(np.int32)),
                     pa.array(arr["phy"].astype(np.int64)), pa.array(arr["diff"].astype(np.int32)),
                     pa.array(arr["prev"].astype(np.int32)),
-                    pa.array(np.full(k, header.begin_timestamp, dtype=np.int64)),
+                    pa.array(np.full(k, begin, dtype=np.int64)),
                 ],
                 schema=INDEX_SCHEMA,
             )
             del arr
             first += k
+            off += k * INDEX_SIZE
     finally:
         close_map(mm)

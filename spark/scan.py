@@ -14,10 +14,13 @@ the JSON contract of ``mqtool scan --json``::
      "rate": [{"store", "topic", "bucketStart", "count", "bytes", "perSecond"}],
      "totals": {...}, "stores": [...], "audits": [...], "now": <epoch ms>}
 
-How the work is shared: the commitlog is decoded once for the audits (a narrow projection of
-it is cached); ``--out`` writes the full ``messages`` table in a second pass; ``--sql`` runs
-over views of the full tables (``messages``, ``records``, ``consumequeue``, ``index``) and of
-every audit result.
+How the work is shared: one decode pass of the commitlog (the audits' columns only) feeds one
+aggregation that makes every per-message audit at once (:func:`mqtool.spark.audits.message_facts`:
+small, cached; no message row is cached); the integrity audit reads the commitlog's key columns
+again for its joins with the consume queues and the index, which are read (by the Java reader
+when the session has it) only for the audits that need them. ``--out`` writes the full
+``messages`` table in a further pass; ``--sql`` runs over views of the full tables
+(``messages``, ``records``, ``consumequeue``, ``index``) and of every audit result.
 """
 
 from __future__ import annotations
@@ -178,7 +181,11 @@ def run_scan(
     from mqtool.spark import audits as A
     from mqtool.spark import integrity as integ
     from mqtool.spark import source
-    from mqtool.spark.schema import RECORD_KIND_MESSAGE, RECORD_KIND_UNREADABLE
+    from mqtool.spark.schema import (
+        RECORD_KIND_DEFERRED,
+        RECORD_KIND_MESSAGE,
+        RECORD_KIND_UNREADABLE,
+    )
 
     unknown = [a for a in audits if a not in AUDITS]
     if unknown:
@@ -206,61 +213,79 @@ def run_scan(
             cq_topics.add(SCHEDULE_TOPIC)
         if "lag" in want:
             cq_topics |= {t for c in configs.values() for _, t, _, _ in c.consumer_offsets}
-    cq = source.load(spark, stores, "consumequeue", topics=cq_topics, **opts)
-    index = source.load(spark, stores, "index", **opts) if "integrity" in want or sql else None
+    # both through the Java reader when the session has it (no Python worker in a clean scan)
+    cq = source.table(spark, stores, "consumequeue", topics=cq_topics, **opts)
+    index = source.table(spark, stores, "index", **opts) if "integrity" in want or sql else None
 
-    # One decode pass for every audit: only the columns they need are computed, and the
-    # properties only of dead-lettered messages (the DLQ audit reads RETRY_TOPIC); cached.
-    narrow, cached = source.records(
-        spark, stores, check_crc=check_crc, columns=[*AUDIT_COLUMNS[2:], "properties"],
-        properties_for=[A.DLQ_PREFIX], persist=StorageLevel.MEMORY_AND_DISK, **opts,
-    )
-    lean = narrow.select(*AUDIT_COLUMNS, "properties")
-    cq_cached = cq.persist(StorageLevel.MEMORY_AND_DISK)
-    cached.append(cq_cached)
+    # One decode pass for every per-message audit: only the columns they need are computed
+    # (the properties only of dead-lettered messages: the DLQ audit reads RETRY_TOPIC), and
+    # one aggregation (grouping sets) makes every count of them at once: nothing per message
+    # is cached. The integrity audit's cross-file check reads the key columns in a pass of its
+    # own (a join needs every key; caching them would make memory grow with the store).
+    narrow_cols = [*AUDIT_COLUMNS[2:], "properties"]
+    narrow_kw: dict[str, Any] = {
+        "check_crc": check_crc, "columns": narrow_cols, "properties_for": [A.DLQ_PREFIX], **opts,
+    }
+    cached: list[DataFrame] = []
+    raw = source.java_records(spark, stores, **narrow_kw) if source.java_reader_on(spark) else None
+    if raw is None:  # the Python data source alone: decode once, keep the projection
+        lean, cached = source.records(spark, stores, java=False,
+                                      persist=StorageLevel.MEMORY_AND_DISK, **narrow_kw)
+        cq = cq.persist(StorageLevel.MEMORY_AND_DISK)  # (Python workers: read once too)
+        cached.append(cq)
+        handed: list[Any] = []
+        facts = A.message_facts(lean, rate_bucket_ms).persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(facts)
+    else:
+        facts = A.message_facts(raw, rate_bucket_ms).persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(facts)
+        handed = [r for r in _rows(A.fact_rows(facts)) if r["recordType"] == RECORD_KIND_DEFERRED]
+        if handed:  # byte ranges the Java reader does not accept: the Python decoder's
+            py = source.load(spark, stores, "records", ranges=source.deferred_ranges(handed),
+                             **narrow_kw).persist(StorageLevel.MEMORY_AND_DISK)
+            cached.append(py)
+            more = A.message_facts(py, rate_bucket_ms).persist(StorageLevel.MEMORY_AND_DISK)
+            cached.append(more)
+            facts = facts.unionByName(more)
+        lean, _ = source.records(spark, stores, handed=handed, java=True, **narrow_kw)
     try:
-        lean_msgs = A.messages(lean)
         tables: dict[str, DataFrame] = {}
         if "queues" in want:
-            tables["queues"] = A.queue_stats(lean_msgs)
+            tables["queues"] = A.queue_stats(facts)
         if "rate" in want:
-            tables["rate"] = A.message_rate(lean_msgs, rate_bucket_ms)
+            tables["rate"] = A.message_rate(facts, rate_bucket_ms)
         if "dlq" in want:
-            tables["dlqByTopic"] = A.dlq_by_group(lean_msgs)
+            tables["dlqByTopic"] = A.dlq_by_group(facts)
             tables["dlq"] = A.dlq_summary(tables["dlqByTopic"])
         if "retry" in want:
-            tables["retry"] = A.retry_depth(lean_msgs)
+            tables["retry"] = A.retry_depth(facts)
         if "schedule" in want:
             delay = A.delay_offsets_df(spark, {s: c.delay_offsets for s, c in configs.items()})
-            tables["schedule"] = A.schedule_backlog(cq_cached, delay, now_ms)
+            tables["schedule"] = A.schedule_backlog(cq, delay, now_ms)
         if "lag" in want:
             offs = A.consumer_offsets_df(
                 spark, {s: c.consumer_offsets for s, c in configs.items()}
             )
-            tables["lagByQueue"] = A.consumer_lag(cq_cached, offs)
+            tables["lagByQueue"] = A.consumer_lag(cq, offs)
             tables["lag"] = tables["lagByQueue"]
         if "integrity" in want:
             extra = integ.findings_df(spark, [f for c in configs.values() for f in c.findings])
             starts = integ.commitlog_starts(spark, {s: _commitlog_start(s) for s in stores})
-            tables["integrity"] = integ.integrity(lean, starts, cq_cached, index, extra)
+            tables["integrity"] = integ.integrity(
+                A.fact_rows(facts), lean, starts, cq, index, extra
+            )
 
         summary: dict[str, Any] = {"stores": stores, "audits": list(audits), "now": now_ms}
-        totals = _rows(
-            lean.groupBy().agg(
-                F.sum((F.col("recordType") == RECORD_KIND_MESSAGE).cast("long")).alias(
-                    "messages"
-                ),
-                F.sum(
-                    F.when(F.col("recordType") == RECORD_KIND_MESSAGE, F.col("storeSize"))
-                ).alias("bytes"),
-                F.sum((F.col("recordType") == RECORD_KIND_UNREADABLE).cast("long")).alias(
-                    "unreadableRegions"
-                ),
-            )
-        )[0]
-        summary["totals"] = {k: int(v or 0) for k, v in totals.items()}
+        kinds = {(r["kind"]): r for r in _rows(
+            A.fact_totals(facts).groupBy("kind").agg(F.sum("count").alias("count"),
+                                                     F.sum("bytes").alias("bytes")))}
+        summary["totals"] = {
+            "messages": int(kinds.get(RECORD_KIND_MESSAGE, {}).get("count") or 0),
+            "bytes": int(kinds.get(RECORD_KIND_MESSAGE, {}).get("bytes") or 0),
+            "unreadableRegions": int(kinds.get(RECORD_KIND_UNREADABLE, {}).get("count") or 0),
+        }
         if full_cq:
-            summary["totals"]["consumeQueueUnits"] = cq_cached.count()
+            summary["totals"]["consumeQueueUnits"] = cq.count()
         for name in ("queues", "rate", "retry", "schedule", "integrity", "lag"):
             if name in tables:
                 summary[name] = _rows(tables[name])
@@ -278,13 +303,14 @@ def run_scan(
         if out is None and sql is None:
             return result
         # the full tables: a second decode pass, all columns
-        records, _ = source.records(spark, stores, check_crc=check_crc, **opts)
+        records, more_cached = source.records(spark, stores, check_crc=check_crc, **opts)
+        cached += more_cached
         full_msgs = A.messages(records)
         if out is not None:
             out_dir = Path(out)
             out_dir.mkdir(parents=True, exist_ok=True)
             result.outputs["messages"] = _write(full_msgs, out_dir / "messages", fmt)
-            result.outputs["consumequeue"] = _write(cq_cached, out_dir / "consumequeue", fmt)
+            result.outputs["consumequeue"] = _write(cq, out_dir / "consumequeue", fmt)
             for name, df in tables.items():
                 result.outputs[name] = _write(df, out_dir / name, fmt)
         if sql is not None:

@@ -90,11 +90,11 @@ def memory_conf(
     """Spark memory sized to the job: the driver heap (which is the executor in ``local``
     mode) for the commitlog bytes the stores really hold.
 
-    The executors stream (nothing holds a whole file) and only a narrow projection of the
-    commitlog is cached (spilled to disk when it does not fit), so the heap needs no more as
-    the store grows: 512 MiB up to ``small`` (512 MiB) of commitlog data, 1 GiB above.
-    Spark's default is 1 GiB whatever the job. On a cluster the executors' memory is the
-    cluster's business (``--conf spark.executor.memory=...``); user ``--conf`` pairs win.
+    The executors stream (nothing holds a whole file) and no message row is cached (only the
+    audits' small aggregate), so the heap needs no more as the store grows: 512 MiB up to
+    ``small`` (512 MiB) of commitlog data, 1 GiB above. Spark's default is 1 GiB whatever the
+    job. On a cluster the executors' memory is the cluster's business
+    (``--conf spark.executor.memory=...``); user ``--conf`` pairs win.
     """
     if not master.startswith("local"):
         return {}

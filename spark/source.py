@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -201,35 +201,124 @@ def java_reader_on(spark: SparkSession) -> bool:
     return str(jar) in spark.sparkContext.getConf().get("spark.jars", "")
 
 
-def _java_records(
-    spark: SparkSession, stores: Sequence[str], *, columns: Sequence[str] | None,
-    check_crc: bool, properties_for: Sequence[str], split_size: int, partition_bytes: int,
+def java_records(
+    spark: SparkSession, stores: Sequence[str], *, columns: Sequence[str] | None = None,
+    check_crc: bool = True, properties_for: Sequence[str] = (),
+    split_size: int = splits.DEFAULT_SPLIT_SIZE,
+    partition_bytes: int = splits.DEFAULT_PARTITION_BYTES,
 ) -> DataFrame | None:
+    """The Java reader's own output for the commitlog of ``stores``, ``deferred`` rows
+    included (None when the names cannot be handed over). :func:`records` hands the deferred
+    ranges to the Python decoder; a caller that finds them itself passes them as ``handed``."""
     planned = splits.plan_splits(stores, splits.KIND_COMMITLOG, split_size=split_size)
     ends: dict[str, int] = {}
-    lines: list[str] = []
     kept = []
     for s in planned:
         if s.path not in ends:
             ends[s.path] = splits.data_end(s.path, s.file_size)
         if s.start == 0 or s.start < ends[s.path]:  # splits in a file's empty tail hold nothing
             kept.append(s)
-    for i, part in enumerate(splits.pack(kept, partition_bytes)):
-        for s in part:
-            fields = (str(i), s.path, s.store, s.name, str(s.base), str(s.start), str(s.end),
-                      str(ends[s.path]))
-            if any("\t" in f or "\n" in f for f in fields):
-                return None  # names the line format cannot carry: the Python source reads it
-            lines.append("\t".join(fields))
+    lines = _split_lines(
+        splits.pack(kept, partition_bytes),
+        lambda s: (s.path, s.store, s.name, s.base, s.start, s.end, ends[s.path]),
+    )
+    if lines is None:
+        return None  # names the line format cannot carry: the Python source reads it
     schema = spark_schema(record_schema(frozenset(columns) if columns else None))
     return (
         spark.read.format(JAVA_SOURCE)
         .option("schema", schema.json())
-        .option("splits", "\n".join(lines))
+        .option("splits", lines)
         .option("checkCrc", "true" if check_crc else "false")
         .option("propertiesFor", ",".join(properties_for))
         .load()
     )
+
+
+def _split_lines(parts: list[list[splits.Split]], fields_of: Any) -> str | None:
+    """The Java reader's "splits" option: one tab-separated line per split, partition first
+    (None when a name holds a tab or a newline: the Python source reads those stores)."""
+    lines: list[str] = []
+    for i, part in enumerate(parts):
+        for s in part:
+            fields = (str(i), *map(str, fields_of(s)))
+            if any("\t" in f or "\n" in f for f in fields):
+                return None
+            lines.append("\t".join(fields))
+    return "\n".join(lines)
+
+
+def java_aux(
+    spark: SparkSession, stores: Sequence[str], table: str, *,
+    topics: Collection[str] | None = None,
+    partition_bytes: int = splits.DEFAULT_PARTITION_BYTES,
+) -> DataFrame | None:
+    """``table`` (``consumequeue`` or ``index``) through the Java reader, the same rows as
+    :func:`load` (None when the names cannot be handed over: use :func:`load`).
+
+    The driver plans every file: consume-queue files whole, index files as the span of their
+    used entries (:func:`~mqtool.spark.auxfiles.index_span`, the header and geometry read
+    here); the JVM reads the fixed 20-byte units."""
+    kind = TABLES[table][1]
+    planned = splits.plan_splits(stores, kind, topics=topics)
+    if table == "index":
+        spans = []
+        for s in planned:
+            span = auxfiles.index_span(s.path, s.name)
+            if span is not None:
+                start, end, begin = span
+                spans.append(dataclasses.replace(s, start=start, end=end, base=begin))
+        planned = spans
+
+        def fields_of(s: splits.Split) -> tuple[Any, ...]:
+            return (s.path, s.store, s.name, 0, s.start, s.end, s.base)
+    else:
+        def fields_of(s: splits.Split) -> tuple[Any, ...]:
+            return (s.path, s.store, s.name, s.base, s.start, s.end, s.queue_id, s.topic)
+    lines = _split_lines(splits.pack(planned, partition_bytes), fields_of)
+    if lines is None:
+        return None
+    return (
+        spark.read.format(JAVA_SOURCE)
+        .option("schema", spark_schema(TABLES[table][0]).json())
+        .option("table", table)
+        .option("splits", lines)
+        .option("batchRows", "16384")
+        .load()
+    )
+
+
+def table(
+    spark: SparkSession, stores: Sequence[str], name: str, *,
+    topics: Collection[str] | None = None,
+    split_size: int = splits.DEFAULT_SPLIT_SIZE,
+    partition_bytes: int = splits.DEFAULT_PARTITION_BYTES,
+    java: bool | None = None,
+) -> DataFrame:
+    """The ``consumequeue`` or ``index`` table of ``stores``: through the Java reader when the
+    session has it (``java``: None = when available), else the Python data source."""
+    if java is not False and (java or java_reader_on(spark)):
+        df = java_aux(spark, stores, name, topics=topics, partition_bytes=partition_bytes)
+        if df is not None:
+            return df
+    return load(spark, stores, name, topics=topics, split_size=split_size,
+                partition_bytes=partition_bytes)
+
+
+def deferred_ranges(handed: Sequence[Any]) -> list[splits.Split]:
+    """The byte ranges of the Java reader's ``deferred`` rows, as splits for the Python
+    decoder (``chain``: a record must start at the range's first byte)."""
+    ranges = []
+    roots = {st: splits.find_store_root(st) for st in {r["store"] for r in handed}}
+    for r in handed:
+        path = str((roots[r["store"]] / r["file"]).resolve())
+        size = os.path.getsize(path)
+        start = int(r["fileOffset"])
+        ranges.append(splits.Split(
+            splits.KIND_COMMITLOG, r["store"], path, r["file"], int(r["file"].split("/")[-1]),
+            start, start + int(r["storeSize"]), size, chain=r["detail"] == "chain",
+        ))
+    return ranges
 
 
 def records(
@@ -243,6 +332,7 @@ def records(
     partition_bytes: int = splits.DEFAULT_PARTITION_BYTES,
     persist: Any = None,
     java: bool | None = None,
+    handed: Sequence[Any] | None = None,
 ) -> tuple[DataFrame, list[DataFrame]]:
     """The ``records`` table of ``stores`` (as :func:`load`), through the Java reader when the
     session has it (``java``: None = when available), and the DataFrames it persisted.
@@ -251,7 +341,9 @@ def records(
     every other byte range to the Python decoder (``deferred`` rows: one extra small job over
     those ranges; the damage rule stays in :mod:`mqtool.formats.walker`). ``persist``: a
     ``StorageLevel`` for the Java reader's output (then the deferred ranges are found without a
-    second decode pass); the caller unpersists the returned DataFrames.
+    second decode pass); the caller unpersists the returned DataFrames. ``handed``: the
+    deferred rows (``store``, ``file``, ``fileOffset``, ``storeSize``, ``detail``) when the
+    caller found them already (no job to find them).
     """
     from pyspark.sql import functions as F
 
@@ -263,7 +355,7 @@ def records(
     }
     jdf = None
     if java is not False and (java or java_reader_on(spark)):
-        jdf = _java_records(spark, stores, **kw)
+        jdf = java_records(spark, stores, **kw)
     if jdf is None:
         df = load(spark, stores, "records", **kw)
         if persist is not None:
@@ -275,22 +367,14 @@ def records(
         jdf = jdf.persist(persist)
         cached.append(jdf)
     kind = F.col("recordType")
-    handed = jdf.filter(kind == RECORD_KIND_DEFERRED).select(
-        "store", "file", "fileOffset", "storeSize", "detail"
-    ).collect()
+    if handed is None:
+        handed = jdf.filter(kind == RECORD_KIND_DEFERRED).select(
+            "store", "file", "fileOffset", "storeSize", "detail"
+        ).collect()
     clean = jdf.filter(kind != RECORD_KIND_DEFERRED)
     if not handed:
         return clean, cached
-    ranges = []
-    roots = {st: splits.find_store_root(st) for st in {r["store"] for r in handed}}
-    for r in handed:
-        path = str((roots[r["store"]] / r["file"]).resolve())
-        size = os.path.getsize(path)
-        start = int(r["fileOffset"])
-        ranges.append(splits.Split(
-            splits.KIND_COMMITLOG, r["store"], path, r["file"], int(r["file"].split("/")[-1]),
-            start, start + int(r["storeSize"]), size, chain=r["detail"] == "chain",
-        ))
+    ranges = deferred_ranges(handed)
     py = load(spark, stores, "records", ranges=ranges, **kw)
     if persist is not None:
         py = py.persist(persist)

@@ -14,14 +14,16 @@ one run (a benchmark, not a test; do not loop it on a shared machine):
 * the hot-loop prototypes of issue 13 (TOTALSIZE walk, record checks, field gather, property
   split, optionally BODYCRC): the numba kernel (:mod:`mqtool.formats.kernel`) and a plain
   Java loop (``proto/HotLoop.java``, compiled with ``javac`` when a JDK is there);
-* single process, every column: :func:`mqtool.spark.decode.decode_commitlog_range` (kernel +
-  Arrow batches of the ``messages`` table) with the CRC check off (as
-  ``MessageDecoder.decode``) and on; the audits' narrow columns; the struct-based reference
-  decoder on the first 300,000 records;
+* single process, every column: the fused kernel (:class:`mqtool.formats.fastdecode.Decoder`,
+  every window as one record batch of the ``messages`` table) with the CRC check off (as
+  ``MessageDecoder.decode``) and on; the struct-based reference decoder on the first 300,000
+  records; with ``--python-decode`` also the Python data source's decode
+  (:func:`mqtool.spark.decode.decode_commitlog_range`, audit columns);
 * ``spark local[N]``: Spark's start-up on its own (session, then the Python workers), the
-  decode pass with every column (the Java reader's columnar batches; into rows; and through
-  the Python data source) and with the audits' columns, and the ``mqtool scan`` CLI with every
-  audit in a fresh process (wall time, its own ``run_scan`` time, wall time less the start-up);
+  decode pass with every column (the Java reader's columnar batches; into rows; with
+  ``--python-decode`` through the Python data source too) and with the audits' columns, and the
+  ``mqtool scan`` CLI with every audit in a fresh process (wall time, its own ``run_scan``
+  time, wall time less the start-up);
 * with ``--cluster``: the CLI on a standalone cluster on 127.0.0.1 started with pyspark's
   ``sbin/spark-daemon.sh`` (1-core workers), 1 worker against 2;
 * peak anonymous RSS (``RssAnon``: heap, not mapped store pages) of the driver (this Python
@@ -205,7 +207,8 @@ def vectorised_decode(
     files: list[Path], columns: frozenset[str] | None, props_for: tuple[str, ...],
     check_crc: bool = True,
 ) -> tuple[float, int, int]:
-    """:func:`decode_commitlog_range` over every file: (seconds, messages, their bytes)."""
+    """:func:`decode_commitlog_range` (the Python data source's decode) over every file:
+    (seconds, messages, their bytes)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -221,6 +224,38 @@ def vectorised_decode(
             is_msg = pc.equal(b.column(0), "msg")
             n += int(pc.sum(pc.cast(is_msg, pa.int64())).as_py() or 0)
             nbytes += int(pc.sum(pc.filter(b.column("storeSize"), is_msg)).as_py() or 0)
+    return time.perf_counter() - t, n, nbytes
+
+
+def fused_decode(files: list[Path], check_crc: bool) -> tuple[float, int, int]:
+    """The single-process full decode: the fused kernel
+    (:class:`mqtool.formats.fastdecode.Decoder`), every window as one record batch of every
+    column of the ``messages`` table (``MESSAGE_SCHEMA``): (seconds, messages, their bytes)."""
+    import mmap
+
+    import pyarrow as pa
+
+    from mqtool.formats.buffers import close_map
+    from mqtool.formats.fastdecode import Decoder
+    from mqtool.spark.schema import MESSAGE_SCHEMA
+
+    names = MESSAGE_SCHEMA.names
+    dec = Decoder()
+    n = nbytes = 0
+    t = time.perf_counter()
+    for f in files:
+        rel = f"commitlog/{f.name}"
+        with open(f, "rb") as fh:
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        for w in dec.file(mm, file=rel, file_start=int(f.name), check_crc=check_crc):
+            cols = w.to_arrow(store="s", file=rel)
+            batch = pa.RecordBatch.from_arrays([cols[k] for k in names], schema=MESSAGE_SCHEMA)
+            n += batch.num_rows
+            nbytes += int(w.int32("storeSize").sum())
+            del batch, cols
+        del w
+        assert dec.end.kind in ("blank", "eof", "zeros"), dec.end  # no damage in the store
+        close_map(mm)
     return time.perf_counter() - t, n, nbytes
 
 
@@ -286,6 +321,8 @@ def main() -> None:
                     help="also scan a store 4x smaller (built there once) with the CLI: memory "
                     "at two sizes")
     ap.add_argument("--json", action="store_true", help="print the results as JSON only")
+    ap.add_argument("--python-decode", action="store_true",
+                    help="also time the Python data source's decode (1 process and Spark)")
     ap.add_argument("--cluster", action="store_true",
                     help="also scan on a standalone cluster on 127.0.0.1 (pyspark's "
                     "sbin/spark-daemon.sh): 1 worker of 1 core against 2")
@@ -307,10 +344,13 @@ def main() -> None:
     from mqtool.spark.scan import AUDIT_COLUMNS
 
     narrow = frozenset([*AUDIT_COLUMNS[2:], "properties"])
-    t_full, n_msgs, data_bytes = vectorised_decode(files, None, (), check_crc=False)
-    t_full_crc, n1, _ = vectorised_decode(files, None, (), check_crc=True)
-    t_narrow, n2, _ = vectorised_decode(files, narrow, ("%DLQ%",))
-    assert n1 == n2 == n_msgs, (n1, n2, n_msgs)
+    fused_decode(files[:1], False)  # compile (or load) the fused kernel before timing
+    t_full, n_msgs, data_bytes = fused_decode(files, check_crc=False)
+    t_full_crc, n1, _ = fused_decode(files, check_crc=True)
+    assert n1 == n_msgs, (n1, n_msgs)
+    if args.python_decode:
+        t_narrow, n2, _ = vectorised_decode(files, narrow, ("%DLQ%",))
+        assert n2 == n_msgs, (n2, n_msgs)
     t_k, n_k = kernel_hot_loop(files, False)
     t_k_crc, _ = kernel_hot_loop(files, True)
     java = java_hot_loop(files, False)
@@ -332,21 +372,30 @@ def main() -> None:
     if java is not None and java_crc is not None:
         add("javaHotLoop", "hot loop prototype: plain Java (javac), CRC off", *java)
         add("javaHotLoopCrc", "hot loop prototype: plain Java (javac), CRC on", *java_crc)
-    add("singleFull", "1 process, every column, CRC off", t_full, n_msgs)
-    add("singleFullCrc", "1 process, every column, CRC on", t_full_crc, n_msgs)
-    add("singleAudit", "1 process, audit columns, CRC on", t_narrow, n_msgs)
+    add("singleFull", "1 process, every column, CRC off (fused kernel + Arrow batches)",
+        t_full, n_msgs)
+    add("singleFullCrc", "1 process, every column, CRC on (fused kernel + Arrow batches)",
+        t_full_crc, n_msgs)
+    if args.python_decode:
+        add("singleAudit", "1 process, audit columns, CRC on (the Python data source's "
+            "decode)", t_narrow, n_msgs)
     add("reference", "reference decoder, 1 process (scan_file, 300k records)", t_ref, n_ref)
 
     if not args.no_spark:
         _spark_figures(args, master, res, n_msgs, narrow, add)
         if args.cluster:  # on the smaller store when there is one (4x cheaper)
             small = res.get("smallStore")
-            res["cluster"] = cluster_scaling(
-                args.small_store if small else args.store,
-                small["messages"] if small else n_msgs,
-            )
+            try:
+                res["cluster"] = cluster_scaling(
+                    args.small_store if small else args.store,
+                    small["messages"] if small else n_msgs,
+                )
+            except (RuntimeError, OSError, AssertionError, subprocess.CalledProcessError,
+                    json.JSONDecodeError) as e:  # the run's other figures are kept, and this
+                res["cluster"] = {"error": f"{type(e).__name__}: {e}"}
             res["cluster"]["store"] = str(args.small_store if small else args.store)
 
+    res["loadAverageAtScans"] = LOADS
     rates = {k: r for k, _, _, r in rows}
     res["readGBps"] = round(read_bps / 1e9, 2)
     figures: list[dict[str, Any]] = [
@@ -451,7 +500,7 @@ def _spark_figures(
         res["javaReader"] = java
         if java:
             def full_pass() -> int:
-                df = source._java_records(  # noqa: SLF001 - the reader alone, no hand-over
+                df = source.java_records(  # the reader alone, no hand-over
                     spark, store, columns=None, check_crc=False, properties_for=(),
                     split_size=splits.DEFAULT_SPLIT_SIZE,
                     partition_bytes=splits.DEFAULT_PARTITION_BYTES,
@@ -465,13 +514,14 @@ def _spark_figures(
                                .write.format("noop").mode("overwrite").save())
             add("sparkFullRows", f"spark {master}: decode pass, every column, CRC off, into "
                 "rows (Java reader, noop write)", t_rows, n_msgs)
-        t_py, got = _timed(lambda: count(source.records(spark, store, check_crc=False,
-                                                        java=False)[0]))
-        assert got == n_msgs, (got, n_msgs)
-        add("sparkFullPython", f"spark {master}: decode pass, every column, CRC off (Python "
-            "data source: filter + count)", t_py, n_msgs)
-        if not java:
-            t_full = t_py
+        if args.python_decode or not java:
+            t_py, got = _timed(lambda: count(source.records(spark, store, check_crc=False,
+                                                            java=False)[0]))
+            assert got == n_msgs, (got, n_msgs)
+            add("sparkFullPython", f"spark {master}: decode pass, every column, CRC off "
+                "(Python data source: filter + count)", t_py, n_msgs)
+            if not java:
+                t_full = t_py
         t_pass, got = _timed(lambda: count(source.records(
             spark, store, columns=sorted(narrow), properties_for=["%DLQ%"],
         )[0]))
@@ -503,12 +553,18 @@ def _spark_figures(
         }
 
 
+LOADS: list[dict[str, Any]] = []
+"""The load average as each CLI scan starts (written to last-run.json)."""
+
+
 def _cli_scan(store: Path, master: str, extra: tuple[str, ...] = ()) -> tuple[
     float, dict[str, Any], dict[str, float]
 ]:
     """``mqtool scan STORE --json`` in a fresh process: wall seconds, its JSON, peak RSS."""
     cli = [sys.executable, "-m", "mqtool", "scan", str(store), "--master", master, "--json",
            *extra]
+    LOADS.append({"at": f"mqtool scan {store.name} --master {master}",
+                  "loadAverage": [round(x, 2) for x in os.getloadavg()]})
     proc = subprocess.Popen(cli, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     t0 = time.perf_counter()
     with MemorySampler(proc.pid) as cli_mem:

@@ -117,10 +117,49 @@ def test_java_equals_python_on_damaged_stores(
     assert len(unreadable) >= 5
     assert any("properties torn" in r for r in unreadable)
     # the Java reader handed the damaged ranges over, it did not judge them itself
-    raw = source._java_records(  # noqa: SLF001 - the reader's own output
+    raw = source.java_records(  # the reader's own output
         spark, [str(damaged)], columns=None, check_crc=True, properties_for=(),
         split_size=split, partition_bytes=1 << 20,
     )
     assert raw is not None
     assert raw.filter(raw.recordType == RECORD_KIND_DEFERRED).count() >= 4
     assert raw.filter(raw.recordType == "unreadable").count() == 0
+
+
+@pytest.fixture(scope="module")
+def aux_damaged(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the plain store whose consume queues and index files are damaged: a queue
+    file cut inside a unit, a zeroed unit in the middle (the queue ends there), a queue file
+    of 0 bytes, an index header claiming more entries than the file holds, an empty index."""
+    root = tmp_path_factory.mktemp("java-aux") / "store"
+    shutil.copytree(store_dir("4.9.7/plain"), root)
+    cqs = sorted(p for p in (root / "consumequeue").rglob("*") if p.is_file())
+    cqs = [p for p in cqs if p.stat().st_size >= 200]
+    with open(cqs[0], "r+b") as fh:
+        fh.truncate(fh.seek(0, 2) // 20 * 20 - 7)
+    _patch(cqs[1], 40, b"\x00" * 20)
+    (cqs[2].parent / f"{int(cqs[2].name) + 10**12:020d}").write_bytes(b"")
+    index = sorted((root / "index").iterdir())
+    _patch(index[0], 36, (10**6).to_bytes(4, "big"))
+    (root / "index" / "20991231235959999").write_bytes(b"")
+    return root
+
+
+@pytest.mark.parametrize("table", ["consumequeue", "index"])
+def test_java_consume_queue_and_index_equal_python(
+    spark: Any, aux_damaged: Path, table: str  # noqa: F811
+) -> None:
+    from mqtool.spark import source
+
+    stores = [*(str(store_dir(s)) for s in SCENARIOS), str(aux_damaged)]
+    for topics in (None, ["SCHEDULE_TOPIC_XXXX", "TopicTest"]):
+        if table == "index" and topics:
+            continue
+        java = source.java_aux(spark, stores, table, topics=topics, partition_bytes=1 << 16)
+        assert java is not None
+        py = source.load(spark, stores, table, topics=topics, partition_bytes=1 << 16)
+        got, want = _rows(java), _rows(py)
+        assert len(want) > (100 if topics is None else 10)
+        assert got == want
+        # and through the one entry point, with the reader on
+        assert _rows(source.table(spark, stores, table, topics=topics, java=True)) == want

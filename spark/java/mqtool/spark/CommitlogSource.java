@@ -63,7 +63,8 @@ public final class CommitlogSource implements TableProvider, DataSourceRegister 
         return new CommitlogTable(schema);
     }
 
-    /** One split: a byte range of one commitlog file (see mqtool.spark.splits.Split). */
+    /** One split: a byte range of one commitlog file (see mqtool.spark.splits.Split), or one
+     * consume-queue or index file (AuxDecoder). */
     public static final class SplitSpec implements Serializable {
         private static final long serialVersionUID = 1L;
         final String path;
@@ -73,6 +74,8 @@ public final class CommitlogSource implements TableProvider, DataSourceRegister 
         final long start;
         final long end;
         final long dataEnd;
+        final long base2;  // consume queue: the queue id; index: the header's beginTimestamp
+        final String topic;  // consume queue: the topic
 
         SplitSpec(String[] f) {
             path = f[1];
@@ -82,6 +85,8 @@ public final class CommitlogSource implements TableProvider, DataSourceRegister 
             start = Long.parseLong(f[5]);
             end = Long.parseLong(f[6]);
             dataEnd = Long.parseLong(f[7]);
+            base2 = dataEnd;
+            topic = f.length > 8 ? f[8] : "";
         }
     }
 
@@ -91,8 +96,10 @@ public final class CommitlogSource implements TableProvider, DataSourceRegister 
         final boolean checkCrc;
         final String[] propertiesFor;
         final int batchRows;
+        final String table;
 
         Options(CaseInsensitiveStringMap o) {
+            table = o.getOrDefault("table", "records");
             checkCrc = !"false".equalsIgnoreCase(o.getOrDefault("checkCrc", "true"));
             String pf = o.getOrDefault("propertiesFor", "");
             propertiesFor = pf.isEmpty() ? new String[0] : pf.split(",");
@@ -172,7 +179,9 @@ public final class CommitlogSource implements TableProvider, DataSourceRegister 
             return this;
         }
 
-        /** Option "splits": one line per split, "partition\tpath\tstore\tname\tbase\tstart\tend\tdataEnd". */
+        /** Option "splits": one line per split, "partition\tpath\tstore\tname\tbase\tstart\tend\tdataEnd"
+         * (table "records"); "...\tstart\tend\tqueueId\ttopic" (table "consumequeue");
+         * "...\tentry 1's position\tend of the last used entry\tbeginTimestamp" ("index"). */
         @Override
         public InputPartition[] planInputPartitions() {
             List<List<SplitSpec>> parts = new ArrayList<>();
@@ -231,7 +240,11 @@ public final class CommitlogSource implements TableProvider, DataSourceRegister 
 
         @Override
         public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-            return new CommitlogDecoder(((Part) partition).splits, schema, options);
+            List<SplitSpec> splits = ((Part) partition).splits;
+            if ("records".equals(options.table)) {
+                return new CommitlogDecoder(splits, schema, options);
+            }
+            return new AuxDecoder(splits, schema, options.table, options.batchRows);
         }
     }
 }
