@@ -34,7 +34,7 @@ from mqtool.formats.commitlog import (
 )
 from mqtool.formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, CqEntry, iter_cq
 from mqtool.formats.errors import BadFieldError, Finding, FormatError, MqtoolError
-from mqtool.formats.indexfile import IndexReader, build_key, index_key_hash
+from mqtool.formats.indexfile import IndexReader
 from mqtool.formats.msgid import decode_offset_msg_id
 from mqtool.formats.rules import (  # re-exported: the broker's names live in formats/rules.py
     DLQ_GROUP_TOPIC_PREFIX as DLQ_GROUP_TOPIC_PREFIX,
@@ -53,6 +53,7 @@ from mqtool.storefiles import QueueInfo as QueueInfo
 from mqtool.storefiles import StoreError as StoreError
 from mqtool.storefiles import _lock_holder
 from mqtool.storefiles import map_readonly as map_readonly
+from mqtool.storeindex import IndexFiles
 
 if TYPE_CHECKING:
     from mqtool.search import Finder
@@ -72,7 +73,7 @@ def _is_offset_name(name: str) -> bool:
 
 
 @dataclass
-class Store:
+class Store(IndexFiles):
     """A store root opened read-only. Use :meth:`open`."""
 
     root: Path
@@ -478,85 +479,6 @@ class Store:
         return entries[lo].queue_offset if lo < len(entries) else (
             entries[-1].queue_offset + 1 if entries else 0
         )
-
-    # --- index ----------------------------------------------------------------------------
-    @property
-    def index_dir(self) -> Path:
-        return self.root / "index"
-
-    def index_files(self, entries: bool = True) -> list[tuple[str, IndexReader]]:
-        """Readable index files, oldest first (damaged ones become findings).
-
-        ``entries=False`` (key lookups) skips the per-entry table check, whose cost grows with
-        the files: a lookup checks the chains it walks (:meth:`Finder`). The full check runs
-        once, the first time a caller asks for it.
-        """
-        if self._index is None:
-            self._index = []
-            if self.index_dir.is_dir():
-                for p in sorted(self.index_dir.iterdir()):
-                    if p.is_file():
-                        self._open_index(p)
-        if entries and not self._index_entries_checked:
-            self._index_entries_checked = True
-            for rel, reader in list(self._index):  # their cheap checks held: entries now
-                self._index_problems(rel, reader.problems(), reader)
-        return self._index
-
-    def _open_index(self, p: Path) -> None:
-        rel = f"index/{p.name}"
-        reader: IndexReader | None = None
-        try:
-            reader = IndexReader(self._map(p), file=rel)
-            problems = reader.problems(entries=False)
-        except FormatError as err:
-            problems = [err]
-        if not self._index_problems(rel, problems, reader) and reader is not None:
-            assert self._index is not None
-            self._index.append((rel, reader))
-
-    def _index_problems(
-        self, rel: str, problems: list[FormatError], reader: IndexReader | None
-    ) -> bool:
-        """Note an index file's problems; a damaged file is no longer used by lookups."""
-        for pr in problems:
-            self._note(Finding("index", rel, pr.offset, pr.detail,
-                               expected=pr.expected, found=pr.found))
-        if problems:
-            self._index_damaged = True
-            if self._index is not None and reader is not None:
-                self._index[:] = [(r, x) for r, x in self._index if x is not reader]
-        return bool(problems)
-
-    @property
-    def has_index(self) -> bool:
-        return bool(self.index_files(entries=False))
-
-    @property
-    def index_usable(self) -> bool:
-        """Whether key lookups may go through the index: there are index files and none is
-        damaged (a damaged one could hide records; lookups then read the commitlog)."""
-        files = self.index_files(entries=False)
-        return bool(files) and not self._index_damaged
-
-    def mark_index_damaged(self) -> None:
-        """A lookup met an entry that leads nowhere: key lookups read the commitlog now."""
-        self._index_damaged = True
-
-    @property
-    def index_damaged(self) -> bool:
-        """Whether some index file is damaged as far as checked (see the ``index`` findings;
-        lookups check the chains they walk, :meth:`index_files` the whole tables)."""
-        self.index_files(entries=False)
-        return self._index_damaged
-
-    def query_index(self, topic: str, key: str) -> list[int]:
-        """Commitlog offsets the index files list for ``topic#key`` (hash matches only)."""
-        h = index_key_hash(build_key(topic, key))
-        out: list[int] = []
-        for _, reader in self.index_files():
-            out.extend(e.phy_offset for e in reversed(reader.lookup_hash(h)))
-        return out
 
     def search(
         self, patterns: Iterable[bytes], *, start_offset: int = 0,
