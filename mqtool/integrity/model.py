@@ -33,6 +33,9 @@ class FileScan:
     data_end: int = 0  # commitlog offset where its readable data ends (BLANK start or zeros)
     end_kind: str = "zeros"  # FileEnd kind
     first_break: int | None = None  # first commitlog offset where recovery would stop
+    # first damage RocketMQ's recovery reads past (a torn-properties record: only the body CRC
+    # is checked unless forceVerifyPropCRC, default false); repair still cuts there
+    first_kept_damage: int | None = None
     unreadable_bytes: int = 0
 
 

@@ -35,7 +35,7 @@ from mqtool.formats.commitlog import (
     parse_message,
 )
 from mqtool.formats.consumequeue import tags_code_of
-from mqtool.formats.errors import Finding, Severity
+from mqtool.formats.errors import Finding, Severity, TornPropertiesError
 from mqtool.formats.indexfile import index_key_hash_of, index_key_hashes
 from mqtool.formats.javacompat import (
     java_hash_ranges,
@@ -336,7 +336,10 @@ def scan_commitlog(
                     pos = item.offset if item.offset is not None else 0
                     phy = item.phy if item.phy is not None else f.start + pos
                     fs.unreadable_bytes += int(getattr(item, "length", 0) or 0)
-                    if fs.first_break is None:
+                    if item.kind == TornPropertiesError.kind:  # recovery keeps the record
+                        if fs.first_kept_damage is None:
+                            fs.first_kept_damage = phy
+                    elif fs.first_break is None:
                         fs.first_break = phy
                     sink.add(Finding(
                         item.kind, f.rel, phy - f.start, item.detail, severity=item.severity,
