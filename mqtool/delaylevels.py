@@ -198,24 +198,32 @@ def levels_from_broker_conf(path: str | Path) -> tuple[str | None, str]:
     return props.get(BROKER_CONF_KEY), f"broker.conf {path}"
 
 
+def given_levels(
+    delay_levels: str | None = None, broker_conf: str | Path | None = None,
+) -> tuple[str | None, str]:
+    """(the ``messageDelayLevel`` string the operator gave, its label), or (None, "") when
+    neither option is given; DelayLevelsError for both, errors of an unreadable broker.conf."""
+    if delay_levels is not None and broker_conf is not None:
+        raise DelayLevelsError("give --delay-levels or --broker-conf, not both")
+    if delay_levels is not None:
+        return delay_levels, SOURCE_OPTION
+    if broker_conf is not None:
+        given, label = levels_from_broker_conf(broker_conf)
+        if given is None:  # the broker runs with its default
+            return DEFAULT_MESSAGE_DELAY_LEVEL, (
+                f"{SOURCE_DEFAULT} ({broker_conf} has no {BROKER_CONF_KEY})")
+        return given, label
+    return None, ""
+
+
 def resolve_delay_levels(
     store: Store, delay_levels: str | None = None, broker_conf: str | Path | None = None,
 ) -> DelayLevels:
     """The levels to use for ``store``: from ``delay_levels`` (the --delay-levels string), else
     ``broker_conf``, else the store's evidence plus the broker's default; warnings for every
     level the given levels contradict."""
-    if delay_levels is not None and broker_conf is not None:
-        raise DelayLevelsError("give --delay-levels or --broker-conf, not both")
+    given, label = given_levels(delay_levels, broker_conf)
     evidence, findings, unusable = collect_evidence(store)
-    given: str | None = None
-    label = ""
-    if delay_levels is not None:
-        given, label = delay_levels, SOURCE_OPTION
-    elif broker_conf is not None:
-        given, label = levels_from_broker_conf(broker_conf)
-        if given is None:  # the broker runs with its default
-            given, label = DEFAULT_MESSAGE_DELAY_LEVEL, (
-                f"{SOURCE_DEFAULT} ({broker_conf} has no {BROKER_CONF_KEY})")
     if given is None:
         table = parse_delay_levels(DEFAULT_MESSAGE_DELAY_LEVEL)
         sources = dict.fromkeys(table, SOURCE_DEFAULT)

@@ -18,11 +18,12 @@ from __future__ import annotations
 import bisect
 import mmap
 import os
-import struct
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from mqtool.formats.buffers import close_map
 from mqtool.formats.commitlog import (
@@ -31,9 +32,9 @@ from mqtool.formats.commitlog import (
     FileEnd,
     parse_message,
 )
-from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, CqEntry, iter_cq
+from mqtool.formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, CqEntry, iter_cq
 from mqtool.formats.errors import BadFieldError, Finding, FormatError, MqtoolError
-from mqtool.formats.indexfile import IndexReader, build_key, index_key_hash
+from mqtool.formats.indexfile import IndexReader
 from mqtool.formats.msgid import decode_offset_msg_id
 from mqtool.formats.rules import (  # re-exported: the broker's names live in formats/rules.py
     DLQ_GROUP_TOPIC_PREFIX as DLQ_GROUP_TOPIC_PREFIX,
@@ -52,6 +53,7 @@ from mqtool.storefiles import QueueInfo as QueueInfo
 from mqtool.storefiles import StoreError as StoreError
 from mqtool.storefiles import _lock_holder
 from mqtool.storefiles import map_readonly as map_readonly
+from mqtool.storeindex import IndexFiles
 
 if TYPE_CHECKING:
     from mqtool.search import Finder
@@ -71,7 +73,7 @@ def _is_offset_name(name: str) -> bool:
 
 
 @dataclass
-class Store:
+class Store(IndexFiles):
     """A store root opened read-only. Use :meth:`open`."""
 
     root: Path
@@ -84,6 +86,8 @@ class Store:
     _index_damaged: bool = field(default=False, repr=False)
     _index_entries_checked: bool = field(default=False, repr=False)
     _data_end: int | None = field(default=None, repr=False)
+    # how each commitlog file's data ends, as a caller's whole-file walk found it (verify)
+    walked_ends: dict[Path, FileEnd] = field(default_factory=dict, repr=False)
     check_crc: bool = True  # walks check every BODYCRC (a mismatch is a finding)
 
     # --- opening --------------------------------------------------------------------------
@@ -310,12 +314,10 @@ class Store:
         return self._data_end
 
     def _find_data_end(self) -> int:
+        from mqtool.integrity.at import file_end
+
         for f in reversed(self.commitlog_files):
-            end = None
-            for item in self.walk_commitlog_file(f, decode=False):
-                if isinstance(item, FileEnd):
-                    end = item
-            assert end is not None
+            end = self.walked_ends.get(f.path) or file_end(self, f)
             if end.kind == "blank":
                 return f.start + f.size
             if end.physical_offset > f.start or f is self.commitlog_files[0]:
@@ -426,6 +428,8 @@ class Store:
     def queue_info(self, topic: str, queue_id: int) -> QueueInfo:
         """Min/max logical offsets of a queue (max = after the last unit that can name a record;
         impossible or dangling units are findings, not counted)."""
+        from mqtool.integrity.at import units_with_records
+
         files = self._cq_files(topic, queue_id)
         info = QueueInfo(topic, queue_id, files)
         first_seen = False
@@ -433,25 +437,24 @@ class Store:
         for p in files:
             base = int(p.name) // CQ_STORE_UNIT_SIZE
             rel = f"consumequeue/{topic}/{queue_id}/{p.name}"
-            buf = map_readonly(p)
-            self._check_cq_size(rel, len(buf))
-            try:
-                n = len(buf) // CQ_STORE_UNIT_SIZE
-                units = [struct.unpack_from(">qiq", buf, i * CQ_STORE_UNIT_SIZE) for i in range(n)]
-            finally:
-                if isinstance(buf, mmap.mmap):
-                    buf.close()
-            written = [i for i, u in enumerate(units) if u != (0, 0, 0)]
-            if not written:
+            self._check_cq_size(rel, p.stat().st_size)
+            u = np.fromfile(p, dtype=CQ_DTYPE)
+            offs, sizes, tags = (u[k].astype(np.int64) for k in ("offset", "size", "tags"))
+            written = np.flatnonzero((offs != 0) | (sizes != 0) | (tags != 0))
+            if not written.size:
                 continue
             if not first_seen:
-                info.min_offset = base + written[0]
+                info.min_offset = base + int(written[0])
                 first_seen = True
-            valid = [i for i in written
-                     if self._check_unit(rel, i * CQ_STORE_UNIT_SIZE, CqEntry(*units[i]))]
-            if valid:
-                info.max_offset = base + valid[-1] + 1
-                info.last_commit_log_offset = units[valid[-1]][0]
+            ok = units_with_records(self, offs[written], sizes[written])
+            for i in np.flatnonzero(~ok).tolist():
+                w = int(written[i])
+                ok[i] = self._check_unit(rel, w * CQ_STORE_UNIT_SIZE,
+                                         CqEntry(int(offs[w]), int(sizes[w]), int(tags[w])))
+            if ok.any():
+                last = int(written[np.flatnonzero(ok)[-1]])
+                info.max_offset = base + last + 1
+                info.last_commit_log_offset = int(offs[last])
         if not first_seen and files:
             info.min_offset = info.max_offset = int(files[0].name) // CQ_STORE_UNIT_SIZE
         return info
@@ -476,85 +479,6 @@ class Store:
         return entries[lo].queue_offset if lo < len(entries) else (
             entries[-1].queue_offset + 1 if entries else 0
         )
-
-    # --- index ----------------------------------------------------------------------------
-    @property
-    def index_dir(self) -> Path:
-        return self.root / "index"
-
-    def index_files(self, entries: bool = True) -> list[tuple[str, IndexReader]]:
-        """Readable index files, oldest first (damaged ones become findings).
-
-        ``entries=False`` (key lookups) skips the per-entry table check, whose cost grows with
-        the files: a lookup checks the chains it walks (:meth:`Finder`). The full check runs
-        once, the first time a caller asks for it.
-        """
-        if self._index is None:
-            self._index = []
-            if self.index_dir.is_dir():
-                for p in sorted(self.index_dir.iterdir()):
-                    if p.is_file():
-                        self._open_index(p)
-        if entries and not self._index_entries_checked:
-            self._index_entries_checked = True
-            for rel, reader in list(self._index):  # their cheap checks held: entries now
-                self._index_problems(rel, reader.problems(), reader)
-        return self._index
-
-    def _open_index(self, p: Path) -> None:
-        rel = f"index/{p.name}"
-        reader: IndexReader | None = None
-        try:
-            reader = IndexReader(self._map(p), file=rel)
-            problems = reader.problems(entries=False)
-        except FormatError as err:
-            problems = [err]
-        if not self._index_problems(rel, problems, reader) and reader is not None:
-            assert self._index is not None
-            self._index.append((rel, reader))
-
-    def _index_problems(
-        self, rel: str, problems: list[FormatError], reader: IndexReader | None
-    ) -> bool:
-        """Note an index file's problems; a damaged file is no longer used by lookups."""
-        for pr in problems:
-            self._note(Finding("index", rel, pr.offset, pr.detail,
-                               expected=pr.expected, found=pr.found))
-        if problems:
-            self._index_damaged = True
-            if self._index is not None and reader is not None:
-                self._index[:] = [(r, x) for r, x in self._index if x is not reader]
-        return bool(problems)
-
-    @property
-    def has_index(self) -> bool:
-        return bool(self.index_files(entries=False))
-
-    @property
-    def index_usable(self) -> bool:
-        """Whether key lookups may go through the index: there are index files and none is
-        damaged (a damaged one could hide records; lookups then read the commitlog)."""
-        files = self.index_files(entries=False)
-        return bool(files) and not self._index_damaged
-
-    def mark_index_damaged(self) -> None:
-        """A lookup met an entry that leads nowhere: key lookups read the commitlog now."""
-        self._index_damaged = True
-
-    @property
-    def index_damaged(self) -> bool:
-        """Whether some index file is damaged as far as checked (see the ``index`` findings;
-        lookups check the chains they walk, :meth:`index_files` the whole tables)."""
-        self.index_files(entries=False)
-        return self._index_damaged
-
-    def query_index(self, topic: str, key: str) -> list[int]:
-        """Commitlog offsets the index files list for ``topic#key`` (hash matches only)."""
-        h = index_key_hash(build_key(topic, key))
-        out: list[int] = []
-        for _, reader in self.index_files():
-            out.extend(e.phy_offset for e in reversed(reader.lookup_hash(h)))
-        return out
 
     def search(
         self, patterns: Iterable[bytes], *, start_offset: int = 0,

@@ -10,17 +10,19 @@ from mqtool.formats.checkpoint import Checkpoint, parse_checkpoint
 from mqtool.formats.config import parse_consumer_offset, parse_delay_offset
 from mqtool.formats.errors import Finding, FormatError, Severity
 from mqtool.integrity.configs import ConfigLoad, load_config
-from mqtool.integrity.model import Messages, QueueScan, _Sink
+from mqtool.integrity.model import QueueScan, _Sink
 from mqtool.store import SCHEDULE_TOPIC, Store
 
 
 # --- checkpoint, configs, root files -------------------------------------------------------
 def _check_checkpoint(
-    store: Store, msgs: Messages, data_end: int, abort: bool, sink: _Sink
+    store: Store, messages: int, last_ts: int, data_end: int, abort: bool, sink: _Sink
 ) -> Checkpoint | None:
+    """The checkpoint against the data (``messages`` readable, the latest stored at
+    ``last_ts``)."""
     p = store.root / "checkpoint"
     if not p.exists():
-        if len(msgs):
+        if messages:
             sink.add(Finding("checkpoint", "checkpoint", None,
                              "no checkpoint file: the broker recovers as after a clean stop",
                              severity=Severity.WARNING))
@@ -30,18 +32,17 @@ def _check_checkpoint(
     except FormatError as e:
         sink.add(Finding("checkpoint", "checkpoint", e.offset, e.detail))
         return None
-    last_ts = int(msgs.store_ts.max()) if len(msgs) else 0
     for pos, name, ts in ((0, "physicMsgTimestamp", cp.physic_msg_timestamp),
                           (8, "logicsMsgTimestamp", cp.logics_msg_timestamp),
                           (16, "indexMsgTimestamp", cp.index_msg_timestamp)):
-        if len(msgs) and ts > last_ts:
+        if messages and ts > last_ts:
             sink.add(Finding(
                 "checkpoint", "checkpoint", pos,
                 f"{name} {ts} is after the last readable message's store time {last_ts}: "
                 "the checkpoint claims data that is not there",
                 expected=f"<= {last_ts}", found=str(ts),
             ))
-        elif len(msgs) and abort and name != "indexMsgTimestamp" and ts < last_ts:
+        elif messages and abort and name != "indexMsgTimestamp" and ts < last_ts:
             sink.add(Finding(
                 "checkpoint", "checkpoint", pos,
                 f"{name} is {last_ts - ts} ms behind the last message (crash state: recovery "

@@ -3,7 +3,7 @@ table and the report (split from :mod:`mqtool.integrity.checks`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,15 +11,16 @@ from typing import Any
 import numpy as np
 
 from mqtool.formats.checkpoint import Checkpoint
+from mqtool.formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE
 from mqtool.formats.errors import Finding, Severity
+from mqtool.formats.indexfile import INDEX_ENTRY_DTYPE
 from mqtool.integrity.configs import ConfigLoad
 from mqtool.store import CommitLogFile
 
 ProgressFn = Callable[[int], None]
 """Called with the number of bytes just read (for a progress bar)."""
 
-_UNIT = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
-_ENTRY = np.dtype([("h", ">i4"), ("p", ">i8"), ("t", ">i4"), ("v", ">i4")])
+_ENTRY = INDEX_ENTRY_DTYPE
 
 
 @dataclass
@@ -32,6 +33,9 @@ class FileScan:
     data_end: int = 0  # commitlog offset where its readable data ends (BLANK start or zeros)
     end_kind: str = "zeros"  # FileEnd kind
     first_break: int | None = None  # first commitlog offset where recovery would stop
+    # first damage RocketMQ's recovery reads past (a torn-properties record: only the body CRC
+    # is checked unless forceVerifyPropCRC, default false); repair still cuts there
+    first_kept_damage: int | None = None
     unreadable_bytes: int = 0
 
 
@@ -67,10 +71,57 @@ class Messages:
         i = int(np.searchsorted(self.phy, offset))
         return i if i < len(self.phy) and int(self.phy[i]) == offset else None
 
+    _COLUMNS = ("phy", "size", "queue_id", "queue_offset", "topic", "store_ts", "tags_code",
+                "sys_flag", "crc_ok")
+
+    @classmethod
+    def empty(cls) -> Messages:
+        z = np.zeros(0, np.int64)
+        return cls(z, z, z, z, z, z, z, z, np.zeros(0, bool), [], z)
+
+    def take(self, rows: np.ndarray) -> Messages:
+        """The rows ``rows`` (in that order), with their index keys."""
+        cols = {k: getattr(self, k)[rows] for k in self._COLUMNS}
+        inv = np.full(len(self), -1, np.int64)
+        inv[rows] = np.arange(len(rows), dtype=np.int64)
+        kr = self.key_rows
+        new = inv[kr >> 31] if len(kr) else np.zeros(0, np.int64)
+        keep = new >= 0
+        key_rows = np.sort((new[keep] << 31) | (kr[keep] & 0x7FFFFFFF))
+        return Messages(**cols, topics=self.topics, key_rows=key_rows)
+
+    @classmethod
+    def concat(cls, parts: list[Messages]) -> Messages:
+        """One table of ``parts`` (in that order; topic ids and key rows renumbered)."""
+        if not parts:
+            return cls.empty()
+        topics: dict[str, int] = {}
+        cols: dict[str, list[np.ndarray]] = {k: [] for k in cls._COLUMNS}
+        keys: list[np.ndarray] = []
+        base = 0
+        for m in parts:
+            remap = np.array([topics.setdefault(t, len(topics)) for t in m.topics] or [0],
+                             dtype=np.int64)
+            for k in cls._COLUMNS:
+                v = getattr(m, k)
+                cols[k].append(remap[v] if k == "topic" and len(v) else v)
+            keys.append(m.key_rows + (base << 31))
+            base += len(m)
+        return cls(**{k: np.concatenate(v) for k, v in cols.items()}, topics=list(topics),
+                   key_rows=np.concatenate(keys))
+
+
+QueueChunk = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""Units of a queue: (logical offsets, commitlog offsets, sizes, tagsCodes), int64."""
+
 
 @dataclass
 class QueueScan:
-    """One consume queue as read: its units (positions, values) and findings."""
+    """One consume queue as read: where its written units are, and which are findings.
+
+    The units themselves are read from the files when needed (:meth:`chunks`,
+    :meth:`units_at`), a bounded number at a time; only ``verify(tables=True)`` (repair) keeps
+    them all in ``offsets`` / ``phys`` / ``sizes`` / ``tags``."""
 
     topic: str
     queue_id: int
@@ -78,13 +129,87 @@ class QueueScan:
     units: int = 0
     min_offset: int = 0
     max_offset: int = 0  # next logical offset after the last written unit
-    # logical offsets and values of the written units (kept for recovery and repair)
+    # logical offsets and values of the written units (only with verify(tables=True))
     offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     phys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     tags: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     bad: set[int] = field(default_factory=set)  # logical offsets of units that are findings
     file_size: int = 0  # the queue's mapped file size (bytes)
+    # the written units, per file: (path, logical offset of the file's first unit, count)
+    segments: list[tuple[Path, int, int]] = field(default_factory=list)
+    # one bit per written unit (in queue order): already seen to point at its own message
+    good: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
+
+    CHUNK = 1 << 14  # units read at a time
+
+    @staticmethod
+    def _read(path: Path, first: int, count: int) -> QueueChunk:
+        u = np.fromfile(path, dtype=CQ_DTYPE, count=count, offset=first * CQ_STORE_UNIT_SIZE)
+        return (np.zeros(0, np.int64), u["offset"].astype(np.int64),
+                u["size"].astype(np.int64), u["tags"].astype(np.int64))
+
+    def chunks(self, chunk: int = CHUNK) -> Iterator[QueueChunk]:
+        """Every written unit in queue order, ``chunk`` at a time."""
+        for path, lo, n in self.segments:
+            for c in range(0, n, chunk):
+                k = min(chunk, n - c)
+                _, phys, sizes, tags = self._read(path, c, k)
+                yield np.arange(lo + c, lo + c + k, dtype=np.int64), phys, sizes, tags
+
+    def units_at(self, qoffs: np.ndarray) -> QueueChunk:
+        """(place in queue order, commitlog offset, size, tagsCode) of the written unit at each
+        logical offset (all -1 where no unit is written)."""
+        where = np.full(len(qoffs), -1, np.int64)
+        phys = np.full(len(qoffs), -1, np.int64)
+        sizes = np.full(len(qoffs), -1, np.int64)
+        tags = np.full(len(qoffs), -1, np.int64)
+        before = 0
+        for path, lo, n in self.segments:
+            sel = np.flatnonzero((qoffs >= lo) & (qoffs < lo + n))
+            if sel.size:
+                rel = qoffs[sel] - lo
+                a, b = int(rel.min()), int(rel.max()) + 1
+                _, p, s, t = self._read(path, a, b - a)
+                where[sel] = before + rel
+                phys[sel] = p[rel - a]
+                sizes[sel] = s[rel - a]
+                tags[sel] = t[rel - a]
+            before += n
+        return where, phys, sizes, tags
+
+    def mark_good(self, places: np.ndarray) -> None:
+        """Note the units at ``places`` (in queue order) as pointing at their own message."""
+        if len(self.good) * 8 < self.units:
+            self.good = np.zeros((self.units + 7) // 8, np.uint8)
+        np.bitwise_or.at(self.good, places >> 3, (1 << (places & 7)).astype(np.uint8))
+
+    def good_at(self, first: int, count: int) -> np.ndarray:
+        """Whether each of the ``count`` units from place ``first`` is marked good."""
+        if not len(self.good):
+            return np.zeros(count, bool)
+        bits = np.unpackbits(self.good[first >> 3 : ((first + count + 7) >> 3)],
+                             bitorder="little")
+        off = first & 7
+        return bits[off : off + count].astype(bool)
+
+    def all_phys(self) -> np.ndarray:
+        """The commitlog offsets of every written unit (read now, not kept)."""
+        parts = [c[1] for c in self.chunks()]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def where(self, logical: int) -> tuple[str, int]:
+        """(file, in-file byte offset) of the unit at ``logical``."""
+        per_file = self.file_size // CQ_STORE_UNIT_SIZE if self.file_size else 0
+        if per_file:
+            fb = logical - logical % per_file
+            for rel, base, _ in self.files:
+                if base == fb * CQ_STORE_UNIT_SIZE:
+                    return rel, (logical - fb) * CQ_STORE_UNIT_SIZE
+        for rel, base, size in reversed(self.files):
+            if base <= logical * CQ_STORE_UNIT_SIZE < base + size:
+                return rel, logical * CQ_STORE_UNIT_SIZE - base
+        return self.files[-1][0], 0
 
 
 @dataclass
@@ -97,7 +222,21 @@ class IndexScan:
     index_num: int = 0
     bad_entries: list[int] = field(default_factory=list)  # entry numbers that are findings
     readable: bool = True
-    phys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per entry 1..
+    # per entry 1.. (only with verify(tables=True); :meth:`phys_chunks` reads them)
+    phys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    path: Path | None = None
+    entry_start: int = 0  # byte offset of entry 1
+
+    CHUNK = 1 << 14  # entries read at a time
+
+    def phys_chunks(self, chunk: int = CHUNK) -> Iterator[np.ndarray]:
+        """The commitlog offsets of the entries, ``chunk`` at a time (read now, not kept)."""
+        if self.path is None:
+            return
+        for c in range(0, self.entries, chunk):
+            e = np.fromfile(self.path, dtype=_ENTRY, count=min(chunk, self.entries - c),
+                            offset=self.entry_start + c * _ENTRY.itemsize)
+            yield e["p"].astype(np.int64)
 
 
 @dataclass
@@ -118,6 +257,8 @@ class Report:
     data_end: int  # where the readable commitlog data ends (after the last readable record)
     bytes_read: int = 0
     check_crc: bool = True
+    tables: bool = False  # messages, units and entries kept (verify(tables=True))
+    last_store_ts: int = 0  # the latest store time of a readable message
     summary: dict[str, Any] = field(default_factory=dict)
 
     @property

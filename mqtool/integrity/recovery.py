@@ -25,12 +25,18 @@ The facts (apache/rocketmq 4.9.7 ``store``; 5.x keeps them):
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from mqtool.integrity.at import messages_at
 from mqtool.integrity.checks import Report
+from mqtool.integrity.model import Messages, QueueScan
+from mqtool.integrity.scan import message_windows
+from mqtool.store import Store
 
 THIRD_LAST = 3  # recoverNormally / ConsumeQueue.recover start this many files from the end
 MIN_TIMESTAMP_SLACK_MS = 3000  # StoreCheckpoint#getMinTimestamp subtracts 3 s
@@ -80,7 +86,7 @@ class RestartLoss:
         }
 
 
-def _start_file(r: Report) -> int:
+def _start_file(r: Report, store: Store) -> int:
     files = r.files
     if not files:
         return 0
@@ -89,27 +95,43 @@ def _start_file(r: Report) -> int:
     cp = r.checkpoint
     min_ts = 0 if cp is None else max(
         0, min(cp.physic_msg_timestamp, cp.logics_msg_timestamp) - MIN_TIMESTAMP_SLACK_MS)
-    m = r.messages
     for i in range(len(files) - 1, -1, -1):
         f = files[i].file
-        row = m.at(f.start)  # the file's first record must be a readable message
-        if row is None:
+        m = messages_at(store, np.array([f.start], np.int64), tags=False)
+        if not len(m):  # the file's first record must be a readable message
             continue
-        ts = int(m.store_ts[row])
+        ts = int(m.store_ts[0])
         if ts != 0 and ts <= min_ts:
             return i
     return 0
 
 
-def cut_position(r: Report) -> tuple[int, int]:
-    """(start file index, processOffset) of RocketMQ's commitlog recovery on this store."""
-    start = _start_file(r)
+@contextmanager
+def _opened(r: Report, store: Store | None) -> Iterator[Store]:
+    if store is not None:
+        yield store
+        return
+    with Store.open(r.root) as st:
+        yield st
+
+
+def cut_position(
+    r: Report, store: Store | None = None, *, repair: bool = False
+) -> tuple[int, int]:
+    """(start file index, processOffset) of RocketMQ's commitlog recovery on this store.
+
+    ``repair``: where a repaired copy ends instead, also at damage the broker reads past (a
+    record with torn properties), so that the copy verifies clean."""
     if not r.files:
         return 0, 0
+    with _opened(r, store) as st:
+        start = _start_file(r, st)
     cut = r.files[start].file.start
     for s in r.files[start:]:
-        if s.first_break is not None:
-            return start, s.first_break
+        stops = [x for x in (s.first_break, s.first_kept_damage if repair else None)
+                 if x is not None]
+        if stops:
+            return start, min(stops)
         cut = s.data_end  # a BLANK end: on to the next file
     return start, cut
 
@@ -118,15 +140,59 @@ def queue_cut(phys: np.ndarray, sizes: np.ndarray, cut: int) -> int:
     """How many units of a queue (in order) survive ConsumeQueue.recover and
     truncateDirtyLogicFiles(cut): up to the first impossible unit, then the tail of units
     pointing at or past ``cut`` is dropped."""
-    bad = np.flatnonzero((phys < 0) | (sizes <= 0))
-    n = int(bad[0]) if bad.size else len(phys)
-    while n > 0 and phys[n - 1] >= cut:
-        n -= 1
+    return queue_cut_chunks([(phys, sizes)], cut)
+
+
+def queue_cut_chunks(chunks: Iterable[tuple[np.ndarray, np.ndarray]], cut: int) -> int:
+    """:func:`queue_cut` over a queue's units given in consecutive (phys, sizes) chunks."""
+    keep = base = 0
+    for phys, sizes in chunks:
+        bad = np.flatnonzero((phys < 0) | (sizes <= 0))
+        n = int(bad[0]) if bad.size else len(phys)
+        below = np.flatnonzero(phys[:n] < cut)
+        if below.size:
+            keep = base + int(below[-1]) + 1
+        if bad.size:
+            break
+        base += len(phys)
+    return keep
+
+
+def _unit_chunks(r: Report, q: QueueScan) -> Iterable[tuple[np.ndarray, np.ndarray]]:
+    if r.tables:
+        return [(q.phys, q.sizes)]
+    return ((c[1], c[2]) for c in q.chunks())
+
+
+def _uncovered(m: Messages, queues: dict[tuple[str, int], tuple[QueueScan, int]]) -> int:
+    """How many messages of ``m`` no kept unit points at (the unit at the message's queue
+    offset first; the queue's kept units when that one does not)."""
+    n = 0
+    for t_idx, topic in enumerate(m.topics):
+        sel = np.flatnonzero(m.topic == t_idx)
+        for qid in np.unique(m.queue_id[sel]).tolist():
+            rows = sel[m.queue_id[sel] == qid]
+            qk = queues.get((topic, qid))
+            if qk is None:
+                n += len(rows)
+                continue
+            q, keep = qk
+            _, at, _, _ = q.units_at(m.queue_offset[rows])
+            rows = rows[(at != m.phy[rows]) | (m.queue_offset[rows] >= q.min_offset + keep)]
+            if rows.size:
+                n += int(np.count_nonzero(~np.isin(m.phy[rows], q.all_phys()[:keep])))
     return n
 
 
 def restart_loss(r: Report) -> RestartLoss:
-    start, cut = cut_position(r)
+    """What the next broker start would drop (the store is read again where needed: messages
+    after the cut, units, index entries; a bounded amount at a time)."""
+    with Store.open(r.root) as store:
+        return _restart_loss(r, store)
+
+
+def _restart_loss(r: Report, store: Store) -> RestartLoss:
+    start, cut = cut_position(r, store)
     cut_file = cut_off = None
     for s in r.files:
         if s.file.start <= cut < s.file.start + s.file.size or (
@@ -137,33 +203,32 @@ def restart_loss(r: Report) -> RestartLoss:
         abnormal=r.abort, start_file=r.files[start].file.rel if r.files else None,
         cut_at=cut, cut_file=cut_file, cut_file_offset=cut_off, data_end=r.data_end,
     )
-    m = r.messages
-    after = np.flatnonzero(m.phy >= cut)
-    loss.lost_messages = int(after.size)
     byq: Counter[str] = Counter()
-    for i in after.tolist():
-        byq[f"{m.topics[int(m.topic[i])]}/{int(m.queue_id[i])}"] += 1
+    lost_bytes = 0
+    if cut < r.data_end:  # readable messages end at data_end
+        for m in message_windows(store, cut):
+            loss.lost_messages += len(m)
+            lost_bytes += int(m.size.sum())
+            for t, q in zip(m.topic.tolist(), m.queue_id.tolist(), strict=True):
+                byq[f"{m.topics[t]}/{q}"] += 1
     loss.lost_by_queue = dict(sorted(byq.items()))
     # bytes after the cut that hold something (messages or unreadable bytes)
-    lost_bytes = int(m.size[after].sum()) if after.size else 0
     for s in r.files:
         if s.file.start + s.file.size <= cut:
             continue
         lost_bytes += s.unreadable_bytes
     loss.lost_bytes = lost_bytes
+    kept: dict[tuple[str, int], tuple[QueueScan, int]] = {}
     for q in r.queues:
-        keep = queue_cut(q.phys, q.sizes, cut)
+        keep = queue_cut_chunks(_unit_chunks(r, q), cut)
+        kept[(q.topic, q.queue_id)] = (q, keep)
         if keep < q.units:
             loss.cq_units_dropped[f"{q.topic}/{q.queue_id}"] = q.units - keep
     if r.abort and r.files:
-        dispatch_from = r.files[start].file.start
         # messages after the recovery start whose unit is missing are re-dispatched
-        have: set[int] = set()
-        for q in r.queues:
-            have.update(q.phys[: queue_cut(q.phys, q.sizes, cut)].tolist())
-        sel = (m.phy >= dispatch_from) & (m.phy < cut)
-        loss.cq_units_rebuilt = int(np.count_nonzero(~np.isin(m.phy[sel], list(have)))) if (
-            sel.any()) else 0
+        dispatch_from = r.files[start].file.start
+        loss.cq_units_rebuilt = sum(
+            _uncovered(m, kept) for m in message_windows(store, dispatch_from, cut))
     idx_ts = r.checkpoint.index_msg_timestamp if r.checkpoint is not None else 0
     for ix in r.indexes:
         if not ix.readable:
@@ -174,26 +239,27 @@ def restart_loss(r: Report) -> RestartLoss:
     if r.abort and loss.index_files_destroyed and r.files:
         # re-dispatch re-indexes the records from the start file up to the cut
         dispatch_from = r.files[start].file.start
-        sel = (m.phy >= dispatch_from) & (m.phy < cut)
-        loss.index_entries_reindexed = min(loss.index_entries_destroyed, _keys_of(r, sel))
-    loss.index_entries_dangling = sum(
-        int(np.count_nonzero(ix.phys >= cut)) for ix in r.indexes
-        if ix.rel not in loss.index_files_destroyed)
+        loss.index_entries_reindexed = min(loss.index_entries_destroyed,
+                                           _keys_of(store, dispatch_from, cut))
+    for ix in r.indexes:
+        if ix.rel in loss.index_files_destroyed:
+            continue
+        for phys in ([ix.phys] if r.tables else ix.phys_chunks()):
+            loss.index_entries_dangling += int(np.count_nonzero(phys >= cut))
     loss.configs_from_bak = sorted(
         c.source for c in r.configs.values() if c.from_bak and c.source is not None)
     return loss
 
 
-def _keys_of(r: Report, sel: np.ndarray) -> int:
-    """How many index entries RocketMQ's dispatch writes for the selected messages (read from
-    the commitlog on demand)."""
+def _keys_of(store: Store, lo: int, hi: int) -> int:
+    """How many index entries RocketMQ's dispatch writes for the messages in [lo, hi) (read
+    from the commitlog)."""
     from mqtool.integrity import rules
-    from mqtool.store import Store
 
     n = 0
-    with Store.open(r.root) as st:
-        for phy in r.messages.phy[sel].tolist():
-            msg = st.try_message_at(int(phy))
+    for m in message_windows(store, lo, hi):
+        for phy in m.phy.tolist():
+            msg = store.try_message_at(int(phy))
             if msg is not None and (msg.sys_flag & rules.TRANSACTION_TYPE_MASK) != (
                     rules.NOT_IN_CONSUME_QUEUE[1]):
                 n += len(rules.index_keys(msg.topic, msg.properties))

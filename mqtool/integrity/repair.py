@@ -129,7 +129,7 @@ class _Plan:
 
     def __init__(self, r: Report) -> None:
         self.r = r
-        self.start, self.cut = cut_position(r)
+        self.start, self.cut = cut_position(r, repair=True)
         self.changes: list[Change] = []
         self.not_repaired: list[str] = []
         self.skip: set[str] = set()  # files (rel) not to copy
@@ -153,7 +153,8 @@ class _Plan:
             elif cut < f.start + f.size:
                 trivial = (s.end_kind == "zeros" and s.unreadable_bytes == 0
                            and cut >= s.data_end) or (
-                    s.end_kind == "blank" and s.first_break is None)
+                    s.end_kind == "blank" and s.first_break is None
+                    and s.first_kept_damage is None)
                 if not trivial:
                     pos = cut - f.start
                     lost = int(np.count_nonzero(r.messages.phy[
@@ -164,10 +165,12 @@ class _Plan:
                         root / f.rel, pos, f.size))
         # damage RocketMQ's recovery does not read (before its start file) stays
         for s in r.files[: self.start]:
-            if s.first_break is not None and s.first_break < s.file.start + s.file.size and (
+            bad = min((x for x in (s.first_break, s.first_kept_damage) if x is not None),
+                      default=None)
+            if bad is not None and bad < s.file.start + s.file.size and (
                     s.end_kind != "zeros" or s.unreadable_bytes):
                 self.not_repaired.append(
-                    f"{s.file.rel} @ {s.first_break - s.file.start:#x}: unreadable data before "
+                    f"{s.file.rel} @ {bad - s.file.start:#x}: unreadable data before "
                     "the file RocketMQ's recovery starts from; the broker keeps it, so does "
                     "the copy")
 
@@ -435,7 +438,7 @@ class _Plan:
 def repair(src: str | Path, out: str | Path | None, *, dry_run: bool = False) -> RepairResult:
     """Write a repaired copy of ``src`` at ``out`` (never touching ``src``); with ``dry_run``
     only list the changes."""
-    report = verify(src, check_crc=True)
+    report = verify(src, check_crc=True, tables=True)
     root = report.root
     if out is not None and not dry_run:
         _check_out(Path(out), root)

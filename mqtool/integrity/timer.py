@@ -51,7 +51,8 @@ from mqtool.formats.timer import (
     parse_timer_checkpoint,
     timer_wheel_file_size,
 )
-from mqtool.integrity.model import Messages, QueueScan, _Sink
+from mqtool.integrity.at import messages_at
+from mqtool.integrity.model import QueueScan, _Sink
 from mqtool.store import Store, map_readonly
 
 _PRECISIONS = (1000, 500, 250, 200, 100, 50, 20, 10, 5, 2, 1)
@@ -165,10 +166,11 @@ def _deliver_ms(u: np.ndarray) -> np.ndarray:
 
 
 def _check_units(
-    log: _Log, msgs: Messages, first_start: int, data_end: int, read_ms: int | None,
+    store: Store, log: _Log, first_start: int, data_end: int, read_ms: int | None,
     sink: _Sink,
 ) -> None:
-    """Every timerlog unit points at its ``rmq_sys_wheel_timer`` record inside valid data."""
+    """Every timerlog unit points at its ``rmq_sys_wheel_timer`` record inside valid data
+    (the records read in place at the units' offsets)."""
     if not len(log.pos):
         return
     opy = log.units["offsetPy"].astype(np.int64)
@@ -176,6 +178,7 @@ def _check_units(
     deliver = _deliver_ms(log.units)
     below = opy < first_start
     past = ~below & (opy + spy > data_end)
+    msgs = messages_at(store, opy[~below & ~past], tags=False)
     ii, hit = msgs.lookup(opy)
     check = ~below & ~past
     timer_idx = msgs.topics.index(TIMER_TOPIC) if TIMER_TOPIC in msgs.topics else -1
@@ -352,7 +355,7 @@ def _check_checkpoint(
 
 
 def check_timer(
-    store: Store, msgs: Messages, first_start: int, data_end: int,
+    store: Store, first_start: int, data_end: int,
     queues: dict[tuple[str, int], QueueScan], sink: _Sink,
 ) -> dict[str, Any] | None:
     """Check the timer files of ``store`` (None when it has none: a 4.x store)."""
@@ -368,7 +371,7 @@ def check_timer(
             sink.add(Finding(TIMER, "config/timercheck", e.offset, e.detail))
     log = _read_timerlog(logdir, sink) if logdir.is_dir() else _Log()
     read_ms = cp.last_read_time_ms if cp is not None else None
-    _check_units(log, msgs, first_start, data_end, read_ms, sink)
+    _check_units(store, log, first_start, data_end, read_ms, sink)
     summary: dict[str, Any] = {
         "timerlogFiles": len(log.files), "timerlogUnits": int(len(log.pos)),
         "timerlogStart": log.start, "timerlogEnd": log.end,

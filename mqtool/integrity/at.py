@@ -1,0 +1,165 @@
+"""The records at given commitlog positions, read in place by the compiled kernel.
+
+Consume-queue units, index entries and timerlog units name a record by its commitlog offset.
+:func:`records_at` answers, for many offsets at once, whether the kernel accepts a record
+starting exactly there (the kernel's one rule: magic, TOTALSIZE bounds, every length adding up
+to TOTALSIZE, PHYSICALOFFSET equal to the position, UTF-8 topic and properties) and gives its
+fields (:mod:`mqtool.formats.kernel`'s field table, one column per offset). Nothing is kept
+between calls: the answer is read from the mapped commitlog, so a check that joins units or
+entries to their records needs memory for one batch, not for every message of the store.
+
+The kernel never judges damage: where it does not accept the bytes, callers that need the
+walker's verdict (the record may still be one the walker reads) ask :mod:`mqtool.formats`'s
+Python rule for those offsets only (:func:`message_at`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import numba as nb
+import numpy as np
+
+from mqtool.formats import kernel
+from mqtool.formats.commitlog import CommitLogMessage, FileEnd, parse_message
+from mqtool.formats.errors import Finding, MqtoolError
+from mqtool.formats.kernelwalk import walk_fields
+from mqtool.formats.walker import MIN_RECORD_SIZE
+
+if TYPE_CHECKING:
+    from mqtool.integrity.model import Messages
+    from mqtool.store import CommitLogFile, Store
+
+
+@nb.njit(cache=True, nogil=True)
+def _scan_at(
+    buf: np.ndarray, words: np.ndarray, pos: np.ndarray, file_start: int, out: np.ndarray,
+    tables: np.ndarray,
+) -> np.ndarray:
+    """For each in-file position, :func:`kernel.scan` of exactly one record there (into
+    ``out``'s column); whether the kernel accepted it."""
+    n = pos.shape[0]
+    ok = np.zeros(n, dtype=np.bool_)
+    one = np.empty((out.shape[0], 1), dtype=np.int64)
+    size = buf.shape[0]
+    for i in range(n):
+        p = pos[i]
+        if p < 0 or p + 8 > size:
+            continue
+        count, _q, _status = kernel.scan(buf, words, p, p + 1, file_start, False, one, tables)
+        if count == 1:
+            ok[i] = True
+            for k in range(out.shape[0]):
+                out[k, i] = one[k, 0]
+    return ok
+
+
+def records_at(store: Store, phys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each commitlog offset in ``phys``: (index of its commitlog file in
+    ``store.commitlog_files``, -1 when in none; whether the kernel accepts a record starting
+    exactly there; the kernel's field table, ``N_FIELDS`` x len(phys), filled for accepted
+    offsets, positions in-file)."""
+    phys = np.asarray(phys, dtype=np.int64)
+    n = len(phys)
+    fields = kernel.field_table(n)
+    ok = np.zeros(n, dtype=bool)
+    files = store.commitlog_files
+    fi = np.full(n, -1, dtype=np.int64)
+    if not n or not files:
+        return fi, ok, fields
+    starts = np.array([f.start for f in files], dtype=np.int64)
+    sizes = np.array([f.size for f in files], dtype=np.int64)
+    k = np.searchsorted(starts, phys, side="right") - 1
+    kc = np.maximum(k, 0)
+    inside = (k >= 0) & (phys - starts[kc] < sizes[kc])
+    fi[inside] = k[inside]
+    for j in np.unique(fi[inside]).tolist():
+        sel = np.flatnonzero(fi == j)
+        f = files[j]
+        a = kernel.as_bytes(store.mapped(f))
+        part = kernel.field_table(len(sel))
+        got = _scan_at(a, kernel.words_of(a), phys[sel] - f.start, f.start, part,
+                       kernel.CRC_TABLES)
+        ok[sel] = got
+        fields[:, sel] = part
+        del a
+    return fi, ok, fields
+
+
+def units_with_records(store: Store, offs: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Per consume-queue unit (commitlog offset, size): whether the kernel accepts a record of
+    that size at that offset, inside the store's written data. True means the unit can name a
+    record (:meth:`Store.unit_problem` says None); False: ask that rule."""
+    fine = (offs >= 0) & (sizes >= MIN_RECORD_SIZE)
+    fine &= offs + sizes <= store.max_physical_offset()
+    _, ok, fields = records_at(store, np.where(fine, offs, -1))
+    out: np.ndarray = fine & ok & (fields[kernel.F_SIZE] == sizes)
+    return out
+
+
+def file_end(store: Store, f: CommitLogFile) -> FileEnd:
+    """How commitlog file ``f``'s data ends: :func:`walk_fields` over it (the kernel over
+    good records, the walker at every stop; its findings noted in ``store``)."""
+    buf = store.mapped(f)
+    try:  # the descriptor lets the walker skip the holes of a sparse (pre-allocated) file
+        fd: int | None = os.open(f.path, os.O_RDONLY) if len(buf) else None
+    except OSError:
+        fd = None
+    end: FileEnd | None = None
+    try:
+        for item in walk_fields(buf, file=f.rel, file_start=f.start, fd=fd):
+            if isinstance(item, Finding):
+                store.note(item)
+            elif isinstance(item, FileEnd):
+                end = item
+    finally:
+        if fd is not None:
+            os.close(fd)
+    assert end is not None
+    return end
+
+
+def message_at(store: Store, phy: int) -> CommitLogMessage | None:
+    """The record the Python rule (:func:`parse_message`) reads at commitlog offset ``phy``
+    when its PHYSICALOFFSET says ``phy``, else None (no findings are noted)."""
+    f = store.file_for(phy)
+    if f is None:
+        return None
+    try:
+        rec = parse_message(store.mapped(f), phy - f.start, file=f.rel, file_start=f.start)
+    except MqtoolError:
+        return None
+    if isinstance(rec, CommitLogMessage) and rec.physical_offset == phy:
+        return rec
+    return None
+
+
+def messages_at(
+    store: Store, phys: np.ndarray, *, keys: bool = False, tags: bool = True
+) -> Messages:
+    """The compact facts (:class:`mqtool.integrity.model.Messages`, in commitlog order) of the
+    records starting at the distinct offsets of ``phys``: those the kernel accepts, and those
+    only the Python rule reads (:func:`message_at`). Offsets where no record starts are not in
+    the table. ``keys``: also the index key hashes; ``tags``: the tagsCodes (else 0)."""
+    from mqtool.integrity.scan import _Columns
+
+    at = np.unique(np.asarray(phys, dtype=np.int64))
+    fi, ok, fields = records_at(store, at)
+    cols = _Columns(keys=keys, tags=tags)
+    files = store.commitlog_files
+    for j in np.unique(fi[ok]).tolist():
+        sel = np.flatnonzero(ok & (fi == j))
+        a = kernel.as_bytes(store.mapped(files[j]))
+        cols.add_fields(a, np.ascontiguousarray(fields[:, sel]), False)
+        del a
+    extra = 0
+    for p in at[~ok & (fi >= 0)].tolist():
+        m = message_at(store, int(p))
+        if m is not None:
+            cols.add_message(m, True)
+            extra += 1
+    msgs = cols.messages()
+    if extra:
+        msgs = msgs.take(np.argsort(msgs.phy, kind="stable"))
+    return msgs

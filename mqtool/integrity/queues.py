@@ -1,0 +1,213 @@
+"""Consume queues in ``mqtool verify``: each queue's files, its units against the commitlog,
+and messages that have no unit.
+
+* :func:`queue_shape` reads a queue's files one at a time: empty files, sizes that are not whole
+  units, bad names, units written after the queue ended, and where the written units are
+  (:class:`QueueScan` ``segments``, min and max offset).
+* :func:`check_window` takes one window of the commitlog pass: for each message it reads the
+  unit at its queue offset; a unit that points at the message, with its size and tagsCode, is
+  marked good (one bit per unit). Messages that must have a unit (``rules.expected_in_cq``) and
+  have none are findings; only when the unit at the message's offset is not its unit is the
+  whole queue consulted.
+* :func:`check_units` reads the units :data:`QueueScan.CHUNK` at a time and checks every unit
+  not marked good against the record at its commitlog offset (read in place,
+  :func:`mqtool.integrity.at.messages_at`): impossible values, units past the valid data, units
+  that point at no record or at another queue's record (topic, queueId, queueOffset, size),
+  tagsCodes that are not the record's tag hash.
+
+Nothing here holds a queue's units or the store's messages: memory is one chunk or window
+(and one bit per unit).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from mqtool.formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, MAX_ADDR
+from mqtool.formats.errors import Finding, Severity
+from mqtool.integrity import rules
+from mqtool.integrity.at import messages_at
+from mqtool.integrity.model import Messages, ProgressFn, QueueScan, _Sink
+from mqtool.store import Store
+
+
+def queue_shape(
+    store: Store, topic: str, qid: int, sink: _Sink, progress: ProgressFn | None
+) -> QueueScan:
+    """Where a queue's written units are (file-level findings added to ``sink``)."""
+    qdir = store.consumequeue_dir / topic / str(qid)
+    names = sorted((p for p in qdir.iterdir() if p.is_file() and p.name.isdigit()
+                    and len(p.name) == 20), key=lambda p: int(p.name))
+    qs = QueueScan(topic, qid, [])
+    sizes = Counter(p.stat().st_size for p in names)
+    qs.file_size = sizes.most_common(1)[0][0] if sizes else 0
+    ended = False
+    for p in names:
+        rel = f"consumequeue/{topic}/{qid}/{p.name}"
+        base = int(p.name)
+        arr = np.fromfile(p, dtype=CQ_DTYPE)
+        size = p.stat().st_size
+        qs.files.append((rel, base, size))
+        if progress is not None:
+            progress(size)
+        if size == 0:
+            sink.add(Finding("cq", rel, 0, "empty consume-queue file (0 bytes)"))
+            continue
+        if size % CQ_STORE_UNIT_SIZE:
+            sink.add(Finding(
+                "cq", rel, size - size % CQ_STORE_UNIT_SIZE,
+                f"consume-queue file size {size} is not a multiple of {CQ_STORE_UNIT_SIZE}",
+            ))
+        if base % CQ_STORE_UNIT_SIZE:
+            sink.add(Finding("layout", rel, None,
+                             f"file name {base} is not a multiple of {CQ_STORE_UNIT_SIZE}"))
+            continue
+        zero = (arr["offset"] == 0) & (arr["size"] == 0) & (arr["tags"] == 0)
+        del arr
+        if ended:
+            written = np.flatnonzero(~zero)
+            if written.size:
+                sink.add(Finding(
+                    "cq", rel, int(written[0]) * CQ_STORE_UNIT_SIZE,
+                    "units after the end of the queue (an earlier file ends in zeros)",
+                ))
+            continue
+        zi = np.flatnonzero(zero)
+        n = int(zi[0]) if zi.size else len(zero)
+        if n < len(zero) or size < qs.file_size:
+            ended = True
+        if n == 0:
+            continue
+        qs.segments.append((p, base // CQ_STORE_UNIT_SIZE, n))
+        qs.units += n
+    if qs.segments:
+        qs.min_offset = qs.segments[0][1]
+        qs.max_offset = qs.segments[-1][1] + qs.segments[-1][2]
+    elif names:
+        qs.min_offset = qs.max_offset = int(names[0].name) // CQ_STORE_UNIT_SIZE
+    return qs
+
+
+def check_units(
+    store: Store, qs: QueueScan, first_start: int, data_end: int, sink: _Sink, keep: bool,
+) -> None:
+    """Every written unit of ``qs`` not marked good against its record (see the module doc);
+    ``keep``: also keep the units in ``qs`` (for repair)."""
+    topic, qid = qs.topic, qs.queue_id
+    tag_hash = rules.tags_code_is_tag_hash(topic)
+    kept: list[tuple[np.ndarray, ...]] = []
+    place = 0
+    for offsets, phys, sizes, tags in qs.chunks():
+        if keep:
+            kept.append((offsets, phys, sizes, tags))
+        todo = np.flatnonzero(~qs.good_at(place, len(offsets)))
+        place += len(offsets)
+        if not todo.size:
+            continue  # every unit was seen to point at its own message
+        offsets, phys, sizes, tags = offsets[todo], phys[todo], sizes[todo], tags[todo]
+        impossible = (phys < 0) | (sizes <= 0)
+        below = (~impossible) & (phys < first_start)
+        past = (~impossible) & (~below) & (phys + sizes > data_end)
+        check = ~(impossible | below | past)
+        msgs = messages_at(store, phys[check], tags=tag_hash)
+        n = len(phys)
+        if len(msgs):
+            idx_c = np.minimum(np.searchsorted(msgs.phy, phys), len(msgs) - 1)
+            hit = msgs.phy[idx_c] == phys
+        else:
+            idx_c = np.zeros(n, np.int64)
+            hit = np.zeros(n, bool)
+        dangling = check & ~hit
+        matched = check & hit
+        wrong = np.zeros(n, bool)
+        wrong_tags = np.zeros(n, bool)
+        if matched.any():
+            topic_idx = msgs.topics.index(topic) if topic in msgs.topics else -1
+            same = (
+                (msgs.topic[idx_c] == topic_idx) & (msgs.queue_id[idx_c] == qid)
+                & (msgs.queue_offset[idx_c] == offsets) & (msgs.size[idx_c] == sizes)
+            )
+            wrong = matched & ~same
+            if tag_hash:
+                wrong_tags = (matched & same & (tags > MAX_ADDR)
+                              & (msgs.tags_code[idx_c] != tags))
+        for i in np.flatnonzero(impossible | past | dangling | wrong | wrong_tags).tolist():
+            lo = int(offsets[i])
+            rel, pos = qs.where(lo)
+            phy, size, tag = int(phys[i]), int(sizes[i]), int(tags[i])
+            qs.bad.add(lo)
+            unit = f"unit {topic}/{qid}@{lo} -> commitlog offset {phy} size {size}"
+            r = int(idx_c[i])
+            if impossible[i]:
+                sink.add(Finding("bad-field", rel, pos, f"{unit}: impossible values (RocketMQ's "
+                                 "ConsumeQueue.recover stops at this unit)"))
+            elif past[i]:
+                sink.add(Finding("cq", rel, pos, f"{unit}: points past the valid commitlog data "
+                                 f"(ends at {data_end})", phy=phy))
+            elif dangling[i]:
+                sink.add(Finding("cq", rel, pos, f"{unit}: no readable message starts there",
+                                 phy=phy))
+            elif wrong[i]:
+                sink.add(Finding(
+                    "cq", rel, pos,
+                    f"{unit}: the message there is {msgs.topics[int(msgs.topic[r])]}/"
+                    f"{int(msgs.queue_id[r])}@{int(msgs.queue_offset[r])} size "
+                    f"{int(msgs.size[r])}", phy=phy,
+                ))
+            else:
+                sink.add(Finding(
+                    "cq", rel, pos, f"{unit}: tagsCode is not the message's tag hash",
+                    expected=str(int(msgs.tags_code[r])), found=str(tag), phy=phy,
+                ))
+    if keep and kept:
+        qs.offsets, qs.phys, qs.sizes, qs.tags = (np.concatenate(c) for c in zip(*kept,
+                                                                                 strict=True))
+
+
+def check_window(
+    store: Store, msgs: Messages, queues: dict[tuple[str, int], QueueScan], abort: bool,
+    sink: _Sink,
+) -> None:
+    """One window of the commitlog pass against the consume queues: the unit at each
+    message's queue offset that points at it, with its size and tagsCode, is marked good
+    (:func:`check_units` looks again only at the others); messages that must have a unit and
+    have none are findings."""
+    if not len(msgs):
+        return
+    for t_idx, topic in enumerate(msgs.topics):
+        sel = np.flatnonzero(msgs.topic == t_idx)
+        tag_hash = rules.tags_code_is_tag_hash(topic)
+        for qid in np.unique(msgs.queue_id[sel]).tolist():
+            rows = sel[msgs.queue_id[sel] == qid]
+            qs = queues.get((topic, qid))
+            ours = np.zeros(len(rows), bool)
+            if qs is not None:
+                place, at, size, tags = qs.units_at(msgs.queue_offset[rows])
+                ours = at == msgs.phy[rows]
+                good = ours & (size == msgs.size[rows])
+                if tag_hash:
+                    good &= (tags <= MAX_ADDR) | (tags == msgs.tags_code[rows])
+                qs.mark_good(place[good])
+            need = rules.expected_in_cq(msgs.sys_flag[rows]) & ~ours
+            qmin = qs.min_offset if qs is not None else 0
+            qmax = qs.max_offset if qs is not None else 0
+            rows = rows[need & (msgs.queue_offset[rows] >= qmin)]
+            if qs is not None and rows.size:  # a unit elsewhere in the queue may point at it
+                rows = rows[~np.isin(msgs.phy[rows], qs.all_phys())]
+            for r in rows.tolist():
+                phy = int(msgs.phy[r])
+                f = store.file_for(phy)
+                if f is None:  # pragma: no cover - every message is inside a file
+                    continue
+                qoff = int(msgs.queue_offset[r])
+                tail = qoff >= qmax
+                sink.add(Finding(
+                    "cq", f.rel, phy - f.start,
+                    f"message {topic}/{qid}@{qoff} has no consume-queue unit"
+                    + ("; not yet dispatched (RocketMQ's recovery rebuilds it)" if tail else ""),
+                    severity=Severity.INFO if (tail and abort) else (
+                        Severity.WARNING if tail else Severity.ERROR),
+                    phy=phy,
+                ))
