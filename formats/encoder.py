@@ -7,9 +7,9 @@ Every writer uses it: the reference store's put path (:mod:`mqtool.refstore`) an
 :func:`encode_message`, which :func:`mqtool.formats.commitlog.build_message` is.
 
 The readable reference of the layout is the construct definition
-:data:`mqtool.formats.commitlog.COMMITLOG_RECORD` (``build_message_construct``); tests prove the
-two give the same bytes on the real stores' records and on every variant (V1/V2, IPv4/IPv6
-hosts, empty and large parts, property CRC).
+:data:`mqtool.formats.commitlog_construct.COMMITLOG_RECORD` (``build_message_construct``);
+tests prove the two give the same bytes on the real stores' records and on every variant
+(V1/V2, IPv4/IPv6 hosts, empty and large parts, property CRC).
 """
 
 from __future__ import annotations

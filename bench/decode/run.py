@@ -63,9 +63,9 @@ from mqtool.formats.commitlog import (  # noqa: E402
     build_message,
     encode_properties,
     make_message,
-    parse_message_construct,
     scan_file,
 )
+from mqtool.formats.commitlog_construct import parse_message_construct
 
 FILE_MIB = 1024  # mappedFileSizeCommitLog: 1 GiB
 FULL_GIB = 2

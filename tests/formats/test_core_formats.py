@@ -18,14 +18,13 @@ from mqtool.formats.commitlog import (
     HostPort,
     build_blank,
     build_message,
-    build_message_construct,
     encode_properties,
     make_message,
     parse_message,
-    parse_message_construct,
     parse_properties,
     scan_file,
 )
+from mqtool.formats.commitlog_construct import build_message_construct, parse_message_construct
 from mqtool.formats.consumequeue import build_cq_entry, cq_array, iter_cq, tags_code_of
 from mqtool.formats.errors import BadMagicError, FormatError, TornPropertiesError
 from mqtool.formats.indexfile import (

@@ -16,10 +16,10 @@ from mqtool.formats.commitlog import (
     MAGIC_V2,
     HostPort,
     build_message,
-    build_message_construct,
     make_message,
     parse_message,
 )
+from mqtool.formats.commitlog_construct import build_message_construct
 from mqtool.formats.config import parse_consumer_offset, parse_subscription_groups, parse_topics
 from mqtool.formats.encoder import magic_for, pack_record_into, record_size, topic_header
 from mqtool.formats.javacompat import (
