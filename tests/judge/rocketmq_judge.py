@@ -7,9 +7,11 @@ helpers here always judge a throw-away copy."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,11 @@ import pyspark
 ROOT = Path(__file__).resolve().parents[2]
 JAR = ROOT / "fixtures" / "rocketmq-judge" / "rocketmq-judge-4.9.7.jar"
 FIXTURES = ROOT / "fixtures" / "rocketmq-stores"
+# the seeded damage and the mqtool runner of tests/integrity (one home), importable from here
+# whether or not pytest collected tests/integrity first
+if str(ROOT / "tests" / "integrity") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests" / "integrity"))
+damage = importlib.import_module("integrity_damage")
 # what the judge loads at run time, all from the jars pyspark ships (installed by `make dev`)
 RUNTIME_JARS = (
     "commons-lang3-", "jackson-core-", "jackson-databind-", "jackson-annotations-",

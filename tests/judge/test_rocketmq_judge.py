@@ -11,8 +11,12 @@ import json
 from pathlib import Path
 
 import pytest
-from integrity_damage import JOURNEY, SEEDS, copy_store, messages, run, verify_json
-from rocketmq_judge import FIXTURES, judge, judge_copy, keys_file, problems, queue_max
+from rocketmq_judge import FIXTURES, damage, judge, judge_copy, keys_file, problems, queue_max
+
+JOURNEY = damage.JOURNEY
+SEEDS = damage.SEEDS
+copy_store, messages, run, verify_json = (damage.copy_store, damage.messages, damage.run,
+                                          damage.verify_json)
 
 
 @pytest.mark.parametrize("name", ["4.9.7/plain", "4.9.7/journey"])
