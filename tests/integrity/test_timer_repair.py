@@ -193,6 +193,7 @@ def test_damaged_timerlog_unit_is_where_the_copy_ends(tmp_path: Path) -> None:
     assert rc == 1
     t = vdoc["restartWouldLose"]["timer"]
     assert t["timerlogCutAt"] == f"{TIMERLOG} @ 0x9c" and t["timerUnitsKept"] == 3
+    assert t["timerUnitsTruncated"] == 1  # unit 208, after the bad one
     out = tmp_path / "repaired"
     doc = _repair(src, out)
     # the damaged unit cannot be read, so the metrics keep counting it (the broker's
