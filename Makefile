@@ -7,7 +7,7 @@ DEMO ?= demo-store
 SPARK_JAR := spark/jars/mqtool-spark.jar
 JAVA_SRC := $(wildcard spark/java/mqtool/spark/*.java)
 
-.PHONY: dev test demo lint typecheck conformance bench clean peers chromium
+.PHONY: dev test demo lint typecheck conformance bench clean peers chromium judge-jar
 
 # setuptools warns on every editable install whose packages are mapped (formats/ is installed as
 # mqtool.formats): "folders in your working directory with the same name as your package ... may
@@ -92,6 +92,12 @@ bench: dev
 	  if [ -f $$r ]; then echo "== $$r"; $(BIN)/python $$r; fi; \
 	done
 	$(BIN)/python bench/figures.py
+
+# RocketMQ's own store code as the judge of repaired/written stores (tests/judge): rebuild the
+# committed fixtures/rocketmq-judge jar from an apache/rocketmq git directory (see its PROVENANCE.md).
+ROCKETMQ_GIT ?= ../.mirror/apache+rocketmq/repo
+judge-jar: dev
+	tests/judge/build.sh $(ROCKETMQ_GIT) rocketmq-all-4.9.7 fixtures/rocketmq-judge
 
 conformance: dev
 	MQTOOL=$(BIN)/mqtool ../shared/conformance/check

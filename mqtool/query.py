@@ -15,11 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mqtool.formats import kernel
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.commitlog import CommitLogMessage, FileEnd, parse_message
 from mqtool.formats.errors import Finding
-from mqtool.formats.kernelwalk import walk_fields
 from mqtool.store import CommitLogFile, Store
 
 ProgressFn = Callable[[int, int], None]
@@ -60,6 +58,8 @@ class MessageFilter:
         """Which records of a kernel field table can match (topic, queue and time bounds; the
         rest is for :meth:`matches`)."""
         f = fields
+        from mqtool.formats import kernel  # numba loads only when a command walks (CLI start-up)
+
         ok = f[kernel.F_PHYS] >= self.start_offset
         if self.queue_id is not None:
             ok &= f[kernel.F_QUEUE_ID] == self.queue_id
@@ -87,6 +87,9 @@ def kernel_messages(
     ``start_offset`` (files before ``since`` skipped), the walker's findings noted in
     ``store.findings``; with ``flt``, only records that :meth:`MessageFilter.may_match` are
     decoded (the caller still applies :meth:`MessageFilter.matches`)."""
+    from mqtool.formats import kernel  # numba loads only when a command walks (CLI start-up)
+    from mqtool.formats.kernelwalk import walk_fields
+
     files = store.commitlog_files
     first = 0
     if start_offset:

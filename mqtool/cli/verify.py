@@ -142,6 +142,7 @@ def _print_human(report: Any, loss: Any) -> None:
                      f"({lj['indexEntriesDestroyed']} entries; {lj['indexEntriesReindexed']} "
                      "re-indexed by the re-dispatch)")
     lines.append(f"  index entries left pointing past the cut: {lj['indexEntriesDangling']}")
+    lines.extend(loss.timer_lines())
     lines.append("  configs loaded from .bak: " + (", ".join(lj["configsFromBak"]) or "none"))
     if loss.nothing:
         lines.append("  nothing: the broker would start on this store as it is")

@@ -17,6 +17,9 @@ The facts (apache/rocketmq 4.9.7 ``store``; 5.x keeps them):
   to the next file. The stop position is ``processOffset``: ``truncateDirtyFiles`` drops every
   byte after it (later files deleted), and when a consume queue points at or past it,
   ``truncateDirtyLogicFiles`` drops those units from the queues' tails.
+* 5.x timer files (``TimerMessageStore#recover``, facts in :mod:`.timer`): the timerlog is
+  truncated only where a unit's size or magic is bad; units whose record is past the cut are
+  kept (and never delivered).
 * ``IndexService#load``: after an abnormal exit, every index file whose ``endTimestamp`` is
   after the checkpoint's ``indexMsgTimestamp`` is destroyed (whole file); the re-dispatch of
   ``recoverAbnormally`` re-indexes only the records from its start file on.
@@ -36,6 +39,7 @@ from mqtool.integrity.at import messages_at
 from mqtool.integrity.checks import Report
 from mqtool.integrity.model import Messages, QueueScan
 from mqtool.integrity.scan import message_windows
+from mqtool.integrity.timer import timer_restart_loss
 from mqtool.store import Store
 
 THIRD_LAST = 3  # recoverNormally / ConsumeQueue.recover start this many files from the end
@@ -62,12 +66,34 @@ class RestartLoss:
     index_entries_reindexed: int = 0
     index_entries_dangling: int = 0  # entries left pointing past the cut (clean exit)
     configs_from_bak: list[str] = field(default_factory=list)
+    # 5.x timer files (None on 4.x): see :func:`mqtool.integrity.timer.timer_restart_loss`
+    timer: dict[str, Any] | None = None
 
     @property
     def nothing(self) -> bool:
+        t = self.timer or {}
         return not (self.lost_messages or self.lost_bytes or self.cq_units_dropped
                     or self.index_entries_destroyed - self.index_entries_reindexed > 0
-                    or self.index_entries_dangling or self.configs_from_bak)
+                    or self.index_entries_dangling or self.configs_from_bak
+                    or t.get("timerUnitsTruncated") or t.get("timerlogCutAt")
+                    or t.get("timerUnitsDangling"))
+
+    def timer_lines(self) -> list[str]:
+        """The timer part of the human report (nothing on 4.x)."""
+        t = self.timer
+        if t is None:
+            return []
+        lines = [f"  timerlog: {t['timerUnitsKept']} units kept"]
+        if t["timerlogCutAt"] or t["timerUnitsTruncated"]:
+            lines.append(f"    truncated at {t['timerlogCutAt'] or 'the end of the data'}: "
+                         f"{t['timerUnitsTruncated']} readable units after it dropped")
+        if t["timerUnitsDangling"]:
+            lines.append(
+                f"    kept although their record is past the cut: {t['timerUnitsDangling']} "
+                f"({t['timerUnitsDanglingPending']} not yet delivered: the timer service finds "
+                "no message there and drops them without a word; `mqtool repair` truncates "
+                "the timerlog before them)")
+        return lines
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -83,6 +109,7 @@ class RestartLoss:
             "indexEntriesReindexed": self.index_entries_reindexed,
             "indexEntriesDangling": self.index_entries_dangling,
             "configsFromBak": self.configs_from_bak,
+            **({} if self.timer is None else {"timer": self.timer}),
         }
 
 
@@ -248,6 +275,7 @@ def _restart_loss(r: Report, store: Store) -> RestartLoss:
             loss.index_entries_dangling += int(np.count_nonzero(phys >= cut))
     loss.configs_from_bak = sorted(
         c.source for c in r.configs.values() if c.from_bak and c.source is not None)
+    loss.timer = timer_restart_loss(r.root, cut)
     return loss
 
 

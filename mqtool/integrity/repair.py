@@ -19,7 +19,10 @@ changes (each change is listed with file, offset, before -> after):
   ``ScheduleMessageService#correctDelayOffset``), consumer offsets beyond a queue's max likewise;
 * checkpoint timestamps after the last kept record are set to it (offsets clamped to the valid
   end);
-  the ``abort`` file is not copied (the copy is a cleanly stopped store).
+  the ``abort`` file is not copied (the copy is a cleanly stopped store);
+* 5.x timer files: the timerlog is truncated at the first unit whose record is past the valid
+  end, wheel slots leading into the dropped part are rebuilt, ``config/timercheck`` and
+  ``config/timermetrics`` follow (:func:`mqtool.integrity.timer.plan_timer_repair`).
 
 Damage before the point where RocketMQ's recovery starts reading is left as it is (the broker
 keeps it too); it is listed as not repaired.
@@ -42,10 +45,11 @@ from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from mqtool.formats.consumequeue import CQ_UNIT_STRUCT as _UNIT
 from mqtool.formats.errors import MqtoolError, Severity
 from mqtool.formats.indexfile import index_key_hash
-from mqtool.formats.rules import SCHEDULE_TOPIC, schedule_unit_delay
+from mqtool.formats.rules import SCHEDULE_TOPIC, TIMER_TOPIC, schedule_unit_delay
 from mqtool.integrity import rules
 from mqtool.integrity.checks import QueueScan, Report, verify
 from mqtool.integrity.recovery import cut_position, queue_cut
+from mqtool.integrity.timer import plan_timer_repair
 from mqtool.store import Store
 
 
@@ -124,6 +128,16 @@ def _zero(path: Path, start: int, end: int) -> None:
             left -= n
 
 
+def _patch(path: Path, offset: int | None, data: bytes) -> None:
+    """Write ``data`` at ``offset`` of ``path`` (None: ``data`` is the whole file)."""
+    if offset is None:
+        path.write_bytes(data)
+        return
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
 class _Plan:
     """Changes computed from the verify report, applied to a copy (or only listed)."""
 
@@ -135,6 +149,8 @@ class _Plan:
         self.skip: set[str] = set()  # files (rel) not to copy
         self.actions: list[Any] = []  # callables taking the copy root
         self.queue_end: dict[tuple[str, int], int] = {}  # max offset after the repair
+        # (min offset, units) after the repair, for the timer topic's queues
+        self.queue_units: dict[tuple[str, int], tuple[int, list[tuple[int, int, int]]]] = {}
 
     def note(self, file: str, offset: int | None, before: str, after: str) -> None:
         self.changes.append(Change(file, offset, before, after))
@@ -221,6 +237,8 @@ class _Plan:
         old = [(int(a), int(b), int(c)) for a, b, c in zip(
             q.phys.tolist(), q.sizes.tolist(), q.tags.tolist(), strict=True)]
         self.queue_end[(q.topic, q.queue_id)] = q.min_offset + len(units)
+        if q.topic == TIMER_TOPIC:
+            self.queue_units[(q.topic, q.queue_id)] = (q.min_offset, units)
         if units == old:
             return
         self._rewrite_queue(q, units, old)
@@ -359,6 +377,24 @@ class _Plan:
             self.actions.append(apply)
             prev_end_ts, prev_end_phy = stamps[-1], offs[-1]
 
+    # -- 5.x timer files ---------------------------------------------------------------
+    def timer(self) -> None:
+        """timerlog, timerwheel, timercheck, timermetrics: see :mod:`mqtool.integrity.timer`
+        (the timerlog is truncated at the first unit whose record is past the cut)."""
+        fix = plan_timer_repair(self.r.root, self.cut, self.queue_units.get((TIMER_TOPIC, 0)))
+        if fix is None:
+            return
+        for file, offset, before, after in fix.notes:
+            self.note(file, offset, before, after)
+        self.not_repaired.extend(fix.not_repaired)
+        self.skip.update(fix.leave_out)
+        for rel, start, end in fix.zeros:
+            self.actions.append(lambda root, rel=rel, start=start, end=end: _zero(
+                root / rel, start, end))
+        for rel, offset, data in fix.writes:
+            self.actions.append(lambda root, rel=rel, offset=offset, data=data: _patch(
+                root / rel, offset, data))
+
     # -- configs, checkpoint -------------------------------------------------------------
     def configs(self) -> None:
         r = self.r
@@ -447,6 +483,7 @@ def repair(src: str | Path, out: str | Path | None, *, dry_run: bool = False) ->
     plan.queues()
     with Store.open(root) as st:
         plan.index(st)
+    plan.timer()
     plan.configs()
     plan.checkpoint()
     if report.abort:

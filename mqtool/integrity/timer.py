@@ -28,13 +28,15 @@ Findings name the file relative to the store root and the byte offset inside tha
 from __future__ import annotations
 
 import mmap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from mqtool.formats.config.fastjson import dumps_fastjson, loads_fastjson
 from mqtool.formats.errors import TIMER, Finding, FormatError, Severity
+from mqtool.formats.javacompat import java_string_hash
 from mqtool.formats.rules import TIMER_TOPIC
 from mqtool.formats.timer import (
     MAGIC_DELETE,
@@ -46,6 +48,8 @@ from mqtool.formats.timer import (
     TimerCheckpoint,
     TimerLogBlank,
     TimerLogEnd,
+    build_timer_checkpoint,
+    build_wheel_slot,
     iter_timerlog,
     iter_wheel,
     parse_timer_checkpoint,
@@ -67,6 +71,11 @@ class _Log:
     units: np.ndarray = field(default_factory=lambda: np.zeros(0, UNIT_DTYPE))
     start: int = 0
     end: int = 0  # after the last readable unit
+    # where ``recoverAndRevise`` stops walking (the first spot that is neither a unit nor a
+    # blank: a zero, torn or bad unit), and "file @ offset" when that spot is damage
+    stop: int | None = None
+    broken: str | None = None
+    hidden: int = 0  # well-formed units after a bad one in the same file (not in ``units``)
 
     def where(self, pos: int) -> tuple[str, int]:
         for rel, start, size in self.files:
@@ -132,12 +141,15 @@ def _read_timerlog(d: Path, sink: _Sink) -> _Log:
             if k:
                 log.end = start + k * UNIT_SIZE
             pos = k * UNIT_SIZE
+            log.hidden += int(np.count_nonzero(good[k + 1:])) if k < n else 0
             if k < n and arr["size"][k] == UNIT_SIZE:
                 sink.add(Finding(
                     TIMER, rel, pos, f"timerlog unit with magic {int(arr['magic'][k]):#x}: not "
                     "a timer unit (the broker's recovery truncates the timerlog here)",
                     expected="magic with only bits 0-3", found=f"{int(arr['magic'][k]):#x}"))
                 ended_at = f"{rel} @ {pos:#x}"
+                if log.stop is None:
+                    log.stop, log.broken = start + pos, ended_at
                 continue
             view = memoryview(buf)[pos:]
             try:
@@ -151,8 +163,12 @@ def _read_timerlog(d: Path, sink: _Sink) -> _Log:
                     sink.add(Finding(TIMER, rel, first.position, f"unreadable timerlog: "
                                      f"{first.detail} (the broker's recovery truncates here)"))
                     ended_at = f"{rel} @ {first.position:#x}"
+                    if log.stop is None:
+                        log.broken = ended_at
                 elif first.kind == "zeros":
                     ended_at = f"{rel} @ {first.position:#x}"
+                if first.kind in ("torn", "corrupt", "zeros") and log.stop is None:
+                    log.stop = start + first.position
         finally:
             _close(buf)
     if positions:
@@ -391,3 +407,291 @@ def check_timer(
             "masterTimerQueueOffset": cp.master_timer_queue_offset,
         }
     return summary
+
+
+# --------------------------------------------------------------------------------------------
+# repair and restart loss
+#
+# Facts (apache/rocketmq 5.3.3 ``TimerMessageStore``):
+# * ``doEnqueue`` is the only writer of timerlog units, and only the enqueue service calls it,
+#   reading ``rmq_sys_wheel_timer`` queue 0 in queue order; so units follow the queue's (and
+#   the commitlog's) order, and the timerlog is append-only.
+# * ``recover`` -> ``recoverAndRevise(lastTimerLogFlushPos - one file, check=true)`` walks the
+#   units, stops at the first whose size is not 52 or whose magic fails ``isMagicOK`` (a zero
+#   unit included), ``truncateDirtyFiles`` there, and for each unit walked ``reviseSlot``
+#   points its slot's ``lastPos`` at it (``num`` is not revised). It never looks at the
+#   commitlog: a unit whose record is past the commitlog's end is kept, and at delivery
+#   ``getMessageByCommitOffset`` misses it (``dequeue_get_msg_miss``: dropped without a word),
+#   or, once new records are written past the cut, reads whatever record is there.
+# * ``reviseQueueOffset`` then reads the last unit's record and restarts the enqueue after its
+#   queue offset (``-1`` when the record cannot be read: the checkpoint's
+#   ``lastTimerQueueOffset``), capped by ``masterTimerQueueOffset`` and clamped into the
+#   queue's min..max; ``prepareTimerCheckPoint`` writes that back (a master also sets
+#   ``masterTimerQueueOffset`` to it).
+# * ``TimerMetrics`` (``config/timermetrics``, fastjson) counts pending timer messages per real
+#   topic (``addMetric`` +1 at enqueue, -1 at delivery; a delete marker -1);
+#   ``checkAndReviseMetrics`` recounts small topics from the timerlog units due after the read
+#   time, matching them by the unit's ``hashTopic`` (``String.hashCode`` of the real topic).
+#
+# So a repaired copy truncates the timerlog at the first unit whose record (offsetPy + sizePy)
+# is past the commitlog cut (or where the broker's own walk stops, if earlier): the units after
+# it were enqueued later, from later queue offsets, and ``reviseQueueOffset`` makes the broker
+# re-enqueue whatever the cut consume queue still holds after the last kept unit. Dropping only
+# the dangling units would leave a hole in an append-only file, a layout the broker never
+# writes. The wheel slots that lead into the dropped part are rebuilt from the kept units (what
+# ``reviseSlot`` cannot do: it never lowers ``lastPos`` or ``num``), the checkpoint is set to
+# the truncated timerlog and the cut queue, and the metrics lose the dropped pending units.
+
+
+@dataclass
+class TimerRepair:
+    """What a repaired copy changes in the timer files (paths relative to the store root)."""
+
+    notes: list[tuple[str, int | None, str, str]] = field(default_factory=list)
+    # (rel, offset, data); offset None: data is the whole file
+    writes: list[tuple[str, int | None, bytes]] = field(default_factory=list)
+    zeros: list[tuple[str, int, int]] = field(default_factory=list)  # (rel, start, end)
+    leave_out: list[str] = field(default_factory=list)
+    not_repaired: list[str] = field(default_factory=list)
+
+
+def _nonzero(path: Path, start: int, end: int) -> bool:
+    with open(path, "rb") as f:
+        f.seek(start)
+        left = end - start
+        while left > 0:
+            chunk = f.read(min(left, 1 << 20))
+            if not chunk:
+                return False
+            if chunk.count(0) != len(chunk):
+                return True
+            left -= len(chunk)
+    return False
+
+
+def _slot_text(s: Any, precision: int) -> str:
+    return (f"slot {s.index} (time {s.time_secs * precision} ms): firstPos {s.first_pos} "
+            f"lastPos {s.last_pos} num {s.num}")
+
+
+def _revise_slot(s: Any, log: _Log, trunc: int, precision: int) -> Any | None:
+    """The slot ``s`` leads into the dropped part (positions >= ``trunc``): its chain without
+    the dropped units (None: no unit of the slot is kept)."""
+    units = log.units
+    p = s.last_pos
+    dropped = 0
+    while p != -1 and p >= trunc:
+        r = log.row(p)
+        if r is None:  # the chain runs through bytes that are no unit: the kept units decide
+            kept = np.flatnonzero((log.pos < trunc) & (log.pos >= s.first_pos)
+                                  & (_deliver_ms(units) // precision == s.time_secs))
+            p = int(log.pos[kept[-1]]) if kept.size else -1
+            dropped = -1
+            break
+        dropped += -1 if int(units["magic"][r]) & MAGIC_DELETE else 1
+        p = int(units["prevPos"][r])
+    if p == -1 or s.first_pos >= trunc or p < s.first_pos:
+        return None
+    # num: count the kept chain when it can be walked to firstPos, else take the dropped off
+    num, q, seen, walked = 0, p, set(), False
+    while q != -1 and q not in seen:
+        seen.add(q)
+        r = log.row(q)
+        if r is None:
+            break
+        num += -1 if int(units["magic"][r]) & MAGIC_DELETE else 1
+        if q == s.first_pos:
+            walked = True
+            break
+        q = int(units["prevPos"][r])
+    if not walked and dropped >= 0:
+        num = s.num - dropped
+    return replace(s, last_pos=p, num=num)
+
+
+def _metrics(
+    root: Path, dropped: np.ndarray, read_ms: int | None, fix: TimerRepair,
+) -> None:
+    """``config/timermetrics`` without the dropped pending units."""
+    rel = "config/timermetrics"
+    path = root / rel
+    if not path.exists() or not len(dropped):
+        return
+    pending = dropped if read_ms is None else dropped[_deliver_ms(dropped) >= read_ms]
+    if not len(pending):
+        return
+    try:
+        doc = loads_fastjson(path.read_text("utf-8"), file=rel)
+        counts = doc["timingCount"]
+        by_hash = {java_string_hash(str(t)): t for t in counts}
+    except (FormatError, UnicodeDecodeError, OSError, KeyError, TypeError) as e:
+        fix.not_repaired.append(f"{rel}: cannot be read ({e}); its counts still include "
+                                f"{len(pending)} dropped pending timer units")
+        return
+    delta: dict[str, int] = {}
+    for h, m in zip(pending["hashTopic"].tolist(), pending["magic"].tolist(), strict=True):
+        t = by_hash.get(int(h))
+        if t is not None:
+            delta[t] = delta.get(t, 0) + (1 if int(m) & MAGIC_DELETE else -1)
+    changed = False
+    for t, d in sorted(delta.items()):
+        if d:
+            old = int(counts[t]["count"])
+            counts[t]["count"] = old + d
+            fix.notes.append((rel, None, f"timingCount {t} count {old}", str(old + d)))
+            changed = True
+    if changed:
+        fix.writes.append((rel, None, dumps_fastjson(doc).encode("utf-8")))
+
+
+def plan_timer_repair(
+    root: Path, cut: int, queue: tuple[int, list[tuple[int, int, int]]] | None,
+) -> TimerRepair | None:
+    """The timer files of a copy whose commitlog ends at ``cut`` (None for a 4.x store).
+
+    ``queue``: ``rmq_sys_wheel_timer`` queue 0 of the copy (its min offset and units
+    ``(phy, size, tagsCode)``), None when the copy has no such queue."""
+    wheel, logdir = root / "timerwheel", root / "timerlog"
+    check = root / "config" / "timercheck"
+    if not (wheel.exists() or logdir.is_dir() or check.exists()):
+        return None
+    fix = TimerRepair()
+    log = _read_timerlog(logdir, _Sink()) if logdir.is_dir() else _Log()
+    stop = log.end if log.stop is None else min(log.stop, log.end)
+    units = log.units
+    keep = log.pos < stop
+    past = keep & (units["offsetPy"].astype(np.int64) + units["sizePy"].astype(np.int64) > cut)
+    first_past = np.flatnonzero(past)
+    trunc = int(log.pos[first_past[0]]) if first_past.size else stop
+    kept = int(np.count_nonzero(log.pos < trunc))
+    # timerlog: zero from the truncation on, leave later files out
+    for rel, start, size in log.files:
+        if start + size <= trunc:
+            continue
+        if start > trunc or (start == trunc and start != log.start):
+            fix.leave_out.append(rel)
+            fix.notes.append((rel, None, f"timerlog file of {size} bytes after the kept units",
+                              "left out (truncateDirtyFiles deletes it)"))
+            continue
+        at = trunc - start
+        if _nonzero(logdir / rel.split("/", 1)[1], at, size):
+            n_past = int(np.count_nonzero(past))
+            n_after = int(np.count_nonzero(log.pos >= trunc)) - n_past
+            why = (f"{n_past} units pointing past the valid commitlog end ({cut}), {n_after} "
+                   "readable units after them" if n_past else
+                   f"damage at {log.broken} (the broker's recoverAndRevise truncates there)"
+                   if log.broken else "bytes after the last unit")
+            fix.notes.append((rel, at, f"{size - at} bytes from here: {why}",
+                              "zeroed (the timerlog ends here; recoverAndRevise stops at a zero "
+                              "unit)"))
+            fix.zeros.append((rel, at, size))
+    dropped = units[log.pos >= trunc] if len(units) else units
+    cp: TimerCheckpoint | None = None
+    if check.exists():
+        try:
+            cp = parse_timer_checkpoint(check.read_bytes(), file="config/timercheck")
+        except FormatError as e:
+            fix.not_repaired.append(f"config/timercheck: {e.detail}")
+    # the wheel: slots that lead into the dropped part
+    if wheel.exists():
+        size = wheel.stat().st_size
+        if size != timer_wheel_file_size():
+            if size:
+                fix.not_repaired.append(f"timerwheel: {size} bytes, not "
+                                        f"{timer_wheel_file_size()}; the broker refuses it")
+        else:
+            buf = map_readonly(wheel)
+            try:
+                slots = list(iter_wheel(buf, file="timerwheel"))
+            finally:
+                _close(buf)
+            precision = _precision(slots, log)
+            for s in slots:
+                if (s.last_pos < trunc and s.first_pos < trunc) or (
+                        s.last_pos < 0 and s.first_pos < 0):
+                    continue
+                new = _revise_slot(s, log, trunc, precision)
+                before = _slot_text(s, precision)
+                if new is None:
+                    fix.notes.append(("timerwheel", s.index * SLOT_SIZE, before,
+                                      "empty (none of its units is kept)"))
+                    fix.writes.append(("timerwheel", s.index * SLOT_SIZE, bytes(SLOT_SIZE)))
+                else:
+                    fix.notes.append(("timerwheel", s.index * SLOT_SIZE, before,
+                                      _slot_text(new, precision)))
+                    fix.writes.append(("timerwheel", s.index * SLOT_SIZE,
+                                       build_wheel_slot(new)))
+    if cp is not None:
+        _checkpoint_fix(cp, log, kept, trunc, queue, fix)
+    _metrics(root, dropped, None if cp is None else cp.last_read_time_ms, fix)
+    return fix
+
+
+def _checkpoint_fix(
+    cp: TimerCheckpoint, log: _Log, kept: int, trunc: int,
+    queue: tuple[int, list[tuple[int, int, int]]] | None, fix: TimerRepair,
+) -> None:
+    """``config/timercheck`` as ``recover`` + ``prepareTimerCheckPoint`` would write it for the
+    truncated timerlog and the cut queue (so a restart changes nothing)."""
+    # lastReadTimeMs stays: ``recover`` takes it as it is (only raised to now - 7 days), and
+    # the slots before it were read whatever the cut dropped; rolling it back would deliver
+    # every kept message of those slots again
+    flush = min(cp.last_timer_log_flush_pos, trunc)
+    master, last = cp.master_timer_queue_offset, cp.last_timer_queue_offset
+    if queue is not None:
+        qmin, qunits = queue
+        qmax = qmin + len(qunits)
+        master = min(master, qmax)
+        revised = None  # reviseQueueOffset: the queue offset after the last kept unit's record
+        if kept:
+            u = log.units[kept - 1]
+            opy, spy = int(u["offsetPy"]), int(u["sizePy"])
+            for j in range(len(qunits) - 1, -1, -1):
+                if qunits[j][0] == opy and qunits[j][1] == spy:
+                    revised = qmin + j + 1
+                    break
+        last = min(last if revised is None else revised, master)
+        last = min(max(last, qmin), qmax)
+    new = replace(cp, last_timer_log_flush_pos=flush, last_timer_queue_offset=last,
+                  master_timer_queue_offset=master)
+    if new == cp:
+        return
+    rel = "config/timercheck"
+    for pos, name, a, b in (
+        (8, "lastTimerLogFlushPos", cp.last_timer_log_flush_pos, flush),
+        (16, "lastTimerQueueOffset", cp.last_timer_queue_offset, last),
+        (24, "masterTimerQueueOffset", cp.master_timer_queue_offset, master),
+    ):
+        if a != b:
+            fix.notes.append((rel, pos, f"{name} {a}", str(b)))
+    fix.writes.append((rel, 0, build_timer_checkpoint(new)))
+
+
+def timer_restart_loss(store_root: Path, cut: int) -> dict[str, Any] | None:
+    """What the broker's timer recovery does at the next start when the commitlog ends at
+    ``cut`` (None for a 4.x store): the units it truncates (after damage in the timerlog) and
+    the units it keeps although their record is past the cut (never delivered: dropped at
+    delivery time without a word, or read from whatever record is later written there)."""
+    logdir = store_root / "timerlog"
+    if not logdir.is_dir():
+        return None
+    log = _read_timerlog(logdir, _Sink())
+    check = store_root / "config" / "timercheck"
+    read_ms = None
+    if check.exists():
+        try:
+            read_ms = parse_timer_checkpoint(check.read_bytes()).last_read_time_ms
+        except FormatError:
+            read_ms = None
+    stop = log.end if log.stop is None else min(log.stop, log.end)
+    keep = log.pos < stop
+    u = log.units
+    dangling = keep & (u["offsetPy"].astype(np.int64) + u["sizePy"].astype(np.int64) > cut)
+    pending = dangling if read_ms is None else dangling & (_deliver_ms(u) >= read_ms)
+    return {
+        "timerlogCutAt": log.broken,
+        "timerUnitsTruncated": int(np.count_nonzero(~keep)) + log.hidden,
+        "timerUnitsKept": int(np.count_nonzero(keep)),
+        "timerUnitsDangling": int(np.count_nonzero(dangling)),
+        "timerUnitsDanglingPending": int(np.count_nonzero(pending)),
+    }

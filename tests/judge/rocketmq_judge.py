@@ -1,0 +1,95 @@
+"""Run RocketMQ's own store code on a store copy: the judge jar in fixtures/rocketmq-judge
+(RocketMQ 4.9.7's DefaultMessageStore compiled from apache/rocketmq source by
+tests/judge/build.sh, see fixtures/rocketmq-judge/PROVENANCE.md) in a real JVM.
+
+The broker code WRITES into the store it opens (abort, lock, checkpoint, config files): the
+helpers here always judge a throw-away copy."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyspark
+
+ROOT = Path(__file__).resolve().parents[2]
+JAR = ROOT / "fixtures" / "rocketmq-judge" / "rocketmq-judge-4.9.7.jar"
+FIXTURES = ROOT / "fixtures" / "rocketmq-stores"
+# the seeded damage and the mqtool runner of tests/integrity (one home), importable from here
+# whether or not pytest collected tests/integrity first
+if str(ROOT / "tests" / "integrity") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests" / "integrity"))
+damage = importlib.import_module("integrity_damage")
+# what the judge loads at run time, all from the jars pyspark ships (installed by `make dev`)
+RUNTIME_JARS = (
+    "commons-lang3-", "jackson-core-", "jackson-databind-", "jackson-annotations-",
+    "netty-common-4", "netty-buffer-4", "netty-transport-4", "lz4-java-", "zstd-jni-",
+)
+JVM_FLAGS = (
+    "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens", "java.base/java.nio=ALL-UNNAMED",
+    "--add-exports", "java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
+)
+
+
+def classpath() -> str:
+    jars = Path(pyspark.__file__).parent / "jars"
+    entries = [str(JAR)]
+    for prefix in RUNTIME_JARS:
+        found = sorted(jars.glob(prefix + "*.jar"))
+        assert found, f"no {prefix}*.jar in {jars}"
+        entries.append(str(found[0]))
+    return ":".join(entries)
+
+
+def judge(store: Path, *args: str | Path, timeout: int = 300) -> tuple[int, dict[str, Any],
+                                                                        str]:
+    """RocketMQ loads ``store`` (a copy the caller owns): exit code, JSON report, stderr."""
+    res = subprocess.run(
+        ["java", *JVM_FLAGS, "-cp", classpath(), "mqtool.judge.Judge", "--store", str(store),
+         *map(str, args)],
+        capture_output=True, text=True, timeout=timeout,
+    )
+    doc: dict[str, Any] = json.loads(res.stdout) if res.stdout.strip() else {}
+    return res.returncode, doc, res.stderr
+
+
+def judge_copy(src: Path, work: Path, *args: str | Path) -> tuple[int, dict[str, Any], str]:
+    """Copy ``src`` to a fresh directory under ``work`` and judge the copy."""
+    n = 0
+    while (work / f"judged-{n}").exists():
+        n += 1
+    dst = work / f"judged-{n}"
+    shutil.copytree(src, dst)
+    for p in dst.rglob("*"):
+        p.chmod(p.stat().st_mode | 0o200)
+    return judge(dst, *args)
+
+
+def keys_file(name: str, dst: Path) -> Path:
+    """The ``topic#key`` list of a fixture's manifest (every UNIQ_KEY and KEYS token), as the
+    TOPIC<TAB>KEY lines the judge's --keys reads."""
+    lines = []
+    text = (FIXTURES / name / "manifest" / "index_queries.jsonl").read_text("utf-8")
+    for line in text.splitlines():
+        if line.strip():
+            q = json.loads(line)
+            lines.append(f"{q['topic']}\t{q['key']}\n")
+    dst.write_text("".join(lines), "utf-8")
+    return dst
+
+
+def problems(doc: dict[str, Any]) -> list[str]:
+    return [f"{p['kind']} {p['file']} @ {p['offset']}: {p['detail']}" for p in doc["problems"]]
+
+
+def queue_max(doc: dict[str, Any]) -> dict[str, int]:
+    """Each queue's max offset after RocketMQ's recovery (before start)."""
+    return {k: q["max"] for k, q in doc["afterLoad"]["consumeQueues"].items()}
+
