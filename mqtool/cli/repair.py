@@ -28,7 +28,9 @@ def repair(
     The copy's commitlog ends at the last record RocketMQ's recovery accepts (the torn tail is
     zeroed, later files left out), consume queues are cut to valid units (missing ones
     re-dispatched), damaged index files are rebuilt, empty configs come from their .bak,
-    offsets beyond a queue's max are clamped, and the checkpoint matches the data. STORE is
+    offsets beyond a queue's max are clamped, and the checkpoint matches the data. On a 5.x
+    store the timerlog ends before the first timer unit whose record is past the cut, and the
+    timerwheel slots, config/timercheck and config/timermetrics follow it. STORE is
     only read; the copy is written to a temporary directory, fsynced, then renamed to --out.
     Every change is printed (file, offset, before -> after).
 

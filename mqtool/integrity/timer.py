@@ -75,6 +75,7 @@ class _Log:
     # blank: a zero, torn or bad unit), and "file @ offset" when that spot is damage
     stop: int | None = None
     broken: str | None = None
+    hidden: int = 0  # well-formed units after a bad one in the same file (not in ``units``)
 
     def where(self, pos: int) -> tuple[str, int]:
         for rel, start, size in self.files:
@@ -140,6 +141,7 @@ def _read_timerlog(d: Path, sink: _Sink) -> _Log:
             if k:
                 log.end = start + k * UNIT_SIZE
             pos = k * UNIT_SIZE
+            log.hidden += int(np.count_nonzero(good[k + 1:])) if k < n else 0
             if k < n and arr["size"][k] == UNIT_SIZE:
                 sink.add(Finding(
                     TIMER, rel, pos, f"timerlog unit with magic {int(arr['magic'][k]):#x}: not "
@@ -631,6 +633,9 @@ def _checkpoint_fix(
 ) -> None:
     """``config/timercheck`` as ``recover`` + ``prepareTimerCheckPoint`` would write it for the
     truncated timerlog and the cut queue (so a restart changes nothing)."""
+    # lastReadTimeMs stays: ``recover`` takes it as it is (only raised to now - 7 days), and
+    # the slots before it were read whatever the cut dropped; rolling it back would deliver
+    # every kept message of those slots again
     flush = min(cp.last_timer_log_flush_pos, trunc)
     master, last = cp.master_timer_queue_offset, cp.last_timer_queue_offset
     if queue is not None:
@@ -685,7 +690,7 @@ def timer_restart_loss(store_root: Path, cut: int) -> dict[str, Any] | None:
     pending = dangling if read_ms is None else dangling & (_deliver_ms(u) >= read_ms)
     return {
         "timerlogCutAt": log.broken,
-        "timerUnitsTruncated": int(np.count_nonzero(~keep)),
+        "timerUnitsTruncated": int(np.count_nonzero(~keep)) + log.hidden,
         "timerUnitsKept": int(np.count_nonzero(keep)),
         "timerUnitsDangling": int(np.count_nonzero(dangling)),
         "timerUnitsDanglingPending": int(np.count_nonzero(pending)),

@@ -193,6 +193,7 @@ def test_damaged_timerlog_unit_is_where_the_copy_ends(tmp_path: Path) -> None:
     assert rc == 1
     t = vdoc["restartWouldLose"]["timer"]
     assert t["timerlogCutAt"] == f"{TIMERLOG} @ 0x9c" and t["timerUnitsKept"] == 3
+    assert t["timerUnitsTruncated"] == 1  # unit 208, after the bad one
     out = tmp_path / "repaired"
     doc = _repair(src, out)
     # the damaged unit cannot be read, so the metrics keep counting it (the broker's
@@ -202,3 +203,67 @@ def test_damaged_timerlog_unit_is_where_the_copy_ends(tmp_path: Path) -> None:
     _assert_clean(out)
     assert [u.position for u in _units(out)] == [0, 52, 104]
     assert _slots(out) == {250118: (0, 104, 3)}
+
+
+def _split_timerlog(store: Path, file_size: int) -> dict[int, int]:
+    """Rewrite the store's timerlog in files of ``file_size`` bytes as ``TimerLog#append``
+    would have written it (a blank ends a file when a unit and a blank no longer fit), with
+    the units' ``prevPos`` and the wheel's slots moved along. Returns old -> new positions."""
+    from dataclasses import replace
+
+    from mqtool.formats.timer import (
+        MIN_BLANK_LEN,
+        UNIT_SIZE,
+        build_timerlog_blank,
+        build_timerlog_unit,
+        build_wheel_slot,
+    )
+
+    units = _units(store)
+    moved: dict[int, int] = {-1: -1}
+    files: list[bytearray] = [bytearray(file_size)]
+    at = 0
+    for u in units:
+        if UNIT_SIZE + MIN_BLANK_LEN > file_size - at:
+            files[-1][at:at + MIN_BLANK_LEN] = build_timerlog_blank(file_size - at)
+            files.append(bytearray(file_size))
+            at = 0
+        moved[u.position] = (len(files) - 1) * file_size + at
+        files[-1][at:at + UNIT_SIZE] = build_timerlog_unit(
+            replace(u, prev_pos=moved[u.prev_pos]))
+        at += UNIT_SIZE
+    (store / TIMERLOG).unlink()
+    for i, data in enumerate(files):
+        (store / "timerlog" / f"{i * file_size:020d}").write_bytes(bytes(data))
+    with open(store / "timerwheel", "r+b") as f:
+        for s in iter_wheel((store / "timerwheel").read_bytes()):
+            f.seek(s.index * SLOT_SIZE)
+            f.write(build_wheel_slot(replace(s, first_pos=moved[s.first_pos],
+                                             last_pos=moved[s.last_pos])))
+    return moved
+
+
+def test_truncation_across_timerlog_files(tmp_path: Path) -> None:
+    """Timerlog files of 128 bytes (two units and a blank each): units at 0, 52 | 128, 180 |
+    256. A torn tail at the pending timer record (unit 180) zeroes the second file from 52 on
+    (its blank too: the broker appends there again) and leaves the third file out."""
+    src = copy_store(V5, tmp_path)
+    moved = _split_timerlog(src, 128)
+    assert [moved[p] for p in (0, 52, 104, 156, 208)] == [0, 52, 128, 180, 256]
+    rc, vdoc = verify_json(src)  # the rewritten store is a clean one
+    assert rc == 0 and [f for f in vdoc["findings"] if f["kind"] == "timer"] == []
+    assert vdoc["summary"]["timer"]["timerlogFiles"] == 3
+    _torn_tail(src, *TIMER_RECORDS[3])
+    out = tmp_path / "repaired"
+    doc = _repair(src, out)
+    by_file = {(c["file"], c["offset"]): c["after"] for c in doc["changes"]}
+    assert by_file[("timerlog/00000000000000000128", 52)].startswith("zeroed")
+    assert by_file[("timerlog/00000000000000000256", None)].startswith("left out")
+    assert ("timerlog/00000000000000000000", 0) not in by_file
+    _assert_clean(out)
+    assert sorted(p.name for p in (out / "timerlog").iterdir()) == [
+        "00000000000000000000", "00000000000000000128"]
+    assert read_at(out / "timerlog/00000000000000000128", 52, 76) == bytes(76)
+    assert _slots(out) == {250118: (0, 128, 3)}
+    cp = parse_timer_checkpoint((out / "config" / "timercheck").read_bytes())
+    assert (cp.last_timer_log_flush_pos, cp.last_timer_queue_offset) == (180, 3)
