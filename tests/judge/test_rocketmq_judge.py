@@ -55,6 +55,38 @@ def test_crashed_store_recovery_matches_verify(tmp_path: Path) -> None:
     assert doc["keyFile"]["found"] == doc["keyFile"]["keys"] > 0
 
 
+def test_repaired_crashed_store_is_clean(tmp_path: Path) -> None:
+    """`mqtool repair` of the real crashed store: RocketMQ loads the copy with a normal recovery
+    and changes nothing (no abort file, no file to drop, no index to rebuild)."""
+    name = "4.9.7/plain-crashed"
+    out = tmp_path / "repaired"
+    res = run("repair", FIXTURES / name / "store", "--out", out, "--json")
+    assert res.returncode == 0, res.stderr
+    keys = keys_file(name, tmp_path / "keys.tsv")
+    rc, doc, err = judge_copy(out, tmp_path, "--keys", keys)
+    assert rc == 0, (problems(doc), doc.get("recoveryActions"), err[-2000:])
+    assert doc["verdict"] == "clean" and doc["recovery"] == "normal"
+    assert doc["afterLoad"]["commitlogMaxOffset"] == 3148392
+    assert doc["getMessage"]["found"] == len(messages(name))
+    assert doc["keyFile"]["found"] == doc["keyFile"]["keys"] > 0
+
+
+def test_dlq_resend_into_a_rocketmq_store_copy_is_clean(tmp_path: Path) -> None:
+    """mqtool's writer appends resent DLQ records to a copy of a store RocketMQ wrote; RocketMQ
+    loads the result clean, the appended records included (units, keys, MQTOOL_RESEND_ID)."""
+    target = copy_store(JOURNEY, tmp_path)
+    before = len(messages(JOURNEY))
+    res = run("dlq", "resend", FIXTURES / JOURNEY / "store", "--group", "cg_journey",
+              "--target", target)
+    assert res.returncode == 0, res.stderr
+    rc, doc, err = judge_copy(target, tmp_path)
+    assert rc == 0, (problems(doc), doc.get("recoveryActions"), err[-2000:])
+    assert doc["verdict"] == "clean"
+    walk = doc["commitlogWalk"]
+    assert walk["messages"] == walk["consumeQueueUnitsMatched"] == before + 4
+    assert doc["getMessage"] == {"units": before + 4, "found": before + 4}
+
+
 REPAIRABLE = sorted(set(SEEDS) - {"zeroed-magic"})
 
 

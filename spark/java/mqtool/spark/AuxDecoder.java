@@ -13,11 +13,9 @@
 package mqtool.spark;
 
 import java.io.IOException;
-import java.io.RandomAccessFile;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
-import java.nio.charset.StandardCharsets;
 import java.util.List;
 
 import org.apache.spark.sql.types.StructType;
@@ -29,11 +27,9 @@ final class AuxDecoder extends SplitReader {
     private final int cStore, cFile, cFileOffset, cTopic, cQueueId, cQueueOffset, cClOffset;
     private final int cSize, cTags, cEntry, cKeyHash, cTimeDiff, cPrev, cBegin;
 
-    private CommitlogSource.SplitSpec cur;
-    private byte[] storeBytes, nameBytes, topicBytes;
+    private byte[] topicBytes;
     private final ByteBuffer buf;
     private FileChannel ch;
-    private RandomAccessFile raf;
     private long pos;      // file position of the next unit
     private long stop;     // file position where this split's units end
     private long entry;    // index: the number of the next entry
@@ -60,26 +56,12 @@ final class AuxDecoder extends SplitReader {
     }
 
     @Override
-    protected void closeFile() throws IOException {
-        ch = null;
-        if (raf != null) {
-            raf.close();
-            raf = null;
-        }
-    }
-
-    @Override
-    protected void open(CommitlogSource.SplitSpec s) throws IOException {
-        cur = s;
-        storeBytes = s.store.getBytes(StandardCharsets.UTF_8);
-        nameBytes = s.name.getBytes(StandardCharsets.UTF_8);
-        topicBytes = s.topic.getBytes(StandardCharsets.UTF_8);
-        raf = new RandomAccessFile(s.path, "r");
+    protected void openSplit(long size) {
+        topicBytes = bytes(cur.topic);
         ch = raf.getChannel();
-        long size = raf.length();
         if (index) {  // start = entry 1's position, end = past the last used entry
-            pos = s.start;
-            stop = Math.min(s.end, size);
+            pos = cur.start;
+            stop = Math.min(cur.end, size);
             entry = 1;
         } else {
             pos = 0;

@@ -11,15 +11,12 @@
 package mqtool.spark;
 
 import java.io.IOException;
-import java.io.RandomAccessFile;
 import java.nio.ByteOrder;
 import java.nio.MappedByteBuffer;
 import java.nio.channels.FileChannel;
-import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.zip.CRC32;
 
-import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 import org.apache.spark.sql.types.StructType;
 
 final class CommitlogDecoder extends SplitReader {
@@ -30,8 +27,10 @@ final class CommitlogDecoder extends SplitReader {
     static final int BORN_V6 = 0x10;
     static final int STORE_V6 = 0x20;
     static final int COMPRESSED = 0x1;
-    static final String[] COMPRESSION = {"ZLIB", "LZ4", "ZSTD", "ZLIB", "ZLIB", "ZLIB", "ZLIB", "ZLIB"};
-    static final byte[] HEX = "0123456789ABCDEF".getBytes(StandardCharsets.US_ASCII);
+    static final byte[][] COMPRESSION = {bytes("ZLIB"), bytes("LZ4"), bytes("ZSTD"), bytes("ZLIB"),
+        bytes("ZLIB"), bytes("ZLIB"), bytes("ZLIB"), bytes("ZLIB")};
+    static final int MSG_ID_MAX = 2 * 16 + 8 + 16;  // hex of a v6 address, port, offset
+    static final byte[] HEX = bytes("0123456789ABCDEF");
     static final byte[][] PICK = {bytes("TAGS"), bytes("KEYS"), bytes("UNIQ_KEY")};
 
     private final CommitlogSource.Options opt;
@@ -43,17 +42,14 @@ final class CommitlogDecoder extends SplitReader {
     private final boolean wantSplit;
     private final boolean propsOnlyFor;
 
-    // the split being read
-    private CommitlogSource.SplitSpec cur;
-    private RandomAccessFile raf;
+    // the split being read (SplitReader opens its file)
     private MappedByteBuffer b;
     private long p;
-    private byte[] storeBytes, nameBytes;
 
-    private final byte[] hexScratch = new byte[64];
     private int[] pairs = new int[64 * 4];
     private final int[] picked = new int[3];
-    private int kvCapacity = 0;  // rows reserved in the property map's key and value vectors
+    private final int[] pickedCols;
+    private final byte[][] propsFor;  // opt.propertiesFor as bytes
     private final CRC32 crc = new CRC32();
     private long hostKeyB = Long.MIN_VALUE, hostKeyS = Long.MIN_VALUE;
     private byte[] hostB, hostS;
@@ -93,31 +89,18 @@ final class CommitlogDecoder extends SplitReader {
         cCompression = idx(schema, "compressionType");
         wantSplit = cProps >= 0 || cTags >= 0 || cKeys >= 0 || cUniq >= 0;
         propsOnlyFor = opt.propertiesFor.length > 0 && cTags < 0 && cKeys < 0 && cUniq < 0;
-    }
-
-
-    private static byte[] bytes(String s) {
-        return s.getBytes(StandardCharsets.UTF_8);
+        pickedCols = new int[] {cTags, cKeys, cUniq};
+        propsFor = new byte[opt.propertiesFor.length][];
+        for (int i = 0; i < propsFor.length; i++) {
+            propsFor[i] = bytes(opt.propertiesFor[i]);
+        }
     }
 
     // --- the split loop ----------------------------------------------------------------------
     @Override
-    protected void closeFile() throws IOException {
+    protected void openSplit(long size) throws IOException {
+        CommitlogSource.SplitSpec s = cur;
         b = null;
-        if (raf != null) {
-            raf.close();
-            raf = null;
-        }
-    }
-
-    @Override
-    protected void open(CommitlogSource.SplitSpec s) throws IOException {
-        cur = s;
-        storeBytes = bytes(s.store);
-        nameBytes = bytes(s.name);
-        done = false;
-        raf = new RandomAccessFile(s.path, "r");
-        long size = raf.length();
         if (size == 0 || s.start >= size || s.start >= s.dataEnd) {
             done = true;  // nothing starts here (the decoder in Python says the same)
             return;
@@ -233,8 +216,9 @@ final class CommitlogDecoder extends SplitReader {
     // --- the record rule (mqtool.formats.kernel.scan's checks) --------------------------------
     private int tlw, sysFlag, bornLen, storeLen, bornPos, storeTsPos, storePos, reconPos;
     private int bodyPos, bodyLen, topicPos, topicLen, propsPos, propsLen;
-    private byte[] rec = new byte[1 << 16];  // the record's topic .. end (accept() copies it)
-    private int rTopic, rProps;  // topic and properties inside rec
+    // accept() copies the record's topic .. end into the arena at used (kept by message())
+    private int tail;            // bytes copied
+    private int rTopic, rProps;  // topic and properties inside the arena
     private static final java.lang.invoke.VarHandle LONGS =
         java.lang.invoke.MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.BIG_ENDIAN);
 
@@ -297,15 +281,14 @@ final class CommitlogDecoder extends SplitReader {
         if (b.getLong(p + 28) != cur.base + p) {
             return 0;
         }
-        // topic, properties length and properties: one copy out of the map, read from there
-        int tail = end - topicPos;
-        if (rec.length < tail) {
-            rec = new byte[Math.max(tail, rec.length * 2)];
-        }
-        b.get(topicPos, rec, 0, tail);
-        rTopic = 0;
-        rProps = topicLen + 2;
-        if (!utf8(rec, rTopic, topicLen) || !utf8(rec, rProps, propsLen)) {
+        // topic, properties length and properties: one copy out of the map (into the arena,
+        // which the string columns refer to), read from there
+        tail = end - topicPos;
+        arenaRoom(tail + MSG_ID_MAX);
+        b.get(topicPos, arena, used, tail);
+        rTopic = used;
+        rProps = used + topicLen + 2;
+        if (!utf8(arena, rTopic, topicLen) || !utf8(arena, rProps, propsLen)) {
             return 0;
         }
         return size;
@@ -360,23 +343,19 @@ final class CommitlogDecoder extends SplitReader {
 
     // --- rows --------------------------------------------------------------------------------
     private void special(int row, String kind, String detail, long offset, long length) {
-        for (int i = 0; i < vectors.length; i++) {
+        for (int i = 0; i < columns.length; i++) {
             if (i != cType && i != cDetail && i != cStore && i != cFile && i != cFileOffset
                     && i != cClOffset && i != cSize) {
-                vectors[i].putNull(row);  // put* never clears a null: set only the others
+                putNull(i, row);  // put* never clears a null: set only the others
             }
         }
         putString(cType, row, bytes(kind));
-        if (cDetail >= 0) {
-            putString(cDetail, row, bytes(detail));
-        }
+        putString(cDetail, row, bytes(detail));
         putString(cStore, row, storeBytes);
         putString(cFile, row, nameBytes);
         putLong(cFileOffset, row, offset);
         putLong(cClOffset, row, cur.base + offset);
-        if (cSize >= 0) {
-            vectors[cSize].putInt(row, (int) length);
-        }
+        putInt(cSize, row, (int) length);
     }
 
     private static final byte[] MSG = bytes("msg");
@@ -384,22 +363,17 @@ final class CommitlogDecoder extends SplitReader {
     private static final byte[] MAGIC2 = bytes("0xdaa320ab");
 
     private void message(int row, int p, int size) {
+        used += tail;  // the topic and properties stay in the arena
         putString(cType, row, MSG);
-        if (cDetail >= 0) {
-            vectors[cDetail].putNull(row);
-        }
+        putNull(cDetail, row);
         putString(cStore, row, storeBytes);
         putString(cFile, row, nameBytes);
         putLong(cFileOffset, row, p);
         long phys = cur.base + p;
         putLong(cClOffset, row, phys);
         putInt(cSize, row, size);
-        if (cMagic >= 0) {
-            putString(cMagic, row, tlw == 2 ? MAGIC2 : MAGIC1);
-        }
-        if (cTopic >= 0) {
-            vectors[cTopic].putByteArray(row, rec, rTopic, topicLen);
-        }
+        putString(cMagic, row, tlw == 2 ? MAGIC2 : MAGIC1);
+        putSpan(cTopic, row, arena, rTopic, topicLen);
         putInt(cQueueId, row, b.getInt(p + 12));
         putLong(cQueueOffset, row, b.getLong(p + 20));
         putInt(cFlag, row, b.getInt(p + 16));
@@ -417,9 +391,7 @@ final class CommitlogDecoder extends SplitReader {
         putInt(cReconsume, row, b.getInt(reconPos));
         putLong(cPrepared, row, b.getLong(reconPos + 4));
         putInt(cBodyLen, row, bodyLen);
-        if (cPropsRaw >= 0) {
-            vectors[cPropsRaw].putByteArray(row, rec, rProps, propsLen);
-        }
+        putSpan(cPropsRaw, row, arena, rProps, propsLen);
         if (wantSplit) {
             properties(row);
         }
@@ -430,17 +402,15 @@ final class CommitlogDecoder extends SplitReader {
             if (opt.checkCrc) {
                 crc.reset();
                 crc.update(b.slice(bodyPos, bodyLen));
-                vectors[cCrcOk].putBoolean(row, ((int) crc.getValue() & 0x7FFFFFFF) == bodyCrc);
+                fixed[cCrcOk].putBoolean(row, ((int) crc.getValue() & 0x7FFFFFFF) == bodyCrc);
             } else {
-                vectors[cCrcOk].putNull(row);
+                putNull(cCrcOk, row);
             }
         }
-        if (cCompression >= 0) {
-            if ((sysFlag & COMPRESSED) != 0) {
-                putString(cCompression, row, bytes(COMPRESSION[(sysFlag >> 8) & 7]));
-            } else {
-                vectors[cCompression].putNull(row);
-            }
+        if ((sysFlag & COMPRESSED) != 0) {
+            putString(cCompression, row, COMPRESSION[(sysFlag >> 8) & 7]);
+        } else {
+            putNull(cCompression, row);
         }
     }
 
@@ -512,30 +482,33 @@ final class CommitlogDecoder extends SplitReader {
 
     /** MessageDecoder#createMessageId: upper hex of store address, port, PHYSICALOFFSET. */
     private void msgId(int row, long phys) {
-        int q = 0;
+        byte[] a = arena;  // (accept() left room for MSG_ID_MAX bytes)
+        int start = used;
+        int q = start;
         for (int k = 0; k < storeLen; k++) {
             int v = b.get(storePos + k) & 0xFF;
-            hexScratch[q++] = HEX[v >> 4];
-            hexScratch[q++] = HEX[v & 15];
+            a[q++] = HEX[v >> 4];
+            a[q++] = HEX[v & 15];
         }
         long port = b.getInt(storePos + storeLen) & 0xFFFFFFFFL;
         for (int k = 7; k >= 0; k--) {
-            hexScratch[q++] = HEX[(int) ((port >> (4 * k)) & 15)];
+            a[q++] = HEX[(int) ((port >> (4 * k)) & 15)];
         }
         for (int k = 15; k >= 0; k--) {
-            hexScratch[q++] = HEX[(int) ((phys >> (4 * k)) & 15)];
+            a[q++] = HEX[(int) ((phys >> (4 * k)) & 15)];
         }
-        vectors[cMsgId].putByteArray(row, hexScratch, 0, q);
+        used = q;
+        strings[cMsgId].put(row, a, start, q - start);
     }
 
     /** string2messageProperties (kernel.split_properties): pairs in order, the last duplicate
      * kept; TAGS / KEYS / UNIQ_KEY picked. */
     private void properties(int row) {
         boolean valid = true;
+        byte[] rec = arena;
         if (propsOnlyFor) {
             valid = false;
-            for (String prefix : opt.propertiesFor) {
-                byte[] pb = bytes(prefix);
+            for (byte[] pb : propsFor) {
                 if (topicLen >= pb.length && same(rec, rTopic, pb)) {
                     valid = true;
                     break;
@@ -543,10 +516,10 @@ final class CommitlogDecoder extends SplitReader {
             }
         }
         if (!valid) {
-            if (cProps >= 0) {
-                vectors[cProps].putNull(row);
+            putNull(cProps, row);
+            for (int c : pickedCols) {
+                putNull(c, row);
             }
-            nullPicked(row);
             return;
         }
         int m = 0;
@@ -591,41 +564,20 @@ final class CommitlogDecoder extends SplitReader {
             }
         }
         if (cProps >= 0) {
-            WritableColumnVector map = vectors[cProps];
-            WritableColumnVector keys = (WritableColumnVector) map.getChild(0);
-            WritableColumnVector values = (WritableColumnVector) map.getChild(1);
-            int first = keys.getElementsAppended();
-            if (first + m > kvCapacity) {
-                kvCapacity = 2 * (first + m);
-                keys.reserve(kvCapacity);
-                values.reserve(kvCapacity);
-            }
+            MapColumn map = maps[cProps];
+            int first = map.begin(m);
             for (int j = 0; j < m; j++) {
-                keys.putByteArray(first + j, rec, pairs[4 * j], pairs[4 * j + 1]);
-                values.putByteArray(first + j, rec, pairs[4 * j + 2], pairs[4 * j + 3]);
+                map.keys.put(first + j, rec, pairs[4 * j], pairs[4 * j + 1]);
+                map.values.put(first + j, rec, pairs[4 * j + 2], pairs[4 * j + 3]);
             }
-            keys.addElementsAppended(m);
-            values.addElementsAppended(m);
-            map.putArray(row, first, m);
+            map.put(row, m);
         }
-        int[] cols = {cTags, cKeys, cUniq};
         for (int t = 0; t < 3; t++) {
-            if (cols[t] < 0) {
-                continue;
-            }
             int j = picked[t];
             if (j < 0) {
-                vectors[cols[t]].putNull(row);
+                putNull(pickedCols[t], row);
             } else {
-                vectors[cols[t]].putByteArray(row, rec, pairs[4 * j + 2], pairs[4 * j + 3]);
-            }
-        }
-    }
-
-    private void nullPicked(int row) {
-        for (int c : new int[] {cTags, cKeys, cUniq}) {
-            if (c >= 0) {
-                vectors[c].putNull(row);
+                putSpan(pickedCols[t], row, rec, pairs[4 * j + 2], pairs[4 * j + 3]);
             }
         }
     }
