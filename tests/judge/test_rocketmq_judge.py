@@ -125,9 +125,13 @@ def test_repaired_copy_is_clean_to_rocketmq(seed: str, tmp_path: Path) -> None:
 
 def test_unrepaired_damage_is_where_repair_says(tmp_path: Path) -> None:
     """Damage before the files RocketMQ's recovery reads is not repaired (repair exits 1 and
-    names it); RocketMQ, walking the repaired copy, fails at that same file and offset."""
+    names it); RocketMQ, walking the repaired copy, fails at that same file and offset. The copy
+    keeps every consume-queue unit RocketMQ keeps of the damaged store (the units after the one
+    pointing at the damage point at intact records and getMessage serves them)."""
     src = copy_store(JOURNEY, tmp_path)
     where = SEEDS["zeroed-magic"](src)
+    rc_d, damaged, err_d = judge_copy(src, tmp_path)
+    assert rc_d == 1 and damaged["loaded"], err_d[-2000:]
     out = tmp_path / "repaired"
     res = run("repair", src, "--out", out, "--json")
     assert res.returncode == 1
@@ -137,6 +141,8 @@ def test_unrepaired_damage_is_where_repair_says(tmp_path: Path) -> None:
     invalid = [(p["file"], p["offset"]) for p in doc["problems"]
                if p["kind"] == "commitlog-record-invalid"]
     assert invalid == [(where["file"], where["offset"])], problems(doc)
+    assert queue_max(doc) == queue_max(damaged)
+    assert doc["getMessage"]["found"] == damaged["getMessage"]["found"]
 
 
 @pytest.mark.slow
