@@ -79,6 +79,18 @@ def queue_shape(
         if n < len(zero) or size < qs.file_size:
             ended = True
         if n == 0:
+            if p == names[-1]:
+                # RocketMQ 4.9.7 and 5.3.3 ConsumeQueue#truncateDirtyLogicFiles (run at load
+                # whenever a queue reaches the log's end) accepts unit 0 of a queue's last file
+                # whenever its offset is below the log's end, whatever its size
+                sink.add(Finding(
+                    "cq", rel, 0,
+                    f"the queue's last file begins with an all-zero unit: RocketMQ's load keeps "
+                    f"it and serves a phantom unit {topic}/{qid}@{base // CQ_STORE_UNIT_SIZE} "
+                    "(phy 0, size 0); the queue's messages are not re-dispatched after it "
+                    "(repair leaves the file out)",
+                    expected="a unit or no file", found="unit 0/0/0",
+                ))
             continue
         qs.segments.append((p, base // CQ_STORE_UNIT_SIZE, n))
         qs.units += n

@@ -292,9 +292,12 @@ class _Plan:
                       f"{len(old) - len(units)} units (offsets {lo}..{first + len(old) - 1})",
                       "dropped (zeroed)")
         qdir_rel = f"consumequeue/{q.topic}/{q.queue_id}"
-        first_file_base = q.files[0][1]
+        # a file none of whose units is kept is left out, never written back all zero: RocketMQ's
+        # truncateDirtyLogicFiles keeps unit 0 of a queue's last file whenever its offset (0) is
+        # below the log's end, whatever its size, and would serve a phantom unit (phy 0, size 0);
+        # its own recovery of the damaged store deletes that file (deleteLastMappedFile)
         keep_files = {rel for rel, base, _ in q.files
-                      if base <= max(end_logical * CQ_STORE_UNIT_SIZE - 1, first_file_base)}
+                      if base <= end_logical * CQ_STORE_UNIT_SIZE - 1}
         for rel, _base, _size in q.files:
             if rel not in keep_files:
                 self.skip.add(rel)
