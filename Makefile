@@ -94,10 +94,11 @@ bench: dev
 	$(BIN)/python bench/figures.py
 
 # RocketMQ's own store code as the judge of repaired/written stores (tests/judge): rebuild the
-# committed fixtures/rocketmq-judge jar from an apache/rocketmq git directory (see its PROVENANCE.md).
+# committed fixtures/rocketmq-judge jars (4.9.7 and 5.3.3) from an apache/rocketmq git directory (see its PROVENANCE.md).
 ROCKETMQ_GIT ?= ../.mirror/apache+rocketmq/repo
 judge-jar: dev
 	tests/judge/build.sh $(ROCKETMQ_GIT) rocketmq-all-4.9.7 fixtures/rocketmq-judge
+	tests/judge/build.sh $(ROCKETMQ_GIT) rocketmq-all-5.3.3 fixtures/rocketmq-judge
 
 conformance: dev
 	MQTOOL=$(BIN)/mqtool ../shared/conformance/check

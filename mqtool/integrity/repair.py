@@ -144,6 +144,9 @@ class _Plan:
     def __init__(self, r: Report) -> None:
         self.r = r
         self.start, self.cut = cut_position(r, repair=True)
+        # the commitlog position RocketMQ's recovery starts reading from
+        self.recovery_start = (r.files[self.start].file.start if self.start < len(r.files)
+                               else self.cut)
         self.changes: list[Change] = []
         self.not_repaired: list[str] = []
         self.skip: set[str] = set()  # files (rel) not to copy
@@ -216,10 +219,19 @@ class _Plan:
         units: list[tuple[int, int, int]] = []
         for i in range(keep):
             lo = int(q.offsets[i])
-            unit: tuple[int, int, int] | None = (
-                int(q.phys[i]), int(q.sizes[i]), int(q.tags[i]))
+            kept = (int(q.phys[i]), int(q.sizes[i]), int(q.tags[i]))
+            unit: tuple[int, int, int] | None = kept
             if lo in q.bad:
                 row = by_qoff.get(lo)
+                if row is None and kept[0] < self.recovery_start:
+                    # it points at damage the broker's recovery never reads: RocketMQ keeps
+                    # the unit and serves the units after it, so does the copy
+                    self.not_repaired.append(
+                        f"consumequeue/{q.topic}/{q.queue_id} offset {lo}: points at unreadable "
+                        f"data (phy {kept[0]}) before the file RocketMQ's recovery starts from; "
+                        "kept")
+                    units.append(kept)
+                    continue
                 if row is None:
                     break  # nothing to rebuild it from: the queue ends here
                 unit = self._unit_for(row, q, m, delta, int(q.tags[i]))

@@ -388,6 +388,7 @@ def check_timer(
     log = _read_timerlog(logdir, sink) if logdir.is_dir() else _Log()
     read_ms = cp.last_read_time_ms if cp is not None else None
     _check_units(store, log, first_start, data_end, read_ms, sink)
+    _check_metrics(root, log, read_ms, sink)
     summary: dict[str, Any] = {
         "timerlogFiles": len(log.files), "timerlogUnits": int(len(log.pos)),
         "timerlogStart": log.start, "timerlogEnd": log.end,
@@ -509,39 +510,80 @@ def _revise_slot(s: Any, log: _Log, trunc: int, precision: int) -> Any | None:
     return replace(s, last_pos=p, num=num)
 
 
-def _metrics(
-    root: Path, dropped: np.ndarray, read_ms: int | None, fix: TimerRepair,
-) -> None:
-    """``config/timermetrics`` without the dropped pending units."""
-    rel = "config/timermetrics"
-    path = root / rel
-    if not path.exists() or not len(dropped):
-        return
-    pending = dropped if read_ms is None else dropped[_deliver_ms(dropped) >= read_ms]
-    if not len(pending):
-        return
+TIMER_METRIC_SMALL_THRESHOLD = 1_000_000  # MessageStoreConfig.timerMetricSmallThreshold
+TIMER_METRICS = "config/timermetrics"
+
+
+def _metrics_recount(
+    text: str, units: np.ndarray, read_ms: int | None,
+) -> tuple[Any, list[tuple[str, int, int]]]:
+    """``checkAndReviseMetrics`` on ``config/timermetrics``: the parsed document and, for each
+    topic whose count is below the small threshold and differs from the recount, (topic,
+    count, recount). The recount is the topic's units (matched by ``hashTopic``) due at or
+    after ``read_ms``, delete markers -1; topics whose hash another topic shares are left out
+    (the broker reads their records, or drops them from the recount)."""
+    doc = loads_fastjson(text, file=TIMER_METRICS)
+    counts = doc["timingCount"]
+    small = {str(t): int(v["count"]) for t, v in counts.items()
+             if int(v["count"]) < TIMER_METRIC_SMALL_THRESHOLD}
+    by_hash: dict[int, list[str]] = {}
+    for t in counts:
+        by_hash.setdefault(java_string_hash(str(t)), []).append(str(t))
+    if read_ms is not None and len(units):
+        units = units[_deliver_ms(units) >= read_ms]
+    pending: dict[int, int] = {}
+    for h, m in zip(units["hashTopic"].tolist(), units["magic"].tolist(), strict=True):
+        pending[int(h)] = pending.get(int(h), 0) + (-1 if int(m) & MAGIC_DELETE else 1)
+    diffs = []
+    for h, ts in by_hash.items():
+        if len(ts) == 1 and ts[0] in small and small[ts[0]] != pending.get(h, 0):
+            diffs.append((ts[0], small[ts[0]], pending.get(h, 0)))
+    return doc, sorted(diffs)
+
+
+def _read_metrics(root: Path) -> str | None:
+    path = root / TIMER_METRICS
+    return path.read_text("utf-8") if path.exists() else None
+
+
+def _check_metrics(root: Path, log: _Log, read_ms: int | None, sink: _Sink) -> None:
     try:
-        doc = loads_fastjson(path.read_text("utf-8"), file=rel)
-        counts = doc["timingCount"]
-        by_hash = {java_string_hash(str(t)): t for t in counts}
-    except (FormatError, UnicodeDecodeError, OSError, KeyError, TypeError) as e:
-        fix.not_repaired.append(f"{rel}: cannot be read ({e}); its counts still include "
-                                f"{len(pending)} dropped pending timer units")
+        text = _read_metrics(root)
+        if text is None:
+            return
+        kept = log.units[log.pos < (log.end if log.stop is None else min(log.stop, log.end))]
+        _doc, diffs = _metrics_recount(text, kept, read_ms)
+    except (FormatError, UnicodeDecodeError, OSError, KeyError, TypeError, ValueError) as e:
+        sink.add(Finding(TIMER, TIMER_METRICS, None, f"cannot be read ({e}); the broker "
+                         "starts with the .bak or empty timer metrics",
+                         severity=Severity.WARNING))
         return
-    delta: dict[str, int] = {}
-    for h, m in zip(pending["hashTopic"].tolist(), pending["magic"].tolist(), strict=True):
-        t = by_hash.get(int(h))
-        if t is not None:
-            delta[t] = delta.get(t, 0) + (1 if int(m) & MAGIC_DELETE else -1)
-    changed = False
-    for t, d in sorted(delta.items()):
-        if d:
-            old = int(counts[t]["count"])
-            counts[t]["count"] = old + d
-            fix.notes.append((rel, None, f"timingCount {t} count {old}", str(old + d)))
-            changed = True
-    if changed:
-        fix.writes.append((rel, None, dumps_fastjson(doc).encode("utf-8")))
+    raw = text.encode("utf-8")
+    for t, count, want in diffs:
+        at = raw.find(f'"{t}"'.encode())
+        sink.add(Finding(
+            TIMER, TIMER_METRICS, at if at >= 0 else None, f"timingCount {t}: count {count}, "
+            f"but the timerlog holds {want} pending units of that topic (the broker's "
+            "checkAndReviseMetrics recounts it)", expected=str(want), found=str(count),
+            severity=Severity.WARNING))
+
+
+def _metrics(root: Path, kept: np.ndarray, read_ms: int | None, fix: TimerRepair) -> None:
+    """``config/timermetrics`` recounted from the kept units, as ``checkAndReviseMetrics``."""
+    try:
+        text = _read_metrics(root)
+        if text is None:
+            return
+        doc, diffs = _metrics_recount(text, kept, read_ms)
+    except (FormatError, UnicodeDecodeError, OSError, KeyError, TypeError, ValueError) as e:
+        fix.not_repaired.append(f"{TIMER_METRICS}: cannot be read ({e})")
+        return
+    for t, count, want in diffs:
+        doc["timingCount"][t]["count"] = want
+        fix.notes.append((TIMER_METRICS, None, f"timingCount {t} count {count}",
+                          f"{want} (pending units kept)"))
+    if diffs:
+        fix.writes.append((TIMER_METRICS, None, dumps_fastjson(doc).encode("utf-8")))
 
 
 def plan_timer_repair(
@@ -585,7 +627,6 @@ def plan_timer_repair(
                               "zeroed (the timerlog ends here; recoverAndRevise stops at a zero "
                               "unit)"))
             fix.zeros.append((rel, at, size))
-    dropped = units[log.pos >= trunc] if len(units) else units
     cp: TimerCheckpoint | None = None
     if check.exists():
         try:
@@ -623,7 +664,8 @@ def plan_timer_repair(
                                        build_wheel_slot(new)))
     if cp is not None:
         _checkpoint_fix(cp, log, kept, trunc, queue, fix)
-    _metrics(root, dropped, None if cp is None else cp.last_read_time_ms, fix)
+    _metrics(root, units[log.pos < trunc] if len(units) else units,
+             None if cp is None else cp.last_read_time_ms, fix)
     return fix
 
 

@@ -196,9 +196,9 @@ def test_damaged_timerlog_unit_is_where_the_copy_ends(tmp_path: Path) -> None:
     assert t["timerUnitsTruncated"] == 1  # unit 208, after the bad one
     out = tmp_path / "repaired"
     doc = _repair(src, out)
-    # the damaged unit cannot be read, so the metrics keep counting it (the broker's
-    # checkAndReviseMetrics recounts them from the timerlog)
-    assert {c["file"] for c in doc["changes"]} == TIMER_FILES, doc["changes"]
+    # the pending unit 156 is gone: the metrics are recounted from the kept units
+    assert {c["file"] for c in doc["changes"]} == TIMER_FILES | {"config/timermetrics"}
+    assert _metric(out, LONG_TOPIC) == 0
     assert any("damage at" in c["before"] for c in doc["changes"]), doc["changes"]
     _assert_clean(out)
     assert [u.position for u in _units(out)] == [0, 52, 104]
@@ -267,3 +267,25 @@ def test_truncation_across_timerlog_files(tmp_path: Path) -> None:
     assert _slots(out) == {250118: (0, 128, 3)}
     cp = parse_timer_checkpoint((out / "config" / "timercheck").read_bytes())
     assert (cp.last_timer_log_flush_pos, cp.last_timer_queue_offset) == (180, 3)
+
+
+def test_timer_metrics_recounted_as_the_broker_does(tmp_path: Path) -> None:
+    """``config/timermetrics`` counts pending timer messages per real topic; a count the
+    timerlog does not bear out is a warning at the topic's entry, and repair recounts it as
+    ``checkAndReviseMetrics`` does (the commitlog and other timer files untouched)."""
+    src = copy_store(V5, tmp_path)
+    path = src / "config" / "timermetrics"
+    text = path.read_text("utf-8")
+    assert '"V5Topic":{"count":0,' in text
+    path.write_text(text.replace('"V5Topic":{"count":0,', '"V5Topic":{"count":7,'), "utf-8")
+    rc, vdoc = verify_json(src)
+    assert rc == 0  # a warning
+    found = [(f["file"], f["offset"], f["severity"], f["expected"], f["found"])
+             for f in vdoc["findings"]]
+    assert found == [("config/timermetrics", text.index('"V5Topic"'), "warning", "0", "7")]
+    out = tmp_path / "repaired"
+    doc = _repair(src, out)
+    assert [(c["file"], c["before"], c["after"]) for c in doc["changes"]] == [
+        ("config/timermetrics", "timingCount V5Topic count 7", "0 (pending units kept)")]
+    assert (out / "config" / "timermetrics").read_text("utf-8") == text
+    _assert_clean(out)

@@ -8,7 +8,7 @@
 #
 # usage: tests/judge/build.sh ROCKETMQ_GIT_DIR TAG OUTDIR [JARS_DIR]
 #   ROCKETMQ_GIT_DIR  a git directory of apache/rocketmq (bare is fine), e.g. /work/.mirror/apache+rocketmq/repo
-#   TAG               rocketmq-all-4.9.7 (the only tag this driver is written for)
+#   TAG               rocketmq-all-4.9.7 (driver/) or rocketmq-all-5.3.3 (driver533/ + stubs533/)
 #   OUTDIR            where rocketmq-judge-<version>.jar is written
 #   JARS_DIR          compile-time jars (default: pyspark's jars directory of .venv)
 set -euo pipefail
@@ -25,12 +25,32 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/src" "$work/classes" "$outdir"
 outdir=$(cd "$outdir" && pwd)
-git -C "$git_dir" archive "$tag" store common remoting logging LICENSE NOTICE | tar -x -C "$work/src"
+j="$here/java"
+s="$work/src"
+case "$version" in
+    4.9.7)
+        modules="store common remoting logging"
+        sourcepath="$j/stubs:$j/shim:$j/driver"
+        driver="$j/driver/mqtool/judge/Judge.java";;
+    5.3.3)
+        # 5.x: no logging module (RocketMQ logs through a relocated slf4j: stubs533 forwards it);
+        # OpenTelemetry metrics, RocketMQ's own rocksdbjni filter and the 5.x LibC are stubbed too
+        modules="store common remoting"
+        sourcepath="$j/stubs533:$j/stubs:$j/shim:$j/driver533"
+        driver="$j/driver533/mqtool/judge/Judge.java";;
+    *)
+        echo "build.sh: no judge driver for $tag (4.9.7 and 5.3.3 only)" >&2
+        exit 2;;
+esac
+git -C "$git_dir" archive "$tag" $modules LICENSE NOTICE | tar -x -C "$work/src"
+for m in $modules; do
+    sourcepath="$sourcepath:$s/$m/src/main/java"
+done
 
 cp_entries=()
 for prefix in commons-lang3- jackson-core- jackson-databind- jackson-annotations- netty-common-4 \
     netty-buffer-4 netty-transport-4 netty-handler-4 netty-codec-4 netty-codec-base- netty-resolver-4 \
-    lz4-java- zstd-jni- slf4j-api-; do
+    lz4-java- zstd-jni- slf4j-api- guava- failureaccess- rocksdbjni-; do
     found=$(ls "$jars"/"$prefix"*.jar 2>/dev/null | head -1 || true)
     if [ -z "$found" ]; then
         echo "build.sh: no $prefix*.jar in $jars" >&2
@@ -39,12 +59,12 @@ for prefix in commons-lang3- jackson-core- jackson-databind- jackson-annotations
     cp_entries+=("$found")
 done
 classpath=$(IFS=:; echo "${cp_entries[*]}")
-j="$here/java"
-s="$work/src"
+if [ "$version" = 5.3.3 ]; then
+    classpath="$jars/*"  # 5.x's closure reaches into more of netty (proxy handlers) and rocksdbjni
+fi
 javac -nowarn -XDignore.symbol.file -encoding UTF-8 -d "$work/classes" \
     --add-exports java.base/sun.nio.ch=ALL-UNNAMED \
-    -sourcepath "$j/stubs:$j/shim:$j/driver:$s/store/src/main/java:$s/common/src/main/java:$s/remoting/src/main/java:$s/logging/src/main/java" \
-    -cp "$classpath" "$j/driver/mqtool/judge/Judge.java" 2>&1 | grep -v 'DirectBuffer\|^ *\^\|^import sun\|address()\|warnings\|^Note:' || true
+    -sourcepath "$sourcepath" -cp "$classpath" "$driver" 2>&1 | grep -v 'DirectBuffer\|^ *\^\|^import sun\|address()\|warnings\|^Note:' || true
 test -f "$work/classes/mqtool/judge/Judge.class"
 mkdir -p "$work/classes/META-INF"
 cp "$s/LICENSE" "$work/classes/META-INF/LICENSE"

@@ -1,5 +1,5 @@
-"""Run RocketMQ's own store code on a store copy: the judge jar in fixtures/rocketmq-judge
-(RocketMQ 4.9.7's DefaultMessageStore compiled from apache/rocketmq source by
+"""Run RocketMQ's own store code on a store copy: the judge jars in fixtures/rocketmq-judge
+(RocketMQ 4.9.7's and 5.3.3's DefaultMessageStore compiled from apache/rocketmq source by
 tests/judge/build.sh, see fixtures/rocketmq-judge/PROVENANCE.md) in a real JVM.
 
 The broker code WRITES into the store it opens (abort, lock, checkpoint, config files): the
@@ -18,7 +18,7 @@ from typing import Any
 import pyspark
 
 ROOT = Path(__file__).resolve().parents[2]
-JAR = ROOT / "fixtures" / "rocketmq-judge" / "rocketmq-judge-4.9.7.jar"
+JARS = ROOT / "fixtures" / "rocketmq-judge"
 FIXTURES = ROOT / "fixtures" / "rocketmq-stores"
 # the seeded damage and the mqtool runner of tests/integrity (one home), importable from here
 # whether or not pytest collected tests/integrity first
@@ -30,6 +30,9 @@ RUNTIME_JARS = (
     "commons-lang3-", "jackson-core-", "jackson-databind-", "jackson-annotations-",
     "netty-common-4", "netty-buffer-4", "netty-transport-4", "lz4-java-", "zstd-jni-",
 )
+# 5.x also needs guava, slf4j (its relocated logger is forwarded there) and rocksdbjni (types
+# in MessageStoreConfig; the judge uses the file-based consume queue)
+RUNTIME_JARS_5 = ("guava-", "failureaccess-", "slf4j-api-", "rocksdbjni-")
 JVM_FLAGS = (
     "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED",
     "--add-opens", "java.base/java.nio=ALL-UNNAMED",
@@ -38,21 +41,23 @@ JVM_FLAGS = (
 )
 
 
-def classpath() -> str:
+def classpath(version: str = "4.9.7") -> str:
     jars = Path(pyspark.__file__).parent / "jars"
-    entries = [str(JAR)]
-    for prefix in RUNTIME_JARS:
+    entries = [str(JARS / f"rocketmq-judge-{version}.jar")]
+    extra = RUNTIME_JARS_5 if version.startswith("5.") else ()
+    for prefix in RUNTIME_JARS + extra:
         found = sorted(jars.glob(prefix + "*.jar"))
         assert found, f"no {prefix}*.jar in {jars}"
         entries.append(str(found[0]))
     return ":".join(entries)
 
 
-def judge(store: Path, *args: str | Path, timeout: int = 300) -> tuple[int, dict[str, Any],
-                                                                        str]:
-    """RocketMQ loads ``store`` (a copy the caller owns): exit code, JSON report, stderr."""
+def judge(store: Path, *args: str | Path, version: str = "4.9.7",
+          timeout: int = 300) -> tuple[int, dict[str, Any], str]:
+    """RocketMQ ``version`` loads ``store`` (a copy the caller owns): exit code, JSON report,
+    stderr."""
     res = subprocess.run(
-        ["java", *JVM_FLAGS, "-cp", classpath(), "mqtool.judge.Judge", "--store", str(store),
+        ["java", *JVM_FLAGS, "-cp", classpath(version), "mqtool.judge.Judge", "--store", str(store),
          *map(str, args)],
         capture_output=True, text=True, timeout=timeout,
     )
@@ -60,7 +65,8 @@ def judge(store: Path, *args: str | Path, timeout: int = 300) -> tuple[int, dict
     return res.returncode, doc, res.stderr
 
 
-def judge_copy(src: Path, work: Path, *args: str | Path) -> tuple[int, dict[str, Any], str]:
+def judge_copy(src: Path, work: Path, *args: str | Path,
+               version: str = "4.9.7") -> tuple[int, dict[str, Any], str]:
     """Copy ``src`` to a fresh directory under ``work`` and judge the copy."""
     n = 0
     while (work / f"judged-{n}").exists():
@@ -69,7 +75,14 @@ def judge_copy(src: Path, work: Path, *args: str | Path) -> tuple[int, dict[str,
     shutil.copytree(src, dst)
     for p in dst.rglob("*"):
         p.chmod(p.stat().st_mode | 0o200)
-    return judge(dst, *args)
+    return judge(dst, *args, version=version)
+
+
+def geometry(name: str) -> list[str]:
+    """The index geometry of a fixture store (its manifest's storeConfig) as judge options."""
+    conf = json.loads((FIXTURES / name / "manifest" / "summary.json").read_text("utf-8"))
+    conf = conf["storeConfig"]
+    return ["--hash-slots", str(conf["maxHashSlotNum"]), "--index-num", str(conf["maxIndexNum"])]
 
 
 def keys_file(name: str, dst: Path) -> Path:

@@ -645,7 +645,7 @@ public final class Judge {
                     GetMessageResult g = store.getMessage("mqtool_judge", q.getTopic(), q.getQueueId(), o, 1, null);
                     if (g == null || g.getStatus() != GetMessageStatus.FOUND || g.getMessageBufferList().isEmpty()) {
                         problem("unit-unresolved", where, o * 20, "getMessage(offset " + o + ") -> "
-                            + (g == null ? "null" : g.getStatus()));
+                            + (g == null ? "null" : g.getStatus()) + "; the unit holds " + unitText(q, o));
                         if (g != null) {
                             g.release();
                         }
@@ -657,7 +657,7 @@ public final class Judge {
                             || msg.getQueueOffset() != o) {
                             problem("unit-resolves-elsewhere", where, o * 20, "getMessage(offset " + o
                                 + ") decodes to " + (msg == null ? "nothing" : msg.getTopic() + "/" + msg.getQueueId()
-                                + " offset " + msg.getQueueOffset()));
+                                + " offset " + msg.getQueueOffset()) + "; the unit holds " + unitText(q, o));
                         } else {
                             found++;
                         }
@@ -671,6 +671,19 @@ public final class Judge {
         r.put("units", units);
         r.put("found", found);
         out.put("getMessage", r);
+    }
+
+    private static String unitText(ConsumeQueue q, long o) {
+        SelectMappedBufferResult u = q.getIndexBuffer(o);
+        if (u == null) {
+            return "nothing readable";
+        }
+        try {
+            ByteBuffer b = u.getByteBuffer();
+            return "phy " + b.getLong() + " size " + b.getInt() + " tagsCode " + b.getLong();
+        } finally {
+            u.release();
+        }
     }
 
     private void checkKeyFile(DefaultMessageStore store, File f) throws IOException {

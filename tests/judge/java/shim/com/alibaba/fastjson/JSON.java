@@ -50,6 +50,44 @@ public final class JSON {
         return toJSONString(obj, false);
     }
 
+    public static <T> java.util.List<T> parseArray(String text, Class<T> clazz) {
+        if (text == null || text.trim().isEmpty()) {
+            return null;
+        }
+        try {
+            return MAPPER.readValue(text, MAPPER.getTypeFactory().constructCollectionType(java.util.List.class, clazz));
+        } catch (Exception e) {
+            throw new RuntimeException("fastjson shim: cannot decode a list of " + clazz.getName(), e);
+        }
+    }
+
+    public static <T> T parseObject(String text, TypeReference<T> ref) {
+        return parseObject(text, ref.getType());
+    }
+
+    public static <T> T parseObject(byte[] bytes, Class<T> clazz) {
+        return parseObject(new String(bytes, java.nio.charset.StandardCharsets.UTF_8), clazz);
+    }
+
+    public static void writeJSONString(java.io.Writer writer, Object obj, SerializerFeature... features) {
+        try {
+            writer.write(toJSONString(obj, false));
+        } catch (java.io.IOException e) {
+            throw new RuntimeException("fastjson shim: cannot write " + obj.getClass().getName(), e);
+        }
+    }
+
+    public static <T> T parseObject(String text, java.lang.reflect.Type type) {
+        if (text == null || text.trim().isEmpty()) {
+            return null;
+        }
+        try {
+            return MAPPER.readValue(text, MAPPER.getTypeFactory().constructType(type));
+        } catch (Exception e) {
+            throw new RuntimeException("fastjson shim: cannot decode " + type + ": " + e.getMessage(), e);
+        }
+    }
+
     public static <T> T parseObject(String text, Class<T> clazz) {
         if (text == null || text.trim().isEmpty()) {
             return null;

@@ -7,5 +7,6 @@ public enum SerializerFeature {
     SortField,
     MapSortField,
     WriteClassName,
-    DisableCircularReferenceDetect
+    DisableCircularReferenceDetect,
+    BrowserCompatible
 }

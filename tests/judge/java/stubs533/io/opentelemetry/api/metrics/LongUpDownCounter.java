@@ -1,0 +1,13 @@
+/* mqtool judge (RocketMQ 5.3.3 build): compile-time stand-in; the judge records no metrics. */
+package io.opentelemetry.api.metrics;
+
+import io.opentelemetry.api.common.Attributes;
+import io.opentelemetry.context.Context;
+
+public interface LongUpDownCounter {
+    void add(long value);
+
+    void add(long value, Attributes attributes);
+
+    void add(long value, Attributes attributes, Context context);
+}
