@@ -2,13 +2,13 @@
 between the files of a store.
 
 Within a file: unreadable commitlog regions and BODYCRC failures (from the commitlog pass).
-Between files, by two joins on (store, commitLogOffset) of the messages' key columns with the
-consume-queue units and the index entries (:func:`cross_file`): units or index entries that
-point at no message (``cq-dangling``, ``index-dangling``), at another message than their own
-(``cq-mismatch``), and messages that lack their unit (``cq-missing``). The small sides (where
-each store's commitlog starts, each queue's first offset) are broadcast. Findings are rows of
-the one
-:class:`~mqtool.formats.errors.Finding` type (:data:`~mqtool.spark.schema.FINDING_SCHEMA`).
+Between files, by one shuffle of the messages' key columns, the consume-queue units and the
+index entries together, grouped by (store, commitLogOffset) (:func:`cross_file`): units or
+index entries that point at no message (``cq-dangling``, ``index-dangling``), at another
+message than their own (``cq-mismatch``), and messages that lack their unit (``cq-missing``).
+The small sides (where each store's commitlog starts, each queue's first offset) are
+broadcast. Findings are rows of the one :class:`~mqtool.formats.errors.Finding` type
+(:data:`~mqtool.spark.schema.FINDING_SCHEMA`).
 """
 
 from __future__ import annotations
@@ -95,85 +95,99 @@ def crc_failures(rows: DataFrame) -> DataFrame:
 def cross_file(
     msgs: DataFrame, cq: DataFrame | None, index: DataFrame | None, cl_start: DataFrame,
 ) -> DataFrame:
-    """Consume-queue and index findings from two joins of the messages' key columns.
+    """Consume-queue and index findings from **one** shuffle of the messages' key columns, the
+    consume-queue units and the index entries together.
 
-    The units and the index entries ("pointers") are unioned and left-joined with the messages
-    on (store, commitLogOffset): a pointer with no message there is ``cq-dangling`` or
-    ``index-dangling``, a unit at another message than its own is ``cq-mismatch``; the units
-    that match their message exactly are anti-joined with the messages: a message left over
-    lacks its unit (``cq-missing``). (Spark's sort-merge joins, which spill: a shuffled hash
-    join built on the messages ran out of memory on a 2 GiB store in a 1 GiB heap.)
+    The three are unioned as tagged rows and grouped by (store, commitLogOffset) in windows
+    (one exchange, one sort; no join of the big sides, so each source is read once): every
+    row learns the fields of the message at its offset, if any. A unit or index entry ("pointer")
+    with no message there is ``cq-dangling`` or ``index-dangling``, a unit at another message
+    than its own (topic, queue, queue offset or size) is ``cq-mismatch``, and a message with no
+    unit that matches it exactly (topic, queue, queue offset) lacks its unit (``cq-missing``).
+    Every finding comes out of one projection of that table.
 
     ``cl_start`` (store, clMin): where each store's commitlog starts; units and entries below
     it are not findings (RocketMQ deletes commitlog files before the consume queues and index
     files that point into them). Not expected in a consume queue (so never ``cq-missing``):
     transaction PREPARED and ROLLBACK records, and messages below their queue's first unit.
+    Both small sides are broadcast.
     """
-    m = msgs.select(*_KEYS, "topic", "queueId", "queueOffset", "storeSize", "sysFlag", "file",
-                    "fileOffset")
+    from pyspark.sql import Window
+
+    none_s, none_i, none_l = (F.lit(None).cast(t) for t in ("string", "int", "long"))
+    cols = ["topic", "queueId", "queueOffset", "storeSize", "sysFlag", "file", "fileOffset",
+            "entry", "keyHash"]
+
+    def tagged(df: DataFrame, tag: str, **given: Column) -> DataFrame:
+        nulls = {"topic": none_s, "queueId": none_i, "queueOffset": none_l,
+                 "storeSize": none_i, "sysFlag": none_i, "entry": none_i, "keyHash": none_i}
+        return df.select(*_KEYS, F.lit(tag).alias("tag"), *[
+            given.get(c, F.col(c) if c in ("file", "fileOffset") else nulls[c]).alias(c)
+            for c in cols])
+
+    msg, unit = "m", CQ_DANGLING
+    parts = [tagged(msgs, msg, **{c: F.col(c) for c in cols[:5]})]
+    if cq is not None:
+        parts.append(tagged(cq, unit, **{c: F.col(c) for c in cols[:4]}))
+    if index is not None:
+        parts.append(tagged(index, INDEX_DANGLING, entry=F.col("entry"),
+                            keyHash=F.col("keyHash")))
+    rows = parts[0]
+    for p in parts[1:]:
+        rows = rows.unionByName(p)
+
+    w = Window.partitionBy(*_KEYS)
+    is_m = F.col("tag") == F.lit(msg)
+    is_unit = F.col("tag") == F.lit(unit)
+    rows = rows.select(
+        "*", *[F.max(F.when(is_m, F.col(c))).over(w).alias(f"m_{c}")
+               for c in ("topic", "queueId", "queueOffset", "storeSize")],
+        F.max(is_m.cast("int")).over(w).alias("hasM"),
+    )
+    exact = (is_unit & (F.col("topic") == F.col("m_topic"))
+             & (F.col("queueId") == F.col("m_queueId"))
+             & (F.col("queueOffset") == F.col("m_queueOffset")))
+    rows = rows.withColumn("anyExact", F.max(exact.cast("int")).over(w))
+
     here = F.col("commitLogOffset")
+    has_m = F.col("hasM") == 1
     # inside the commitlog files, or impossible (a negative offset is never history)
     known = F.col("clMin").isNull() | (here >= F.col("clMin")) | (here < 0)
-    pointers: list[DataFrame] = []
-    if cq is not None:
-        pointers.append(cq.select(
-            *_KEYS, F.lit(CQ_DANGLING).alias("pKind"), F.col("file").alias("pFile"),
-            F.col("fileOffset").alias("pFileOffset"), F.col("topic").alias("pTopic"),
-            F.col("queueId").alias("pQueueId"), F.col("queueOffset").alias("pQueueOffset"),
-            F.col("storeSize").alias("pSize"), F.lit(None).cast("int").alias("pEntry"),
-            F.lit(None).cast("int").alias("pKeyHash"),
-        ))
-    if index is not None:
-        pointers.append(index.select(
-            *_KEYS, F.lit(INDEX_DANGLING).alias("pKind"), F.col("file").alias("pFile"),
-            F.col("fileOffset").alias("pFileOffset"), F.lit(None).cast("string").alias("pTopic"),
-            F.lit(None).cast("int").alias("pQueueId"),
-            F.lit(None).cast("long").alias("pQueueOffset"), F.lit(None).cast("int").alias("pSize"),
-            F.col("entry").alias("pEntry"), F.col("keyHash").alias("pKeyHash"),
-        ))
-    pts = pointers[0]
-    for p in pointers[1:]:
-        pts = pts.unionByName(p)
-    pm = pts.join(m, _KEYS, "left")
-    is_unit = F.col("pKind") == F.lit(CQ_DANGLING)
-    has_m = F.col("file").isNotNull()  # (every message has its file)
-    exact = ((F.col("pTopic") == F.col("topic")) & (F.col("pQueueId") == F.col("queueId"))
-             & (F.col("pQueueOffset") == F.col("queueOffset")))
-    where = F.format_string("%s/%d@%d -> commitlog offset %d", F.col("pTopic"),
-                            F.col("pQueueId"), F.col("pQueueOffset"), here)
-    dangling_detail = F.when(
-        is_unit, F.concat(where, F.lit(": no message starts there"))
-    ).otherwise(F.format_string("entry %d (keyHash %d) -> commitlog offset %d: no message "
-                                "starts there", F.col("pEntry"), F.col("pKeyHash"), here))
-    parts = [pm.filter(~has_m).join(F.broadcast(cl_start), "store", "left").filter(known)
-             .select(*_finding(CQ_DANGLING, F.col("pFile"), F.col("pFileOffset"),
-                               dangling_detail, here, kind_col=F.col("pKind")))]
-    if cq is not None:
-        parts.append(pm.filter(is_unit & has_m & (~exact | (F.col("pSize") != F.col("storeSize"))))
-                     .select(*_finding(
-                         CQ_MISMATCH, F.col("pFile"), F.col("pFileOffset"),
-                         F.concat(where, F.format_string(
-                             " (size %d): the message there is %s/%d@%d (size %d)",
-                             F.col("pSize"), F.col("topic"), F.col("queueId"),
-                             F.col("queueOffset"), F.col("storeSize"))), here)))
-        # a message below its queue's first unit: the queue was cut, not lost
+    dangling = ~is_m & ~has_m & known
+    mismatch = is_unit & has_m & (~exact | (F.col("storeSize") != F.col("m_storeSize")))
+    txn = F.col("sysFlag").bitwiseAND(TRANSACTION_TYPE_MASK)
+    # a message below its queue's first unit: the queue was cut, not lost
+    missing = (is_m & (F.col("anyExact") == 0) & ~txn.isin(*NOT_IN_CONSUME_QUEUE)
+               & (F.col("minOffset").isNull() | (F.col("queueOffset") >= F.col("minOffset"))))
+    if cq is None:
+        mismatch = missing = F.lit(False)
+        rows = rows.withColumn("minOffset", none_l)
+    else:
         qmin = F.broadcast(queue_offsets(cq).select("store", "topic", "queueId", "minOffset"))
-        matched = pm.filter(is_unit & has_m & exact).select(*_KEYS)
-        txn = F.col("sysFlag").bitwiseAND(TRANSACTION_TYPE_MASK)
-        lacking = (m.join(matched, _KEYS, "left_anti")
-                   .filter(~txn.isin(*NOT_IN_CONSUME_QUEUE))
-                   .join(qmin, ["store", "topic", "queueId"], "left")
-                   .filter(F.col("minOffset").isNull()
-                           | (F.col("queueOffset") >= F.col("minOffset"))))
-        parts.append(lacking.select(*_finding(
-            CQ_MISSING, F.col("file"), F.col("fileOffset"),
-            F.format_string("message %s/%d@%d (%d bytes) has no consume-queue unit",
-                            F.col("topic"), F.col("queueId"), F.col("queueOffset"),
-                            F.col("storeSize")), here)))
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
-    return out
+        rows = rows.join(qmin, ["store", "topic", "queueId"], "left")
+    rows = rows.join(F.broadcast(cl_start), "store", "left")
+
+    where = F.format_string("%s/%d@%d -> commitlog offset %d", F.col("topic"),
+                            F.col("queueId"), F.col("queueOffset"), here)
+    detail = (
+        F.when(dangling & is_unit, F.concat(where, F.lit(": no message starts there")))
+        .when(dangling, F.format_string(
+            "entry %d (keyHash %d) -> commitlog offset %d: no message starts there",
+            F.col("entry"), F.col("keyHash"), here))
+        .when(mismatch, F.concat(where, F.format_string(
+            " (size %d): the message there is %s/%d@%d (size %d)", F.col("storeSize"),
+            F.col("m_topic"), F.col("m_queueId"), F.col("m_queueOffset"),
+            F.col("m_storeSize"))))
+        .otherwise(F.format_string(
+            "message %s/%d@%d (%d bytes) has no consume-queue unit", F.col("topic"),
+            F.col("queueId"), F.col("queueOffset"), F.col("storeSize")))
+    )
+    kind = (F.when(dangling, F.col("tag")).when(mismatch, F.lit(CQ_MISMATCH))
+            .when(missing, F.lit(CQ_MISSING)))
+    for k in (CQ_DANGLING, INDEX_DANGLING, CQ_MISMATCH, CQ_MISSING):
+        _finding(k, here, here, here)  # every kind this audit makes is registered
+    return rows.filter(kind.isNotNull()).select(*_finding(
+        CQ_MISSING, F.col("file"), F.col("fileOffset"), detail, here, kind_col=kind))
 
 
 def commitlog_starts(spark: SparkSession, starts: Mapping[str, int | None]) -> DataFrame:

@@ -1,0 +1,51 @@
+/*
+ * RocketMQ 5.3.3's own timer recovery on a store copy (tests/integrity/test_timer_rocketmq.py):
+ * DefaultMessageStore.load(), then TimerMessageStore.load() (= recover()); prints the timer
+ * checkpoint before and after, the timerlog's end after recovery, and whether any wheel slot
+ * from the read time on still points past it. Compiled at test time against s5judge's
+ * fixtures/rocketmq-judge/rocketmq-judge-5.3.3.jar (RocketMQ's own classes).
+ */
+import org.apache.rocketmq.common.BrokerConfig;
+import org.apache.rocketmq.store.DefaultMessageStore;
+import org.apache.rocketmq.store.config.BrokerRole;
+import org.apache.rocketmq.store.config.MessageStoreConfig;
+import org.apache.rocketmq.store.timer.*;
+
+public class TimerProbe {
+    public static void main(String[] a) throws Exception {
+        String root = a[0];
+        MessageStoreConfig cfg = new MessageStoreConfig();
+        cfg.setStorePathRootDir(root);
+        cfg.setStorePathCommitLog(root + "/commitlog");
+        cfg.setMappedFileSizeCommitLog(Integer.parseInt(a[1]));
+        cfg.setMappedFileSizeConsumeQueue(Integer.parseInt(a[2]));
+        cfg.setMappedFileSizeTimerLog(Integer.parseInt(a[3]));
+        cfg.setMaxHashSlotNum(Integer.parseInt(a[4]));
+        cfg.setMaxIndexNum(4 * Integer.parseInt(a[4]));
+        cfg.setBrokerRole(BrokerRole.SLAVE);
+        cfg.setHaListenPort(0);
+        cfg.setTimerWheelEnable(true);
+        cfg.setTransientStorePoolEnable(false);
+        cfg.setWarmMapedFileEnable(false);
+        cfg.setFileReservedTime(1_000_000);
+        DefaultMessageStore store = new DefaultMessageStore(cfg, null, null, new BrokerConfig(), new java.util.concurrent.ConcurrentHashMap<>());
+        System.out.println("storeLoad " + store.load());
+        TimerCheckpoint cp = new TimerCheckpoint(root + "/config/timercheck");
+        System.out.println("before " + cp.getLastReadTimeMs() + " " + cp.getLastTimerLogFlushPos()
+            + " " + cp.getLastTimerQueueOffset() + " " + cp.getMasterTimerQueueOffset());
+        TimerMetrics m = new TimerMetrics(root + "/config/timermetrics");
+        TimerMessageStore t = new TimerMessageStore(store, cfg, cp, m, null);
+        System.out.println("timerLoad " + t.load());
+        long max = t.getTimerLog().getMappedFileQueue().getMaxOffset();
+        long flushed = t.getTimerLog().getMappedFileQueue().getFlushedWhere();
+        System.out.println("timerlog " + max + " " + flushed);
+        System.out.println("after " + cp.getLastReadTimeMs() + " " + cp.getLastTimerLogFlushPos()
+            + " " + cp.getLastTimerQueueOffset() + " " + cp.getMasterTimerQueueOffset()
+            + " " + t.getQueueOffset());
+        System.out.println("minFirstPastEnd " + t.getTimerWheel().checkPhyPos(cp.getLastReadTimeMs(), flushed));
+        for (java.util.Map.Entry<String, TimerMetrics.Metric> e : m.getTimingCount().entrySet()) {
+            System.out.println("metric " + e.getValue().getCount().get() + " " + e.getKey());
+        }
+        System.exit(0);
+    }
+}
