@@ -22,7 +22,7 @@ changes (each change is listed with file, offset, before -> after):
   the ``abort`` file is not copied (the copy is a cleanly stopped store);
 * 5.x timer files: the timerlog is truncated at the first unit whose record is past the valid
   end, wheel slots leading into the dropped part are rebuilt, ``config/timercheck`` and
-  ``config/timermetrics`` follow (:func:`mqtool.integrity.timer.plan_timer_repair`).
+  ``config/timermetrics`` follow (:func:`mqtool.integrity.timerrepair.plan_timer_repair`).
 
 Damage before the point where RocketMQ's recovery starts reading is left as it is (the broker
 keeps it too); it is listed as not repaired.
@@ -49,7 +49,7 @@ from mqtool.formats.rules import SCHEDULE_TOPIC, TIMER_TOPIC, schedule_unit_dela
 from mqtool.integrity import rules
 from mqtool.integrity.checks import QueueScan, Report, verify
 from mqtool.integrity.recovery import cut_position, queue_cut
-from mqtool.integrity.timer import plan_timer_repair
+from mqtool.integrity.timerrepair import plan_timer_repair
 from mqtool.store import Store
 
 
@@ -394,7 +394,7 @@ class _Plan:
 
     # -- 5.x timer files ---------------------------------------------------------------
     def timer(self) -> None:
-        """timerlog, timerwheel, timercheck, timermetrics: see :mod:`mqtool.integrity.timer`
+        """timerlog, timerwheel, timercheck, timermetrics: see :mod:`mqtool.integrity.timerrepair`
         (the timerlog is truncated at the first unit whose record is past the cut)."""
         fix = plan_timer_repair(self.r.root, self.cut, self.queue_units.get((TIMER_TOPIC, 0)))
         if fix is None:
