@@ -101,3 +101,15 @@ def test_queue_entry_stops_early_without_leaking_the_mapping() -> None:
             qe = st.queue_entry("TopicA", 0, 150)
             assert qe is not None and qe.queue_offset == 150
         assert st.queue_entry("TopicA", 0, 10**9) is None
+
+
+def test_store_time_reads_index_headers_only() -> None:
+    """scan and trace call store_time first: it must not run the per-entry index check,
+    whose memory grows with the index (250 MiB of a 2 GiB store's in the driver)."""
+    from mqtool.overview import store_time
+
+    with Store.open(store_dir("4.9.7/plain")) as st:
+        now = store_time(st)
+        assert not st._index_entries_checked
+        ends = [r.header.end_timestamp for _, r in st.index_files()]
+        assert st._index_entries_checked and ends and now >= max(ends) > 0
