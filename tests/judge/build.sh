@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the RocketMQ judge jar: RocketMQ's own store code, compiled from apache/rocketmq source,
-# plus mqtool's driver (tests/judge/java/driver), a fastjson stand-in backed by Jackson
+# plus mqtool's driver (tests/judge/java/driver or driver533, on tests/judge/java/common's JudgeBase),
+# a fastjson stand-in backed by Jackson
 # (tests/judge/java/shim) and compile-time stubs for what the judge never runs: JNA, DLedger,
 # commons-validator (tests/judge/java/stubs). Only the transitive closure of the driver is compiled
 # (javac -sourcepath; the stubs and shim come first on that path and shadow RocketMQ's JNA LibC and
@@ -30,13 +31,13 @@ s="$work/src"
 case "$version" in
     4.9.7)
         modules="store common remoting logging"
-        sourcepath="$j/stubs:$j/shim:$j/driver"
+        sourcepath="$j/stubs:$j/shim:$j/driver:$j/common"
         driver="$j/driver/mqtool/judge/Judge.java";;
     5.3.3)
         # 5.x: no logging module (RocketMQ logs through a relocated slf4j: stubs533 forwards it);
         # OpenTelemetry metrics, RocketMQ's own rocksdbjni filter and the 5.x LibC are stubbed too
         modules="store common remoting"
-        sourcepath="$j/stubs533:$j/stubs:$j/shim:$j/driver533"
+        sourcepath="$j/stubs533:$j/stubs:$j/shim:$j/driver533:$j/common"
         driver="$j/driver533/mqtool/judge/Judge.java";;
     *)
         echo "build.sh: no judge driver for $tag (4.9.7 and 5.3.3 only)" >&2
