@@ -41,6 +41,8 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.function.LongFunction;
+import java.util.function.LongSupplier;
 import org.apache.rocketmq.common.message.MessageDecoder;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.sysflag.MessageSysFlag;
@@ -55,20 +57,49 @@ import org.apache.rocketmq.store.config.BrokerRole;
 import org.apache.rocketmq.store.config.MessageStoreConfig;
 
 public abstract class JudgeBase {
-    /** One consume queue as both store APIs show it. */
-    protected interface QueueView {
-        String topic();
+    /** One consume queue as both store APIs show it (each driver builds it from its own type). */
+    protected static final class QueueView {
+        private final String topic;
+        private final int queueId;
+        private final LongSupplier min;
+        private final LongSupplier max;
+        private final LongSupplier maxPhysicOffset;
+        private final LongFunction<long[]> unit;
 
-        int queueId();
+        /** unit: the unit at a queue offset as {phy, size, tagsCode}, or null when unreadable. */
+        protected QueueView(String topic, int queueId, LongSupplier min, LongSupplier max,
+                            LongSupplier maxPhysicOffset, LongFunction<long[]> unit) {
+            this.topic = topic;
+            this.queueId = queueId;
+            this.min = min;
+            this.max = max;
+            this.maxPhysicOffset = maxPhysicOffset;
+            this.unit = unit;
+        }
 
-        long min();
+        String topic() {
+            return topic;
+        }
 
-        long max();
+        int queueId() {
+            return queueId;
+        }
 
-        long maxPhysicOffset();
+        long min() {
+            return min.getAsLong();
+        }
 
-        /** The unit at queue offset o as {phy, size, tagsCode}, or null when it cannot be read. */
-        long[] unit(long o);
+        long max() {
+            return max.getAsLong();
+        }
+
+        long maxPhysicOffset() {
+            return maxPhysicOffset.getAsLong();
+        }
+
+        long[] unit(long o) {
+            return unit.apply(o);
+        }
     }
 
     /** Every loaded consume queue. */

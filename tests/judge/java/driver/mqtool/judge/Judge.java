@@ -63,34 +63,8 @@ public final class Judge extends JudgeBase {
     }
 
     private static QueueView view(ConsumeQueue q) {
-        return new QueueView() {
-            @Override
-            public String topic() {
-                return q.getTopic();
-            }
-
-            @Override
-            public int queueId() {
-                return q.getQueueId();
-            }
-
-            @Override
-            public long min() {
-                return q.getMinOffsetInQueue();
-            }
-
-            @Override
-            public long max() {
-                return q.getMaxOffsetInQueue();
-            }
-
-            @Override
-            public long maxPhysicOffset() {
-                return q.getMaxPhysicOffset();
-            }
-
-            @Override
-            public long[] unit(long o) {
+        return new QueueView(q.getTopic(), q.getQueueId(), q::getMinOffsetInQueue, q::getMaxOffsetInQueue,
+            q::getMaxPhysicOffset, o -> {
                 SelectMappedBufferResult u = q.getIndexBuffer(o);
                 if (u == null) {
                     return null;
@@ -103,8 +77,7 @@ public final class Judge extends JudgeBase {
                 } finally {
                     u.release();
                 }
-            }
-        };
+            });
     }
 
     @Override

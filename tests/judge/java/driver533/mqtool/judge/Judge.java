@@ -48,38 +48,11 @@ public final class Judge extends JudgeBase {
     }
 
     private static QueueView view(ConsumeQueueInterface q) {
-        return new QueueView() {
-            @Override
-            public String topic() {
-                return q.getTopic();
-            }
-
-            @Override
-            public int queueId() {
-                return q.getQueueId();
-            }
-
-            @Override
-            public long min() {
-                return q.getMinOffsetInQueue();
-            }
-
-            @Override
-            public long max() {
-                return q.getMaxOffsetInQueue();
-            }
-
-            @Override
-            public long maxPhysicOffset() {
-                return q.getMaxPhysicOffset();
-            }
-
-            @Override
-            public long[] unit(long o) {
+        return new QueueView(q.getTopic(), q.getQueueId(), q::getMinOffsetInQueue, q::getMaxOffsetInQueue,
+            q::getMaxPhysicOffset, o -> {
                 CqUnit u = q.get(o);
                 return u == null ? null : new long[] {u.getPos(), u.getSize(), u.getTagsCode()};
-            }
-        };
+            });
     }
 
     @Override
