@@ -173,8 +173,9 @@ def resend(
             for k in range(0, len(sends), chunk):
                 part = sends[k:k + chunk]
                 if fatal is None:
-                    if rate is not None:
-                        wait = start + n_put / rate - time.monotonic()
+                    if rate is not None:  # message i goes no earlier than start + i / rate:
+                        # a chunk waits for the slot of its last message
+                        wait = start + (n_put + len(part) - 1) / rate - time.monotonic()
                         if wait > 0:
                             sleep(wait)
                     n_put += len(part)
