@@ -23,7 +23,8 @@ one run (a benchmark, not a test; do not loop it on a shared machine):
   decode pass with every column (the Java reader's columnar batches; into rows; with
   ``--python-decode`` through the Python data source too) and with the audits' columns, and the
   ``mqtool scan`` CLI with every audit in a fresh process (wall time, its own ``run_scan``
-  time, wall time less the start-up);
+  time, wall time less the start-up), and Spark's floor in the same session (a job that does
+  nothing; one shuffle of 3 synthetic rows per message, what the integrity audit groups at least);
 * with ``--cluster``: the CLI on a standalone cluster on 127.0.0.1 started with pyspark's
   ``sbin/spark-daemon.sh`` (1-core workers), 1 worker against 2, on the main store by default
   (``--cluster-store small``: the 4x smaller one). Scaling shows in the work that grows with the
@@ -430,6 +431,10 @@ def main() -> None:
             {"what": "issue 13 budget for the CLI: start-up + 2 x single-process decode (every "
              "column, CRC off)", "value": targets["scanBudgetSeconds"], "unit": "s",
              "ratio": None},
+            {"what": "Spark floor: one job that does nothing (warm, median of 5)",
+             "value": res["sparkTrivialJobSeconds"], "unit": "s", "ratio": None},
+            {"what": "Spark floor: one shuffle of 3 x messages synthetic rows (group-by, warm)",
+             "value": res["sparkShuffleFloorSeconds"], "unit": "s", "ratio": None},
         ]
     doc = {
         "size": args.size,
@@ -531,6 +536,20 @@ def _spark_figures(
             spark, store, columns=sorted(narrow), properties_for=["%DLQ%"],
         )[0]))
         assert got == n_msgs, (got, n_msgs)
+        # Spark's own floor on this machine, same session, warm: a job that does nothing, and
+        # one shuffle of as many rows as the integrity audit's cross-file check groups at least
+        # (a message, its consume-queue unit, one index key: 3 per message), synthetic rows
+        trivial = [_timed(lambda: spark.range(1).count())[0] for _ in range(6)][1:]
+        res["sparkTrivialJobSeconds"] = round(sorted(trivial)[len(trivial) // 2], 3)
+
+        def shuffle() -> int:
+            return int(spark.range(3 * n_msgs).groupBy((F.col("id") % n_msgs).alias("k"))
+                       .count().count())
+
+        shuffle()
+        t_shuffle, groups = _timed(shuffle)
+        assert groups == n_msgs
+        res["sparkShuffleFloorSeconds"] = round(t_shuffle, 2)
         spark.stop()
     res["sparkStartSeconds"] = round(t_start, 2)
     res["pythonWorkersStartSeconds"] = round(t_workers, 2)
