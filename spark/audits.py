@@ -14,10 +14,10 @@ byte offset inside that file, ``phy`` the commitlog position concerned.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from mqtool.formats.rules import DLQ_GROUP_TOPIC_PREFIX as DLQ_PREFIX
 from mqtool.formats.rules import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
@@ -53,11 +53,16 @@ CRC_ROW = "crc"
 """``recordType`` of a BODYCRC failure among :func:`fact_rows`."""
 
 
-def fact_set(name: str) -> Column:
-    """True on the rows of :func:`message_facts` that belong to grouping set ``name``."""
-    gid = sum(1 << (len(_FACT_KEYS) - 1 - i) for i, c in enumerate(_FACT_KEYS)
-              if c not in FACT_SETS[name])
-    return F.col("gid") == F.lit(gid)
+def fact_gid(name: str) -> int:
+    """The ``gid`` (grouping id) of the rows of :func:`message_facts` that belong to grouping
+    set ``name``."""
+    return sum(1 << (len(_FACT_KEYS) - 1 - i) for i, c in enumerate(_FACT_KEYS)
+               if c not in FACT_SETS[name])
+
+
+def _original_topic() -> Column:
+    # CONSUMER_SEND_MSG_BACK sets RETRY_TOPIC to the original topic before routing to DLQ.
+    return F.coalesce(F.col("properties")["RETRY_TOPIC"], F.col("properties")["REAL_TOPIC"])
 
 
 def message_facts(records: DataFrame, bucket_ms: int = 60_000) -> DataFrame:
@@ -67,9 +72,9 @@ def message_facts(records: DataFrame, bucket_ms: int = 60_000) -> DataFrame:
     group and reconsumeTimes, per record kind; and the rows that are findings (unreadable
     regions, BODYCRC failures) or hand-overs (``deferred``) as groups of their own.
 
-    The result is small (queues x buckets, plus the rare rows): :func:`queue_stats`,
-    :func:`message_rate`, :func:`dlq_by_group`, :func:`retry_depth` and the totals read it,
-    re-aggregating (so facts of several passes may be unioned). Nothing per message is kept.
+    The result is small (queues x buckets, plus the rare rows): it is collected once and
+    :func:`fact_tables` folds every table from it on the driver, re-aggregating (so facts of
+    several passes may be combined). Nothing per message is kept.
     """
     from mqtool.spark.schema import RECORD_KIND_DEFERRED, RECORD_KIND_UNREADABLE
 
@@ -116,207 +121,198 @@ def message_facts(records: DataFrame, bucket_ms: int = 60_000) -> DataFrame:
     )
 
 
-def queue_stats(facts: DataFrame) -> DataFrame:
-    """Per store/topic/queue: count, bytes, first/last store time, queue offset range."""
-    return (
-        facts.filter(fact_set("queues"))
-        .groupBy("store", F.col("qTopic").alias("topic"), F.col("qQueueId").alias("queueId"))
-        .agg(
-            F.sum("count").alias("count"),
-            F.sum("bytes").alias("bytes"),
-            F.min("minStoreTimestamp").alias("firstStoreTimestamp"),
-            F.max("maxStoreTimestamp").alias("lastStoreTimestamp"),
-            F.min("minQueueOffset").alias("minQueueOffset"),
-            F.max("maxQueueOffset").alias("maxQueueOffset"),
-        )
-        .filter(F.col("topic").isNotNull())
-        .orderBy("store", "topic", "queueId")
-    )
+# --- the small tables, folded on the driver from the collected facts --------------------------
+# :func:`message_facts` is collected once (it is small); every table below is folded from those
+# rows in plain Python: no Spark query, job or sort per table. Rows are dicts in column order;
+# sorting puts None first, as Spark's ascending orderBy does.
+Row = dict[str, Any]
+
+TABLE_SCHEMAS: dict[str, str] = {
+    "queues": "store string, topic string, queueId int, count long, bytes long, "
+              "firstStoreTimestamp long, lastStoreTimestamp long, minQueueOffset long, "
+              "maxQueueOffset long",
+    "rate": "store string, topic string, bucketStart long, count long, bytes long, "
+            "perSecond double",
+    "dlqByTopic": "store string, group string, originalTopic string, count long, "
+                  "firstStoreTimestamp long, lastStoreTimestamp long",
+    "dlq": "store string, group string, count long, originalTopics array<string>",
+    "retry": "store string, group string, reconsumeTimes int, count long",
+    "schedule": "store string, delayLevel int, queueId int, pending long, overdue long, "
+                "delayOffset long, minOffset long, maxOffset long, nextDeliverTimestamp long, "
+                "beyondMax boolean",
+    "lag": "store string, group string, topic string, queueId int, consumerOffset long, "
+           "maxOffset long, lag long",
+}
+"""The Spark schema (DDL) of each audit table, for ``--out`` and ``--sql``
+(:func:`table_df`)."""
 
 
-def message_rate(facts: DataFrame, bucket_ms: int = 60_000) -> DataFrame:
-    """Messages and bytes per topic per time bucket (``bucket_ms``, the one
-    :func:`message_facts` was made with; by store time)."""
-    return (
-        facts.filter(fact_set("rate") & F.col("rTopic").isNotNull())
-        .groupBy("store", F.col("rTopic").alias("topic"), "bucketStart")
-        .agg(F.sum("count").alias("count"), F.sum("bytes").alias("bytes"))
-        .withColumn("perSecond", F.col("count") / F.lit(bucket_ms / 1000.0))
-        .orderBy("store", "topic", "bucketStart")
-    )
+def table_df(spark: SparkSession, name: str, rows: list[Row]) -> DataFrame:
+    """An audit table's rows as a DataFrame of :data:`TABLE_SCHEMAS` (``lagByQueue`` is
+    ``lag``'s)."""
+    ddl = TABLE_SCHEMAS["lag" if name == "lagByQueue" else name]
+    names = [f.strip().split(" ")[0] for f in ddl.split(",")]
+    return spark.createDataFrame([tuple(r[n] for n in names) for r in rows], ddl)
 
 
-def _original_topic() -> Column:
-    # CONSUMER_SEND_MSG_BACK sets RETRY_TOPIC to the original topic before routing to DLQ.
-    return F.coalesce(F.col("properties")["RETRY_TOPIC"], F.col("properties")["REAL_TOPIC"])
+def _order(*values: Any) -> tuple[tuple[bool, Any], ...]:
+    return tuple((v is not None, v) for v in values)
 
 
-def dlq_by_group(facts: DataFrame) -> DataFrame:
-    """Dead-lettered messages per consumer group and original topic (RETRY_TOPIC)."""
-    return (
-        facts.filter(fact_set("dlq") & F.col("dlqGroup").isNotNull())
-        .groupBy("store", F.col("dlqGroup").alias("group"), "originalTopic")
-        .agg(
-            F.sum("count").alias("count"),
-            F.min("minStoreTimestamp").alias("firstStoreTimestamp"),
-            F.max("maxStoreTimestamp").alias("lastStoreTimestamp"),
-        )
-        .orderBy("store", "group", "originalTopic")
-    )
+def _sum(values: Iterable[Any]) -> Any:
+    got = [v for v in values if v is not None]
+    return sum(got) if got else None
 
 
-def dlq_summary(by_topic: DataFrame) -> DataFrame:
-    """:func:`dlq_by_group` folded per group: count and the sorted original topics."""
-    return (
-        by_topic.groupBy("store", "group")
-        .agg(
-            F.sum("count").alias("count"),
-            F.array_sort(F.collect_set("originalTopic")).alias("originalTopics"),
-        )
-        .orderBy("store", "group")
-    )
+def _min(values: Iterable[Any]) -> Any:
+    got = [v for v in values if v is not None]
+    return min(got) if got else None
 
 
-def retry_depth(facts: DataFrame) -> DataFrame:
-    """Histogram of reconsumeTimes of the messages in each group's ``%RETRY%`` topic."""
-    return (
-        facts.filter(fact_set("retry") & F.col("retryGroup").isNotNull())
-        .groupBy("store", F.col("retryGroup").alias("group"), "reconsumeTimes")
-        .agg(F.sum("count").alias("count"))
-        .orderBy("store", "group", "reconsumeTimes")
-    )
+def _max(values: Iterable[Any]) -> Any:
+    got = [v for v in values if v is not None]
+    return max(got) if got else None
 
 
-def fact_totals(facts: DataFrame) -> DataFrame:
-    """Per store and record kind: count and bytes (of messages)."""
-    return (facts.filter(fact_set("totals")).groupBy("store", "kind")
-            .agg(F.sum("count").alias("count"), F.sum("bytes").alias("bytes")))
+def _groups(rows: Iterable[Row], keys: tuple[str, ...]) -> dict[tuple[Any, ...], list[Row]]:
+    out: dict[tuple[Any, ...], list[Row]] = {}
+    for r in rows:
+        out.setdefault(tuple(r[k] for k in keys), []).append(r)
+    return out
 
 
-def fact_rows(facts: DataFrame) -> DataFrame:
-    """The rare rows of :func:`message_facts` (unreadable regions, BODYCRC failures, deferred
-    ranges) with the ``records`` column names (``recordType`` "crc" for a BODYCRC failure)."""
-    return facts.filter(fact_set("rows") & F.col("xKind").isNotNull()).select(
-        "store", F.col("xKind").alias("recordType"), F.col("xFile").alias("file"),
-        F.col("xFileOffset").alias("fileOffset"),
-        F.col("xCommitLogOffset").alias("commitLogOffset"),
-        F.col("xStoreSize").alias("storeSize"), F.col("xDetail").alias("detail"),
-        F.col("xTopic").alias("topic"), F.col("xQueueId").alias("queueId"),
-        F.col("xQueueOffset").alias("queueOffset"), F.col("xBodyCRC").alias("bodyCRC"),
-        F.col("xBodyLength").alias("bodyLength"),
-    )
+def _set_rows(facts: Iterable[Row], name: str) -> list[Row]:
+    gid = fact_gid(name)
+    return [r for r in facts if r["gid"] == gid]
+
+
+def fact_tables(facts: list[Row], bucket_ms: int = 60_000) -> dict[str, list[Row]]:
+    """Every per-message table from the collected rows of :func:`message_facts` (of one or
+    more passes: rows are re-aggregated): ``totals`` (per store and record kind), ``queues``,
+    ``rate`` (per ``bucket_ms``), ``dlqByTopic``, ``dlq``, ``retry`` and ``rows`` (the rare
+    rows with the ``records`` column names, ``recordType`` "crc" for a BODYCRC failure)."""
+    out: dict[str, list[Row]] = {}
+    sets = {name: _set_rows(facts, name) for name in FACT_SETS}
+    out["totals"] = [
+        {"store": s, "kind": k, "count": _sum(r["count"] for r in g),
+         "bytes": _sum(r["bytes"] for r in g)}
+        for (s, k), g in _groups(sets["totals"], ("store", "kind")).items()
+    ]
+    out["queues"] = sorted((
+        {"store": s, "topic": t, "queueId": q, "count": _sum(r["count"] for r in g),
+         "bytes": _sum(r["bytes"] for r in g),
+         "firstStoreTimestamp": _min(r["minStoreTimestamp"] for r in g),
+         "lastStoreTimestamp": _max(r["maxStoreTimestamp"] for r in g),
+         "minQueueOffset": _min(r["minQueueOffset"] for r in g),
+         "maxQueueOffset": _max(r["maxQueueOffset"] for r in g)}
+        for (s, t, q), g in _groups(sets["queues"], ("store", "qTopic", "qQueueId")).items()
+        if t is not None
+    ), key=lambda r: _order(r["store"], r["topic"], r["queueId"]))
+    rate = []
+    for (s, t, b), g in _groups(sets["rate"], ("store", "rTopic", "bucketStart")).items():
+        if t is None:
+            continue
+        n = _sum(r["count"] for r in g)
+        rate.append({"store": s, "topic": t, "bucketStart": b, "count": n,
+                     "bytes": _sum(r["bytes"] for r in g),
+                     "perSecond": None if n is None else n / (bucket_ms / 1000.0)})
+    out["rate"] = sorted(rate, key=lambda r: _order(r["store"], r["topic"], r["bucketStart"]))
+    out["dlqByTopic"] = sorted((
+        {"store": s, "group": grp, "originalTopic": t, "count": _sum(r["count"] for r in g),
+         "firstStoreTimestamp": _min(r["minStoreTimestamp"] for r in g),
+         "lastStoreTimestamp": _max(r["maxStoreTimestamp"] for r in g)}
+        for (s, grp, t), g in _groups(sets["dlq"], ("store", "dlqGroup", "originalTopic")).items()
+        if grp is not None
+    ), key=lambda r: _order(r["store"], r["group"], r["originalTopic"]))
+    out["dlq"] = sorted((
+        {"store": s, "group": grp, "count": _sum(r["count"] for r in g),
+         "originalTopics": sorted({r["originalTopic"] for r in g} - {None})}
+        for (s, grp), g in _groups(out["dlqByTopic"], ("store", "group")).items()
+    ), key=lambda r: _order(r["store"], r["group"]))
+    out["retry"] = sorted((
+        {"store": s, "group": grp, "reconsumeTimes": n, "count": _sum(r["count"] for r in g)}
+        for (s, grp, n), g in _groups(sets["retry"],
+                                      ("store", "retryGroup", "reconsumeTimes")).items()
+        if grp is not None
+    ), key=lambda r: _order(r["store"], r["group"], r["reconsumeTimes"]))
+    out["rows"] = [
+        {"store": r["store"], "recordType": r["xKind"], "file": r["xFile"],
+         "fileOffset": r["xFileOffset"], "commitLogOffset": r["xCommitLogOffset"],
+         "storeSize": r["xStoreSize"], "detail": r["xDetail"], "topic": r["xTopic"],
+         "queueId": r["xQueueId"], "queueOffset": r["xQueueOffset"], "bodyCRC": r["xBodyCRC"],
+         "bodyLength": r["xBodyLength"]}
+        for r in sets["rows"] if r["xKind"] is not None
+    ]
+    return out
 
 
 # --- consume queues ---------------------------------------------------------------------------
-def queue_offsets(cq: DataFrame) -> DataFrame:
-    """Per store/topic/queue: minOffset and maxOffset (next offset) from the consume queue."""
+def queue_facts(cq: DataFrame, delay_offsets: Mapping[str, Mapping[int, int]],
+                now_ms: int) -> DataFrame:
+    """Per store/topic/queue of a ``consumequeue`` table, in **one** aggregation: minOffset,
+    maxOffset (the next offset), entries, and for ``SCHEDULE_TOPIC_XXXX`` the backlog against
+    ``delay_offsets`` (store -> {delay level: offset}, delayOffset.json; level = queueId + 1,
+    offset 0 when the level has none): ``pending`` entries at or past that offset, of them
+    ``overdue`` (deliver time, the unit's tagsCode, before ``now_ms``) and the earliest deliver
+    time ``nextDeliverTimestamp``. Small (one row per queue): collect it and fold
+    :func:`schedule_rows`, :func:`lag_rows` on the driver."""
+    eff: Column = F.lit(0).cast("long")
+    for store, table in delay_offsets.items():
+        for level, offset in table.items():
+            eff = F.when((F.col("store") == F.lit(store))
+                         & (F.col("queueId") == F.lit(int(level) - 1)),
+                         F.lit(int(offset)).cast("long")).otherwise(eff)
+    pending = (F.col("topic") == F.lit(SCHEDULE_TOPIC)) & (F.col("queueOffset") >= eff)
     return cq.groupBy("store", "topic", "queueId").agg(
         F.min("queueOffset").alias("minOffset"),
         (F.max("queueOffset") + 1).alias("maxOffset"),
         F.count(F.lit(1)).alias("entries"),
+        F.sum(pending.cast("long")).alias("pending"),
+        F.sum((pending & (F.col("tagsCode") < F.lit(now_ms))).cast("long")).alias("overdue"),
+        F.min(F.when(pending, F.col("tagsCode"))).alias("nextDeliverTimestamp"),
     )
 
 
-DELAY_OFFSET_SCHEMA = StructType(
-    [
-        StructField("store", StringType(), False),
-        StructField("delayLevel", IntegerType(), False),
-        StructField("delayOffset", LongType(), False),
-    ]
-)
+def schedule_rows(queues: list[Row], delay_offsets: Mapping[str, Mapping[int, int]]) -> list[Row]:
+    """Backlog of ``SCHEDULE_TOPIC_XXXX`` per store and delay level (= queueId + 1), from the
+    collected :func:`queue_facts`: every level that has a queue or a delayOffset.json entry.
 
-
-def delay_offsets_df(spark: SparkSession, tables: Mapping[str, Mapping[int, int]]) -> DataFrame:
-    """``delayOffset.json`` offset tables (store -> {level: offset}) as a DataFrame."""
-    rows = [(store, int(lvl), int(off)) for store, t in tables.items() for lvl, off in t.items()]
-    return spark.createDataFrame(rows, DELAY_OFFSET_SCHEMA)
-
-
-def schedule_backlog(cq: DataFrame, delay_offsets: DataFrame, now_ms: int) -> DataFrame:
-    """Backlog of ``SCHEDULE_TOPIC_XXXX`` per delay level (= queueId + 1).
-
-    ``pending``: entries at or beyond the level's delayOffset.json offset (0 when the level has
-    none); ``overdue``: pending entries whose deliver time (the CQ tagsCode) is before
-    ``now_ms``; ``beyondMax``: a delayOffset larger than the queue's max offset (the schedule
-    service would skip or stall, apache/rocketmq #1869, #7077, #1472).
+    ``pending``/``overdue``/``nextDeliverTimestamp``: see :func:`queue_facts` (0, 0, None for
+    a level with no queue); ``beyondMax``: a delayOffset larger than the queue's max offset (the
+    schedule service would skip or stall, apache/rocketmq #1869, #7077, #1472).
     """
-    sched = cq.filter(F.col("topic") == SCHEDULE_TOPIC).withColumn(
-        "delayLevel", F.col("queueId") + 1
-    )
-    levels = sched.select("store", "delayLevel").distinct().unionByName(
-        delay_offsets.select("store", "delayLevel")
-    ).distinct()
-    withoff = sched.join(delay_offsets, ["store", "delayLevel"], "left").withColumn(
-        "effOffset", F.coalesce(F.col("delayOffset"), F.lit(0))
-    )
-    is_pending = F.col("queueOffset") >= F.col("effOffset")
-    per_level = withoff.groupBy("store", "delayLevel").agg(
-        F.sum(is_pending.cast("long")).alias("pending"),
-        F.sum((is_pending & (F.col("tagsCode") < F.lit(now_ms))).cast("long")).alias("overdue"),
-        F.min("queueOffset").alias("minOffset"),
-        (F.max("queueOffset") + 1).alias("maxOffset"),
-        F.min(F.when(is_pending, F.col("tagsCode"))).alias("nextDeliverTimestamp"),
-    )
-    out = (
-        levels.join(per_level, ["store", "delayLevel"], "left")
-        .join(delay_offsets, ["store", "delayLevel"], "left")
-        .select(
-            "store",
-            "delayLevel",
-            (F.col("delayLevel") - 1).alias("queueId"),
-            F.coalesce("pending", F.lit(0)).alias("pending"),
-            F.coalesce("overdue", F.lit(0)).alias("overdue"),
-            "delayOffset",
-            F.coalesce("minOffset", F.lit(0)).alias("minOffset"),
-            F.coalesce("maxOffset", F.lit(0)).alias("maxOffset"),
-            "nextDeliverTimestamp",
-        )
-        .withColumn(
-            "beyondMax", F.coalesce(F.col("delayOffset") > F.col("maxOffset"), F.lit(False))
-        )
-    )
-    return out.orderBy("store", "delayLevel")
+    sched = {(r["store"], r["queueId"] + 1): r for r in queues if r["topic"] == SCHEDULE_TOPIC}
+    levels = set(sched) | {(s, int(lvl)) for s, t in delay_offsets.items() for lvl in t}
+    out = []
+    for store, level in sorted(levels, key=lambda k: _order(*k)):
+        q = sched.get((store, level), {})
+        offset = delay_offsets.get(store, {}).get(level)
+        delay = None if offset is None else int(offset)
+        max_offset = q.get("maxOffset") or 0
+        out.append({
+            "store": store, "delayLevel": level, "queueId": level - 1,
+            "pending": q.get("pending") or 0, "overdue": q.get("overdue") or 0,
+            "delayOffset": delay, "minOffset": q.get("minOffset") or 0, "maxOffset": max_offset,
+            "nextDeliverTimestamp": q.get("nextDeliverTimestamp"),
+            "beyondMax": delay is not None and delay > max_offset,
+        })
+    return out
 
 
-CONSUMER_OFFSET_SCHEMA = StructType(
-    [
-        StructField("store", StringType(), False),
-        StructField("group", StringType(), False),
-        StructField("topic", StringType(), False),
-        StructField("queueId", IntegerType(), False),
-        StructField("consumerOffset", LongType(), False),
-    ]
-)
+CONSUMER_OFFSET = tuple[str, str, int, int]
+"""A consumerOffset.json entry: (group, topic, queueId, offset)."""
 
 
-def consumer_offsets_df(
-    spark: SparkSession, tables: Mapping[str, Iterable[tuple[str, str, int, int]]]
-) -> DataFrame:
-    """consumerOffset.json rows (store -> [(group, topic, queueId, offset)]) as a DataFrame."""
-    rows = [(store, g, t, int(q), int(o)) for store, rs in tables.items() for g, t, q, o in rs]
-    return spark.createDataFrame(rows, CONSUMER_OFFSET_SCHEMA)
-
-
-def consumer_lag(cq: DataFrame, offsets: DataFrame) -> DataFrame:
-    """Per group/topic/queue: committed offset, the queue's max offset and the lag."""
-    q = queue_offsets(cq)
-    return (
-        offsets.join(q, ["store", "topic", "queueId"], "left")
-        .select(
-            "store", "group", "topic", "queueId", "consumerOffset",
-            F.coalesce("maxOffset", F.lit(0)).alias("maxOffset"),
-        )
-        .withColumn(
-            "lag", F.greatest(F.col("maxOffset") - F.col("consumerOffset"), F.lit(0)).cast("long")
-        )
-        .orderBy("store", "group", "topic", "queueId")
-    )
-
-
-def lag_summary(lag: DataFrame) -> DataFrame:
-    """:func:`consumer_lag` summed per group and topic."""
-    return (
-        lag.groupBy("store", "group", "topic")
-        .agg(F.sum("lag").alias("lag"), F.count(F.lit(1)).alias("queues"))
-        .orderBy("store", "group", "topic")
-    )
+def lag_rows(queues: list[Row], offsets: Mapping[str, Iterable[CONSUMER_OFFSET]]) -> list[Row]:
+    """Per store/group/topic/queue: the committed offset (consumerOffset.json, store ->
+    [(group, topic, queueId, offset)]), the queue's max offset (0 when the store has no such
+    queue) and the lag, from the collected :func:`queue_facts`."""
+    max_of = {(r["store"], r["topic"], r["queueId"]): r["maxOffset"] for r in queues}
+    out = []
+    for store, entries in offsets.items():
+        for group, topic, queue_id, offset in entries:
+            m = max_of.get((store, topic, int(queue_id))) or 0
+            out.append({"store": store, "group": group, "topic": topic,
+                        "queueId": int(queue_id), "consumerOffset": int(offset),
+                        "maxOffset": m, "lag": max(m - int(offset), 0)})
+    return sorted(out, key=lambda r: _order(r["store"], r["group"], r["topic"], r["queueId"]))

@@ -14,10 +14,11 @@ broadcast. Findings are rows of the one :class:`~mqtool.formats.errors.Finding` 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from mqtool.formats.errors import (
     CQ_DANGLING,
@@ -31,7 +32,7 @@ from mqtool.formats.errors import (
     Severity,
 )
 from mqtool.integrity.rules import NOT_IN_CONSUME_QUEUE, TRANSACTION_TYPE_MASK
-from mqtool.spark.audits import CRC_ROW, messages, queue_offsets
+from mqtool.spark.audits import CRC_ROW, messages
 from mqtool.spark.schema import (
     FINDING_SCHEMA,
     RECORD_KIND_UNREADABLE,
@@ -66,34 +67,36 @@ def _finding(
     ]
 
 
-def unreadable_regions(records: DataFrame) -> DataFrame:
-    """Findings for commitlog regions that hold no record (corrupt or torn bytes)."""
-    return records.filter(F.col("recordType") == RECORD_KIND_UNREADABLE).select(
-        *_finding(
-            UNREADABLE, F.col("file"), F.col("fileOffset"),
-            F.format_string("%d bytes: %s", F.col("storeSize"), F.col("detail")),
-            F.col("commitLogOffset"),
-        )
-    )
+def _java(v: Any) -> str:
+    """A value as Spark's ``format_string`` (Java's Formatter) prints it: null as "null"."""
+    return "null" if v is None else str(v)
 
 
-def crc_failures(rows: DataFrame) -> DataFrame:
-    """Findings for messages whose BODYCRC does not match the stored body (the ``crc`` rows
-    of :func:`mqtool.spark.audits.fact_rows`)."""
-    return rows.filter(F.col("recordType") == F.lit(CRC_ROW)).select(
-        *_finding(
-            CrcMismatchError.kind, F.col("file"), F.col("fileOffset"),
-            F.format_string(
-                "BODYCRC %d does not match the %d-byte body (%s/%d@%d)", F.col("bodyCRC"),
-                F.col("bodyLength"), F.col("topic"), F.col("queueId"), F.col("queueOffset"),
-            ),
-            F.col("commitLogOffset"),
-        )
-    )
+def record_findings(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """FINDING_SCHEMA rows for the rare rows of the commitlog pass
+    (:func:`mqtool.spark.audits.fact_tables`' ``rows``): regions that hold no record (corrupt
+    or torn bytes) and messages whose BODYCRC does not match the stored body."""
+    out = []
+    for r in rows:
+        if r["recordType"] == RECORD_KIND_UNREADABLE:
+            f = Finding(UNREADABLE, r["file"], r["fileOffset"],
+                        f"{_java(r['storeSize'])} bytes: {_java(r['detail'])}",
+                        phy=r["commitLogOffset"])
+        elif r["recordType"] == CRC_ROW:
+            f = Finding(CrcMismatchError.kind, r["file"], r["fileOffset"],
+                        f"BODYCRC {_java(r['bodyCRC'])} does not match the "
+                        f"{_java(r['bodyLength'])}-byte body ({_java(r['topic'])}/"
+                        f"{_java(r['queueId'])}@{_java(r['queueOffset'])})",
+                        phy=r["commitLogOffset"])
+        else:
+            continue  # a hand-over to the Python decoder, not damage
+        out.append(finding_row(r["store"], f))
+    return out
 
 
 def cross_file(
     msgs: DataFrame, cq: DataFrame | None, index: DataFrame | None, cl_start: DataFrame,
+    qmin: DataFrame | None = None,
 ) -> DataFrame:
     """Consume-queue and index findings from **one** shuffle of the messages' key columns, the
     consume-queue units and the index entries together.
@@ -106,7 +109,9 @@ def cross_file(
     unit that matches it exactly (topic, queue, queue offset) lacks its unit (``cq-missing``).
     Every finding comes out of one projection of that table.
 
-    ``cl_start`` (store, clMin): where each store's commitlog starts; units and entries below
+    ``qmin`` (store, topic, queueId, minOffset): each queue's first unit (:func:`queue_mins`;
+    required with ``cq``). ``cl_start`` (store, clMin): where each store's commitlog starts;
+    units and entries below
     it are not findings (RocketMQ deletes commitlog files before the consume queues and index
     files that point into them). Not expected in a consume queue (so never ``cq-missing``):
     transaction PREPARED and ROLLBACK records, and messages below their queue's first unit.
@@ -163,8 +168,9 @@ def cross_file(
         mismatch = missing = F.lit(False)
         rows = rows.withColumn("minOffset", none_l)
     else:
-        qmin = F.broadcast(queue_offsets(cq).select("store", "topic", "queueId", "minOffset"))
-        rows = rows.join(qmin, ["store", "topic", "queueId"], "left")
+        if qmin is None:
+            raise ValueError("cross_file: qmin is required with cq")
+        rows = rows.join(F.broadcast(qmin), ["store", "topic", "queueId"], "left")
     rows = rows.join(F.broadcast(cl_start), "store", "left")
 
     where = F.format_string("%s/%d@%d -> commitlog offset %d", F.col("topic"),
@@ -197,34 +203,45 @@ def commitlog_starts(spark: SparkSession, starts: Mapping[str, int | None]) -> D
     return spark.createDataFrame([(s, v) for s, v in starts.items()], schema)
 
 
+def queue_mins(spark: SparkSession, queues: Iterable[Mapping[str, Any]]) -> DataFrame:
+    """(store, topic, queueId, minOffset) of the collected
+    :func:`mqtool.spark.audits.queue_facts` rows (a local table: no job to broadcast it)."""
+    schema = StructType([StructField("store", StringType(), False),
+                         StructField("topic", StringType(), True),
+                         StructField("queueId", IntegerType(), True),
+                         StructField("minOffset", LongType(), True)])
+    return spark.createDataFrame(
+        [(q["store"], q["topic"], q["queueId"], q["minOffset"]) for q in queues], schema)
+
+
 def integrity(
-    rows: DataFrame,
-    records: DataFrame,
-    cl_start: DataFrame,
+    rare: Iterable[Mapping[str, Any]],
+    records: DataFrame | None,
+    cl_start: DataFrame | None = None,
     cq: DataFrame | None = None,
     index: DataFrame | None = None,
-    extra: DataFrame | None = None,
-) -> DataFrame:
-    """All integrity findings (FINDING_SCHEMA), ordered by store, file and offset.
+    qmin: DataFrame | None = None,
+    extra: Iterable[tuple[str, Finding]] = (),
+) -> list[dict[str, Any]]:
+    """All integrity findings as FINDING_SCHEMA rows, ordered by store, file, offset and kind
+    (None first, as Spark's orderBy).
 
-    ``rows``: the rare rows of the commitlog pass (:func:`mqtool.spark.audits.fact_rows`:
+    ``rare``: the rare rows of the commitlog pass (:func:`mqtool.spark.audits.fact_tables`:
     unreadable regions, BODYCRC failures); ``records``: the commitlog's records (their key
-    columns: the cross-file check's own pass, nothing cached)."""
-    parts = [unreadable_regions(rows), crc_failures(rows)]
-    if cq is not None or index is not None:
-        parts.append(cross_file(messages(records), cq, index, cl_start))
-    if extra is not None:
-        parts.append(extra.select(*FINDING_COLUMNS))
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
-    return out.orderBy("store", "file", "offset", "kind")
+    columns: the cross-file check's own pass, nothing cached; the one Spark query here, run
+    when ``cq`` or ``index`` is given); ``extra``: findings made on the driver (layout,
+    config files)."""
+    out = record_findings(rare)
+    if records is not None and cl_start is not None and (cq is not None or index is not None):
+        found = cross_file(messages(records), cq, index, cl_start, qmin)
+        out += [r.asDict() for r in found.collect()]
+    out += [finding_row(store, f) for store, f in extra]
+    return sorted(out, key=lambda r: tuple(
+        (r[k] is not None, r[k]) for k in ("store", "file", "offset", "kind")))
 
 
-def findings_df(spark: SparkSession, findings: Iterable[tuple[str, Finding]]) -> DataFrame:
-    """Findings made on the driver (layout, config files), ``(store, finding)`` pairs, as a
-    FINDING_SCHEMA DataFrame."""
-    rows = [finding_row(store, f) for store, f in findings]
+def findings_table(spark: SparkSession, rows: Iterable[Mapping[str, Any]]) -> DataFrame:
+    """FINDING_SCHEMA rows (:func:`integrity`) as a DataFrame (``--out``, ``--sql``)."""
     return spark.createDataFrame(
         [tuple(r[k] for k in FINDING_COLUMNS) for r in rows], spark_schema(FINDING_SCHEMA)
     )

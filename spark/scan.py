@@ -16,11 +16,14 @@ the JSON contract of ``mqtool scan --json``::
 
 How the work is shared: one decode pass of the commitlog (the audits' columns only) feeds one
 aggregation that makes every per-message audit at once (:func:`mqtool.spark.audits.message_facts`:
-small, cached; no message row is cached); the integrity audit reads the commitlog's key columns
-again for its joins with the consume queues and the index, which are read (by the Java reader
-when the session has it) only for the audits that need them. ``--out`` writes the full
-``messages`` table in a further pass; ``--sql`` runs over views of the full tables
-(``messages``, ``records``, ``consumequeue``, ``index``) and of every audit result.
+small, collected once; the tables are folded from it on the driver, no Spark query per table;
+no message row is cached); one aggregation of the consume queue (:func:`~mqtool.spark.audits.
+queue_facts`) serves schedule, lag and the integrity audit's queue bounds; the integrity audit
+reads the commitlog's key columns again for its one shuffle with the consume queues and the
+index (:func:`mqtool.spark.integrity.cross_file`), which are read (by the Java reader when the
+session has it) only for the audits that need them. A clean scan runs 8 Spark jobs. ``--out``
+writes the full ``messages`` table in a further pass; ``--sql`` runs over views of the full
+tables (``messages``, ``records``, ``consumequeue``, ``index``) and of every audit result.
 """
 
 from __future__ import annotations
@@ -176,7 +179,6 @@ def run_scan(
     """Decode ``stores`` with ``spark`` and run ``audits``; see the module docstring."""
     from pyspark import StorageLevel
     from pyspark.errors import AnalysisException
-    from pyspark.sql import functions as F
 
     from mqtool.spark import audits as A
     from mqtool.spark import integrity as integ
@@ -233,69 +235,69 @@ def run_scan(
                                       persist=StorageLevel.MEMORY_AND_DISK, **narrow_kw)
         cq = cq.persist(StorageLevel.MEMORY_AND_DISK)  # (Python workers: read once too)
         cached.append(cq)
-        handed: list[Any] = []
-        facts = A.message_facts(lean, rate_bucket_ms).persist(StorageLevel.MEMORY_AND_DISK)
-        cached.append(facts)
+        fact_list = _rows(A.message_facts(lean, rate_bucket_ms))
+        handed: list[dict[str, Any]] = []
     else:
-        facts = A.message_facts(raw, rate_bucket_ms).persist(StorageLevel.MEMORY_AND_DISK)
-        cached.append(facts)
-        handed = [r for r in _rows(A.fact_rows(facts)) if r["recordType"] == RECORD_KIND_DEFERRED]
+        fact_list = _rows(A.message_facts(raw, rate_bucket_ms))
+        handed = [r for r in A.fact_tables(fact_list, rate_bucket_ms)["rows"]
+                  if r["recordType"] == RECORD_KIND_DEFERRED]
         if handed:  # byte ranges the Java reader does not accept: the Python decoder's
             py = source.load(spark, stores, "records", ranges=source.deferred_ranges(handed),
-                             **narrow_kw).persist(StorageLevel.MEMORY_AND_DISK)
-            cached.append(py)
-            more = A.message_facts(py, rate_bucket_ms).persist(StorageLevel.MEMORY_AND_DISK)
-            cached.append(more)
-            facts = facts.unionByName(more)
+                             **narrow_kw)
+            fact_list += _rows(A.message_facts(py, rate_bucket_ms))
         lean, _ = source.records(spark, stores, handed=handed, java=True, **narrow_kw)
     try:
-        tables: dict[str, DataFrame] = {}
-        if "queues" in want:
-            tables["queues"] = A.queue_stats(facts)
-        if "rate" in want:
-            tables["rate"] = A.message_rate(facts, rate_bucket_ms)
+        # every per-message table is folded on the driver from the collected facts
+        facts = A.fact_tables(fact_list, rate_bucket_ms)
+        tables: dict[str, list[dict[str, Any]]] = {}
+        for name in ("queues", "rate", "retry"):
+            if name in want:
+                tables[name] = facts[name]
         if "dlq" in want:
-            tables["dlqByTopic"] = A.dlq_by_group(facts)
-            tables["dlq"] = A.dlq_summary(tables["dlqByTopic"])
-        if "retry" in want:
-            tables["retry"] = A.retry_depth(facts)
+            tables["dlqByTopic"], tables["dlq"] = facts["dlqByTopic"], facts["dlq"]
+        # one aggregation of the consume queue for schedule, lag, the integrity audit's queue
+        # bounds and the unit count
+        queues: list[dict[str, Any]] = []
+        if want & {"schedule", "lag", "integrity"} or full_cq:
+            queues = _rows(A.queue_facts(
+                cq, {s: c.delay_offsets for s, c in configs.items()}, now_ms))
         if "schedule" in want:
-            delay = A.delay_offsets_df(spark, {s: c.delay_offsets for s, c in configs.items()})
-            tables["schedule"] = A.schedule_backlog(cq, delay, now_ms)
+            tables["schedule"] = A.schedule_rows(
+                queues, {s: c.delay_offsets for s, c in configs.items()})
         if "lag" in want:
-            offs = A.consumer_offsets_df(
-                spark, {s: c.consumer_offsets for s, c in configs.items()}
-            )
-            tables["lagByQueue"] = A.consumer_lag(cq, offs)
-            tables["lag"] = tables["lagByQueue"]
+            tables["lagByQueue"] = tables["lag"] = A.lag_rows(
+                queues, {s: c.consumer_offsets for s, c in configs.items()})
         if "integrity" in want:
-            extra = integ.findings_df(spark, [f for c in configs.values() for f in c.findings])
-            starts = integ.commitlog_starts(spark, {s: _commitlog_start(s) for s in stores})
             tables["integrity"] = integ.integrity(
-                A.fact_rows(facts), lean, starts, cq, index, extra
+                facts["rows"], lean,
+                integ.commitlog_starts(spark, {s: _commitlog_start(s) for s in stores}),
+                cq, index, integ.queue_mins(spark, queues),
+                [f for c in configs.values() for f in c.findings],
             )
 
         summary: dict[str, Any] = {"stores": stores, "audits": list(audits), "now": now_ms}
-        kinds = {(r["kind"]): r for r in _rows(
-            A.fact_totals(facts).groupBy("kind").agg(F.sum("count").alias("count"),
-                                                     F.sum("bytes").alias("bytes")))}
+        kinds: dict[str, dict[str, int]] = {}
+        for r in facts["totals"]:
+            k = kinds.setdefault(r["kind"], {"count": 0, "bytes": 0})
+            k["count"] += r["count"] or 0
+            k["bytes"] += r["bytes"] or 0
         summary["totals"] = {
-            "messages": int(kinds.get(RECORD_KIND_MESSAGE, {}).get("count") or 0),
-            "bytes": int(kinds.get(RECORD_KIND_MESSAGE, {}).get("bytes") or 0),
-            "unreadableRegions": int(kinds.get(RECORD_KIND_UNREADABLE, {}).get("count") or 0),
+            "messages": kinds.get(RECORD_KIND_MESSAGE, {}).get("count", 0),
+            "bytes": kinds.get(RECORD_KIND_MESSAGE, {}).get("bytes", 0),
+            "unreadableRegions": kinds.get(RECORD_KIND_UNREADABLE, {}).get("count", 0),
         }
         if full_cq:
-            summary["totals"]["consumeQueueUnits"] = cq.count()
+            summary["totals"]["consumeQueueUnits"] = sum(q["entries"] for q in queues)
         for name in ("queues", "rate", "retry", "schedule", "integrity", "lag"):
             if name in tables:
-                summary[name] = _rows(tables[name])
+                summary[name] = tables[name]
         if "dlq" in tables:
             per_topic: dict[tuple[str, str], dict[str, int]] = {}
-            for r in _rows(tables["dlqByTopic"]):
+            for r in tables["dlqByTopic"]:
                 per_topic.setdefault((r["store"], r["group"]), {})[r["originalTopic"]] = r["count"]
             summary["dlq"] = [
                 {**r, "byOriginalTopic": per_topic.get((r["store"], r["group"]), {})}
-                for r in _rows(tables["dlq"])
+                for r in tables["dlq"]
             ]
         summary["elapsedSeconds"] = round(time.monotonic() - started, 3)
         result = ScanResult(summary)
@@ -306,16 +308,18 @@ def run_scan(
         records, more_cached = source.records(spark, stores, check_crc=check_crc, **opts)
         cached += more_cached
         full_msgs = A.messages(records)
+        frames = {name: integ.findings_table(spark, rows) if name == "integrity"
+                  else A.table_df(spark, name, rows) for name, rows in tables.items()}
         if out is not None:
             out_dir = Path(out)
             out_dir.mkdir(parents=True, exist_ok=True)
             result.outputs["messages"] = _write(full_msgs, out_dir / "messages", fmt)
             result.outputs["consumequeue"] = _write(cq, out_dir / "consumequeue", fmt)
-            for name, df in tables.items():
+            for name, df in frames.items():
                 result.outputs[name] = _write(df, out_dir / name, fmt)
         if sql is not None:
             views = {"messages": full_msgs, "records": records, "consumequeue": cq,
-                     "index": index, **tables}
+                     "index": index, **frames}
             for name, df in views.items():
                 df.createOrReplaceTempView(name)
             try:
