@@ -94,8 +94,96 @@ def record_findings(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+SUSPECTS_MAX = 1_000_000
+"""At most this many suspect offsets go to the exact check as a broadcast list; beyond it the
+exact check runs over every row (a store that damaged is slow to audit, not misreported)."""
+
+
+def _suspects(
+    msgs: DataFrame, cq: DataFrame | None, index: DataFrame | None, cl_start: Mapping[str, Any],
+) -> DataFrame:
+    """(sid, phy): the commitlog offsets where :func:`_exact` could find anything, from one
+    hash aggregation of narrow rows (no string, no sort): a store number, the offset, whether
+    the row is a message or a unit, and a signature, xxhash64 of (topic, queueId, queueOffset,
+    size), the message's and the units' alike; XORed per offset.
+
+    An offset is clear when exactly one message starts there and either one unit is there with
+    the message's signature (XOR 0) or no unit is and its transaction type is never in a
+    consume queue. (A unit that differs from its message yet has the same 64-bit signature
+    would go unreported: odds of 2^-64.) Units and index entries below their store's first
+    commitlog offset are never findings and are left out here already.
+    """
+    sid = F.lit(None).cast("int")
+    low = F.lit(None).cast("long")
+    for n, (store, start) in enumerate(cl_start.items()):
+        sid = F.when(F.col("store") == F.lit(store), F.lit(n)).otherwise(sid)
+        if start is not None:
+            low = F.when(F.col("store") == F.lit(store), F.lit(int(start))).otherwise(low)
+    here = F.col("commitLogOffset")
+    known = low.isNull() | (here >= low) | (here < 0)
+    sig = F.xxhash64("topic", F.col("queueId").cast("int"), F.col("queueOffset").cast("long"),
+                     F.col("storeSize").cast("int"))
+    txn = F.col("sysFlag").bitwiseAND(TRANSACTION_TYPE_MASK)
+
+    def narrow(df: DataFrame, kind: str) -> DataFrame:
+        return (df if kind == "m" else df.filter(known)).select(
+            sid.alias("sid"), here.alias("phy"),
+            F.lit(1 if kind == "m" else 0).alias("m"), F.lit(1 if kind == "u" else 0).alias("u"),
+            ((~txn.isin(*NOT_IN_CONSUME_QUEUE)).cast("int") if kind == "m" and cq is not None
+             else F.lit(0)).alias("exp"),  # (no consume queue given: no unit is expected)
+            (F.lit(0).cast("long") if kind == "i" else sig).alias("sig"),
+        )
+
+    rows = narrow(msgs, "m")
+    if cq is not None:
+        rows = rows.unionByName(narrow(cq, "u"))
+    if index is not None:
+        rows = rows.unionByName(narrow(index, "i"))
+    g = rows.groupBy("sid", "phy").agg(
+        F.sum("m").alias("nM"), F.sum("u").alias("nU"), F.max("exp").alias("exp"),
+        F.bit_xor("sig").alias("x"))
+    clear = (F.col("nM") == 1) & (
+        ((F.col("nU") == 0) & (F.col("exp") == 0))
+        | ((F.col("nU") == 1) & (F.col("x") == 0)))
+    return g.filter(~clear).select("sid", "phy")
+
+
 def cross_file(
-    msgs: DataFrame, cq: DataFrame | None, index: DataFrame | None, cl_start: DataFrame,
+    msgs: DataFrame, cq: DataFrame | None, index: DataFrame | None,
+    cl_start: Mapping[str, Any], qmin: DataFrame | None = None,
+) -> list[dict[str, Any]]:
+    """Consume-queue and index findings (FINDING_SCHEMA rows) of the messages' key columns,
+    the consume-queue units and the index entries.
+
+    Two steps, both exact: one hash aggregation of narrow rows finds the offsets where
+    anything could be wrong (:func:`_suspects`; none in a clean store, and then that is all);
+    :func:`_exact` then groups every row at those offsets (a broadcast list; every row when
+    there are more than :data:`SUSPECTS_MAX`) and makes the findings.
+
+    ``cl_start``: store -> the offset where its commitlog starts (None: no file).
+    """
+    spark = msgs.sparkSession
+    found = _suspects(msgs, cq, index, cl_start).limit(SUSPECTS_MAX + 1).collect()
+    if not found:
+        return []
+    starts = commitlog_starts(spark, cl_start)
+    if len(found) > SUSPECTS_MAX:
+        return [r.asDict() for r in _exact(msgs, cq, index, starts, qmin).collect()]
+    stores = list(cl_start)
+    schema = StructType([StructField("store", StringType(), False),
+                         StructField("commitLogOffset", LongType(), False)])
+    keys = F.broadcast(spark.createDataFrame(
+        [(stores[r["sid"]], r["phy"]) for r in found], schema))
+
+    def only(df: DataFrame | None) -> DataFrame | None:
+        return None if df is None else df.join(keys, _KEYS, "left_semi")
+
+    return [r.asDict() for r in _exact(only(msgs), only(cq), only(index), starts, qmin)
+            .collect()]
+
+
+def _exact(
+    msgs: DataFrame | None, cq: DataFrame | None, index: DataFrame | None, cl_start: DataFrame,
     qmin: DataFrame | None = None,
 ) -> DataFrame:
     """Consume-queue and index findings from **one** shuffle of the messages' key columns, the
@@ -131,6 +219,7 @@ def cross_file(
             for c in cols])
 
     msg, unit = "m", CQ_DANGLING
+    assert msgs is not None
     parts = [tagged(msgs, msg, **{c: F.col(c) for c in cols[:5]})]
     if cq is not None:
         parts.append(tagged(cq, unit, **{c: F.col(c) for c in cols[:4]}))
@@ -217,7 +306,7 @@ def queue_mins(spark: SparkSession, queues: Iterable[Mapping[str, Any]]) -> Data
 def integrity(
     rare: Iterable[Mapping[str, Any]],
     records: DataFrame | None,
-    cl_start: DataFrame | None = None,
+    cl_start: Mapping[str, int | None] | None = None,
     cq: DataFrame | None = None,
     index: DataFrame | None = None,
     qmin: DataFrame | None = None,
@@ -233,8 +322,7 @@ def integrity(
     config files)."""
     out = record_findings(rare)
     if records is not None and cl_start is not None and (cq is not None or index is not None):
-        found = cross_file(messages(records), cq, index, cl_start, qmin)
-        out += [r.asDict() for r in found.collect()]
+        out += cross_file(messages(records), cq, index, cl_start, qmin)
     out += [finding_row(store, f) for store, f in extra]
     return sorted(out, key=lambda r: tuple(
         (r[k] is not None, r[k]) for k in ("store", "file", "offset", "kind")))

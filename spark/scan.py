@@ -270,7 +270,7 @@ def run_scan(
         if "integrity" in want:
             tables["integrity"] = integ.integrity(
                 facts["rows"], lean,
-                integ.commitlog_starts(spark, {s: _commitlog_start(s) for s in stores}),
+                {s: _commitlog_start(s) for s in stores},
                 cq, index, integ.queue_mins(spark, queues),
                 [f for c in configs.values() for f in c.findings],
             )

@@ -146,6 +146,20 @@ def test_each_damage_is_found_with_file_and_offset(damaged, damaged_scan) -> Non
     assert torn[0]["detail"].startswith("12 bytes")
 
 
+def test_exact_check_over_every_row_agrees(spark, damaged, damaged_scan,  # noqa: F811
+                                          monkeypatch) -> None:
+    """The cross-file check sends only suspect offsets to the exact grouping; with no room for
+    suspects it groups every row: both give the same findings."""
+    from mqtool.spark import integrity
+    from mqtool.spark.scan import run_scan
+
+    monkeypatch.setattr(integrity, "SUSPECTS_MAX", 0)
+    every = run_scan(spark, [str(damaged[0])], now_ms=NOW_MS, split_size=1000,
+                     audits=["integrity"])
+    assert every.summary["integrity"] == damaged_scan.summary["integrity"]
+    assert len(every.summary["integrity"]) >= len(damaged[1]) > 0
+
+
 def test_delay_offset_beyond_max_and_consumer_lag(damaged_scan) -> None:
     level2 = [r for r in damaged_scan.summary["schedule"] if r["delayLevel"] == 2][0]
     assert (level2["delayOffset"], level2["maxOffset"], level2["beyondMax"], level2["pending"]) == (
