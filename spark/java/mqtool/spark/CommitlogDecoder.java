@@ -31,6 +31,15 @@ final class CommitlogDecoder extends SplitReader {
         bytes("ZLIB"), bytes("ZLIB"), bytes("ZLIB"), bytes("ZLIB")};
     static final int MSG_ID_MAX = 2 * 16 + 8 + 16;  // hex of a v6 address, port, offset
     static final byte[] HEX = bytes("0123456789ABCDEF");
+    static final byte[] HEX_HI = new byte[256];  // a byte's two upper-case hex digits
+    static final byte[] HEX_LO = new byte[256];
+
+    static {
+        for (int v = 0; v < 256; v++) {
+            HEX_HI[v] = HEX[v >> 4];
+            HEX_LO[v] = HEX[v & 15];
+        }
+    }
     static final byte[][] PICK = {bytes("TAGS"), bytes("KEYS"), bytes("UNIQ_KEY")};
 
     private final CommitlogSource.Options opt;
@@ -487,15 +496,19 @@ final class CommitlogDecoder extends SplitReader {
         int q = start;
         for (int k = 0; k < storeLen; k++) {
             int v = b.get(storePos + k) & 0xFF;
-            a[q++] = HEX[v >> 4];
-            a[q++] = HEX[v & 15];
+            a[q++] = HEX_HI[v];
+            a[q++] = HEX_LO[v];
         }
-        long port = b.getInt(storePos + storeLen) & 0xFFFFFFFFL;
-        for (int k = 7; k >= 0; k--) {
-            a[q++] = HEX[(int) ((port >> (4 * k)) & 15)];
+        int port = b.getInt(storePos + storeLen);
+        for (int sh = 24; sh >= 0; sh -= 8) {
+            int v = (port >>> sh) & 0xFF;
+            a[q++] = HEX_HI[v];
+            a[q++] = HEX_LO[v];
         }
-        for (int k = 15; k >= 0; k--) {
-            a[q++] = HEX[(int) ((phys >> (4 * k)) & 15)];
+        for (int sh = 56; sh >= 0; sh -= 8) {
+            int v = (int) (phys >>> sh) & 0xFF;
+            a[q++] = HEX_HI[v];
+            a[q++] = HEX_LO[v];
         }
         used = q;
         strings[cMsgId].put(row, a, start, q - start);
