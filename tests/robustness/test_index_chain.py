@@ -81,3 +81,38 @@ def test_an_undamaged_lookup_does_not_check_the_whole_table(tmp_path: Path) -> N
     assert f"{path.relative_to(root).as_posix()} @ {at:#x}" in listing.stderr.lower() or any(
         (g := ERROR_LINE.match(ln)) and g["off"] and int(g["off"], 16) == at
         for ln in listing.stderr.splitlines()), listing.stderr
+
+
+@pytest.mark.parametrize("chunk", [3, 1 << 18])
+def test_slot_table_check_in_chunks_finds_what_a_whole_table_check_finds(
+    monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """The header-and-slots check (``problems(entries=False)``, what every lookup and
+    ``store_time`` run) reads the slot table a chunk at a time, so its memory stays a few MiB:
+    it names the same slots (the first 20 in slot order) as the whole-table rule does."""
+    import numpy as np
+
+    from mqtool.formats import indexfile
+
+    src = next((STORES["4.9.7/journey"] / "index").iterdir())
+    buf = bytearray(src.read_bytes())
+    r = IndexReader(bytes(buf))
+    g, count = r.geometry, r.header.index_count
+    slots = np.frombuffer(bytes(buf), dtype=">i4", count=g.hash_slot_num,
+                          offset=indexfile.INDEX_HEADER_SIZE)
+    heads = np.flatnonzero((slots > 0) & (slots < count))
+    assert len(heads) > 30
+    for i in heads[::2][:30].tolist():  # 30 head entries given another slot's keyHash
+        at = g.entry_pos(int(slots[i]))
+        h = r.entry(int(slots[i])).key_hash
+        buf[at:at + 4] = (h + 1 if (h + 1) % g.hash_slot_num else h - 1).to_bytes(4, "big")
+    # the whole-table rule, as it was written before the chunks
+    ent = np.frombuffer(bytes(buf), dtype=indexfile.INDEX_ENTRY_DTYPE, count=count - 1,
+                        offset=g.entry_pos(1))
+    head_slot = ent["h"][slots[heads] - 1].astype(np.int64) % g.hash_slot_num
+    want = [g.slot_pos(i) for i in heads[head_slot != heads][:20].tolist()]
+    assert len(want) == 20
+    monkeypatch.setattr(indexfile, "SLOT_CHUNK", chunk)
+    got = [p.offset for p in IndexReader(bytes(buf)).problems(entries=False)
+           if "belongs to another slot" in p.detail]
+    assert got == want
