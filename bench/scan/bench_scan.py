@@ -35,9 +35,12 @@ one run (a benchmark, not a test; do not loop it on a shared machine):
   between the main store and the larger one;
 * with ``--cluster``: the CLI on a standalone cluster on 127.0.0.1 started with pyspark's
   ``sbin/spark-daemon.sh`` (1-core workers), 1 worker against 2, on the main store by default
-  (``--cluster-store small`` / ``large``: the other stores). Scaling shows in the work that
-  grows with the data; on a small store the driver's fixed cost (planning, JIT: each executor
-  is a cold JVM of its own), which shares this machine's cores with the workers, dominates;
+  (``--cluster-store small`` / ``large``: the other stores). Each worker is pinned to a core
+  of its own with ``taskset`` (its executor inherits it), as a 1-core worker on a machine of
+  its own: unpinned, a "1-core" executor's JIT and GC threads use the other core as well.
+  Scaling shows in the work that grows with the data; on a small store the driver's fixed cost
+  (planning, JIT: each executor is a cold JVM of its own), which shares this machine's cores
+  with the workers, dominates;
 * peak anonymous RSS (``RssAnon``: heap, not mapped store pages) of the driver (this Python
   process and its JVM) and of the Python workers (sampled from /proc every 0.2 s).
 
@@ -664,6 +667,8 @@ def cluster_scaling(store: Path, n_msgs: int) -> dict[str, Any]:
 
     The daemons are stopped (by their pid files, ``spark-daemon.sh stop``) whatever happens.
     """
+    import shutil
+
     import pyspark
 
     home = Path(pyspark.__file__).parent
@@ -674,17 +679,21 @@ def cluster_scaling(store: Path, n_msgs: int) -> dict[str, Any]:
            "SPARK_IDENT_STRING": "mqtool-bench", "PYSPARK_PYTHON": sys.executable}
     port = _free_port()
     url = f"spark://127.0.0.1:{port}"
-    out: dict[str, Any] = {"master": url, "workerCores": 1, "runs": []}
+    # each worker (and the executor it starts) pinned to a core of its own (taskset), as a
+    # 1-core worker on its own machine: unpinned, a "1-core" executor's JIT and GC threads run
+    # on the other core too, and 1 worker against 2 would compare ~1.5 cores with 2
+    pin = shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
+    out: dict[str, Any] = {"master": url, "workerCores": 1, "pinnedToOneCpuEach": pin,
+                           "runs": []}
 
     def master_log() -> str:
         logs = list((work / "logs").glob(f"*{MASTER_CLASS}-1-*.out"))
         return logs[0].read_text(errors="replace") if logs else ""
 
-    def daemon_cmd(*args: str) -> None:
-        subprocess.run([daemon, *args], env=env, check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
-
-    import shutil
+    def daemon_cmd(*args: str, cpu: int | None = None) -> None:
+        taskset = ["taskset", "-c", str(cpu)] if cpu is not None else []
+        subprocess.run([*taskset, daemon, *args], env=env, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     shutil.rmtree(work, ignore_errors=True)
     started: list[tuple[str, str]] = []
@@ -697,7 +706,8 @@ def cluster_scaling(store: Path, n_msgs: int) -> dict[str, Any]:
         for n in (1, 2):
             daemon_cmd("start", WORKER_CLASS, str(n), url, "--host", "127.0.0.1", "--cores", "1",
                        "--memory", "1g", "--webui-port", str(_free_port()),
-                       "--work-dir", str(work / f"worker{n}"))
+                       "--work-dir", str(work / f"worker{n}"),
+                       cpu=(n - 1) % (os.cpu_count() or 1) if pin else None)
             started.append((WORKER_CLASS, str(n)))
             _wait(lambda n=n: master_log().count("Registering worker") >= n, 120,  # type: ignore[misc]
                   f"worker {n} to register")
