@@ -109,15 +109,26 @@ def message_facts(records: DataFrame, bucket_ms: int = 60_000) -> DataFrame:
         when_rare("bodyLength").alias("xBodyLength"),
         F.when(is_msg, F.col("storeSize")).alias("size"), "storeTimestamp", "queueOffset",
     )
-    sets = [[F.col("store"), *map(F.col, cols)] for cols in FACT_SETS.values()]
-    return keyed.groupingSets(sets, "store", *_FACT_KEYS).agg(
-        F.grouping_id().alias("gid"),  # store (in every set) is its highest bit: 0
+    # first every key at once (a plain hash aggregation, partial on each task: a split's
+    # messages fall into a few queues x minutes), then the grouping sets over those few rows:
+    # the sets' expansion (a row per set) is paid per group, not per message
+    fine = keyed.groupBy("store", *_FACT_KEYS).agg(
         F.count(F.lit(1)).alias("count"),
         F.sum("size").alias("bytes"),
         F.min("storeTimestamp").alias("minStoreTimestamp"),
         F.max("storeTimestamp").alias("maxStoreTimestamp"),
         F.min("queueOffset").alias("minQueueOffset"),
         F.max("queueOffset").alias("maxQueueOffset"),
+    )
+    sets = [[F.col("store"), *map(F.col, cols)] for cols in FACT_SETS.values()]
+    return fine.groupingSets(sets, "store", *_FACT_KEYS).agg(
+        F.grouping_id().alias("gid"),  # store (in every set) is its highest bit: 0
+        F.sum("count").alias("count"),
+        F.sum("bytes").alias("bytes"),
+        F.min("minStoreTimestamp").alias("minStoreTimestamp"),
+        F.max("maxStoreTimestamp").alias("maxStoreTimestamp"),
+        F.min("minQueueOffset").alias("minQueueOffset"),
+        F.max("maxQueueOffset").alias("maxQueueOffset"),
     )
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
@@ -148,6 +148,23 @@ def _suspects(
     return g.filter(~clear).select("sid", "phy")
 
 
+def _collect_at_most(df: DataFrame, n: int) -> list[Row]:
+    """At most ``n`` rows of ``df``, in one job over every partition: a plain ``limit(n)``
+    collect reads one partition first (one task, the other cores idle), then the rest in a
+    second job; the suspects are usually none, so every partition is read anyway."""
+    conf = df.sparkSession.conf
+    key = "spark.sql.limit.initialNumPartitions"
+    old = conf.get(key, None)
+    conf.set(key, str(2**31 - 1))
+    try:
+        return df.limit(n).collect()
+    finally:
+        if old is None:
+            conf.unset(key)
+        else:
+            conf.set(key, old)
+
+
 def cross_file(
     msgs: DataFrame, cq: DataFrame | None, index: DataFrame | None,
     cl_start: Mapping[str, Any], qmin: DataFrame | None = None,
@@ -163,7 +180,7 @@ def cross_file(
     ``cl_start``: store -> the offset where its commitlog starts (None: no file).
     """
     spark = msgs.sparkSession
-    found = _suspects(msgs, cq, index, cl_start).limit(SUSPECTS_MAX + 1).collect()
+    found = _collect_at_most(_suspects(msgs, cq, index, cl_start), SUSPECTS_MAX + 1)
     if not found:
         return []
     starts = commitlog_starts(spark, cl_start)
