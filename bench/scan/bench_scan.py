@@ -5,7 +5,7 @@ Usage::
     .venv/bin/python bench/scan/bench_scan.py [--store DIR] [--size 2GiB] [--cores 2]
     .venv/bin/python bench/scan/bench_scan.py --store DIR --no-spark     # single process only
     .venv/bin/python bench/scan/bench_scan.py --store DIR --small-store S --large-store L \
-        --cluster --cluster-store large                                  # what issue 13 asks
+        --larger-store XL --cluster --cluster-store large                # what issue 13 asks
 
 Builds the store once with the reference store (``mqtool demo DIR --size SIZE``: the demo's
 business messages plus 1 KiB BenchTopic messages up to SIZE), then measures on warm files, in
@@ -29,10 +29,11 @@ one run (a benchmark, not a test; do not loop it on a shared machine):
   time, wall time less the start-up, and less the session's start-up alone: on a clean store
   the CLI starts no Python worker), and Spark's floor in the same session (a job that does
   nothing; one shuffle of 3 synthetic rows per message, what the integrity audit groups at least);
-* with ``--small-store DIR`` / ``--large-store DIR``: the CLI on a store 4x smaller / larger
-  (built there once): memory at two sizes. ``mqtool scan`` sizes the local heap to the data
-  (512 MiB up to 512 MiB of commitlog data, 1 GiB above: ``memory_conf``), so flat memory shows
-  between the main store and the larger one;
+* with ``--small-store DIR`` / ``--large-store DIR`` / ``--larger-store DIR``: the CLI on a
+  store 4x smaller / 4x larger / 16x larger (built there once): memory at several sizes.
+  ``mqtool scan`` sizes the local heap to the data (512 MiB up to 512 MiB of commitlog data,
+  1 GiB above: ``memory_conf``); the JVM's resident size grows until G1 has touched the whole
+  heap, then stays: the 4x and 16x stores compare two sizes 4x apart past that point;
 * with ``--cluster``: the CLI on a standalone cluster on 127.0.0.1 started with pyspark's
   ``sbin/spark-daemon.sh`` (1-core workers), 1 worker against 2, on the main store by default
   (``--cluster-store small`` / ``large``: the other stores). Each worker is pinned to a core
@@ -341,6 +342,9 @@ def main() -> None:
     ap.add_argument("--large-store", type=Path, default=None,
                     help="also scan a store 4x larger (built there once) with the CLI: memory "
                     "at two sizes above the heap step of memory_conf (512 MiB of data)")
+    ap.add_argument("--larger-store", type=Path, default=None,
+                    help="also scan a store 16x larger (built there once) with the CLI: memory "
+                    "at 4x and 16x, both past the point where the JVM has touched its whole heap")
     ap.add_argument("--json", action="store_true", help="print the results as JSON only")
     ap.add_argument("--python-decode", action="store_true",
                     help="also time the Python data source's decode (1 process and Spark)")
@@ -483,7 +487,8 @@ def main() -> None:
             f"anonymous RSS (MiB): in-process {res.get('inProcessPeakMiB', 'not run')}, CLI "
             f"{res.get('cliPeakMiB', 'not run')}; CLI on a store 4x smaller: "
             f"{res.get('smallStore', 'not run')}; CLI on a store 4x larger: "
-            f"{res.get('largeStore', 'not run')}.",
+            f"{res.get('largeStore', 'not run')}; CLI on a store 16x larger: "
+            f"{res.get('largerStore', 'not run')}.",
             f"Standalone cluster (1-core workers, scanSeconds = run_scan's time in the CLI): "
             f"{json.dumps(res.get('cluster', 'not run'))}.",
         ],
@@ -604,7 +609,8 @@ def _spark_figures(
     res["cliPeakMiB"] = cli_peak
     # memory flat as the store grows: the CLI on a store 4x smaller and/or 4x larger
     for key, other, size in (("smallStore", args.small_store, _parse_size(args.size) // 4),
-                             ("largeStore", args.large_store, _parse_size(args.size) * 4)):
+                             ("largeStore", args.large_store, _parse_size(args.size) * 4),
+                             ("largerStore", args.larger_store, _parse_size(args.size) * 16)):
         if other is None:
             continue
         build_store(other, f"{size}")
