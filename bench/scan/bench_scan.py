@@ -421,6 +421,9 @@ def main() -> None:
             c_store, c_msgs = args.store, n_msgs
             if other is not None and other[0] in res:
                 c_store, c_msgs = other[1], res[other[0]]["messages"]
+            # warm files for both runs (a larger store scanned since may have pushed these
+            # out of the page cache: the 1-worker run would read the disk, the 2-worker run not)
+            sequential_read(commitlog_files(c_store))
             try:
                 res["cluster"] = cluster_scaling(c_store, c_msgs)
             except (RuntimeError, OSError, AssertionError, subprocess.CalledProcessError,
