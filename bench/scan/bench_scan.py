@@ -610,7 +610,7 @@ def _spark_figures(
     res["cliWallSeconds"] = round(t_cli, 2)
     res["cliScanSeconds"] = cli_doc.get("elapsedSeconds")  # run_scan's own time in the CLI
     res["cliPeakMiB"] = cli_peak
-    # memory flat as the store grows: the CLI on a store 4x smaller and/or 4x larger
+    # memory flat as the store grows: the CLI on stores 4x smaller, 4x and 16x larger
     for key, other, size in (("smallStore", args.small_store, _parse_size(args.size) // 4),
                              ("largeStore", args.large_store, _parse_size(args.size) * 4),
                              ("largerStore", args.larger_store, _parse_size(args.size) * 16)):
@@ -716,7 +716,7 @@ def cluster_scaling(store: Path, n_msgs: int) -> dict[str, Any]:
             daemon_cmd("start", WORKER_CLASS, str(n), url, "--host", "127.0.0.1", "--cores", "1",
                        "--memory", "1g", "--webui-port", str(_free_port()),
                        "--work-dir", str(work / f"worker{n}"),
-                       cpu=(n - 1) % (os.cpu_count() or 1) if pin else None)
+                       cpu=n - 1 if pin else None)
             started.append((WORKER_CLASS, str(n)))
             _wait(lambda n=n: master_log().count("Registering worker") >= n, 120,  # type: ignore[misc]
                   f"worker {n} to register")
