@@ -163,3 +163,57 @@ def test_java_consume_queue_and_index_equal_python(
         assert got == want
         # and through the one entry point, with the reader on
         assert _rows(source.table(spark, stores, table, topics=topics, java=True)) == want
+
+
+# The reader's text rules (spark/java CommitlogDecoder: the UTF-8 check of topic and properties
+# in one pass, the separator scan eight bytes at a time, TAGS / KEYS / UNIQ_KEY compared as
+# words) on records made to hit them: multibyte text at every position of a word, keys of the
+# picked keys' lengths that are not them, duplicates, empty keys and values, separators at
+# both ends; and records whose topic or properties are not UTF-8 (handed over).
+_PIECES = ["a", "bcdefgh", "\x01", "\x02", "é", "€", "😀", "TAGS", "KEYS", "UNIQ_KEY", "WAIT",
+           "TAGX", "UNIQ_KEZ", "KEYS\x01k\x02KEYS", "\x02\x02", "\x01\x01", "a\x00b"]
+
+
+def _text_store(root: Path, seed: int, bad: bool) -> Path:
+    from mqtool.formats.commitlog import build_message, make_message
+
+    rnd = random.Random(seed)
+    (root / "commitlog").mkdir(parents=True)
+    recs: list[bytes] = []
+    p = 0
+    for i in range(400):
+        raw = "".join(rnd.choice(_PIECES) for _ in range(rnd.randrange(0, 14)))
+        topic = "".join(rnd.choice(["T", "opic", "é", "€", "😀", "x" * 7])
+                        for _ in range(rnd.randrange(1, 5)))
+        rec = bytearray(build_message(make_message(
+            topic=topic, properties_raw=raw, body=b"b" * (i % 23), physical_offset=p,
+            queue_offset=i)))
+        n_props = len(raw.encode())
+        if bad and i % 37 == 5 and n_props:  # a byte that is never UTF-8 in the properties
+            rec[len(rec) - 1 - rnd.randrange(n_props)] = 0xFF
+        if bad and i % 41 == 7:  # a multibyte sequence cut at the topic's end
+            rec[len(rec) - 2 - n_props - 1] = 0xC3
+        recs.append(bytes(rec))
+        p += len(rec)
+    (root / "commitlog" / f"{0:020d}").write_bytes(b"".join(recs) + b"\x00" * (1 << 16))
+    return root
+
+
+@pytest.mark.parametrize("split", SPLITS)
+@pytest.mark.parametrize("bad", [False, True])
+def test_java_equals_python_on_any_text(
+    spark: Any, tmp_path: Path, split: int, bad: bool  # noqa: F811
+) -> None:
+    from mqtool.spark import source
+    from mqtool.spark.schema import RECORD_KIND_DEFERRED
+
+    store = _text_store(tmp_path / "store", 13, bad)
+    java, py = _both(spark, [str(store)], split)
+    assert java == py
+    assert sum("'msg'" in r for r in py) > (300 if bad else 399)
+    assert (sum("'unreadable'" in r for r in py) > 0) == bad
+    raw = source.java_records(spark, [str(store)], columns=None, check_crc=True,
+                              properties_for=(), split_size=split, partition_bytes=1 << 20)
+    assert raw is not None
+    deferred = raw.filter(raw.recordType == RECORD_KIND_DEFERRED).count()
+    assert deferred > 0 if bad else deferred == 0  # every valid record read by Java itself
