@@ -172,7 +172,7 @@ def run_scan(
     now_ms: int | None = None,
     check_crc: bool = True,
     split_size: int = splits.DEFAULT_SPLIT_SIZE,
-    partition_bytes: int = splits.DEFAULT_PARTITION_BYTES,
+    partition_bytes: int | None = None,
     rate_bucket_ms: int = 60_000,
     sql_limit: int = 1000,
 ) -> ScanResult:

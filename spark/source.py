@@ -94,7 +94,9 @@ class MqtoolReader(DataSourceReader):
         self.table = options.get("table", "records")
         self.stores: list[str] = json.loads(options["stores"])
         self.split_size = int(options.get("splitsize", splits.DEFAULT_SPLIT_SIZE))
-        self.partition_bytes = int(options.get("partitionbytes", splits.DEFAULT_PARTITION_BYTES))
+        given_bytes = int(options.get("partitionbytes", 0))  # 0: one wave over the slots
+        self.partition_bytes = given_bytes or None
+        self.slots = int(options.get("slots", 1))
         self.check_crc = options.get("checkcrc", "true").lower() == "true"
         cols = options.get("columns", "")
         self.columns = frozenset(c for c in cols.split(",") if c) if cols else None
@@ -106,13 +108,13 @@ class MqtoolReader(DataSourceReader):
 
     def partitions(self) -> list[SplitsPartition]:
         if self.ranges is not None:  # ranges the Java reader handed over
-            packed_ranges = splits.pack(self.ranges, self.partition_bytes)
+            packed_ranges = splits.pack_for(self.ranges, self.partition_bytes, self.slots)
             return [SplitsPartition(p) for p in packed_ranges] or [SplitsPartition([])]
         kind = TABLES[self.table][1]
         planned = splits.plan_splits(
             self.stores, kind, split_size=self.split_size, topics=self.topics
         )
-        packed = splits.pack(planned, self.partition_bytes)
+        packed = splits.pack_for(planned, self.partition_bytes, self.slots)
         return [SplitsPartition(p) for p in packed] or [SplitsPartition([])]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -152,7 +154,7 @@ def load(
     table: str,
     *,
     split_size: int = splits.DEFAULT_SPLIT_SIZE,
-    partition_bytes: int = splits.DEFAULT_PARTITION_BYTES,
+    partition_bytes: int | None = None,
     check_crc: bool = True,
     columns: Sequence[str] | None = None,
     properties_for: Sequence[str] = (),
@@ -172,7 +174,8 @@ def load(
         "table": table,
         "stores": json.dumps([str(s) for s in stores]),
         "splitSize": str(split_size),
-        "partitionBytes": str(partition_bytes),
+        "partitionBytes": str(partition_bytes or 0),
+        "slots": str(spark.sparkContext.defaultParallelism),
         "checkCrc": "true" if check_crc else "false",
         "columns": ",".join(columns or ()),
         "propertiesFor": ",".join(properties_for),
@@ -205,7 +208,7 @@ def java_records(
     spark: SparkSession, stores: Sequence[str], *, columns: Sequence[str] | None = None,
     check_crc: bool = True, properties_for: Sequence[str] = (),
     split_size: int = splits.DEFAULT_SPLIT_SIZE,
-    partition_bytes: int = splits.DEFAULT_PARTITION_BYTES,
+    partition_bytes: int | None = None,
 ) -> DataFrame | None:
     """The Java reader's own output for the commitlog of ``stores``, ``deferred`` rows
     included (None when the names cannot be handed over). :func:`records` hands the deferred
@@ -219,7 +222,7 @@ def java_records(
         if s.start == 0 or s.start < ends[s.path]:  # splits in a file's empty tail hold nothing
             kept.append(s)
     lines = _split_lines(
-        splits.pack(kept, partition_bytes),
+        splits.pack_for(kept, partition_bytes, spark.sparkContext.defaultParallelism),
         lambda s: (s.path, s.store, s.name, s.base, s.start, s.end, ends[s.path]),
     )
     if lines is None:
@@ -251,7 +254,7 @@ def _split_lines(parts: list[list[splits.Split]], fields_of: Any) -> str | None:
 def java_aux(
     spark: SparkSession, stores: Sequence[str], table: str, *,
     topics: Collection[str] | None = None,
-    partition_bytes: int = splits.DEFAULT_PARTITION_BYTES,
+    partition_bytes: int | None = None,
 ) -> DataFrame | None:
     """``table`` (``consumequeue`` or ``index``) through the Java reader, the same rows as
     :func:`load` (None when the names cannot be handed over: use :func:`load`).
@@ -275,7 +278,10 @@ def java_aux(
     else:
         def fields_of(s: splits.Split) -> tuple[Any, ...]:
             return (s.path, s.store, s.name, s.base, s.start, s.end, s.queue_id, s.topic)
-    lines = _split_lines(splits.pack(planned, partition_bytes), fields_of)
+    lines = _split_lines(
+        splits.pack_for(planned, partition_bytes, spark.sparkContext.defaultParallelism),
+        fields_of,
+    )
     if lines is None:
         return None
     return (
@@ -292,7 +298,7 @@ def table(
     spark: SparkSession, stores: Sequence[str], name: str, *,
     topics: Collection[str] | None = None,
     split_size: int = splits.DEFAULT_SPLIT_SIZE,
-    partition_bytes: int = splits.DEFAULT_PARTITION_BYTES,
+    partition_bytes: int | None = None,
     java: bool | None = None,
 ) -> DataFrame:
     """The ``consumequeue`` or ``index`` table of ``stores``: through the Java reader when the
@@ -329,7 +335,7 @@ def records(
     check_crc: bool = True,
     properties_for: Sequence[str] = (),
     split_size: int = splits.DEFAULT_SPLIT_SIZE,
-    partition_bytes: int = splits.DEFAULT_PARTITION_BYTES,
+    partition_bytes: int | None = None,
     persist: Any = None,
     java: bool | None = None,
     handed: Sequence[Any] | None = None,

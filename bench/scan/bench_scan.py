@@ -554,8 +554,7 @@ def _spark_figures(
             def full_pass() -> int:
                 df = source.java_records(  # the reader alone, no hand-over
                     spark, store, columns=None, check_crc=False, properties_for=(),
-                    split_size=splits.DEFAULT_SPLIT_SIZE,
-                    partition_bytes=splits.DEFAULT_PARTITION_BYTES,
+                    split_size=splits.DEFAULT_SPLIT_SIZE,  # partitions: as the CLI's
                 )
                 return columnar(df)
 

@@ -121,7 +121,9 @@ def scan(
     split_mib: Annotated[
         int,
         typer.Option(
-            "--split-mib", help="Commitlog split size in MiB (one Spark task each), e.g. 64",
+            "--split-mib", help="Commitlog split size in MiB (the unit a task resynchronises "
+            "on; splits are packed into one wave of tasks over the cores, at most 1 GiB "
+            "each), e.g. 64",
             min=1,
         ),
     ] = 128,

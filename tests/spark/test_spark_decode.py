@@ -125,6 +125,22 @@ def test_split_plan_covers_each_file_exactly() -> None:
     assert [s for p in packed for s in p] == planned
 
 
+def test_partitions_are_one_wave_over_the_slots_within_bounds() -> None:
+    mib, gib = 1 << 20, 1 << 30
+    assert splits.partition_size(2 * gib, 2) == gib  # one task per core
+    assert splits.partition_size(512 * mib, 2) == 256 * mib
+    assert splits.partition_size(10 * mib, 8) == splits.DEFAULT_PARTITION_BYTES  # at least
+    assert splits.partition_size(32 * gib, 2) == splits.MAX_PARTITION_BYTES  # many tasks
+    assert splits.partition_size(0, 0) == splits.DEFAULT_PARTITION_BYTES
+    planned = [splits.Split("commitlog", "s", f"/f{i}", f"f{i}", 0, 0, 128 * mib, 128 * mib)
+               for i in range(17)]
+    packed = splits.pack_for(planned, None, 2)  # 17 x 128 MiB on 2 slots, 1 GiB at most
+    assert [len(p) for p in packed] == [8, 8, 1]
+    assert [len(p) for p in splits.pack_for(planned[:8], None, 2)] == [4, 4]
+    assert [s for p in packed for s in p] == planned
+    assert len(splits.pack_for(planned, 128 * mib, 2)) == 17  # a given size wins
+
+
 @pytest.mark.parametrize(
     "raw",
     [
