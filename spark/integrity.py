@@ -148,21 +148,31 @@ def _suspects(
     return g.filter(~clear).select("sid", "phy")
 
 
+_SUSPECTS_CONF = {
+    # one job over every partition: a plain limit(n) collect reads one partition first (one
+    # task, the other cores idle), then the rest in a second job; the suspects are usually
+    # none, so every partition is read anyway
+    "spark.sql.limit.initialNumPartitions": str(2**31 - 1),
+    # the grouping key is a commitlog offset, nearly one per row: a partial aggregation before
+    # the shuffle reduces nothing (pyspark 4.3 has the key; a version without it ignores it)
+    "spark.sql.execution.bypassPartialAggregation": "true",
+}
+
+
 def _collect_at_most(df: DataFrame, n: int) -> list[Row]:
-    """At most ``n`` rows of ``df``, in one job over every partition: a plain ``limit(n)``
-    collect reads one partition first (one task, the other cores idle), then the rest in a
-    second job; the suspects are usually none, so every partition is read anyway."""
+    """At most ``n`` rows of the suspects ``df`` (:data:`_SUSPECTS_CONF` while they run)."""
     conf = df.sparkSession.conf
-    key = "spark.sql.limit.initialNumPartitions"
-    old = conf.get(key, None)
-    conf.set(key, str(2**31 - 1))
+    old = {key: conf.get(key, None) for key in _SUSPECTS_CONF}
+    for key, value in _SUSPECTS_CONF.items():
+        conf.set(key, value)
     try:
         return df.limit(n).collect()
     finally:
-        if old is None:
-            conf.unset(key)
-        else:
-            conf.set(key, old)
+        for key, value in old.items():
+            if value is None:
+                conf.unset(key)
+            else:
+                conf.set(key, value)
 
 
 def cross_file(
