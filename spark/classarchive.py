@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -74,8 +75,11 @@ def _unusable(archive: Path) -> str | None:
     home = os.environ.get("JAVA_HOME")
     java = str(Path(home) / "bin" / "java") if home else "java"  # as spark-class finds it
     try:
-        run = subprocess.run([java, f"-XX:SharedArchiveFile={archive}", "-Xshare:auto",
-                              "-version"], capture_output=True, timeout=120, check=False)
+        with tempfile.TemporaryDirectory() as scratch:  # where a dying JVM leaves its hs_err
+            run = subprocess.run(
+                [java, f"-XX:SharedArchiveFile={archive}", "-Xshare:auto",
+                 "-XX:-CreateCoredumpOnCrash", "-version"],
+                capture_output=True, timeout=120, check=False, cwd=scratch)
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"cannot start {java} to check the archive: {e}"
     if run.returncode != 0:

@@ -33,5 +33,7 @@ def test_an_archive_a_jvm_cannot_start_with_is_refused(tmp_path: Path) -> None:
     cut = tmp_path / "cut.jsa"
     with open(CLASS_ARCHIVE, "rb") as f:  # what a full disk leaves: the JVM dies on it
         cut.write_bytes(f.read(CLASS_ARCHIVE.stat().st_size // 3))
+    crash_logs = set(Path.cwd().glob("hs_err_pid*.log"))
     assert _unusable(cut) is not None
+    assert set(Path.cwd().glob("hs_err_pid*.log")) == crash_logs  # its crash log not left here
     assert _unusable(CLASS_ARCHIVE) is None
