@@ -148,6 +148,19 @@ def _suspects(
     return g.filter(~clear).select("sid", "phy")
 
 
+GROUPS_PER_TASK = 1 << 19
+"""About this many offsets per reduce task of the suspects' aggregation. Its hash map holds
+every offset of its shuffle partition (about 100 bytes each, and a pointer array that doubles),
+so the partitions grow in number with the store rather than in size: with Spark's few default
+partitions the JVM's heap after collections went from 294 MiB at 2 GiB to 618 MiB at 8 GiB."""
+
+
+def suspects_partitions(offsets: int, default: int) -> int:
+    """Shuffle partitions for the suspects' aggregation of about ``offsets`` distinct
+    commitlog offsets: :data:`GROUPS_PER_TASK` each, never fewer than ``default``."""
+    return max(default, -(-max(offsets, 0) // GROUPS_PER_TASK))
+
+
 _SUSPECTS_CONF = {
     # one job over every partition: a plain limit(n) collect reads one partition first (one
     # task, the other cores idle), then the rest in a second job; the suspects are usually
@@ -156,14 +169,22 @@ _SUSPECTS_CONF = {
     # the grouping key is a commitlog offset, nearly one per row: a partial aggregation before
     # the shuffle reduces nothing (pyspark 4.3 has the key; a version without it ignores it)
     "spark.sql.execution.bypassPartialAggregation": "true",
+    # the partitions are sized to bound each reduce task's hash map (suspects_partitions):
+    # adaptive execution would merge them back into a few large ones
+    "spark.sql.adaptive.coalescePartitions.enabled": "false",
 }
 
 
-def _collect_at_most(df: DataFrame, n: int) -> list[Row]:
-    """At most ``n`` rows of the suspects ``df`` (:data:`_SUSPECTS_CONF` while they run)."""
+def _collect_at_most(df: DataFrame, n: int, offsets: int = 0) -> list[Row]:
+    """At most ``n`` rows of the suspects ``df`` (:data:`_SUSPECTS_CONF` while they run),
+    aggregated in partitions for about ``offsets`` distinct offsets
+    (:func:`suspects_partitions`)."""
     conf = df.sparkSession.conf
-    old = {key: conf.get(key, None) for key in _SUSPECTS_CONF}
-    for key, value in _SUSPECTS_CONF.items():
+    partitions = "spark.sql.shuffle.partitions"
+    settings = {**_SUSPECTS_CONF, partitions: str(suspects_partitions(
+        offsets, int(conf.get(partitions, "200") or 200)))}
+    old = {key: conf.get(key, None) for key in settings}
+    for key, value in settings.items():
         conf.set(key, value)
     try:
         return df.limit(n).collect()
@@ -177,7 +198,7 @@ def _collect_at_most(df: DataFrame, n: int) -> list[Row]:
 
 def cross_file(
     msgs: DataFrame, cq: DataFrame | None, index: DataFrame | None,
-    cl_start: Mapping[str, Any], qmin: DataFrame | None = None,
+    cl_start: Mapping[str, Any], qmin: DataFrame | None = None, offsets: int = 0,
 ) -> list[dict[str, Any]]:
     """Consume-queue and index findings (FINDING_SCHEMA rows) of the messages' key columns,
     the consume-queue units and the index entries.
@@ -188,9 +209,11 @@ def cross_file(
     there are more than :data:`SUSPECTS_MAX`) and makes the findings.
 
     ``cl_start``: store -> the offset where its commitlog starts (None: no file).
+    ``offsets``: about how many distinct commitlog offsets the three hold (the records or the
+    units, whichever is more), which sizes the aggregation's partitions; 0: Spark's default.
     """
     spark = msgs.sparkSession
-    found = _collect_at_most(_suspects(msgs, cq, index, cl_start), SUSPECTS_MAX + 1)
+    found = _collect_at_most(_suspects(msgs, cq, index, cl_start), SUSPECTS_MAX + 1, offsets)
     if not found:
         return []
     starts = commitlog_starts(spark, cl_start)
@@ -338,6 +361,7 @@ def integrity(
     index: DataFrame | None = None,
     qmin: DataFrame | None = None,
     extra: Iterable[tuple[str, Finding]] = (),
+    offsets: int = 0,
 ) -> list[dict[str, Any]]:
     """All integrity findings as FINDING_SCHEMA rows, ordered by store, file, offset and kind
     (None first, as Spark's orderBy).
@@ -346,10 +370,10 @@ def integrity(
     unreadable regions, BODYCRC failures); ``records``: the commitlog's records (their key
     columns: the cross-file check's own pass, nothing cached; the one Spark query here, run
     when ``cq`` or ``index`` is given); ``extra``: findings made on the driver (layout,
-    config files)."""
+    config files); ``offsets``: about how many distinct commitlog offsets (:func:`cross_file`)."""
     out = record_findings(rare)
     if records is not None and cl_start is not None and (cq is not None or index is not None):
-        out += cross_file(messages(records), cq, index, cl_start, qmin)
+        out += cross_file(messages(records), cq, index, cl_start, qmin, offsets)
     out += [finding_row(store, f) for store, f in extra]
     return sorted(out, key=lambda r: tuple(
         (r[k] is not None, r[k]) for k in ("store", "file", "offset", "kind")))

@@ -273,6 +273,8 @@ def run_scan(
                 {s: _commitlog_start(s) for s in stores},
                 cq, index, integ.queue_mins(spark, queues),
                 [f for c in configs.values() for f in c.findings],
+                offsets=max(sum(r["count"] or 0 for r in facts["totals"]),
+                            sum(q["entries"] or 0 for q in queues)),
             )
 
         summary: dict[str, Any] = {"stores": stores, "audits": list(audits), "now": now_ms}

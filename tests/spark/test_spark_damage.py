@@ -160,6 +160,43 @@ def test_exact_check_over_every_row_agrees(spark, damaged, damaged_scan,  # noqa
     assert len(every.summary["integrity"]) >= len(damaged[1]) > 0
 
 
+def test_suspects_partitions_grow_with_the_offsets() -> None:
+    from mqtool.spark.integrity import GROUPS_PER_TASK, suspects_partitions
+
+    assert suspects_partitions(0, 4) == 4
+    assert suspects_partitions(4 * GROUPS_PER_TASK, 4) == 4
+    assert suspects_partitions(4 * GROUPS_PER_TASK + 1, 4) == 5
+    assert suspects_partitions(54 * GROUPS_PER_TASK, 4) == 54
+    assert suspects_partitions(10, 200) == 200  # the session's own setting is the floor
+
+
+def test_suspects_aggregation_runs_in_partitions_of_bounded_size(
+    spark, damaged, damaged_scan, monkeypatch,  # noqa: F811
+) -> None:
+    """The suspects' aggregation gets a shuffle partition per GROUPS_PER_TASK offsets (so no
+    reduce task's hash map grows with the store), not merged back by adaptive execution; the
+    findings do not change."""
+    from mqtool.spark import integrity
+    from mqtool.spark.scan import run_scan
+
+    monkeypatch.setattr(integrity, "GROUPS_PER_TASK", 1)  # a partition per offset
+    sc = spark.sparkContext
+    sc.setJobGroup("suspects-partitions", "test")
+    try:
+        again = run_scan(spark, [str(damaged[0])], now_ms=NOW_MS, split_size=1000,
+                         audits=["integrity"])
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert again.summary["integrity"] == damaged_scan.summary["integrity"]
+    tracker = sc.statusTracker()
+    tasks = [tracker.getStageInfo(stage).numTasks
+             for job in tracker.getJobIdsForGroup("suspects-partitions")
+             for stage in tracker.getJobInfo(job).stageIds if tracker.getStageInfo(stage)]
+    messages = damaged_scan.summary["totals"]["messages"]
+    assert messages > 2 and max(tasks) >= messages, (messages, tasks)
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "2"  # put back
+
+
 def test_delay_offset_beyond_max_and_consumer_lag(damaged_scan) -> None:
     level2 = [r for r in damaged_scan.summary["schedule"] if r["delayLevel"] == 2][0]
     assert (level2["delayOffset"], level2["maxOffset"], level2["beyondMax"], level2["pending"]) == (
