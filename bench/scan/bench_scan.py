@@ -455,6 +455,11 @@ def main() -> None:
             res["cliWallSeconds"] - res["sparkStartSeconds"], 2)
         targets["twiceSingleSeconds"] = round(2 * t_full, 2)
         targets["cliScanSeconds"] = res.get("cliScanSeconds")
+        flat = res.get("memoryFlat", {})
+        for role, key in (("driverPython", "driverMemory4xOver1x"), ("jvm", "jvmMemory4xOver1x"),
+                          ("heapAfterGcMiB", "heapAfterGc4xOver1x")):
+            if "ratio4xOver1x" in flat.get(role, {}):
+                targets[key] = flat[role]["ratio4xOver1x"]
         if "cluster" in res and "speedup2over1" in res["cluster"]:
             targets["clusterSpeedup2over1"] = res["cluster"]["speedup2over1"]
         figures += [
@@ -492,7 +497,9 @@ def main() -> None:
             f"{res.get('cliPeakMiB', 'not run')}; CLI on a store 4x smaller: "
             f"{res.get('smallStore', 'not run')}; CLI on a store 4x larger: "
             f"{res.get('largeStore', 'not run')}; CLI on a store 16x larger: "
-            f"{res.get('largerStore', 'not run')}.",
+            f"{res.get('largerStore', 'not run')}. Memory at the main store and the 4x "
+            f"larger one, {MEMORY_RUNS} CLI runs each (median, range; heapAfterGcMiB: the "
+            f"JVM's largest heap after a collection): {json.dumps(res.get('memoryFlat'))}.",
             f"Standalone cluster (1-core workers, scanSeconds = run_scan's time in the CLI): "
             f"{json.dumps(res.get('cluster', 'not run'))}.",
         ],
@@ -611,6 +618,10 @@ def _spark_figures(
     res["cliWallSeconds"] = round(t_cli, 2)
     res["cliScanSeconds"] = cli_doc.get("elapsedSeconds")  # run_scan's own time in the CLI
     res["cliPeakMiB"] = cli_peak
+    # the JVM's peak RSS moves by 30 % and more between runs of one store (how far G1 grows
+    # its heap): the main store and the 4x larger one are scanned MEMORY_RUNS times
+    res["cliMemoryRuns"] = [cli_peak] + [_cli_scan(args.store, master)[2]
+                                         for _ in range(MEMORY_RUNS - 1)]
     # memory flat as the store grows: the CLI on stores 4x smaller, 4x and 16x larger
     for key, other, size in (("smallStore", args.small_store, _parse_size(args.size) // 4),
                              ("largeStore", args.large_store, _parse_size(args.size) * 4),
@@ -624,6 +635,33 @@ def _spark_figures(
             "cliWallSeconds": round(t_other, 2), "cliScanSeconds": other_doc.get("elapsedSeconds"),
             "cliPeakMiB": other_peak,
         }
+        if key == "largeStore":
+            res[key]["cliMemoryRuns"] = [other_peak] + [_cli_scan(other, master)[2]
+                                                        for _ in range(MEMORY_RUNS - 1)]
+    res["memoryFlat"] = _memory_flat(res)
+
+
+MEMORY_RUNS = 3
+"""CLI scans of the main store and of the 4x larger one whose peak memory is recorded."""
+
+
+def _memory_flat(res: dict[str, Any]) -> dict[str, Any]:
+    """The memory figures at the main store and the 4x larger one: per role, the median and
+    the range of the runs (:data:`MEMORY_RUNS`), and the ratio of the medians (4x / 1x)."""
+    from statistics import median
+
+    out: dict[str, Any] = {}
+    runs = {"1x": res.get("cliMemoryRuns"), "4x": res.get("largeStore", {}).get("cliMemoryRuns")}
+    for role in ("driverPython", "jvm", "heapAfterGcMiB"):
+        row: dict[str, Any] = {}
+        for size, peaks in runs.items():
+            values = [p[role] for p in peaks or [] if role in p]
+            if values:
+                row[size] = {"median": median(values), "min": min(values), "max": max(values)}
+        if len(row) == 2:
+            row["ratio4xOver1x"] = round(row["4x"]["median"] / row["1x"]["median"], 3)
+        out[role] = row
+    return out
 
 
 BEST_OF = 3
@@ -637,16 +675,39 @@ LOADS: list[dict[str, Any]] = []
 def _cli_scan(store: Path, master: str, extra: tuple[str, ...] = ()) -> tuple[
     float, dict[str, Any], dict[str, float]
 ]:
-    """``mqtool scan STORE --json`` in a fresh process: wall seconds, its JSON, peak RSS."""
+    """``mqtool scan STORE --json`` in a fresh process: wall seconds, its JSON, peak RSS (and,
+    in local mode, ``heapAfterGcMiB``: the JVM's largest heap after a collection, from its GC
+    log)."""
+    import tempfile
+
     cli = [sys.executable, "-m", "mqtool", "scan", str(store), "--master", master, "--json",
            *extra]
     LOADS.append({"at": f"mqtool scan {store.name} --master {master}",
                   "loadAverage": [round(x, 2) for x in os.getloadavg()]})
-    proc = subprocess.Popen(cli, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    t0 = time.perf_counter()
-    with MemorySampler(proc.pid) as cli_mem:
-        stdout, _ = proc.communicate()
-    return time.perf_counter() - t0, json.loads(stdout), cli_mem.mib()
+    with tempfile.TemporaryDirectory(prefix="bench-scan-gc-") as gc_dir:
+        env = dict(os.environ)
+        if master.startswith("local"):  # every JVM of the run logs its collections (%p: pid)
+            env["JDK_JAVA_OPTIONS"] = f"-Xlog:gc:file={gc_dir}/gc-%p.log"
+        proc = subprocess.Popen(cli, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        t0 = time.perf_counter()
+        with MemorySampler(proc.pid) as cli_mem:
+            stdout, _ = proc.communicate()
+        wall = time.perf_counter() - t0
+        peak = cli_mem.mib()
+        heap = _heap_after_gc(Path(gc_dir))
+        if heap is not None:
+            peak["heapAfterGcMiB"] = heap
+    return wall, json.loads(stdout), peak
+
+
+def _heap_after_gc(gc_dir: Path) -> float | None:
+    """The largest heap after a collection (``-Xlog:gc``'s ``A->B(C)``: B) in the GC logs of
+    ``gc_dir`` (the driver's: the launcher's JVM collects nothing)."""
+    import re
+
+    after = [float(m.group(1)) for f in gc_dir.glob("gc-*.log*")
+             for m in re.finditer(r"\d+M->(\d+)M\(\d+M\)", f.read_text(errors="replace"))]
+    return max(after) if after else None
 
 
 # --- a standalone cluster: 1 worker against 2 ----------------------------------------------------
