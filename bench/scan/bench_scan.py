@@ -109,9 +109,14 @@ def _cmdline(pid: int) -> str:
 class MemorySampler:
     """Peak anonymous RSS of a process tree by role: driver python, JVM(s), python workers."""
 
-    def __init__(self, root_pid: int) -> None:
+    def __init__(self, root_pid: int, executors: bool = False) -> None:
         self.root = root_pid
         self.peak = {"driverPython": 0, "jvm": 0, "workersTotal": 0, "workerMax": 0}
+        # a standalone cluster's executors are the workers' children, not the driver's: any
+        # process of this machine that runs Spark's executor backend
+        self.executors = executors
+        if executors:
+            self.peak.update(executorsTotal=0, executorMax=0)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -137,6 +142,11 @@ class MemorySampler:
         self.peak["jvm"] = max(self.peak["jvm"], jvm)
         self.peak["workersTotal"] = max(self.peak["workersTotal"], workers)
         self.peak["workerMax"] = max(self.peak["workerMax"], wmax)
+        if self.executors:
+            execs = [_rss(p) for ps in kids.values() for p in ps
+                     if "CoarseGrainedExecutorBackend" in _cmdline(p)]
+            self.peak["executorsTotal"] = max(self.peak["executorsTotal"], sum(execs))
+            self.peak["executorMax"] = max(self.peak["executorMax"], max(execs, default=0))
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -420,13 +430,19 @@ def main() -> None:
             other = {"small": ("smallStore", args.small_store),
                      "large": ("largeStore", args.large_store)}.get(args.cluster_store)
             c_store, c_msgs = args.store, n_msgs
+            also: tuple[Path, int] | None = None  # the executors' memory at a second size
             if other is not None and other[0] in res:
                 c_store, c_msgs = other[1], res[other[0]]["messages"]
+                also = (args.store, n_msgs)
+            elif "largeStore" in res:
+                also = (args.large_store, res["largeStore"]["messages"])
             # warm files for both runs (a larger store scanned since may have pushed these
             # out of the page cache: the 1-worker run would read the disk, the 2-worker run not)
             sequential_read(commitlog_files(c_store))
+            if also is not None:
+                sequential_read(commitlog_files(also[0]))
             try:
-                res["cluster"] = cluster_scaling(c_store, c_msgs)
+                res["cluster"] = cluster_scaling(c_store, c_msgs, also)
             except (RuntimeError, OSError, AssertionError, subprocess.CalledProcessError,
                     json.JSONDecodeError) as e:  # the run's other figures are kept, and this
                 res["cluster"] = {"error": f"{type(e).__name__}: {e}"}
@@ -462,6 +478,11 @@ def main() -> None:
                 targets[key] = flat[role]["ratio4xOver1x"]
         if "cluster" in res and "speedup2over1" in res["cluster"]:
             targets["clusterSpeedup2over1"] = res["cluster"]["speedup2over1"]
+        if "executorMaxMiB" in res.get("cluster", {}):  # one executor, stores 4x apart
+            small, large = (res["cluster"]["executorMaxMiB"].get(str(p))
+                            for p in (args.store, args.large_store))
+            if small and large:
+                targets["clusterExecutorMemory4xOver1x"] = round(large / small, 3)
         figures += [
             {"what": "Spark start-up on its own (session + Python workers)", "value": start,
              "unit": "s", "ratio": None},
@@ -672,12 +693,12 @@ LOADS: list[dict[str, Any]] = []
 """The load average as each CLI scan starts (written to last-run.json)."""
 
 
-def _cli_scan(store: Path, master: str, extra: tuple[str, ...] = ()) -> tuple[
-    float, dict[str, Any], dict[str, float]
-]:
+def _cli_scan(store: Path, master: str, extra: tuple[str, ...] = (),
+              executors: bool = False) -> tuple[float, dict[str, Any], dict[str, float]]:
     """``mqtool scan STORE --json`` in a fresh process: wall seconds, its JSON, peak RSS (and,
     in local mode, ``heapAfterGcMiB``: the JVM's largest heap after a collection, from its GC
-    log)."""
+    log); ``executors``: also the peak of a standalone cluster's executors
+    (:class:`MemorySampler`)."""
     import tempfile
 
     cli = [sys.executable, "-m", "mqtool", "scan", str(store), "--master", master, "--json",
@@ -690,7 +711,7 @@ def _cli_scan(store: Path, master: str, extra: tuple[str, ...] = ()) -> tuple[
             env["JDK_JAVA_OPTIONS"] = f"-Xlog:gc:file={gc_dir}/gc-%p.log"
         proc = subprocess.Popen(cli, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
         t0 = time.perf_counter()
-        with MemorySampler(proc.pid) as cli_mem:
+        with MemorySampler(proc.pid, executors) as cli_mem:
             stdout, _ = proc.communicate()
         wall = time.perf_counter() - t0
         peak = cli_mem.mib()
@@ -732,9 +753,12 @@ def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
     raise RuntimeError(f"timed out waiting for {what}")
 
 
-def cluster_scaling(store: Path, n_msgs: int) -> dict[str, Any]:
+def cluster_scaling(store: Path, n_msgs: int,
+                    also: tuple[Path, int] | None = None) -> dict[str, Any]:
     """``mqtool scan`` on a standalone cluster on 127.0.0.1 started with pyspark's own
-    ``sbin/spark-daemon.sh`` (master, then workers of 1 core each): 1 worker against 2.
+    ``sbin/spark-daemon.sh`` (master, then workers of 1 core each): 1 worker against 2; with
+    ``also`` (a store 4x apart and its message count), that store with 2 workers too (the
+    executors' memory at two sizes). Each run records the executors' peak memory.
 
     The daemons are stopped (by their pid files, ``spark-daemon.sh stop``) whatever happens.
     """
@@ -755,7 +779,7 @@ def cluster_scaling(store: Path, n_msgs: int) -> dict[str, Any]:
     # on the other core too, and 1 worker against 2 would compare ~1.5 cores with 2
     pin = shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
     out: dict[str, Any] = {"master": url, "workerCores": 1, "pinnedToOneCpuEach": pin,
-                           "runs": []}
+                           "runs": [], "also": []}
 
     def master_log() -> str:
         logs = list((work / "logs").glob(f"*{MASTER_CLASS}-1-*.out"))
@@ -782,13 +806,16 @@ def cluster_scaling(store: Path, n_msgs: int) -> dict[str, Any]:
             started.append((WORKER_CLASS, str(n)))
             _wait(lambda n=n: master_log().count("Registering worker") >= n, 120,  # type: ignore[misc]
                   f"worker {n} to register")
-            t, doc, peak = _cli_scan(store, url, (
-                "--conf", "spark.driver.host=127.0.0.1", "--conf", f"spark.cores.max={n}",
-                "--conf", "spark.executor.cores=1", "--conf", "spark.executor.memory=1g",
-            ))
-            assert doc["totals"]["messages"] == n_msgs
-            out["runs"].append({"workers": n, "cliWallSeconds": round(t, 2),
-                                "scanSeconds": doc.get("elapsedSeconds"), "peakMiB": peak})
+            todo = [(store, n_msgs)] + ([also] if also and n == 2 else [])
+            for i, (run_store, run_msgs) in enumerate(todo):
+                t, doc, peak = _cli_scan(run_store, url, (
+                    "--conf", "spark.driver.host=127.0.0.1", "--conf", f"spark.cores.max={n}",
+                    "--conf", "spark.executor.cores=1", "--conf", "spark.executor.memory=1g",
+                ), executors=True)
+                assert doc["totals"]["messages"] == run_msgs
+                out["also" if i else "runs"].append({
+                    "workers": n, "store": str(run_store), "cliWallSeconds": round(t, 2),
+                    "scanSeconds": doc.get("elapsedSeconds"), "peakMiB": peak})
     finally:
         for cls, inst in reversed(started):
             subprocess.run([daemon, "stop", cls, inst], env=env, stdout=subprocess.DEVNULL,
@@ -796,6 +823,9 @@ def cluster_scaling(store: Path, n_msgs: int) -> dict[str, Any]:
     runs = out["runs"]
     if len(runs) == 2 and runs[1]["scanSeconds"]:
         out["speedup2over1"] = round(runs[0]["scanSeconds"] / runs[1]["scanSeconds"], 2)
+    if len(runs) == 2 and out["also"]:  # 2 workers: the executors' peak at the two sizes
+        out["executorMaxMiB"] = {r["store"]: r["peakMiB"]["executorMax"]
+                                 for r in (runs[1], out["also"][0])}
     return out
 
 
