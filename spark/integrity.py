@@ -31,7 +31,7 @@ from mqtool.formats.errors import (
     Finding,
     Severity,
 )
-from mqtool.integrity.rules import NOT_IN_CONSUME_QUEUE, TRANSACTION_TYPE_MASK
+from mqtool.formats.rules import NOT_IN_CONSUME_QUEUE, TRANSACTION_TYPE_MASK
 from mqtool.spark.audits import CRC_ROW, messages
 from mqtool.spark.schema import (
     FINDING_SCHEMA,

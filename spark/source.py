@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from mqtool.spark import auxfiles, decode, splits
+from mqtool.spark import auxfiles, splits
 from mqtool.spark.schema import (
     CQ_SCHEMA,
     INDEX_SCHEMA,
@@ -63,6 +63,10 @@ def read_splits(
     properties_for: tuple[str, ...] = (),
 ) -> Iterator[pa.RecordBatch]:
     """Decode ``parts`` into record batches of ``table``'s schema (runs in executors)."""
+    # the commitlog decoder's kernel is compiled code (numba): loaded where a split is decoded,
+    # not by every driver that plans a scan (the Java reader's scans never load it)
+    from mqtool.spark import decode
+
     names = record_schema(columns).names
     for s in parts:
         if table == "records":
