@@ -216,6 +216,75 @@ def session_scope(
                 spark_log_path().unlink(missing_ok=True)
 
 
+def failure_message(error: BaseException) -> str:
+    """One line for a Spark or py4j exception: the innermost cause it names (a Java
+    exception's root cause, or the last line of a Python worker's traceback), without the
+    stack traces and class names around it."""
+    java = getattr(error, "_origin", None) or getattr(error, "java_exception", None)
+    if java is not None:  # the JVM's exception: its innermost cause
+        try:
+            for _ in range(64):
+                if java.getCause() is None:
+                    break
+                java = java.getCause()
+            said = str(java.getMessage() or "").strip()
+            if said and "Traceback (most recent call last):" not in said:
+                return said.splitlines()[0]
+        except Exception:  # noqa: BLE001 - the JVM may be gone: read the text instead
+            pass
+    text = str(error)
+    lines = [ln.rstrip() for ln in text.splitlines()]
+    if "Traceback (most recent call last):" in text:  # a Python worker's own error
+        start = max(i for i, ln in enumerate(lines) if "Traceback (most recent call last):" in ln)
+        block = []
+        for ln in lines[start + 1:]:
+            if ln.startswith("\tat ") or ln.startswith("JVM stacktrace"):
+                break
+            block.append(ln)
+        said = [ln for ln in block if ln and not ln.startswith(" ")]
+        if said:
+            return said[-1]
+    causes = [ln.split("Caused by: ", 1)[1] for ln in lines if ln.startswith("Caused by: ")]
+    # py4j: "An error occurred while calling o1.f.", then ": <the Java exception>"
+    java_lines = [ln[2:] for ln in lines if ln.startswith(": ") and ln[2:].strip()]
+    said = causes[-1] if causes else java_lines[0] if java_lines else next(
+        (ln for ln in lines if ln.strip() and not ln.startswith("\tat ")), "")
+    head, sep, rest = said.partition(": ")
+    if sep and "." in head and " " not in head:  # org.apache.spark.SomeException: message
+        said = rest
+    return said or type(error).__name__
+
+
+@contextmanager
+def spark_failures(master: str | None = None) -> Iterator[None]:
+    """Spark's and py4j's exceptions (a session that cannot start, a job that fails, a master
+    that is gone) as one :class:`~mqtool.spark.errors.SparkScanError` line naming the cause
+    and the driver's log (:func:`spark_log_path`, kept after a failure).
+
+    A context that Spark stopped on its own (a standalone master that never answered) says
+    only that it is stopped: the reason is the last ``Reason:`` in the driver's log."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    from mqtool.spark.errors import SparkScanError
+
+    try:
+        yield
+    except (PySparkException, Py4JError) as e:
+        said, log = failure_message(e), spark_log_path()
+        if "stopped SparkContext" in said:
+            try:
+                reasons = [ln.split("Reason: ", 1)[1].strip() for ln in
+                           log.read_text(encoding="utf-8", errors="replace").splitlines()
+                           if "Reason: " in ln]
+            except OSError:
+                reasons = []
+            if reasons:
+                said = reasons[-1]
+        where = f" ({master})" if master else ""
+        raise SparkScanError(f"Spark{where} failed: {said} (driver log: {log})") from e
+
+
 def stop_session() -> None:
     """Stop this process's Spark session, if any (the JVM exits with it)."""
     from pyspark.sql import SparkSession

@@ -169,10 +169,17 @@ def scan(
             + ")", highlight=False, markup=False,
         )
         from mqtool.spark.scan import run_scan
-        from mqtool.spark.session import memory_conf, parse_conf, session_scope, stage_progress
+        from mqtool.spark.session import (
+            memory_conf,
+            parse_conf,
+            session_scope,
+            spark_failures,
+            stage_progress,
+        )
 
         settings = {**memory_conf(master, [str(s) for s in stores]), **parse_conf(conf or [])}
-        with session_scope(master, settings) as spark, stage_progress(spark, "scan"):
+        with spark_failures(master), session_scope(master, settings) as spark, \
+                stage_progress(spark, "scan"):
             result = run_scan(
                 spark, [str(s) for s in stores], audits=chosen, out=out, fmt=fmt, sql=sql,
                 now_ms=now_ms, check_crc=not no_crc, split_size=split_mib * 1024 * 1024,

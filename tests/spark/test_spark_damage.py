@@ -238,6 +238,68 @@ def test_cli_reports_bad_sql_and_bad_stores_in_one_line(spark, damaged, tmp_path
     assert res.exit_code == 1 and "key=value" in res.stderr
 
 
+def test_cli_reports_a_spark_failure_in_one_line(damaged) -> None:
+    """A setting Spark refuses fails the scan in a fresh process (the session of this test
+    run would ignore it) with one line naming the setting and the driver's log, exit 1."""
+    import subprocess
+    import sys
+
+    res = subprocess.run(
+        [sys.executable, "-m", "mqtool", "scan", str(damaged[0]), "--audit", "queues",
+         "--conf", "spark.sql.shuffle.partitions=many"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert res.returncode == 1, res.stderr
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "spark.sql.shuffle.partitions" in errors[0] and "'many'" in errors[0]
+    assert "driver log: " in errors[0] and res.stdout == ""
+
+
+def test_failure_message_names_the_innermost_cause() -> None:
+    from mqtool.spark.session import failure_message
+
+    java = RuntimeError(
+        "An error occurred while calling o52.collect.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: lost\n"
+        "\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(x.scala:1)\n"
+        "Caused by: java.io.FileNotFoundException: /store/commitlog/00000000000000000000 "
+        "(No such file or directory)\n"
+        "\tat java.base/java.io.RandomAccessFile.open0(Native Method)\n")
+    assert failure_message(java) == (
+        "/store/commitlog/00000000000000000000 (No such file or directory)")
+    python = RuntimeError(
+        "Job aborted: org.apache.spark.api.python.PythonException: Traceback (most recent "
+        "call last):\n  File \"/x/source.py\", line 9, in read\n    raise StoreError(m)\n"
+        "mqtool.formats.errors.StoreError: commitlog/0: truncated at 0x10\n\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner.handle(x.scala:1)\n")
+    assert failure_message(python) == (
+        "mqtool.formats.errors.StoreError: commitlog/0: truncated at 0x10")
+    assert failure_message(RuntimeError(": org.apache.spark.SparkException: gone")) == "gone"
+    assert failure_message(RuntimeError("")) == "RuntimeError"
+
+
+def test_a_context_spark_stopped_is_reported_with_its_reason(tmp_path: Path, monkeypatch) -> None:
+    """A standalone master that never answers: Spark stops the context after its own retries
+    (60 s, measured: `--master spark://127.0.0.1:1` exits 1 with this line after 64 s) and
+    the session fails on a stopped context; the reason is in the driver's log."""
+    from py4j.protocol import Py4JError
+
+    from mqtool.spark import session
+    from mqtool.spark.errors import SparkScanError
+
+    log = tmp_path / "driver.log"
+    log.write_text("26/11/26 17:15:45 ERROR StandaloneSchedulerBackend: Application has been "
+                   "killed. Reason: All masters are unresponsive! Giving up.\n")
+    monkeypatch.setattr(session, "spark_log_path", lambda: log)
+    with pytest.raises(SparkScanError) as e, session.spark_failures("spark://127.0.0.1:1"):
+        raise Py4JError("An error occurred while calling None.SparkSession.\n"
+                        ": java.lang.IllegalStateException: Cannot call methods on a stopped "
+                        "SparkContext.\nThis stopped SparkContext was created at:\n")
+    assert str(e.value) == ("Spark (spark://127.0.0.1:1) failed: All masters are unresponsive! "
+                            f"Giving up. (driver log: {log})")
+
+
 def test_cli_out_json_tables(spark, tmp_path: Path) -> None:  # noqa: F811
     out = tmp_path / "out"
     res = CliRunner().invoke(
