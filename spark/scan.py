@@ -331,7 +331,9 @@ def run_scan(
                     result.outputs["sql"] = _write(answer, Path(out) / "sql", fmt)
                 result.sql_rows = _rows(answer.limit(sql_limit))
             except AnalysisException as e:
-                raise SparkScanError(f"--sql: {str(e).splitlines()[0]}") from e
+                from mqtool.spark.session import failure_message
+
+                raise SparkScanError(f"--sql: {failure_message(e)}") from e
         return result
     finally:
         for df in cached:

@@ -641,8 +641,7 @@ def _spark_figures(
     res["cliPeakMiB"] = cli_peak
     # the JVM's peak RSS moves by 30 % and more between runs of one store (how far G1 grows
     # its heap): the main store and the 4x larger one are scanned MEMORY_RUNS times
-    res["cliMemoryRuns"] = [cli_peak] + [_cli_scan(args.store, master)[2]
-                                         for _ in range(MEMORY_RUNS - 1)]
+    res["cliMemoryRuns"] = _memory_runs(args.store, master, cli_peak)
     # memory flat as the store grows: the CLI on stores 4x smaller, 4x and 16x larger
     for key, other, size in (("smallStore", args.small_store, _parse_size(args.size) // 4),
                              ("largeStore", args.large_store, _parse_size(args.size) * 4),
@@ -657,13 +656,18 @@ def _spark_figures(
             "cliPeakMiB": other_peak,
         }
         if key == "largeStore":
-            res[key]["cliMemoryRuns"] = [other_peak] + [_cli_scan(other, master)[2]
-                                                        for _ in range(MEMORY_RUNS - 1)]
+            res[key]["cliMemoryRuns"] = _memory_runs(other, master, other_peak)
     res["memoryFlat"] = _memory_flat(res)
 
 
 MEMORY_RUNS = 3
 """CLI scans of the main store and of the 4x larger one whose peak memory is recorded."""
+
+
+def _memory_runs(store: Path, master: str, first: dict[str, float]) -> list[dict[str, float]]:
+    """The peak memory of ``first`` (a CLI run of ``store`` already made) and of
+    :data:`MEMORY_RUNS` - 1 more."""
+    return [first] + [_cli_scan(store, master)[2] for _ in range(MEMORY_RUNS - 1)]
 
 
 def _memory_flat(res: dict[str, Any]) -> dict[str, Any]:
