@@ -51,6 +51,32 @@ FACT_SETS: dict[str, tuple[str, ...]] = {
 _FACT_KEYS = [c for cols in FACT_SETS.values() for c in cols]
 CRC_ROW = "crc"
 """``recordType`` of a BODYCRC failure among :func:`fact_rows`."""
+TALLY_SUM, TALLY_XOR = "sum_", "xor_"
+"""How a tally column (``tallies`` of :func:`message_facts` and :func:`queue_facts`) is
+aggregated, by its name's prefix: summed or XORed (its rows folded per store by
+:func:`fold_tallies`)."""
+
+
+def _tally_aggs(names: Iterable[str]) -> list[Column]:
+    return [(F.sum if n.startswith(TALLY_SUM) else F.bit_xor)(n).alias(n) for n in names]
+
+
+def fold_tallies(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """store -> every tally column of ``rows`` folded (summed or XORed by its prefix; nulls
+    left out): the rows of one grouping of the store's records or units, e.g. per queue."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        got = out.setdefault(r["store"], {})
+        for name, value in r.items():
+            if value is None or not name.startswith((TALLY_SUM, TALLY_XOR)):
+                continue
+            if name not in got:
+                got[name] = value
+            elif name.startswith(TALLY_SUM):
+                got[name] += value
+            else:
+                got[name] ^= value
+    return out
 
 
 def fact_gid(name: str) -> int:
@@ -65,7 +91,8 @@ def _original_topic() -> Column:
     return F.coalesce(F.col("properties")["RETRY_TOPIC"], F.col("properties")["REAL_TOPIC"])
 
 
-def message_facts(records: DataFrame, bucket_ms: int = 60_000) -> DataFrame:
+def message_facts(records: DataFrame, bucket_ms: int = 60_000,
+                  tallies: Mapping[str, Column] | None = None) -> DataFrame:
     """Every per-message audit of a ``records`` projection in **one** aggregation (grouping
     sets, :data:`FACT_SETS`): counts, bytes, store-time and queue-offset ranges per queue, per
     topic and time bucket of ``bucket_ms``, per dead-letter group and original topic, per retry
@@ -75,7 +102,11 @@ def message_facts(records: DataFrame, bucket_ms: int = 60_000) -> DataFrame:
     The result is small (queues x buckets, plus the rare rows): it is collected once and
     :func:`fact_tables` folds every table from it on the driver, re-aggregating (so facts of
     several passes may be combined). Nothing per message is kept.
+
+    ``tallies``: name -> a column over ``records``, aggregated as its name says
+    (:data:`TALLY_SUM`, :data:`TALLY_XOR`; :func:`mqtool.spark.integrity.message_tallies`).
     """
+    tallies = tallies or {}
     from mqtool.spark.schema import RECORD_KIND_DEFERRED, RECORD_KIND_UNREADABLE
 
     kind = F.col("recordType")
@@ -108,6 +139,7 @@ def message_facts(records: DataFrame, bucket_ms: int = 60_000) -> DataFrame:
         when_rare("queueOffset").alias("xQueueOffset"), when_rare("bodyCRC").alias("xBodyCRC"),
         when_rare("bodyLength").alias("xBodyLength"),
         F.when(is_msg, F.col("storeSize")).alias("size"), "storeTimestamp", "queueOffset",
+        *[c.alias(n) for n, c in tallies.items()],
     )
     # first every key at once (a plain hash aggregation, partial on each task: a split's
     # messages fall into a few queues x minutes), then the grouping sets over those few rows:
@@ -119,6 +151,7 @@ def message_facts(records: DataFrame, bucket_ms: int = 60_000) -> DataFrame:
         F.max("storeTimestamp").alias("maxStoreTimestamp"),
         F.min("queueOffset").alias("minQueueOffset"),
         F.max("queueOffset").alias("maxQueueOffset"),
+        *_tally_aggs(tallies),
     )
     sets = [[F.col("store"), *map(F.col, cols)] for cols in FACT_SETS.values()]
     return fine.groupingSets(sets, "store", *_FACT_KEYS).agg(
@@ -129,6 +162,7 @@ def message_facts(records: DataFrame, bucket_ms: int = 60_000) -> DataFrame:
         F.max("maxStoreTimestamp").alias("maxStoreTimestamp"),
         F.min("minQueueOffset").alias("minQueueOffset"),
         F.max("maxQueueOffset").alias("maxQueueOffset"),
+        *_tally_aggs(tallies),
     )
 
 
@@ -200,10 +234,12 @@ def _set_rows(facts: Iterable[Row], name: str) -> list[Row]:
 def fact_tables(facts: list[Row], bucket_ms: int = 60_000) -> dict[str, list[Row]]:
     """Every per-message table from the collected rows of :func:`message_facts` (of one or
     more passes: rows are re-aggregated): ``totals`` (per store and record kind), ``queues``,
-    ``rate`` (per ``bucket_ms``), ``dlqByTopic``, ``dlq``, ``retry`` and ``rows`` (the rare
-    rows with the ``records`` column names, ``recordType`` "crc" for a BODYCRC failure)."""
+    ``rate`` (per ``bucket_ms``), ``dlqByTopic``, ``dlq``, ``retry``, ``rows`` (the rare
+    rows with the ``records`` column names, ``recordType`` "crc" for a BODYCRC failure) and
+    ``tallies`` (one row per store: its tally columns folded, :func:`fold_tallies`)."""
     out: dict[str, list[Row]] = {}
     sets = {name: _set_rows(facts, name) for name in FACT_SETS}
+    out["tallies"] = [{"store": s, **t} for s, t in fold_tallies(sets["totals"]).items()]
     out["totals"] = [
         {"store": s, "kind": k, "count": _sum(r["count"] for r in g),
          "bytes": _sum(r["bytes"] for r in g)}
@@ -259,14 +295,15 @@ def fact_tables(facts: list[Row], bucket_ms: int = 60_000) -> dict[str, list[Row
 
 # --- consume queues ---------------------------------------------------------------------------
 def queue_facts(cq: DataFrame, delay_offsets: Mapping[str, Mapping[int, int]],
-                now_ms: int) -> DataFrame:
+                now_ms: int, tallies: Mapping[str, Column] | None = None) -> DataFrame:
     """Per store/topic/queue of a ``consumequeue`` table, in **one** aggregation: minOffset,
     maxOffset (the next offset), entries, and for ``SCHEDULE_TOPIC_XXXX`` the backlog against
     ``delay_offsets`` (store -> {delay level: offset}, delayOffset.json; level = queueId + 1,
     offset 0 when the level has none): ``pending`` entries at or past that offset, of them
     ``overdue`` (deliver time, the unit's tagsCode, before ``now_ms``) and the earliest deliver
     time ``nextDeliverTimestamp``. Small (one row per queue): collect it and fold
-    :func:`schedule_rows`, :func:`lag_rows` on the driver."""
+    :func:`schedule_rows`, :func:`lag_rows` on the driver. ``tallies``: as
+    :func:`message_facts`' (:func:`mqtool.spark.integrity.unit_tallies`), per queue."""
     eff: Column = F.lit(0).cast("long")
     for store, table in delay_offsets.items():
         for level, offset in table.items():
@@ -274,6 +311,9 @@ def queue_facts(cq: DataFrame, delay_offsets: Mapping[str, Mapping[int, int]],
                          & (F.col("queueId") == F.lit(int(level) - 1)),
                          F.lit(int(offset)).cast("long")).otherwise(eff)
     pending = (F.col("topic") == F.lit(SCHEDULE_TOPIC)) & (F.col("queueOffset") >= eff)
+    tallies = tallies or {}
+    if tallies:
+        cq = cq.select("*", *[c.alias(n) for n, c in tallies.items()])
     return cq.groupBy("store", "topic", "queueId").agg(
         F.min("queueOffset").alias("minOffset"),
         (F.max("queueOffset") + 1).alias("maxOffset"),
@@ -281,6 +321,7 @@ def queue_facts(cq: DataFrame, delay_offsets: Mapping[str, Mapping[int, int]],
         F.sum(pending.cast("long")).alias("pending"),
         F.sum((pending & (F.col("tagsCode") < F.lit(now_ms))).cast("long")).alias("overdue"),
         F.min(F.when(pending, F.col("tagsCode"))).alias("nextDeliverTimestamp"),
+        *_tally_aggs(tallies),
     )
 
 

@@ -2,19 +2,22 @@
 between the files of a store.
 
 Within a file: unreadable commitlog regions and BODYCRC failures (from the commitlog pass).
-Between files, by one shuffle of the messages' key columns, the consume-queue units and the
-index entries together, grouped by (store, commitLogOffset) (:func:`cross_file`): units or
-index entries that point at no message (``cq-dangling``, ``index-dangling``), at another
-message than their own (``cq-mismatch``), and messages that lack their unit (``cq-missing``).
-The small sides (where each store's commitlog starts, each queue's first offset) are
-broadcast. Findings are rows of the one :class:`~mqtool.formats.errors.Finding` type
+Between files (:func:`cross_file`): units or index entries that point at no message
+(``cq-dangling``, ``index-dangling``), at another message than their own (``cq-mismatch``),
+and messages that lack their unit (``cq-missing``). First each store's tallies (counts and
+hashes of each side, made in the aggregations the scan runs anyway, :func:`settle`) settle
+the sides that are whole; what they do not settle goes through one shuffle of the messages'
+key columns, the consume-queue units and the index entries together, grouped by (store,
+commitLogOffset). The small sides (where each store's commitlog starts, each queue's first
+offset) are broadcast. Findings are rows of the one :class:`~mqtool.formats.errors.Finding` type
 (:data:`~mqtool.spark.schema.FINDING_SCHEMA`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -31,10 +34,16 @@ from mqtool.formats.errors import (
     Finding,
     Severity,
 )
-from mqtool.formats.rules import NOT_IN_CONSUME_QUEUE, TRANSACTION_TYPE_MASK
-from mqtool.spark.audits import CRC_ROW, messages
+from mqtool.formats.rules import (
+    KEY_SEPARATOR,
+    NOT_IN_CONSUME_QUEUE,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+)
+from mqtool.spark.audits import CRC_ROW, TALLY_SUM, TALLY_XOR, fold_tallies, messages
 from mqtool.spark.schema import (
     FINDING_SCHEMA,
+    RECORD_KIND_MESSAGE,
     RECORD_KIND_UNREADABLE,
     finding_row,
     spark_schema,
@@ -99,8 +108,159 @@ SUSPECTS_MAX = 1_000_000
 exact check runs over every row (a store that damaged is slow to audit, not misreported)."""
 
 
+# --- tallies: the cross-file check of a clean store without a shuffle ------------------------
+# Per store, each side of the check is reduced to counts and hashes of its whole multiset, in
+# aggregations the scan runs anyway (the commitlog's facts, the consume queue's facts) and one
+# small job over the index (:func:`index_tallies`). Equal tallies mean equal multisets (but for
+# 64-bit hash collisions, the odds the offset check takes too), which is exactly "nothing to
+# find"; a store whose tallies differ goes through the offset check (:func:`_suspects`) as
+# before, so the findings never depend on them.
+#
+# Units: the messages that get a unit (by offset, topic, queue, queue offset and size) are a set,
+# as each commitlog offset holds one message; the units at or above the commitlog's start are a
+# multiset U. XOR and count of U equal those of the messages only when U is that set: each of
+# the messages must occur an odd number of times in U, anything else an even number, and the
+# count leaves room for nothing more.
+# Index: a message gets one entry per index key (mqtool.formats.rules.index_keys), so the
+# entries' offsets are a multiset on both sides: compared by exact sums (count, and three
+# chunks of xxhash64(offset), each weighted by the message's key count; no overflow below 2^41
+# entries per store). The messages counted are those inside the span the index files' headers
+# say they cover (beginPhyOffset .. endPhyOffset), ROLLBACK records never.
+
+
+class Settled(NamedTuple):
+    """What a store's tallies settled (:func:`settle`)."""
+
+    units: bool  # its units are exactly one per message that gets one: no consume-queue finding
+    index: bool  # its index entries are exactly its messages' keys: no index finding
+    messages: bool  # both, and its commitlog files follow each other: nothing to check
+
+
+UNSETTLED = Settled(False, False, False)
+_UNIT_TALLIES = (f"{TALLY_SUM}cqN", f"{TALLY_XOR}cq")
+_CHUNK_BITS = 21
+_INDEX_TALLIES = (f"{TALLY_SUM}ixN", *(f"{TALLY_SUM}ix{i}" for i in range(3)))
+
+
+def _by_store(values: Mapping[str, Any], cast: str) -> Column:
+    """A literal per store (null for a store not in ``values`` or valued None)."""
+    col = F.lit(None).cast(cast)
+    for store, value in values.items():
+        if value is not None:
+            col = F.when(F.col("store") == F.lit(store), F.lit(value).cast(cast)).otherwise(col)
+    return col
+
+
+def _known(cl_start: Mapping[str, Any]) -> Column:
+    """A unit or index entry that may be a finding: at or above its store's first commitlog
+    offset, or impossible (negative), or of a store with no commitlog file."""
+    low = _by_store({s: None if v is None else int(v) for s, v in cl_start.items()}, "long")
+    here = F.col("commitLogOffset")
+    return low.isNull() | (here >= low) | (here < 0)
+
+
+def _unit_hash() -> Column:
+    """xxhash64 of what a unit and its message share, typed alike on both sides."""
+    return F.xxhash64(F.col("commitLogOffset").cast("long"), F.col("topic"),
+                      F.col("queueId").cast("int"), F.col("queueOffset").cast("long"),
+                      F.col("storeSize").cast("int"))
+
+
+def _entry_sums(weight: Column) -> dict[str, Column]:
+    """The index tallies of rows that stand for ``weight`` entries at their offset each."""
+    h = F.xxhash64(F.col("commitLogOffset").cast("long"))
+    mask = F.lit((1 << _CHUNK_BITS) - 1).cast("long")
+    chunks = [F.shiftrightunsigned(h, i * _CHUNK_BITS) for i in range(3)]
+    return {_INDEX_TALLIES[0]: weight, **{
+        name: (c if i == 2 else c.bitwiseAND(mask)) * weight
+        for i, (name, c) in enumerate(zip(_INDEX_TALLIES[1:], chunks, strict=True))}}
+
+
+def index_key_count() -> Column:
+    """How many entries ``IndexService#buildIndex`` adds for a message, over the ``uniqKey`` and
+    ``keys`` columns: :func:`mqtool.formats.rules.index_keys` counted (one for a UNIQ_KEY, one
+    per non-empty KEYS token)."""
+    tokens = F.size(F.array_remove(F.split(F.col("keys"), re.escape(KEY_SEPARATOR)), ""))
+    return (F.col("uniqKey").isNotNull().cast("int")
+            + F.when(F.col("keys").isNull(), F.lit(0)).otherwise(tokens))
+
+
+def message_tallies(index_spans: Mapping[str, tuple[int, int] | None]) -> dict[str, Column]:
+    """The messages' tallies, columns over a ``records`` projection (``recordType``,
+    ``commitLogOffset``, ``topic``, ``queueId``, ``queueOffset``, ``storeSize``, ``sysFlag``,
+    ``keys``, ``uniqKey``) for :func:`mqtool.spark.audits.message_facts`; ``index_spans``:
+    :func:`index_spans`."""
+    is_m = F.col("recordType") == F.lit(RECORD_KIND_MESSAGE)
+    txn = F.col("sysFlag").bitwiseAND(TRANSACTION_TYPE_MASK)
+    gets_unit = is_m & ~txn.isin(*NOT_IN_CONSUME_QUEUE)
+    lo = _by_store({s: None if v is None else v[0] for s, v in index_spans.items()}, "long")
+    hi = _by_store({s: None if v is None else v[1] for s, v in index_spans.items()}, "long")
+    indexed = (is_m & (txn != F.lit(TRANSACTION_ROLLBACK_TYPE))
+               & F.col("commitLogOffset").between(lo, hi))
+    return {_UNIT_TALLIES[0]: F.when(gets_unit, F.lit(1)),
+            _UNIT_TALLIES[1]: F.when(gets_unit, _unit_hash()),
+            **_entry_sums(F.when(indexed, index_key_count()))}
+
+
+def unit_tallies(cl_start: Mapping[str, Any]) -> dict[str, Column]:
+    """The units' tallies, columns over a ``consumequeue`` table for
+    :func:`mqtool.spark.audits.queue_facts`."""
+    known = _known(cl_start)
+    return {_UNIT_TALLIES[0]: F.when(known, F.lit(1)),
+            _UNIT_TALLIES[1]: F.when(known, _unit_hash())}
+
+
+def index_tallies(index: DataFrame, cl_start: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """store -> the index entries' tallies (one small job: an aggregation per store)."""
+    sums = _entry_sums(F.lit(1).cast("long"))
+    rows = (index.filter(_known(cl_start)).groupBy("store")
+            .agg(*[F.sum(c).alias(n) for n, c in sums.items()]).collect())
+    return fold_tallies(r.asDict() for r in rows)
+
+
+def index_spans(stores: Iterable[str]) -> dict[str, tuple[int, int] | None]:
+    """store -> the commitlog offsets its index files' headers say they cover (the first
+    file's beginPhyOffset .. the last's endPhyOffset, of files with entries); None: none."""
+    from mqtool.formats.indexfile import INDEX_HEADER_SIZE, parse_header
+    from mqtool.spark import splits
+
+    out: dict[str, tuple[int, int] | None] = {}
+    for store in stores:
+        spans = []
+        for s in splits.index_splits(store, splits.find_store_root(store)):
+            with open(s.path, "rb") as f:
+                head = f.read(INDEX_HEADER_SIZE)
+            if len(head) < INDEX_HEADER_SIZE:
+                continue  # an unreadable header is a finding of its own (layout_findings)
+            h = parse_header(head, file=s.name)
+            if h.index_count > 1:
+                spans.append((h.begin_phy_offset, h.end_phy_offset))
+        out[store] = (min(a for a, _ in spans), max(b for _, b in spans)) if spans else None
+    return out
+
+
+def settle(
+    stores: Iterable[str],
+    messages_t: Mapping[str, Mapping[str, Any]],
+    units_t: Mapping[str, Mapping[str, Any]],
+    index_t: Mapping[str, Mapping[str, Any]],
+    contiguous: Mapping[str, bool],
+) -> dict[str, Settled]:
+    """store -> what its tallies settled: ``messages_t`` (:func:`message_tallies` folded),
+    ``units_t`` (:func:`unit_tallies` folded), ``index_t`` (:func:`index_tallies`);
+    ``contiguous``: whether its commitlog files follow each other (no ``layout`` finding)."""
+    out = {}
+    for store in stores:
+        m, u, i = (t.get(store, {}) for t in (messages_t, units_t, index_t))
+        units = all((m.get(n) or 0) == (u.get(n) or 0) for n in _UNIT_TALLIES)
+        index = all((m.get(n) or 0) == (i.get(n) or 0) for n in _INDEX_TALLIES)
+        out[store] = Settled(units, index, units and index and contiguous.get(store, False))
+    return out
+
+
 def _suspects(
     msgs: DataFrame, cq: DataFrame | None, index: DataFrame | None, cl_start: Mapping[str, Any],
+    settled: Mapping[str, Settled] | None = None,
 ) -> DataFrame:
     """(sid, phy): the commitlog offsets where :func:`_exact` could find anything, from one
     hash aggregation of narrow rows (no string, no sort): a store number, the offset, whether
@@ -112,26 +272,33 @@ def _suspects(
     consume queue. (A unit that differs from its message yet has the same 64-bit signature
     would go unreported: odds of 2^-64.) Units and index entries below their store's first
     commitlog offset are never findings and are left out here already.
+
+    ``settled``: store -> what its tallies settled (:func:`settle`): those units, index entries
+    and messages are left out (a store whose units are settled expects none).
     """
-    sid = F.lit(None).cast("int")
-    low = F.lit(None).cast("long")
-    for n, (store, start) in enumerate(cl_start.items()):
-        sid = F.when(F.col("store") == F.lit(store), F.lit(n)).otherwise(sid)
-        if start is not None:
-            low = F.when(F.col("store") == F.lit(store), F.lit(int(start))).otherwise(low)
+    settled = settled or {}
+
+    def done(side: str) -> Column:
+        names = [store for store, got in settled.items() if getattr(got, side)]
+        return F.col("store").isin(*names) if names else F.lit(False)
+
+    sid = _by_store({store: n for n, store in enumerate(cl_start)}, "int")
     here = F.col("commitLogOffset")
-    known = low.isNull() | (here >= low) | (here < 0)
+    known = _known(cl_start)
     sig = F.xxhash64("topic", F.col("queueId").cast("int"), F.col("queueOffset").cast("long"),
                      F.col("storeSize").cast("int"))
     txn = F.col("sysFlag").bitwiseAND(TRANSACTION_TYPE_MASK)
 
     def narrow(df: DataFrame, kind: str) -> DataFrame:
-        return (df if kind == "m" else df.filter(known)).select(
+        keep = ~done({"m": "messages", "u": "units", "i": "index"}[kind])
+        # (no consume queue given, or its units settled: no unit is expected)
+        exp = (F.when(done("units"), F.lit(0)).otherwise(
+            (~txn.isin(*NOT_IN_CONSUME_QUEUE)).cast("int")) if kind == "m" and cq is not None
+            else F.lit(0))
+        return df.filter(keep if kind == "m" else keep & known).select(
             sid.alias("sid"), here.alias("phy"),
             F.lit(1 if kind == "m" else 0).alias("m"), F.lit(1 if kind == "u" else 0).alias("u"),
-            ((~txn.isin(*NOT_IN_CONSUME_QUEUE)).cast("int") if kind == "m" and cq is not None
-             else F.lit(0)).alias("exp"),  # (no consume queue given: no unit is expected)
-            (F.lit(0).cast("long") if kind == "i" else sig).alias("sig"),
+            exp.alias("exp"), (F.lit(0).cast("long") if kind == "i" else sig).alias("sig"),
         )
 
     rows = narrow(msgs, "m")
@@ -199,6 +366,7 @@ def _collect_at_most(df: DataFrame, n: int, offsets: int = 0) -> list[Row]:
 def cross_file(
     msgs: DataFrame, cq: DataFrame | None, index: DataFrame | None,
     cl_start: Mapping[str, Any], qmin: DataFrame | None = None, offsets: int = 0,
+    settled: Mapping[str, Settled] | None = None,
 ) -> list[dict[str, Any]]:
     """Consume-queue and index findings (FINDING_SCHEMA rows) of the messages' key columns,
     the consume-queue units and the index entries.
@@ -211,9 +379,14 @@ def cross_file(
     ``cl_start``: store -> the offset where its commitlog starts (None: no file).
     ``offsets``: about how many distinct commitlog offsets the three hold (the records or the
     units, whichever is more), which sizes the aggregation's partitions; 0: Spark's default.
+    ``settled``: what each store's tallies settled (:func:`settle`): no job at all when they
+    settled every store.
     """
     spark = msgs.sparkSession
-    found = _collect_at_most(_suspects(msgs, cq, index, cl_start), SUSPECTS_MAX + 1, offsets)
+    if settled and all(settled.get(s, UNSETTLED).messages for s in cl_start):
+        return []
+    found = _collect_at_most(_suspects(msgs, cq, index, cl_start, settled), SUSPECTS_MAX + 1,
+                             offsets)
     if not found:
         return []
     starts = commitlog_starts(spark, cl_start)
@@ -362,6 +535,7 @@ def integrity(
     qmin: DataFrame | None = None,
     extra: Iterable[tuple[str, Finding]] = (),
     offsets: int = 0,
+    settled: Mapping[str, Settled] | None = None,
 ) -> list[dict[str, Any]]:
     """All integrity findings as FINDING_SCHEMA rows, ordered by store, file, offset and kind
     (None first, as Spark's orderBy).
@@ -370,10 +544,11 @@ def integrity(
     unreadable regions, BODYCRC failures); ``records``: the commitlog's records (their key
     columns: the cross-file check's own pass, nothing cached; the one Spark query here, run
     when ``cq`` or ``index`` is given); ``extra``: findings made on the driver (layout,
-    config files); ``offsets``: about how many distinct commitlog offsets (:func:`cross_file`)."""
+    config files); ``offsets``: about how many distinct commitlog offsets, ``settled``: what
+    the tallies settled (both :func:`cross_file`)."""
     out = record_findings(rare)
     if records is not None and cl_start is not None and (cq is not None or index is not None):
-        out += cross_file(messages(records), cq, index, cl_start, qmin, offsets)
+        out += cross_file(messages(records), cq, index, cl_start, qmin, offsets, settled)
     out += [finding_row(store, f) for store, f in extra]
     return sorted(out, key=lambda r: tuple(
         (r[k] is not None, r[k]) for k in ("store", "file", "offset", "kind")))

@@ -18,12 +18,15 @@ How the work is shared: one decode pass of the commitlog (the audits' columns on
 aggregation that makes every per-message audit at once (:func:`mqtool.spark.audits.message_facts`:
 small, collected once; the tables are folded from it on the driver, no Spark query per table;
 no message row is cached); one aggregation of the consume queue (:func:`~mqtool.spark.audits.
-queue_facts`) serves schedule, lag and the integrity audit's queue bounds; the integrity audit
-reads the commitlog's key columns again for its one shuffle with the consume queues and the
-index (:func:`mqtool.spark.integrity.cross_file`), which are read (by the Java reader when the
-session has it) only for the audits that need them. A clean scan runs 8 Spark jobs. ``--out``
-writes the full ``messages`` table in a further pass; ``--sql`` runs over views of the full
-tables (``messages``, ``records``, ``consumequeue``, ``index``) and of every audit result.
+queue_facts`) serves schedule, lag and the integrity audit's queue bounds. The integrity
+audit's cross-file check (:func:`mqtool.spark.integrity.cross_file`) is settled by tallies
+counted in those two aggregations and in one small aggregation of the index; only a store
+whose tallies differ has the commitlog's key columns read again for a shuffle with its units
+and index entries. The consume queues and the index are read (by the Java reader when the
+session has it) only for the audits that need them. A clean scan runs 7 Spark jobs (adaptive
+execution runs the map side of each shuffle as a job of its own). ``--out`` writes the full
+``messages`` table in a further pass; ``--sql`` runs over views of the full tables
+(``messages``, ``records``, ``consumequeue``, ``index``) and of every audit result.
 """
 
 from __future__ import annotations
@@ -63,6 +66,9 @@ class ScanResult:
     sql_columns: list[str] = field(default_factory=list)
     sql_rows: list[dict[str, Any]] = field(default_factory=list)
     outputs: dict[str, str] = field(default_factory=dict)
+    settled: dict[str, Any] = field(default_factory=dict)
+    """store -> what the integrity audit's tallies settled without a shuffle
+    (:class:`mqtool.spark.integrity.Settled`; empty when the audit did not run)."""
 
     def findings(self) -> list[tuple[str, Finding]]:
         """The integrity audit's findings as ``(store, Finding)`` (empty when it did not run)."""
@@ -95,14 +101,12 @@ def layout_findings(store: str) -> list[tuple[str, Finding]]:
     with Store.open(store) as st:
         root = st.root
         out += [(store, f) for f in st.findings]
-    files = splits.commitlog_splits(store, root, 1 << 62)
-    for a, b in zip(files, files[1:], strict=False):
-        if a.base + a.file_size != b.base:
-            out.append((store, Finding(
-                "layout", b.name, 0,
-                f"file starts at {b.base} but the previous one ends at {a.base + a.file_size}",
-                phy=b.base,
-            )))
+    for a, b in commitlog_gaps(store):
+        out.append((store, Finding(
+            "layout", b.name, 0,
+            f"file starts at {b.base} but the previous one ends at {a.base + a.file_size}",
+            phy=b.base,
+        )))
     from mqtool.spark.auxfiles import index_problem
 
     for s in splits.index_splits(store, root):
@@ -120,6 +124,15 @@ def layout_findings(store: str) -> list[tuple[str, Finding]]:
                 f"{CQ_STORE_UNIT_SIZE}",
             )))
     return out
+
+
+def commitlog_gaps(store: str) -> list[tuple[splits.Split, splits.Split]]:
+    """Each pair of commitlog files where the second does not start where the first ends (a
+    file missing in the middle, or overlapping files): none means every commitlog offset is
+    in one file only."""
+    files = splits.commitlog_splits(store, splits.find_store_root(store), 1 << 62)
+    return [(a, b) for a, b in zip(files, files[1:], strict=False)
+            if a.base + a.file_size != b.base]
 
 
 def load_store_config(store: str) -> StoreConfig:
@@ -225,6 +238,13 @@ def run_scan(
     # is cached. The integrity audit's cross-file check reads the key columns in a pass of its
     # own (a join needs every key; caching them would make memory grow with the store).
     narrow_cols = [*AUDIT_COLUMNS[2:], "properties"]
+    # the integrity audit's tallies settle a clean store's cross-file check without a shuffle
+    # (integrity.settle): the messages' side is counted in the same aggregation
+    cl_starts = {s: _commitlog_start(s) for s in stores}
+    tallies = None
+    if "integrity" in want:
+        narrow_cols += ["keys", "uniqKey"]
+        tallies = integ.message_tallies(integ.index_spans(stores))
     narrow_kw: dict[str, Any] = {
         "check_crc": check_crc, "columns": narrow_cols, "properties_for": [A.DLQ_PREFIX], **opts,
     }
@@ -235,16 +255,16 @@ def run_scan(
                                       persist=StorageLevel.MEMORY_AND_DISK, **narrow_kw)
         cq = cq.persist(StorageLevel.MEMORY_AND_DISK)  # (Python workers: read once too)
         cached.append(cq)
-        fact_list = _rows(A.message_facts(lean, rate_bucket_ms))
+        fact_list = _rows(A.message_facts(lean, rate_bucket_ms, tallies))
         handed: list[dict[str, Any]] = []
     else:
-        fact_list = _rows(A.message_facts(raw, rate_bucket_ms))
+        fact_list = _rows(A.message_facts(raw, rate_bucket_ms, tallies))
         handed = [r for r in A.fact_tables(fact_list, rate_bucket_ms)["rows"]
                   if r["recordType"] == RECORD_KIND_DEFERRED]
         if handed:  # byte ranges the Java reader does not accept: the Python decoder's
             py = source.load(spark, stores, "records", ranges=source.deferred_ranges(handed),
                              **narrow_kw)
-            fact_list += _rows(A.message_facts(py, rate_bucket_ms))
+            fact_list += _rows(A.message_facts(py, rate_bucket_ms, tallies))
         lean, _ = source.records(spark, stores, handed=handed, java=True, **narrow_kw)
     try:
         # every per-message table is folded on the driver from the collected facts
@@ -260,21 +280,28 @@ def run_scan(
         queues: list[dict[str, Any]] = []
         if want & {"schedule", "lag", "integrity"} or full_cq:
             queues = _rows(A.queue_facts(
-                cq, {s: c.delay_offsets for s, c in configs.items()}, now_ms))
+                cq, {s: c.delay_offsets for s, c in configs.items()}, now_ms,
+                integ.unit_tallies(cl_starts) if "integrity" in want else None))
         if "schedule" in want:
             tables["schedule"] = A.schedule_rows(
                 queues, {s: c.delay_offsets for s, c in configs.items()})
         if "lag" in want:
             tables["lagByQueue"] = tables["lag"] = A.lag_rows(
                 queues, {s: c.consumer_offsets for s, c in configs.items()})
+        settled: dict[str, Any] = {}
         if "integrity" in want:
+            assert index is not None
+            settled = integ.settle(
+                stores, {r["store"]: r for r in facts["tallies"]}, A.fold_tallies(queues),
+                integ.index_tallies(index, cl_starts),
+                {s: not commitlog_gaps(s) for s in stores})
             tables["integrity"] = integ.integrity(
-                facts["rows"], lean,
-                {s: _commitlog_start(s) for s in stores},
+                facts["rows"], lean, cl_starts,
                 cq, index, integ.queue_mins(spark, queues),
                 [f for c in configs.values() for f in c.findings],
                 offsets=max(sum(r["count"] or 0 for r in facts["totals"]),
                             sum(q["entries"] or 0 for q in queues)),
+                settled=settled,
             )
 
         summary: dict[str, Any] = {"stores": stores, "audits": list(audits), "now": now_ms}
@@ -302,7 +329,7 @@ def run_scan(
                 for r in tables["dlq"]
             ]
         summary["elapsedSeconds"] = round(time.monotonic() - started, 3)
-        result = ScanResult(summary)
+        result = ScanResult(summary, settled=settled)
 
         if out is None and sql is None:
             return result

@@ -328,3 +328,112 @@ def test_stage_progress_follows_a_job_and_writes_nothing_to_stdout(spark, capsys
             range(200_000)
         )
     assert capsys.readouterr().out == ""
+
+
+# --- the tallies: a clean store's cross-file check without a shuffle --------------------------
+@pytest.mark.parametrize("scenario", ["4.9.7/journey", "4.9.7/plain", "4.9.7/plain-crashed",
+                                      "5.3.3/plain"])
+def test_real_clean_stores_are_settled_by_their_tallies(spark, scenario: str) -> None:  # noqa: F811
+    """RocketMQ's own stores: the messages' tallies equal the units' and the index entries'
+    (the rules for which message gets a unit and how many index keys hold as RocketMQ wrote
+    them), so no offset check runs; it would find nothing either."""
+    from mqtool.spark import integrity
+    from mqtool.spark.scan import run_scan
+
+    store = str(store_dir(scenario))
+    got = run_scan(spark, [store], now_ms=NOW_MS, split_size=1000, audits=["integrity"])
+    assert got.settled == {store: integrity.Settled(True, True, True)}
+    assert got.summary["integrity"] == []
+
+
+def _damaged_copy(tmp_path: Path, damage: str) -> tuple[Path, set[tuple[str, str, int]]]:
+    """A copy of the journey store with one damage to one side of the cross-file check, and
+    the findings it must produce."""
+    import shutil
+
+    root = tmp_path / "store"
+    shutil.copytree(store_dir(SCENARIO), root)
+    u = _unit("JourneyTopic", 0, 1)
+    m = _msg("JourneyTopic", 0, 1)
+    cq_file = root / "consumequeue" / "JourneyTopic" / "0" / u["file"]
+    cq_rel = f"consumequeue/JourneyTopic/0/{u['file']}"
+    if damage == "unit-offset":  # a unit one byte off: it dangles, its message lacks it
+        _patch(cq_file, u["fileOffset"], struct.pack(">q", m["phyOffset"] + 1))
+        return root, {("cq-dangling", cq_rel, u["fileOffset"]),
+                      ("cq-missing", f"commitlog/{m['file']}", m["fileOffset"])}
+    if damage == "unit-twice":  # the queue's last unit written again after it: a unit at
+        # queue offset n + 1 for the message at n
+        units = [x for x in manifest_jsonl(SCENARIO, "consumequeue.jsonl")
+                 if (x["topic"], x["queueId"]) == ("JourneyTopic", 0)]
+        last = max(units, key=lambda x: x["index"])
+        with open(cq_file, "r+b") as f:
+            f.seek(last["fileOffset"])
+            unit = f.read(20)
+            f.seek(last["fileOffset"] + 20)
+            f.write(unit)
+        return root, {("cq-mismatch", cq_rel, last["fileOffset"] + 20)}
+    assert damage == "index-entry"  # an index entry into the middle of a record
+    index_file = next((root / "index").iterdir())
+    geo = index_geometry(index_file.stat().st_size, buf=index_file.read_bytes())
+    _patch(index_file, geo.entry_pos(3) + 4, struct.pack(">q", m["phyOffset"] + 8))
+    return root, {("index-dangling", f"index/{index_file.name}", geo.entry_pos(3))}
+
+
+@pytest.mark.parametrize(("damage", "units", "index"), [
+    ("unit-offset", False, True), ("unit-twice", False, True), ("index-entry", True, False)])
+def test_tallies_tell_each_damaged_side_from_a_clean_one(
+    spark, tmp_path: Path, damage: str, units: bool, index: bool,  # noqa: F811
+) -> None:
+    """One damage to one side: that side's tallies differ (so the offset check runs for it and
+    finds exactly the damage), the other side's still settle."""
+    from mqtool.spark import integrity
+    from mqtool.spark.scan import run_scan
+
+    root, expected = _damaged_copy(tmp_path, damage)
+    got = run_scan(spark, [str(root)], now_ms=NOW_MS, split_size=1000, audits=["integrity"])
+    assert got.settled == {str(root): integrity.Settled(units, index, False)}
+    assert {(f["kind"], f["file"], f["offset"]) for f in got.summary["integrity"]} == expected
+
+
+@pytest.mark.parametrize("damage", [None, "index-entry"])
+def test_tallies_of_the_python_data_source(spark, tmp_path: Path, monkeypatch,  # noqa: F811
+                                          damage: str | None) -> None:
+    """Without the Java reader (a machine with no JDK) the same tallies settle the same sides:
+    the Python data source gives the keys, uniqKey and key columns alike."""
+    from mqtool.spark import integrity, source
+    from mqtool.spark.scan import run_scan
+
+    monkeypatch.setattr(source, "java_reader_on", lambda _spark: False)
+    if damage is None:
+        root, expected, want = store_dir(SCENARIO), set(), integrity.Settled(True, True, True)
+    else:
+        root, expected = _damaged_copy(tmp_path, damage)
+        want = integrity.Settled(True, False, False)
+    got = run_scan(spark, [str(root)], now_ms=NOW_MS, split_size=1000, audits=["integrity"])
+    assert got.settled == {str(root): want}
+    assert {(f["kind"], f["file"], f["offset"]) for f in got.summary["integrity"]} == expected
+
+
+def test_index_key_count_is_the_rule_of_index_keys(spark) -> None:  # noqa: F811
+    """The Spark count of a message's index keys equals len(rules.index_keys(...)) on tricky
+    KEYS texts (empty, spaces only, doubled and trailing separators) and UNIQ_KEY values."""
+    from mqtool.formats.rules import index_keys
+    from mqtool.spark.integrity import index_key_count
+
+    cases = [(None, None), ("", None), (" ", None), ("a", None), ("a  b ", None),
+             ("  x y  z", "u"), ("k", ""), (None, "u"), ("a\tb c", None)]
+    df = spark.createDataFrame(cases, "keys string, uniqKey string")
+    got = [r[0] for r in df.select(index_key_count()).collect()]
+    want = [len(index_keys("T", {k: v for k, v in (("KEYS", keys), ("UNIQ_KEY", uniq))
+                                 if v is not None})) for keys, uniq in cases]
+    assert got == want
+    assert want == [0, 0, 0, 1, 2, 4, 2, 1, 2]
+
+
+def test_fold_tallies_sums_and_xors_by_name() -> None:
+    from mqtool.spark.audits import fold_tallies
+
+    rows = [{"store": "a", "sum_n": 2, "xor_h": 5, "other": 9},
+            {"store": "a", "sum_n": 3, "xor_h": 6}, {"store": "a", "sum_n": None, "xor_h": None},
+            {"store": "b", "sum_n": 1, "xor_h": 7}]
+    assert fold_tallies(rows) == {"a": {"sum_n": 5, "xor_h": 3}, "b": {"sum_n": 1, "xor_h": 7}}
