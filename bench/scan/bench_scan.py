@@ -362,9 +362,10 @@ def main() -> None:
     ap.add_argument("--cluster", action="store_true",
                     help="also scan on a standalone cluster on 127.0.0.1 (pyspark's "
                     "sbin/spark-daemon.sh): 1 worker of 1 core against 2")
-    ap.add_argument("--cluster-store", choices=("main", "small", "large"), default="main",
-                    help="the store the cluster scans: --store (default), --small-store or "
-                    "--large-store")
+    ap.add_argument("--cluster-store", choices=("main", "small", "large", "larger"),
+                    default="main",
+                    help="the store the cluster scans: --store (default), --small-store, "
+                    "--large-store or --larger-store (then also --large-store, 4x smaller)")
     args = ap.parse_args()
     master = f"local[{args.cores}]"
     sys.path.insert(0, str(HERE.parent))
@@ -428,12 +429,15 @@ def main() -> None:
         _spark_figures(args, master, res, n_msgs, narrow, add)
         if args.cluster:
             other = {"small": ("smallStore", args.small_store),
-                     "large": ("largeStore", args.large_store)}.get(args.cluster_store)
+                     "large": ("largeStore", args.large_store),
+                     "larger": ("largerStore", args.larger_store)}.get(args.cluster_store)
             c_store, c_msgs = args.store, n_msgs
             also: tuple[Path, int] | None = None  # the executors' memory at a second size
             if other is not None and other[0] in res:
                 c_store, c_msgs = other[1], res[other[0]]["messages"]
                 also = (args.store, n_msgs)
+                if args.cluster_store == "larger" and "largeStore" in res:
+                    also = (args.large_store, res["largeStore"]["messages"])
             elif "largeStore" in res:
                 also = (args.large_store, res["largeStore"]["messages"])
             # warm files for both runs (a larger store scanned since may have pushed these
@@ -478,11 +482,10 @@ def main() -> None:
                 targets[key] = flat[role]["ratio4xOver1x"]
         if "cluster" in res and "speedup2over1" in res["cluster"]:
             targets["clusterSpeedup2over1"] = res["cluster"]["speedup2over1"]
-        if "executorMaxMiB" in res.get("cluster", {}):  # one executor, stores 4x apart
-            small, large = (res["cluster"]["executorMaxMiB"].get(str(p))
-                            for p in (args.store, args.large_store))
-            if small and large:
-                targets["clusterExecutorMemory4xOver1x"] = round(large / small, 3)
+        if "alsoSpeedup2over1" in res.get("cluster", {}):  # the same at the second size
+            targets["clusterSpeedup2over1AtSecondSize"] = res["cluster"]["alsoSpeedup2over1"]
+        if "executorMax4xOver1x" in res.get("cluster", {}):  # one executor, stores 4x apart
+            targets["clusterExecutorMemory4xOver1x"] = res["cluster"]["executorMax4xOver1x"]
         figures += [
             {"what": "Spark start-up on its own (session + Python workers)", "value": start,
              "unit": "s", "ratio": None},
@@ -761,8 +764,9 @@ def cluster_scaling(store: Path, n_msgs: int,
                     also: tuple[Path, int] | None = None) -> dict[str, Any]:
     """``mqtool scan`` on a standalone cluster on 127.0.0.1 started with pyspark's own
     ``sbin/spark-daemon.sh`` (master, then workers of 1 core each): 1 worker against 2; with
-    ``also`` (a store 4x apart and its message count), that store with 2 workers too (the
-    executors' memory at two sizes). Each run records the executors' peak memory.
+    ``also`` (a store 4x apart and its message count), that store with 1 and 2 workers too
+    (the speed-up at a second size, and the executors' memory at two sizes). Each run records
+    the executors' peak memory.
 
     The daemons are stopped (by their pid files, ``spark-daemon.sh stop``) whatever happens.
     """
@@ -810,7 +814,7 @@ def cluster_scaling(store: Path, n_msgs: int,
             started.append((WORKER_CLASS, str(n)))
             _wait(lambda n=n: master_log().count("Registering worker") >= n, 120,  # type: ignore[misc]
                   f"worker {n} to register")
-            todo = [(store, n_msgs)] + ([also] if also and n == 2 else [])
+            todo = [(store, n_msgs)] + ([also] if also else [])
             for i, (run_store, run_msgs) in enumerate(todo):
                 t, doc, peak = _cli_scan(run_store, url, (
                     "--conf", "spark.driver.host=127.0.0.1", "--conf", f"spark.cores.max={n}",
@@ -827,9 +831,18 @@ def cluster_scaling(store: Path, n_msgs: int,
     runs = out["runs"]
     if len(runs) == 2 and runs[1]["scanSeconds"]:
         out["speedup2over1"] = round(runs[0]["scanSeconds"] / runs[1]["scanSeconds"], 2)
-    if len(runs) == 2 and out["also"]:  # 2 workers: the executors' peak at the two sizes
-        out["executorMaxMiB"] = {r["store"]: r["peakMiB"]["executorMax"]
-                                 for r in (runs[1], out["also"][0])}
+    also_runs = out["also"]
+    if len(also_runs) == 2 and also_runs[1]["scanSeconds"]:
+        out["alsoSpeedup2over1"] = round(
+            also_runs[0]["scanSeconds"] / also_runs[1]["scanSeconds"], 2)
+    if len(runs) == 2 and len(also_runs) == 2 and also:  # 2 workers: one executor's peak at
+        # the two sizes (the store with more messages over the other)
+        peaks = {r["store"]: r["peakMiB"]["executorMax"] for r in (runs[1], also_runs[1])}
+        out["executorMaxMiB"] = peaks
+        big, small = (str(store), str(also[0])) if n_msgs > also[1] else (str(also[0]),
+                                                                          str(store))
+        if peaks[big] and peaks[small]:
+            out["executorMax4xOver1x"] = round(peaks[big] / peaks[small], 3)
     return out
 
 
