@@ -180,9 +180,12 @@ def index_key_count() -> Column:
     """How many entries ``IndexService#buildIndex`` adds for a message, over the ``uniqKey`` and
     ``keys`` columns: :func:`mqtool.formats.rules.index_keys` counted (one for a UNIQ_KEY, one
     per non-empty KEYS token)."""
-    tokens = F.size(F.array_remove(F.split(F.col("keys"), re.escape(KEY_SEPARATOR)), ""))
-    return (F.col("uniqKey").isNotNull().cast("int")
-            + F.when(F.col("keys").isNull(), F.lit(0)).otherwise(tokens))
+    keys = F.col("keys")
+    tokens = (  # most KEYS hold one key: no array unless there is a separator
+        F.when(keys.isNull(), F.lit(0))
+        .when(~keys.contains(KEY_SEPARATOR), (keys != F.lit("")).cast("int"))
+        .otherwise(F.size(F.array_remove(F.split(keys, re.escape(KEY_SEPARATOR)), ""))))
+    return F.col("uniqKey").isNotNull().cast("int") + tokens
 
 
 def message_tallies(index_spans: Mapping[str, tuple[int, int] | None]) -> dict[str, Column]:
