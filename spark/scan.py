@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -190,7 +191,7 @@ def run_scan(
     sql_limit: int = 1000,
 ) -> ScanResult:
     """Decode ``stores`` with ``spark`` and run ``audits``; see the module docstring."""
-    from pyspark import StorageLevel
+    from pyspark import StorageLevel, inheritable_thread_target
     from pyspark.errors import AnalysisException
 
     from mqtool.spark import audits as A
@@ -250,23 +251,41 @@ def run_scan(
     }
     cached: list[DataFrame] = []
     raw = source.java_records(spark, stores, **narrow_kw) if source.java_reader_on(spark) else None
-    if raw is None:  # the Python data source alone: decode once, keep the projection
-        lean, cached = source.records(spark, stores, java=False,
-                                      persist=StorageLevel.MEMORY_AND_DISK, **narrow_kw)
-        cq = cq.persist(StorageLevel.MEMORY_AND_DISK)  # (Python workers: read once too)
+    if raw is None:  # the Python data source alone: its workers read the consume queue once
+        cq = cq.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(cq)
-        fact_list = _rows(A.message_facts(lean, rate_bucket_ms, tallies))
-        handed: list[dict[str, Any]] = []
-    else:
-        fact_list = _rows(A.message_facts(raw, rate_bucket_ms, tallies))
-        handed = [r for r in A.fact_tables(fact_list, rate_bucket_ms)["rows"]
-                  if r["recordType"] == RECORD_KIND_DEFERRED]
-        if handed:  # byte ranges the Java reader does not accept: the Python decoder's
-            py = source.load(spark, stores, "records", ranges=source.deferred_ranges(handed),
-                             **narrow_kw)
-            fact_list += _rows(A.message_facts(py, rate_bucket_ms, tallies))
-        lean, _ = source.records(spark, stores, handed=handed, java=True, **narrow_kw)
+    # The consume queue's aggregation (schedule, lag, integrity's bounds and tallies) and the
+    # index's tallies are jobs of their own, run beside the commitlog's from two more threads
+    # (Spark takes jobs from several; they inherit the caller's job group and other local
+    # properties): their planning and their tasks fill the time and the cores the commitlog's
+    # job leaves idle.
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mqtool-scan")
+    inherit = inheritable_thread_target(spark)
     try:
+        queues_job = index_job = None
+        if want & {"schedule", "lag", "integrity"} or full_cq:
+            cq_delay = {s: c.delay_offsets for s, c in configs.items()}
+            unit_t = integ.unit_tallies(cl_starts) if "integrity" in want else None
+            queues_job = pool.submit(inherit(
+                lambda: _rows(A.queue_facts(cq, cq_delay, now_ms, unit_t))))
+        if "integrity" in want:
+            assert index is not None
+            index_job = pool.submit(inherit(integ.index_tallies), index, cl_starts)
+        if raw is None:  # decode once, keep the projection
+            lean, more = source.records(spark, stores, java=False,
+                                        persist=StorageLevel.MEMORY_AND_DISK, **narrow_kw)
+            cached += more
+            fact_list = _rows(A.message_facts(lean, rate_bucket_ms, tallies))
+            handed: list[dict[str, Any]] = []
+        else:
+            fact_list = _rows(A.message_facts(raw, rate_bucket_ms, tallies))
+            handed = [r for r in A.fact_tables(fact_list, rate_bucket_ms)["rows"]
+                      if r["recordType"] == RECORD_KIND_DEFERRED]
+            if handed:  # byte ranges the Java reader does not accept: the Python decoder's
+                py = source.load(spark, stores, "records",
+                                 ranges=source.deferred_ranges(handed), **narrow_kw)
+                fact_list += _rows(A.message_facts(py, rate_bucket_ms, tallies))
+            lean, _ = source.records(spark, stores, handed=handed, java=True, **narrow_kw)
         # every per-message table is folded on the driver from the collected facts
         facts = A.fact_tables(fact_list, rate_bucket_ms)
         tables: dict[str, list[dict[str, Any]]] = {}
@@ -277,11 +296,7 @@ def run_scan(
             tables["dlqByTopic"], tables["dlq"] = facts["dlqByTopic"], facts["dlq"]
         # one aggregation of the consume queue for schedule, lag, the integrity audit's queue
         # bounds and the unit count
-        queues: list[dict[str, Any]] = []
-        if want & {"schedule", "lag", "integrity"} or full_cq:
-            queues = _rows(A.queue_facts(
-                cq, {s: c.delay_offsets for s, c in configs.items()}, now_ms,
-                integ.unit_tallies(cl_starts) if "integrity" in want else None))
+        queues: list[dict[str, Any]] = queues_job.result() if queues_job else []
         if "schedule" in want:
             tables["schedule"] = A.schedule_rows(
                 queues, {s: c.delay_offsets for s, c in configs.items()})
@@ -289,11 +304,10 @@ def run_scan(
             tables["lagByQueue"] = tables["lag"] = A.lag_rows(
                 queues, {s: c.consumer_offsets for s, c in configs.items()})
         settled: dict[str, Any] = {}
-        if "integrity" in want:
-            assert index is not None
+        if index_job is not None:
             settled = integ.settle(
                 stores, {r["store"]: r for r in facts["tallies"]}, A.fold_tallies(queues),
-                integ.index_tallies(index, cl_starts),
+                index_job.result(),
                 {s: not commitlog_gaps(s) for s in stores})
             tables["integrity"] = integ.integrity(
                 facts["rows"], lean, cl_starts,
@@ -363,5 +377,6 @@ def run_scan(
                 raise SparkScanError(f"--sql: {failure_message(e)}") from e
         return result
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
         for df in cached:
             df.unpersist()

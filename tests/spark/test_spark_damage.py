@@ -437,3 +437,21 @@ def test_fold_tallies_sums_and_xors_by_name() -> None:
             {"store": "a", "sum_n": 3, "xor_h": 6}, {"store": "a", "sum_n": None, "xor_h": None},
             {"store": "b", "sum_n": 1, "xor_h": 7}]
     assert fold_tallies(rows) == {"a": {"sum_n": 5, "xor_h": 3}, "b": {"sum_n": 1, "xor_h": 7}}
+
+
+def test_every_job_of_a_scan_carries_the_callers_job_group(spark) -> None:  # noqa: F811
+    """The consume queue's and the index's jobs run from threads of their own beside the
+    commitlog's; they inherit the caller's local properties, so a job group set by the caller
+    (to follow or cancel a scan) holds every job of the scan."""
+    from mqtool.spark.scan import run_scan
+
+    sc = spark.sparkContext
+    tracker = sc.statusTracker()
+    before = set(tracker.getJobIdsForGroup(None))
+    sc.setJobGroup("whole-scan", "test")
+    try:
+        run_scan(spark, [str(store_dir(SCENARIO))], now_ms=NOW_MS, split_size=1000)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert set(tracker.getJobIdsForGroup(None)) == before
+    assert len(tracker.getJobIdsForGroup("whole-scan")) >= 3  # commitlog, queues, index
