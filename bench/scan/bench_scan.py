@@ -828,13 +828,10 @@ def cluster_scaling(store: Path, n_msgs: int,
         for cls, inst in reversed(started):
             subprocess.run([daemon, "stop", cls, inst], env=env, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, check=False)
-    runs = out["runs"]
-    if len(runs) == 2 and runs[1]["scanSeconds"]:
-        out["speedup2over1"] = round(runs[0]["scanSeconds"] / runs[1]["scanSeconds"], 2)
-    also_runs = out["also"]
-    if len(also_runs) == 2 and also_runs[1]["scanSeconds"]:
-        out["alsoSpeedup2over1"] = round(
-            also_runs[0]["scanSeconds"] / also_runs[1]["scanSeconds"], 2)
+    runs, also_runs = out["runs"], out["also"]
+    for key, pair in (("speedup2over1", runs), ("alsoSpeedup2over1", also_runs)):
+        if len(pair) == 2 and pair[1]["scanSeconds"]:  # 1 worker's time over 2 workers'
+            out[key] = round(pair[0]["scanSeconds"] / pair[1]["scanSeconds"], 2)
     if len(runs) == 2 and len(also_runs) == 2 and also:  # 2 workers: one executor's peak at
         # the two sizes (the store with more messages over the other)
         peaks = {r["store"]: r["peakMiB"]["executorMax"] for r in (runs[1], also_runs[1])}
