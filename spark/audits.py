@@ -13,6 +13,7 @@ byte offset inside that file, ``phy`` the commitlog position concerned.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -36,6 +37,18 @@ def messages(records: DataFrame) -> DataFrame:
 
 
 # --- one aggregation for every per-message audit --------------------------------------------
+RARE_COLUMNS = ("file", "fileOffset", "commitLogOffset", "storeSize", "detail", "topic",
+                "queueId", "queueOffset", "bodyCRC", "bodyLength")
+"""The ``records`` columns a rare row of :func:`message_facts` keeps (as ``x<Column>``)."""
+ORIGINAL_TOPIC_PROPERTIES = ("RETRY_TOPIC", "REAL_TOPIC")
+"""Where a dead letter's original topic is, the first present wins: CONSUMER_SEND_MSG_BACK
+sets RETRY_TOPIC to the original topic before routing to the DLQ."""
+
+
+def _x(column: str) -> str:
+    return f"x{column[0].upper()}{column[1:]}"
+
+
 # The grouping sets of :func:`message_facts`: name -> the grouping columns besides ``store``.
 FACT_SETS: dict[str, tuple[str, ...]] = {
     "totals": ("kind",),
@@ -45,8 +58,7 @@ FACT_SETS: dict[str, tuple[str, ...]] = {
     "retry": ("retryGroup", "reconsumeTimes"),
     # rows the integrity audit reports one by one (unreadable regions, BODYCRC failures) and
     # the byte ranges the Java reader handed over ("deferred"): rare, each its own group
-    "rows": ("xKind", "xFile", "xFileOffset", "xCommitLogOffset", "xStoreSize", "xDetail",
-             "xTopic", "xQueueId", "xQueueOffset", "xBodyCRC", "xBodyLength"),
+    "rows": ("xKind", *map(_x, RARE_COLUMNS)),
 }
 _FACT_KEYS = [c for cols in FACT_SETS.values() for c in cols]
 CRC_ROW = "crc"
@@ -87,8 +99,7 @@ def fact_gid(name: str) -> int:
 
 
 def _original_topic() -> Column:
-    # CONSUMER_SEND_MSG_BACK sets RETRY_TOPIC to the original topic before routing to DLQ.
-    return F.coalesce(F.col("properties")["RETRY_TOPIC"], F.col("properties")["REAL_TOPIC"])
+    return F.coalesce(*[F.col("properties")[p] for p in ORIGINAL_TOPIC_PROPERTIES])
 
 
 def message_facts(records: DataFrame, bucket_ms: int = 60_000,
@@ -131,13 +142,7 @@ def message_facts(records: DataFrame, bucket_ms: int = 60_000,
         F.when(dlq, F.coalesce(_original_topic(), F.lit(""))).alias("originalTopic"),
         F.when(retry, F.expr(f"substring(topic, {len(RETRY_PREFIX) + 1})")).alias("retryGroup"),
         F.when(retry, F.col("reconsumeTimes")).alias("reconsumeTimes"),
-        x_kind.alias("xKind"), when_rare("file").alias("xFile"),
-        when_rare("fileOffset").alias("xFileOffset"),
-        when_rare("commitLogOffset").alias("xCommitLogOffset"),
-        when_rare("storeSize").alias("xStoreSize"), when_rare("detail").alias("xDetail"),
-        when_rare("topic").alias("xTopic"), when_rare("queueId").alias("xQueueId"),
-        when_rare("queueOffset").alias("xQueueOffset"), when_rare("bodyCRC").alias("xBodyCRC"),
-        when_rare("bodyLength").alias("xBodyLength"),
+        x_kind.alias("xKind"), *[when_rare(c).alias(_x(c)) for c in RARE_COLUMNS],
         F.when(is_msg, F.col("storeSize")).alias("size"), "storeTimestamp", "queueOffset",
         *[c.alias(n) for n, c in tallies.items()],
     )
@@ -164,6 +169,35 @@ def message_facts(records: DataFrame, bucket_ms: int = 60_000,
         F.max("maxQueueOffset").alias("maxQueueOffset"),
         *_tally_aggs(tallies),
     )
+
+
+def fact_rules(bucket_ms: int = 60_000,
+               tallies: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What ``FactsJob.java`` (:func:`mqtool.spark.source.java_facts`) computes
+    :func:`message_facts`' rows by: this module's constants, and for the integrity audit's
+    tallies :func:`mqtool.spark.integrity.message_tally_rules` (None: no tallies)."""
+    from mqtool.spark.schema import RECORD_KIND_DEFERRED, RECORD_KIND_UNREADABLE
+
+    return {
+        "kindMessage": RECORD_KIND_MESSAGE, "kindUnreadable": RECORD_KIND_UNREADABLE,
+        "kindDeferred": RECORD_KIND_DEFERRED, "crcRow": CRC_ROW, "dlqPrefix": DLQ_PREFIX,
+        "retryPrefix": RETRY_PREFIX, "originalTopicFrom": list(ORIGINAL_TOPIC_PROPERTIES),
+        "rareColumns": list(RARE_COLUMNS), "bucketMs": bucket_ms, **(tallies or {}),
+    }
+
+
+def java_fact_rows(answer: str) -> list[dict[str, Any]]:
+    """``FactsJob.java``'s answer (``[[set name, [store, *keys], {aggregates}], ...]``) as the
+    rows :func:`message_facts` collects: every key column (None outside the row's set) and
+    ``gid``."""
+    rows = []
+    for name, keys, aggregates in json.loads(answer):
+        row: dict[str, Any] = {"store": keys[0], **dict.fromkeys(_FACT_KEYS),
+                               "gid": fact_gid(name)}
+        row.update(zip(FACT_SETS[name], keys[1:], strict=True))
+        row.update(aggregates)
+        rows.append(row)
+    return rows
 
 
 # --- the small tables, folded on the driver from the collected facts --------------------------
@@ -323,6 +357,18 @@ def queue_facts(cq: DataFrame, delay_offsets: Mapping[str, Mapping[int, int]],
         F.min(F.when(pending, F.col("tagsCode"))).alias("nextDeliverTimestamp"),
         *_tally_aggs(tallies),
     )
+
+
+def queue_rules(delay_offsets: Mapping[str, Mapping[int, int]], now_ms: int,
+                tallies: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """:func:`queue_facts` as ``FactsJob.java`` is told it
+    (:func:`mqtool.spark.source.java_aux_facts`): the schedule topic, ``delay_offsets`` by
+    queue id (level - 1), ``now_ms``; ``tallies``: :func:`mqtool.spark.integrity.
+    unit_tally_rules` (None: no tallies)."""
+    return {"scheduleTopic": SCHEDULE_TOPIC, "nowMs": now_ms,
+            "delayOffsets": {s: {str(int(level) - 1): int(offset) for level, offset in t.items()}
+                             for s, t in delay_offsets.items()},
+            **(tallies or {})}
 
 
 def schedule_rows(queues: list[Row], delay_offsets: Mapping[str, Mapping[int, int]]) -> list[Row]:

@@ -154,7 +154,7 @@ def _by_store(values: Mapping[str, Any], cast: str) -> Column:
 def _known(cl_start: Mapping[str, Any]) -> Column:
     """A unit or index entry that may be a finding: at or above its store's first commitlog
     offset, or impossible (negative), or of a store with no commitlog file."""
-    low = _by_store({s: None if v is None else int(v) for s, v in cl_start.items()}, "long")
+    low = _by_store(_known_from(cl_start), "long")
     here = F.col("commitLogOffset")
     return low.isNull() | (here >= low) | (here < 0)
 
@@ -205,6 +205,16 @@ def message_tallies(index_spans: Mapping[str, tuple[int, int] | None]) -> dict[s
             **_entry_sums(F.when(indexed, index_key_count()))}
 
 
+def message_tally_rules(index_spans: Mapping[str, tuple[int, int] | None]) -> dict[str, Any]:
+    """:func:`message_tallies` as ``FactsJob.java`` is told it
+    (:func:`mqtool.spark.audits.fact_rules`): the tally names, the sysFlag rules, the key
+    separator and ``index_spans``."""
+    return {"tallyNames": [*_UNIT_TALLIES, *_INDEX_TALLIES],
+            "txnMask": TRANSACTION_TYPE_MASK, "txnRollback": TRANSACTION_ROLLBACK_TYPE,
+            "notInConsumeQueue": list(NOT_IN_CONSUME_QUEUE), "keySeparator": KEY_SEPARATOR,
+            "indexSpans": {s: None if v is None else list(v) for s, v in index_spans.items()}}
+
+
 def unit_tallies(cl_start: Mapping[str, Any]) -> dict[str, Column]:
     """The units' tallies, columns over a ``consumequeue`` table for
     :func:`mqtool.spark.audits.queue_facts`."""
@@ -219,6 +229,23 @@ def index_tallies(index: DataFrame, cl_start: Mapping[str, Any]) -> dict[str, di
     rows = (index.filter(_known(cl_start)).groupBy("store")
             .agg(*[F.sum(c).alias(n) for n, c in sums.items()]).collect())
     return fold_tallies(r.asDict() for r in rows)
+
+
+def unit_tally_rules(cl_start: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`unit_tallies` as ``FactsJob.java`` is told it
+    (:func:`mqtool.spark.audits.queue_rules`)."""
+    return {"tallyNames": list(_UNIT_TALLIES), "knownFrom": _known_from(cl_start)}
+
+
+def index_tally_rules(cl_start: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`index_tallies` as ``FactsJob.java`` is told it
+    (:func:`mqtool.spark.source.java_aux_facts`)."""
+    return {"tallyNames": list(_INDEX_TALLIES), "knownFrom": _known_from(cl_start)}
+
+
+def _known_from(cl_start: Mapping[str, Any]) -> dict[str, int | None]:
+    # _known's rule, which FactsJob.AuxRules#known mirrors
+    return {s: None if v is None else int(v) for s, v in cl_start.items()}
 
 
 def index_spans(stores: Iterable[str]) -> dict[str, tuple[int, int] | None]:

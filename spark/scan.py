@@ -31,6 +31,7 @@ execution runs the map side of each shuffle as a job of its own). ``--out`` writ
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -229,10 +230,6 @@ def run_scan(
             cq_topics.add(SCHEDULE_TOPIC)
         if "lag" in want:
             cq_topics |= {t for c in configs.values() for _, t, _, _ in c.consumer_offsets}
-    # both through the Java reader when the session has it (no Python worker in a clean scan)
-    cq = source.table(spark, stores, "consumequeue", topics=cq_topics, **opts)
-    index = source.table(spark, stores, "index", **opts) if "integrity" in want or sql else None
-
     # One decode pass for every per-message audit: only the columns they need are computed
     # (the properties only of dead-lettered messages: the DLQ audit reads RETRY_TOPIC), and
     # one aggregation (grouping sets) makes every count of them at once: nothing per message
@@ -242,18 +239,37 @@ def run_scan(
     # the integrity audit's tallies settle a clean store's cross-file check without a shuffle
     # (integrity.settle): the messages' side is counted in the same aggregation
     cl_starts = {s: _commitlog_start(s) for s in stores}
-    tallies = None
+    spans = None
     if "integrity" in want:
         narrow_cols += ["keys", "uniqKey"]
-        tallies = integ.message_tallies(integ.index_spans(stores))
+        spans = integ.index_spans(stores)
     narrow_kw: dict[str, Any] = {
         "check_crc": check_crc, "columns": narrow_cols, "properties_for": [A.DLQ_PREFIX], **opts,
     }
     cached: list[DataFrame] = []
-    raw = source.java_records(spark, stores, **narrow_kw) if source.java_reader_on(spark) else None
-    if raw is None:  # the Python data source alone: its workers read the consume queue once
-        cq = cq.persist(StorageLevel.MEMORY_AND_DISK)
-        cached.append(cq)
+    # With the Java reader the three aggregations are FactsJob.java's jobs (no SQL plan); the
+    # DataFrames of the consume queue, the index and the records' key columns are made only
+    # for what needs them: a store the tallies do not settle, --out, --sql, a fallback.
+    java = source.java_reads(spark, stores, **opts)
+    lock = threading.Lock()
+    built: dict[str, DataFrame | None] = {}
+
+    def frame(name: str) -> DataFrame | None:
+        with lock:
+            if name not in built:
+                df: DataFrame | None = None
+                if name == "consumequeue":  # through the Java reader when the session has it
+                    df = source.table(spark, stores, name, topics=cq_topics, **opts)
+                    if not java:  # the Python data source alone: its workers read it once
+                        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+                        cached.append(df)
+                elif "integrity" in want or sql:
+                    df = source.table(spark, stores, name, **opts)
+                built[name] = df
+            return built[name]
+
+    if not java:
+        frame("consumequeue")
     # The consume queue's aggregation (schedule, lag, integrity's bounds and tallies) and the
     # index's tallies are jobs of their own, run beside the commitlog's from two more threads
     # (Spark takes jobs from several; they inherit the caller's job group and other local
@@ -265,27 +281,63 @@ def run_scan(
         queues_job = index_job = None
         if want & {"schedule", "lag", "integrity"} or full_cq:
             cq_delay = {s: c.delay_offsets for s, c in configs.items()}
-            unit_t = integ.unit_tallies(cl_starts) if "integrity" in want else None
-            queues_job = pool.submit(inherit(
-                lambda: _rows(A.queue_facts(cq, cq_delay, now_ms, unit_t))))
+
+            def queue_rows() -> list[dict[str, Any]]:
+                if java:  # FactsJob.java: no SQL plan
+                    got = source.java_aux_facts(
+                        spark, stores, "consumequeue", A.queue_rules(
+                            cq_delay, now_ms,
+                            integ.unit_tally_rules(cl_starts) if "integrity" in want else None),
+                        topics=cq_topics, partition_bytes=partition_bytes)
+                    if got is not None:
+                        return list(got)
+                unit_t = integ.unit_tallies(cl_starts) if "integrity" in want else None
+                return _rows(A.queue_facts(frame("consumequeue"), cq_delay, now_ms, unit_t))
+
+            queues_job = pool.submit(inherit(queue_rows))
         if "integrity" in want:
-            assert index is not None
-            index_job = pool.submit(inherit(integ.index_tallies), index, cl_starts)
-        if raw is None:  # decode once, keep the projection
+
+            def index_tallies() -> dict[str, dict[str, Any]]:
+                if java:
+                    got = source.java_aux_facts(spark, stores, "index",
+                                                integ.index_tally_rules(cl_starts),
+                                                partition_bytes=partition_bytes)
+                    if got is not None:
+                        return dict(got)
+                index = frame("index")
+                assert index is not None
+                return integ.index_tallies(index, cl_starts)
+
+            index_job = pool.submit(inherit(index_tallies))
+        java_facts = None
+        if java:  # the facts in the Java reader's own job (no SQL plan: FactsJob.java)
+            rules = A.fact_rules(rate_bucket_ms,
+                                 None if spans is None else integ.message_tally_rules(spans))
+            java_facts = source.java_facts(spark, stores, rules, **narrow_kw)
+
+        def tallies() -> dict[str, Any] | None:
+            return None if spans is None else integ.message_tallies(spans)
+
+        handed: list[dict[str, Any]] = []
+        lean: DataFrame | None = None
+        if java_facts is None:  # decode once, keep the projection
             lean, more = source.records(spark, stores, java=False,
                                         persist=StorageLevel.MEMORY_AND_DISK, **narrow_kw)
             cached += more
-            fact_list = _rows(A.message_facts(lean, rate_bucket_ms, tallies))
-            handed: list[dict[str, Any]] = []
+            fact_list = _rows(A.message_facts(lean, rate_bucket_ms, tallies()))
         else:
-            fact_list = _rows(A.message_facts(raw, rate_bucket_ms, tallies))
+            fact_list = java_facts
             handed = [r for r in A.fact_tables(fact_list, rate_bucket_ms)["rows"]
                       if r["recordType"] == RECORD_KIND_DEFERRED]
             if handed:  # byte ranges the Java reader does not accept: the Python decoder's
                 py = source.load(spark, stores, "records",
                                  ranges=source.deferred_ranges(handed), **narrow_kw)
-                fact_list += _rows(A.message_facts(py, rate_bucket_ms, tallies))
-            lean, _ = source.records(spark, stores, handed=handed, java=True, **narrow_kw)
+                fact_list += _rows(A.message_facts(py, rate_bucket_ms, tallies()))
+
+        def records_keys() -> DataFrame:  # the records' key columns (integrity: cross_file)
+            if lean is not None:
+                return lean
+            return source.records(spark, stores, handed=handed, java=True, **narrow_kw)[0]
         # every per-message table is folded on the driver from the collected facts
         facts = A.fact_tables(fact_list, rate_bucket_ms)
         tables: dict[str, list[dict[str, Any]]] = {}
@@ -309,9 +361,11 @@ def run_scan(
                 stores, {r["store"]: r for r in facts["tallies"]}, A.fold_tallies(queues),
                 index_job.result(),
                 {s: not commitlog_gaps(s) for s in stores})
+            check = not all(settled[s].messages for s in stores)  # else no cross-file query
             tables["integrity"] = integ.integrity(
-                facts["rows"], lean, cl_starts,
-                cq, index, integ.queue_mins(spark, queues),
+                facts["rows"], records_keys() if check else None, cl_starts,
+                frame("consumequeue") if check else None, frame("index") if check else None,
+                integ.queue_mins(spark, queues) if check else None,
                 [f for c in configs.values() for f in c.findings],
                 offsets=max(sum(r["count"] or 0 for r in facts["totals"]),
                             sum(q["entries"] or 0 for q in queues)),
@@ -357,12 +411,14 @@ def run_scan(
             out_dir = Path(out)
             out_dir.mkdir(parents=True, exist_ok=True)
             result.outputs["messages"] = _write(full_msgs, out_dir / "messages", fmt)
+            cq = frame("consumequeue")
+            assert cq is not None
             result.outputs["consumequeue"] = _write(cq, out_dir / "consumequeue", fmt)
             for name, df in frames.items():
                 result.outputs[name] = _write(df, out_dir / name, fmt)
         if sql is not None:
-            views = {"messages": full_msgs, "records": records, "consumequeue": cq,
-                     "index": index, **frames}
+            views = {"messages": full_msgs, "records": records,
+                     "consumequeue": frame("consumequeue"), "index": frame("index"), **frames}
             for name, df in views.items():
                 df.createOrReplaceTempView(name)
             try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -208,6 +208,33 @@ def java_reader_on(spark: SparkSession) -> bool:
     return str(jar) in spark.sparkContext.getConf().get("spark.jars", "")
 
 
+def _commitlog_lines(spark: SparkSession, stores: Sequence[str], split_size: int,
+                     partition_bytes: int | None) -> str | None:
+    """The Java reader's "splits" option for the commitlog of ``stores`` (None when the names
+    cannot be handed over)."""
+    planned = splits.plan_splits(stores, splits.KIND_COMMITLOG, split_size=split_size)
+    ends: dict[str, int] = {}
+    kept = []
+    for s in planned:
+        if s.path not in ends:
+            ends[s.path] = splits.data_end(s.path, s.file_size)
+        if s.start == 0 or s.start < ends[s.path]:  # splits in a file's empty tail hold nothing
+            kept.append(s)
+    return _split_lines(
+        splits.pack_for(kept, partition_bytes, spark.sparkContext.defaultParallelism),
+        lambda s: (s.path, s.store, s.name, s.base, s.start, s.end, ends[s.path]),
+    )
+
+
+def java_reads(spark: SparkSession, stores: Sequence[str],
+               split_size: int = splits.DEFAULT_SPLIT_SIZE,
+               partition_bytes: int | None = None) -> bool:
+    """Whether the Java reader reads the commitlog of ``stores`` (:func:`java_records`,
+    :func:`java_facts`): the session has it and the store names can be handed over."""
+    return java_reader_on(spark) and _commitlog_lines(
+        spark, stores, split_size, partition_bytes) is not None
+
+
 def java_records(
     spark: SparkSession, stores: Sequence[str], *, columns: Sequence[str] | None = None,
     check_crc: bool = True, properties_for: Sequence[str] = (),
@@ -217,18 +244,7 @@ def java_records(
     """The Java reader's own output for the commitlog of ``stores``, ``deferred`` rows
     included (None when the names cannot be handed over). :func:`records` hands the deferred
     ranges to the Python decoder; a caller that finds them itself passes them as ``handed``."""
-    planned = splits.plan_splits(stores, splits.KIND_COMMITLOG, split_size=split_size)
-    ends: dict[str, int] = {}
-    kept = []
-    for s in planned:
-        if s.path not in ends:
-            ends[s.path] = splits.data_end(s.path, s.file_size)
-        if s.start == 0 or s.start < ends[s.path]:  # splits in a file's empty tail hold nothing
-            kept.append(s)
-    lines = _split_lines(
-        splits.pack_for(kept, partition_bytes, spark.sparkContext.defaultParallelism),
-        lambda s: (s.path, s.store, s.name, s.base, s.start, s.end, ends[s.path]),
-    )
+    lines = _commitlog_lines(spark, stores, split_size, partition_bytes)
     if lines is None:
         return None  # names the line format cannot carry: the Python source reads it
     schema = spark_schema(record_schema(frozenset(columns) if columns else None))
@@ -240,6 +256,30 @@ def java_records(
         .option("propertiesFor", ",".join(properties_for))
         .load()
     )
+
+
+def java_facts(
+    spark: SparkSession, stores: Sequence[str], rules: Mapping[str, Any], *,
+    columns: Sequence[str], check_crc: bool = True, properties_for: Sequence[str] = (),
+    split_size: int = splits.DEFAULT_SPLIT_SIZE,
+    partition_bytes: int | None = None,
+) -> list[dict[str, Any]] | None:
+    """:func:`mqtool.spark.audits.message_facts`' rows over :func:`java_records`' output
+    (``columns`` read), computed by ``FactsJob.java`` in one Spark job with no SQL plan: the
+    reader's record loop aggregates (``rules``: :func:`mqtool.spark.audits.fact_rules`).
+    None when the names cannot be handed over."""
+    from mqtool.spark.audits import java_fact_rows
+
+    lines = _commitlog_lines(spark, stores, split_size, partition_bytes)
+    if lines is None:
+        return None
+    schema = spark_schema(record_schema(frozenset(columns)))
+    reader = {"checkCrc": "true" if check_crc else "false",
+              "propertiesFor": ",".join(properties_for)}
+    answer = _facts_job(spark).run(
+        spark.sparkContext._jsc, lines, schema.json(),  # noqa: SLF001 - the JavaSparkContext
+        json.dumps(reader), json.dumps(dict(rules)))
+    return java_fact_rows(answer)
 
 
 def _split_lines(parts: list[list[splits.Split]], fields_of: Any) -> str | None:
@@ -255,13 +295,10 @@ def _split_lines(parts: list[list[splits.Split]], fields_of: Any) -> str | None:
     return "\n".join(lines)
 
 
-def java_aux(
-    spark: SparkSession, stores: Sequence[str], table: str, *,
-    topics: Collection[str] | None = None,
-    partition_bytes: int | None = None,
-) -> DataFrame | None:
-    """``table`` (``consumequeue`` or ``index``) through the Java reader, the same rows as
-    :func:`load` (None when the names cannot be handed over: use :func:`load`).
+def _aux_lines(spark: SparkSession, stores: Sequence[str], table: str,
+               topics: Collection[str] | None, partition_bytes: int | None) -> str | None:
+    """The Java reader's "splits" option for ``table`` (``consumequeue`` or ``index``) of
+    ``stores`` (None when the names cannot be handed over).
 
     The driver plans every file: consume-queue files whole, index files as the span of their
     used entries (:func:`~mqtool.spark.auxfiles.index_span`, the header and geometry read
@@ -282,10 +319,20 @@ def java_aux(
     else:
         def fields_of(s: splits.Split) -> tuple[Any, ...]:
             return (s.path, s.store, s.name, s.base, s.start, s.end, s.queue_id, s.topic)
-    lines = _split_lines(
+    return _split_lines(
         splits.pack_for(planned, partition_bytes, spark.sparkContext.defaultParallelism),
         fields_of,
     )
+
+
+def java_aux(
+    spark: SparkSession, stores: Sequence[str], table: str, *,
+    topics: Collection[str] | None = None,
+    partition_bytes: int | None = None,
+) -> DataFrame | None:
+    """``table`` (``consumequeue`` or ``index``) through the Java reader, the same rows as
+    :func:`load` (None when the names cannot be handed over: use :func:`load`)."""
+    lines = _aux_lines(spark, stores, table, topics, partition_bytes)
     if lines is None:
         return None
     return (
@@ -296,6 +343,35 @@ def java_aux(
         .option("batchRows", "16384")
         .load()
     )
+
+
+def java_aux_facts(
+    spark: SparkSession, stores: Sequence[str], table: str, rules: Mapping[str, Any], *,
+    topics: Collection[str] | None = None, partition_bytes: int | None = None,
+) -> Any:
+    """The consume queue's facts (``table`` "consumequeue": the rows of
+    :func:`mqtool.spark.audits.queue_facts`, ``rules``: :func:`~mqtool.spark.audits.
+    queue_rules`) or the index's tallies ("index": :func:`mqtool.spark.integrity.
+    index_tallies`' answer, ``rules``: :func:`~mqtool.spark.integrity.index_tally_rules`),
+    computed by ``FactsJob.java`` in one Spark job over the Java reader with no SQL plan.
+    None when the names cannot be handed over."""
+    lines = _aux_lines(spark, stores, table, topics, partition_bytes)
+    if lines is None:
+        return None
+    job = _facts_job(spark)
+    schema = spark_schema(TABLES[table][0]).json()
+    jsc = spark.sparkContext._jsc  # noqa: SLF001 - pyspark's handle on the JavaSparkContext
+    if table == "index":
+        return json.loads(job.index(jsc, lines, schema, json.dumps(dict(rules))))
+    return [{"store": k[0], "topic": k[1], "queueId": k[2], **aggregates}
+            for k, aggregates in json.loads(job.queues(jsc, lines, schema,
+                                                       json.dumps(dict(rules))))]
+
+
+def _facts_job(spark: SparkSession) -> Any:
+    """``mqtool.spark.FactsJob`` of the session's JVM (its jar is on ``spark.jars``)."""
+    jvm: Any = spark.sparkContext._jvm  # noqa: SLF001 - pyspark's gateway to the driver JVM
+    return jvm.mqtool.spark.FactsJob
 
 
 def table(

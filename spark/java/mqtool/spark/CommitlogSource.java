@@ -90,6 +90,24 @@ public final class CommitlogSource implements TableProvider, DataSourceRegister 
         }
     }
 
+    /** The option "splits" (see CommitlogScan#planInputPartitions) as each partition's
+     * splits. */
+    static List<ArrayList<SplitSpec>> parts(String lines) {
+        List<ArrayList<SplitSpec>> parts = new ArrayList<>();
+        for (String line : lines.split("\n")) {
+            if (line.isEmpty()) {
+                continue;
+            }
+            String[] f = line.split("\t", -1);
+            int k = Integer.parseInt(f[0]);
+            while (parts.size() <= k) {
+                parts.add(new ArrayList<>());
+            }
+            parts.get(k).add(new SplitSpec(f));
+        }
+        return parts;
+    }
+
     /** What every reader of one scan is told (serialised to the executors). */
     public static final class Options implements Serializable {
         private static final long serialVersionUID = 1L;
@@ -184,18 +202,7 @@ public final class CommitlogSource implements TableProvider, DataSourceRegister 
          * "...\tentry 1's position\tend of the last used entry\tbeginTimestamp" ("index"). */
         @Override
         public InputPartition[] planInputPartitions() {
-            List<List<SplitSpec>> parts = new ArrayList<>();
-            for (String line : options.getOrDefault("splits", "").split("\n")) {
-                if (line.isEmpty()) {
-                    continue;
-                }
-                String[] f = line.split("\t", -1);
-                int k = Integer.parseInt(f[0]);
-                while (parts.size() <= k) {
-                    parts.add(new ArrayList<>());
-                }
-                parts.get(k).add(new SplitSpec(f));
-            }
+            List<ArrayList<SplitSpec>> parts = parts(options.getOrDefault("splits", ""));
             InputPartition[] out = new InputPartition[Math.max(parts.size(), 1)];
             for (int i = 0; i < out.length; i++) {
                 out[i] = new Part(i < parts.size() ? parts.get(i) : new ArrayList<>());

@@ -1,0 +1,152 @@
+"""``FactsJob.java`` (the scan's aggregations in the Java reader's own Spark jobs, no SQL
+plan) gives exactly the rows of the Spark SQL it stands for, over the same reader:
+:func:`mqtool.spark.audits.message_facts` on every fixture store and on a damaged copy
+(hand-overs, BODYCRC failures), with and without the integrity audit's tallies, with whole and
+tiny splits; :func:`~mqtool.spark.audits.queue_facts` and
+:func:`mqtool.spark.integrity.index_tallies` on every fixture store and on damaged consume
+queues and index files; and ``mqtool scan`` takes them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sparkfix import spark  # noqa: F401
+from test_spark_java import _patch, aux_damaged, make_damaged  # noqa: F401
+
+from conftest import SCENARIOS, store_dir
+
+pytestmark = pytest.mark.slow
+
+SPLITS = (1 << 27, 3000)
+
+
+def _both(spark: Any, stores: list[str], split: int, bucket_ms: int,  # noqa: F811
+          tallies: bool) -> tuple[list[str], list[str]]:
+    from mqtool.spark import audits as A
+    from mqtool.spark import integrity as integ
+    from mqtool.spark import source
+    from mqtool.spark.scan import AUDIT_COLUMNS
+
+    cols = [*AUDIT_COLUMNS[2:], "properties", *(("keys", "uniqKey") if tallies else ())]
+    kw: dict[str, Any] = {"columns": cols, "properties_for": [A.DLQ_PREFIX],
+                          "split_size": split, "partition_bytes": 1 << 20}
+    spans = integ.index_spans(stores)
+    java = source.java_facts(spark, stores, A.fact_rules(
+        bucket_ms, integ.message_tally_rules(spans) if tallies else None), **kw)
+    raw = source.java_records(spark, stores, **kw)
+    assert java is not None and raw is not None
+    sql = [r.asDict() for r in A.message_facts(
+        raw, bucket_ms, integ.message_tallies(spans) if tallies else None).collect()]
+    return sorted(map(_canon, java)), sorted(map(_canon, sql))
+
+
+def _canon(row: dict[str, Any]) -> str:
+    return repr(sorted(row.items()))
+
+
+@pytest.mark.parametrize("split", SPLITS)
+def test_java_facts_equal_sql_on_every_fixture_store(spark: Any, split: int) -> None:  # noqa: F811
+    java, sql = _both(spark, [str(store_dir(s)) for s in SCENARIOS], split, 60_000, True)
+    assert java == sql
+    text = "\n".join(java)
+    for seen in ("('dlqGroup', '", "('retryGroup', '", "('sum_ixN', ", "('xor_cq', "):
+        assert seen in text  # dead letters, retries and both tallies are among the rows
+    assert "('xKind', 'crc')" not in text
+
+
+def test_java_facts_equal_sql_without_tallies_and_other_buckets(spark: Any) -> None:  # noqa: F811
+    stores = [str(store_dir("4.9.7/journey"))]
+    for bucket in (1_000, 3_600_000):
+        java, sql = _both(spark, stores, 1 << 27, bucket, False)
+        assert java == sql
+        assert "sum_ixN" not in "\n".join(java)
+
+
+@pytest.fixture(scope="module")
+def crc_damaged(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Java reader's damaged copy, and two records whose stored BODYCRC is wrong."""
+    from mqtool.spark.decode import decode_commitlog_file_messages
+
+    root = make_damaged(tmp_path_factory.mktemp("facts-damaged") / "store")
+    first = sorted((root / "commitlog").iterdir())[0]
+    offsets = decode_commitlog_file_messages(str(first))["fileOffset"].to_pylist()
+    for off in offsets[2:4]:
+        _patch(first, off + 8, b"\x01\x02\x03\x04")  # BODYCRC: the body no longer matches
+    return root
+
+
+@pytest.mark.parametrize("split", SPLITS)
+def test_java_facts_equal_sql_on_a_damaged_store(
+    spark: Any, crc_damaged: Path, split: int  # noqa: F811
+) -> None:
+    java, sql = _both(spark, [str(crc_damaged)], split, 60_000, True)
+    assert java == sql
+    first = sorted((crc_damaged / "commitlog").iterdir())[0].name
+    crc = [r for r in java if "('xKind', 'crc')" in r]
+    assert len([r for r in crc if f"('xFile', 'commitlog/{first}')" in r]) == 2  # the two patched
+    assert len(crc) > 2  # and the random damage's
+    assert sum("('xKind', 'deferred')" in r for r in java) >= 4  # the reader's hand-overs
+
+
+def test_java_queue_facts_and_index_tallies_equal_sql(
+    spark: Any, aux_damaged: Path  # noqa: F811
+) -> None:
+    from mqtool.formats.rules import SCHEDULE_TOPIC
+    from mqtool.spark import audits as A
+    from mqtool.spark import integrity as integ
+    from mqtool.spark import source
+    from mqtool.spark.scan import _commitlog_start, _rows, load_store_config
+
+    stores = [*(str(store_dir(s)) for s in SCENARIOS), str(aux_damaged)]
+    delay = {s: load_store_config(s).delay_offsets for s in stores}
+    delay[stores[0]] = {**delay[stores[0]], 3: 1, 17: 2}  # levels with and without a queue
+    starts = {s: _commitlog_start(s) for s in stores}
+    # and stores whose commitlog starts later: their first units and entries are not counted
+    later = {s: None if v is None else v + 5000 for s, v in starts.items()}
+    later[stores[1]] = None
+    overdue = set()
+    for now in (0, 1 << 62, 1_795_295_040_000):
+        for topics in (None, [SCHEDULE_TOPIC, "TopicTest"]):
+            for cl in (starts, later, None):
+                rules = A.queue_rules(delay, now, None if cl is None else
+                                      integ.unit_tally_rules(cl))
+                java = source.java_aux_facts(spark, stores, "consumequeue", rules, topics=topics,
+                                             partition_bytes=1 << 16)
+                cq = source.table(spark, stores, "consumequeue", topics=topics)
+                sql = _rows(A.queue_facts(cq, delay, now,
+                                          None if cl is None else integ.unit_tallies(cl)))
+                assert sorted(map(_canon, java)) == sorted(map(_canon, sql))
+                assert len(java) > (20 if topics is None else 5)
+                assert sum(r["pending"] for r in java) > 0
+                overdue.add(sum(r["overdue"] for r in java))
+    assert len(overdue) == 3  # none, every one, some: the deliver times were compared
+    index = source.table(spark, stores, "index")
+    for cl in (starts, later):
+        java_t = source.java_aux_facts(spark, stores, "index", integ.index_tally_rules(cl),
+                                       partition_bytes=1 << 16)
+        assert java_t == integ.index_tallies(index, cl)
+        assert len(java_t) >= 3
+    assert java_t != source.java_aux_facts(spark, stores, "index", integ.index_tally_rules(starts))
+
+
+def test_scan_takes_the_java_facts(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """A clean scan with the Java reader builds no SQL plan for its aggregations."""
+    from mqtool.spark import audits as A
+    from mqtool.spark import integrity as integ
+    from mqtool.spark.scan import run_scan
+
+    stores = [str(store_dir(s)) for s in SCENARIOS]
+    before = run_scan(spark, stores, now_ms=0).summary
+
+    def no_plan(*_: Any, **__: Any) -> Any:
+        raise AssertionError("an aggregation planned in SQL on the Java path")
+
+    for module, name in ((A, "message_facts"), (A, "queue_facts"), (integ, "index_tallies")):
+        monkeypatch.setattr(module, name, no_plan)
+    after = run_scan(spark, stores, now_ms=0).summary
+    before.pop("elapsedSeconds"), after.pop("elapsedSeconds")
+    assert after == before
+    assert after["totals"]["messages"] > 0 and after["dlq"] and after["retry"]
