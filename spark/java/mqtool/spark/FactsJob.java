@@ -40,6 +40,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.apache.spark.sql.vectorized.ColumnarMap;
+import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.types.UTF8String;
 
 public final class FactsJob {
@@ -201,6 +202,7 @@ public final class FactsJob {
      * in the record loop, copied when it starts a group. */
     static final class Key {
         UTF8String store;
+        int storeHash;  // store.hashCode(), which the record loop keeps per store
         UTF8String kind;
         UTF8String topic;  // qTopic = rTopic: the topic of a message
         boolean hasQueueId;  // qQueueId
@@ -218,6 +220,7 @@ public final class FactsJob {
         Key copy() {
             Key k = new Key();
             k.store = clone(store);
+            k.storeHash = storeHash;
             k.kind = clone(kind);
             k.topic = clone(topic);
             k.hasQueueId = hasQueueId;
@@ -240,7 +243,7 @@ public final class FactsJob {
 
         @Override
         public int hashCode() {
-            int h = hash(store);
+            int h = storeHash;
             h = 31 * h + hash(kind);
             h = 31 * h + hash(topic);
             h = 31 * h + (hasQueueId ? queueId : -1);
@@ -305,6 +308,8 @@ public final class FactsJob {
         int cSysFlag, cClOffset, cProps, cKeys, cUniq;
         final int[] cX;
         final DataType[] tX;
+        private UTF8String lastStore;
+        private int lastStoreHash;
         private UTF8String spanStore;  // the last store whose index span was looked up
         private long[] span;
 
@@ -348,6 +353,11 @@ public final class FactsJob {
                 boolean isMsg = kind.equals(rules.kindMessage);
                 UTF8String t = topic.isNullAt(r) ? null : topic.getUTF8String(r);
                 k.store = store.isNullAt(r) ? null : store.getUTF8String(r);
+                if (k.store == null || !k.store.equals(lastStore)) {  // murmur once per store
+                    lastStore = k.store == null ? null : k.store.clone();
+                    lastStoreHash = k.store == null ? 0 : k.store.hashCode();
+                }
+                k.storeHash = lastStoreHash;
                 k.kind = kind;
                 k.topic = isMsg ? t : null;
                 k.hasQueueId = isMsg && !qid.isNullAt(r);
@@ -480,10 +490,12 @@ public final class FactsJob {
             if (keys.isNullAt(r)) {
                 return n;
             }
-            byte[] v = keys.getUTF8String(r).getBytes();
+            UTF8String v = keys.getUTF8String(r);  // its bytes where they are, not a copy
+            Object base = v.getBaseObject();
+            long at = v.getBaseOffset();
             int run = 0;
-            for (byte c : v) {
-                if (c == rules.keySeparator) {
+            for (int i = 0; i < v.numBytes(); i++) {
+                if (Platform.getByte(base, at + i) == rules.keySeparator) {
                     n += run > 0 ? 1 : 0;
                     run = 0;
                 } else {
