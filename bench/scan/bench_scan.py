@@ -22,8 +22,10 @@ one run (a benchmark, not a test; do not loop it on a shared machine):
   records; with ``--python-decode`` also the Python data source's decode
   (:func:`mqtool.spark.decode.decode_commitlog_range`, audit columns);
 * the single-process decode and the Spark decode pass: best of 3 warm runs each;
-* ``spark local[N]``: Spark's start-up on its own (session, then the Python workers: one task
-  that does nothing per task slot), the decode pass with every column (the Java reader's
+* ``spark local[N]``: Spark's start-up on its own (the session as the CLI starts it for the
+  store, with the CLI's job-sized settings, ``mqtool.spark.session.job_conf``: in fresh
+  processes, median of 3; then the Python workers: one task that does nothing per task slot,
+  in this process's session), the decode pass with every column (the Java reader's
   columnar batches; into rows; with ``--python-decode`` through the Python data source too)
   and with the audits' columns, and the
   ``mqtool scan`` CLI with every audit in a fresh process (wall time, its own ``run_scan``
@@ -33,7 +35,7 @@ one run (a benchmark, not a test; do not loop it on a shared machine):
 * with ``--small-store DIR`` / ``--large-store DIR`` / ``--larger-store DIR``: the CLI on a
   store 4x smaller / 4x larger / 16x larger (built there once): memory at several sizes.
   ``mqtool scan`` sizes the local heap to the data (512 MiB up to 512 MiB of commitlog data,
-  1 GiB above: ``memory_conf``); the JVM's resident size grows until G1 has touched the whole
+  1 GiB above: ``job_conf``); the JVM's resident size grows until G1 has touched the whole
   heap, then stays: the 4x and 16x stores compare two sizes 4x apart past that point;
 * with ``--cluster``: the CLI on a standalone cluster on 127.0.0.1 started with pyspark's
   ``sbin/spark-daemon.sh`` (1-core workers), 1 worker against 2, on the main store by default
@@ -333,6 +335,22 @@ def java_hot_loop(files: list[Path], check_crc: bool) -> tuple[float, int] | Non
     return float(seconds), int(records)
 
 
+def cli_session_start(master: str, store: Path, runs: int = 3) -> float:
+    """Seconds ``get_session`` takes in a fresh process with the settings the CLI gives a scan
+    of ``store`` (:func:`mqtool.spark.session.job_conf`): median of ``runs``."""
+    code = ("import sys, time\n"
+            "from mqtool.spark.session import get_session, job_conf\n"
+            "t = time.perf_counter()\n"
+            "get_session(sys.argv[1], job_conf(sys.argv[1], [sys.argv[2]]))\n"
+            "print(time.perf_counter() - t)\n")
+    times = []
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, "-c", code, master, str(store)], check=True,
+                             capture_output=True, text=True).stdout
+        times.append(float(out.split()[-1]))
+    return sorted(times)[len(times) // 2]
+
+
 def _git_commit() -> str:
     try:
         return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], check=True,
@@ -352,7 +370,7 @@ def main() -> None:
                     "at two sizes")
     ap.add_argument("--large-store", type=Path, default=None,
                     help="also scan a store 4x larger (built there once) with the CLI: memory "
-                    "at two sizes above the heap step of memory_conf (512 MiB of data)")
+                    "at two sizes above the heap step of job_conf (512 MiB of data)")
     ap.add_argument("--larger-store", type=Path, default=None,
                     help="also scan a store 16x larger (built there once) with the CLI: memory "
                     "at 4x and 16x, both past the point where the JVM has touched its whole heap")
@@ -625,7 +643,10 @@ def _spark_figures(
         assert groups == n_msgs
         res["sparkShuffleFloorSeconds"] = round(t_shuffle, 2)
         spark.stop()
-    res["sparkStartSeconds"] = round(t_start, 2)
+    # the session this process used for the passes above has Spark's defaults for the JIT;
+    # the CLI sizes its JVM to the store (job_conf): its start-up is measured as it starts
+    res["sparkStartInProcessSeconds"] = round(t_start, 2)
+    res["sparkStartSeconds"] = round(cli_session_start(master, args.store), 2)
     res["pythonWorkersStartSeconds"] = round(t_workers, 2)
     res["inProcessPeakMiB"] = mem.mib()
     add("sparkFull", f"spark {master}: decode pass, every column, CRC off"

@@ -170,14 +170,16 @@ def scan(
         )
         from mqtool.spark.scan import run_scan
         from mqtool.spark.session import (
-            memory_conf,
+            job_conf,
+            merge_conf,
             parse_conf,
             session_scope,
             spark_failures,
             stage_progress,
         )
 
-        settings = {**memory_conf(master, [str(s) for s in stores]), **parse_conf(conf or [])}
+        settings = merge_conf(job_conf(master, [str(s) for s in stores]),
+                              parse_conf(conf or []))
         with spark_failures(master), session_scope(master, settings) as spark, \
                 stage_progress(spark, "scan"):
             result = run_scan(

@@ -221,16 +221,25 @@ def test_audits_selects_what_runs_and_what_is_read(spark, fixture_scan) -> None:
     assert bad.exit_code == 2 and "nope" in bad.output
 
 
-def test_spark_memory_is_sized_to_the_job(tmp_path: Path) -> None:
-    from mqtool.spark.session import memory_conf
+def test_spark_memory_and_jit_are_sized_to_the_job(tmp_path: Path) -> None:
+    from mqtool.spark.session import job_conf, merge_conf
 
+    c1 = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
     small = [store_of(s) for s in SCENARIOS]
-    assert memory_conf("local[2]", small) == {"spark.driver.memory": "512m"}
-    assert memory_conf("spark://127.0.0.1:7077", small) == {}  # the cluster's business
+    assert job_conf("local[2]", small) == {"spark.driver.memory": "512m", **c1}
+    assert job_conf("spark://127.0.0.1:7077", small) == {}  # the cluster's business
     big = tmp_path / "store" / "commitlog"
     big.mkdir(parents=True)
     (big / "00000000000000000000").write_bytes(b"\1" * 65536)  # written data, not a hole
     (big / "00000000000000065536").write_bytes(b"")
     store = [str(tmp_path / "store")]
-    assert memory_conf("local[*]", store, small=65535) == {"spark.driver.memory": "1g"}
-    assert memory_conf("local[*]", store, small=65536) == {"spark.driver.memory": "512m"}
+    assert job_conf("local[*]", store, small=65535) == {"spark.driver.memory": "1g", **c1}
+    assert job_conf("local[*]", store, small=65536) == {"spark.driver.memory": "512m", **c1}
+    assert job_conf("local[*]", store, short=65535) == {"spark.driver.memory": "512m"}
+    # the user's options come after (the later wins in a JVM), their jars beside mqtool's
+    got = merge_conf({**c1, "spark.jars": "a.jar"}, {
+        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=4", "spark.jars": "b.jar",
+        "spark.driver.memory": "3g"})
+    assert got == {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 "
+                   "-XX:TieredStopAtLevel=4", "spark.jars": "a.jar,b.jar",
+                   "spark.driver.memory": "3g"}
