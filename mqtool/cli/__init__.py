@@ -39,4 +39,7 @@ _register_all()
 
 def main() -> None:
     """Console-script entry point."""
+    from mqtool.cli.common import mark_one_shot
+
+    mark_one_shot()
     app()

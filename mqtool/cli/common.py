@@ -74,6 +74,19 @@ BrokerConfOpt = Annotated[
 
 # Width of stdout when it is not a terminal and COLUMNS is unset: wide enough that no table
 # cell is ever wrapped, so piped output keeps ids and topic names whole on one line.
+_PROCESS = {"one_shot": False}
+
+
+def mark_one_shot() -> None:
+    """This process is the command line itself (``main``): it ends when the command does."""
+    _PROCESS["one_shot"] = True
+
+
+def one_shot() -> bool:
+    """Whether this process ends with the command (not a test's in-process run)."""
+    return _PROCESS["one_shot"]
+
+
 PIPE_WIDTH = 100_000
 
 

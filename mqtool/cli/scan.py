@@ -180,7 +180,10 @@ def scan(
 
         settings = merge_conf(job_conf(master, [str(s) for s in stores]),
                               parse_conf(conf or []))
-        with spark_failures(master), session_scope(master, settings) as spark, \
+        from mqtool.cli.common import one_shot
+
+        with spark_failures(master), \
+                session_scope(master, settings, at_exit=one_shot()) as spark, \
                 stage_progress(spark, "scan"):
             result = run_scan(
                 spark, [str(s) for s in stores], audits=chosen, out=out, fmt=fmt, sql=sql,

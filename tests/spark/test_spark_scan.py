@@ -243,3 +243,38 @@ def test_spark_memory_and_jit_are_sized_to_the_job(tmp_path: Path) -> None:
     assert got == {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 "
                    "-XX:TieredStopAtLevel=4", "spark.jars": "a.jar,b.jar",
                    "spark.driver.memory": "3g"}
+
+
+def _processes_naming(text: str) -> list[int]:
+    """Pids whose command line holds ``text``."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and text in (proc / "cmdline").read_bytes().decode(
+                    "utf-8", "replace"):
+                pids.append(int(proc.name))
+        except OSError:  # a process that ended while listed: not one of ours
+            pass
+    return pids
+
+
+def test_the_cli_leaves_sparks_stop_to_the_jvms_exit(tmp_path: Path) -> None:
+    """The command line's scan prints and exits without ``spark.stop()``: the driver JVM exits
+    with it (Spark's shutdown hooks stop it): no JVM left, nothing left in its local dir."""
+    import subprocess
+    import sys
+    import time
+
+    local = tmp_path / "spark-local"
+    local.mkdir()
+    res = subprocess.run(
+        [sys.executable, "-m", "mqtool", "scan", store_of("4.9.7/plain"), "--master",
+         "local[2]", "--json", "--conf", f"spark.local.dir={local}"],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["totals"]["messages"] > 0
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (_processes_naming(str(local)) or any(local.iterdir())):
+        time.sleep(0.2)
+    assert _processes_naming(str(local)) == []  # the JVM is gone
+    assert list(local.iterdir()) == []  # nothing left in its local directory
