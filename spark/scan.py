@@ -23,10 +23,12 @@ audit's cross-file check (:func:`mqtool.spark.integrity.cross_file`) is settled 
 counted in those two aggregations and in one small aggregation of the index; only a store
 whose tallies differ has the commitlog's key columns read again for a shuffle with its units
 and index entries. The consume queues and the index are read (by the Java reader when the
-session has it) only for the audits that need them. A clean scan runs 7 Spark jobs (adaptive
-execution runs the map side of each shuffle as a job of its own). ``--out`` writes the full
-``messages`` table in a further pass; ``--sql`` runs over views of the full tables
-(``messages``, ``records``, ``consumequeue``, ``index``) and of every audit result.
+session has it) only for the audits that need them. With the Java reader the three
+aggregations are jobs of ``FactsJob.java`` with no SQL plan (:func:`mqtool.spark.source.
+java_facts`, :func:`~mqtool.spark.source.java_aux_facts`; the SQL forms above stay the rules'
+definition and the Python data source's path): a clean scan runs 3 Spark jobs. ``--out``
+writes the full ``messages`` table in a further pass; ``--sql`` runs over views of the full
+tables (``messages``, ``records``, ``consumequeue``, ``index``) and of every audit result.
 """
 
 from __future__ import annotations
