@@ -24,7 +24,7 @@ SPLITS = (1 << 27, 3000)
 
 
 def _both(spark: Any, stores: list[str], split: int, bucket_ms: int,  # noqa: F811
-          tallies: bool) -> tuple[list[str], list[str]]:
+          tallies: bool, fine_max: int | None = None) -> tuple[list[str], list[str]]:
     from mqtool.spark import audits as A
     from mqtool.spark import integrity as integ
     from mqtool.spark import source
@@ -34,8 +34,10 @@ def _both(spark: Any, stores: list[str], split: int, bucket_ms: int,  # noqa: F8
     kw: dict[str, Any] = {"columns": cols, "properties_for": [A.DLQ_PREFIX],
                           "split_size": split, "partition_bytes": 1 << 20}
     spans = integ.index_spans(stores)
-    java = source.java_facts(spark, stores, A.fact_rules(
-        bucket_ms, integ.message_tally_rules(spans) if tallies else None), **kw)
+    rules = A.fact_rules(bucket_ms, integ.message_tally_rules(spans) if tallies else None)
+    if fine_max is not None:  # a task folds its groups into the sets this often
+        rules["fineMax"] = fine_max
+    java = source.java_facts(spark, stores, rules, **kw)
     raw = source.java_records(spark, stores, **kw)
     assert java is not None and raw is not None
     sql = [r.asDict() for r in A.message_facts(
@@ -55,6 +57,17 @@ def test_java_facts_equal_sql_on_every_fixture_store(spark: Any, split: int) -> 
     for seen in ("('dlqGroup', '", "('retryGroup', '", "('sum_ixN', ", "('xor_cq', "):
         assert seen in text  # dead letters, retries and both tallies are among the rows
     assert "('xKind', 'crc')" not in text
+
+
+@pytest.mark.parametrize("fine_max", [1, 7])
+def test_java_facts_equal_sql_when_a_task_folds_its_groups_early(
+    spark: Any, crc_damaged: Path, fine_max: int  # noqa: F811
+) -> None:
+    """A task keeps at most ``fineMax`` groups by every key (then folds them into the sets):
+    the rows are the same however often it folds."""
+    stores = [*(str(store_dir(s)) for s in SCENARIOS), str(crc_damaged)]
+    java, sql = _both(spark, stores, 1 << 27, 60_000, True, fine_max)
+    assert java == sql
 
 
 def test_java_facts_equal_sql_without_tallies_and_other_buckets(spark: Any) -> None:  # noqa: F811

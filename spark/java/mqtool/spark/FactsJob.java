@@ -67,6 +67,7 @@ public final class FactsJob {
         int txnRollback;
         int[] notInConsumeQueue;
         long bucketMs;
+        int fineMax;  // at most this many groups by every key at once in a task
         boolean tallies;
         String[] tallyNames;  // units' count and XOR, index entries' count and 3 chunk sums
         String[] rareColumns;  // audits.RARE_COLUMNS: the columns a rare row keeps
@@ -87,6 +88,7 @@ public final class FactsJob {
                 r.originalTopicFrom[i] = UTF8String.fromString(from.get(i).asText());
             }
             r.bucketMs = j.get("bucketMs").asLong();
+            r.fineMax = Math.max(1, j.path("fineMax").asInt(1 << 16));
             r.rareColumns = strings(j.get("rareColumns"));
             r.tallies = j.has("tallyNames");
             if (!r.tallies) {
@@ -280,7 +282,8 @@ public final class FactsJob {
                 case 0: return Arrays.asList(str(store), str(kind));
                 case 1: return Arrays.asList(str(store), str(topic),
                     hasQueueId ? (Object) queueId : null);
-                case 2: return Arrays.asList(str(store), str(topic), hasBucket ? (Object) bucket : null);
+                case 2: return Arrays.asList(str(store), str(topic),
+                    hasBucket ? (Object) bucket : null);
                 case 3: return Arrays.asList(str(store), str(dlqGroup), str(originalTopic));
                 case 4: return Arrays.asList(str(store), str(retryGroup),
                     hasReconsume ? (Object) reconsumeTimes : null);
@@ -302,7 +305,8 @@ public final class FactsJob {
      * message_facts' first aggregation), then folded into the grouping sets. */
     static final class Loop implements Folder<List<Object[]>> {
         final Rules rules;
-        final HashMap<Key, Acc> fine = new HashMap<>();
+        final HashMap<Key, Acc> fine = new HashMap<>();  // by every key at once
+        final List<HashMap<List<Object>, Acc>> sets = new ArrayList<>();  // by SETS[i]
         final Key probe = new Key();
         int cType, cStore, cTopic, cQueueId, cQueueOffset, cSize, cStoreTs, cReconsume, cCrcOk;
         int cSysFlag, cClOffset, cProps, cKeys, cUniq;
@@ -315,6 +319,9 @@ public final class FactsJob {
 
         Loop(Rules rules, StructType schema) {
             this.rules = rules;
+            for (int s = 0; s < SETS.length; s++) {
+                sets.add(new HashMap<>());
+            }
             cType = schema.fieldIndex("recordType");
             cStore = schema.fieldIndex("store");
             cTopic = schema.fieldIndex("topic");
@@ -370,7 +377,8 @@ public final class FactsJob {
                 boolean retry = isMsg && t != null && t.startsWith(rules.retryPrefix);
                 k.dlqGroup = dlq ? t.substring(rules.dlqPrefix.numChars(), t.numChars()) : null;
                 k.originalTopic = dlq ? originalTopic(props, r) : null;
-                k.retryGroup = retry ? t.substring(rules.retryPrefix.numChars(), t.numChars()) : null;
+                k.retryGroup = retry
+                    ? t.substring(rules.retryPrefix.numChars(), t.numChars()) : null;
                 k.hasReconsume = retry && !rt.isNullAt(r);
                 k.reconsumeTimes = k.hasReconsume ? rt.getInt(r) : 0;
                 String xKind = null;
@@ -383,6 +391,9 @@ public final class FactsJob {
                 Acc a = fine.get(k);
                 if (a == null) {
                     a = new Acc();
+                    if (fine.size() >= rules.fineMax) {
+                        flush();
+                    }
                     fine.put(k.copy(), a);
                 }
                 a.count++;
@@ -460,7 +471,8 @@ public final class FactsJob {
                 a.unit(1, h);
             }
             long[] span = span(b, r);
-            if (txn != rules.txnRollback && span != null && offset >= span[0] && offset <= span[1]) {
+            if (txn != rules.txnRollback && span != null && offset >= span[0]
+                    && offset <= span[1]) {
                 long w = keyCount(b, r);
                 long h = XXH64.hashLong(offset, SEED);
                 long mask = (1L << CHUNK_BITS) - 1;
@@ -505,21 +517,25 @@ public final class FactsJob {
             return n + (run > 0 ? 1 : 0);
         }
 
-        /** The fine groups folded into the grouping sets: set -> key -> aggregates. */
-        @Override
-        public List<Object[]> result() {
-            List<HashMap<List<Object>, Acc>> by = new ArrayList<>();
-            for (int s = 0; s < SETS.length; s++) {
-                by.add(new HashMap<>());
-            }
+        /** The fine groups folded into the grouping sets (set -> key -> aggregates), and
+         * emptied: their number is bounded (Rules.fineMax), so what a task keeps grows only
+         * with the sets' own groups (queues, topics x minutes, ...). */
+        private void flush() {
             for (Map.Entry<Key, Acc> e : fine.entrySet()) {
                 for (int s = 0; s < SETS.length; s++) {
-                    by.get(s).computeIfAbsent(e.getKey().of(s), x -> new Acc()).merge(e.getValue());
+                    sets.get(s).computeIfAbsent(e.getKey().of(s), x -> new Acc())
+                        .merge(e.getValue());
                 }
             }
+            fine.clear();
+        }
+
+        @Override
+        public List<Object[]> result() {
+            flush();
             List<Object[]> out = new ArrayList<>();
             for (int s = 0; s < SETS.length; s++) {
-                for (Map.Entry<List<Object>, Acc> e : by.get(s).entrySet()) {
+                for (Map.Entry<List<Object>, Acc> e : sets.get(s).entrySet()) {
                     out.add(new Object[] {s, new ArrayList<>(e.getKey()), e.getValue()});
                 }
             }
@@ -866,7 +882,8 @@ public final class FactsJob {
         final AuxRules rules = AuxRules.of(rulesJson);
         HashMap<String, long[]> by = new HashMap<>();
         for (HashMap<String, long[]> part : perPartition(jsc, splits,
-                p -> new AuxDecoder(p, schema, "index", 16384), () -> new IndexLoop(rules, schema))) {
+                p -> new AuxDecoder(p, schema, "index", 16384),
+                () -> new IndexLoop(rules, schema))) {
             part.forEach((k, v) -> {
                 long[] a = by.computeIfAbsent(k, x -> new long[4]);
                 for (int i = 0; i < 4; i++) {
