@@ -498,6 +498,11 @@ def main() -> None:
                           ("heapAfterGcMiB", "heapAfterGc4xOver1x")):
             if "ratio4xOver1x" in flat.get(role, {}):
                 targets[key] = flat[role]["ratio4xOver1x"]
+        above = res.get("memoryFlatAbove", {})
+        for role, key in (("jvm", "jvmMemory16xOver4x"),
+                          ("heapAfterGcMiB", "heapAfterGc16xOver4x")):
+            if "ratio16xOver4x" in above.get(role, {}):
+                targets[key] = above[role]["ratio16xOver4x"]
         if "cluster" in res and "speedup2over1" in res["cluster"]:
             targets["clusterSpeedup2over1"] = res["cluster"]["speedup2over1"]
         if "alsoSpeedup2over1" in res.get("cluster", {}):  # the same at the second size
@@ -541,7 +546,9 @@ def main() -> None:
             f"{res.get('largeStore', 'not run')}; CLI on a store 16x larger: "
             f"{res.get('largerStore', 'not run')}. Memory at the main store and the 4x "
             f"larger one, {MEMORY_RUNS} CLI runs each (median, range; heapAfterGcMiB: the "
-            f"JVM's largest heap after a collection): {json.dumps(res.get('memoryFlat'))}.",
+            f"JVM's largest heap after a collection): {json.dumps(res.get('memoryFlat'))}; "
+            f"at the 4x and the 16x store, both past job_conf's C1 bound (4 GiB): "
+            f"{json.dumps(res.get('memoryFlatAbove'))}.",
             f"Standalone cluster (1-core workers, scanSeconds = run_scan's time in the CLI): "
             f"{json.dumps(res.get('cluster', 'not run'))}.",
         ],
@@ -679,13 +686,20 @@ def _spark_figures(
             "cliWallSeconds": round(t_other, 2), "cliScanSeconds": other_doc.get("elapsedSeconds"),
             "cliPeakMiB": other_peak,
         }
-        if key == "largeStore":
+        if key in ("largeStore", "largerStore"):
             res[key]["cliMemoryRuns"] = _memory_runs(other, master, other_peak)
-    res["memoryFlat"] = _memory_flat(res)
+    res["memoryFlat"] = _memory_flat(
+        "1x", res.get("cliMemoryRuns"), "4x", res.get("largeStore", {}).get("cliMemoryRuns"))
+    # the CLI's JVM compiles with C1 alone up to 4 GiB of data (job_conf), with C2 above: a JIT
+    # of its own size. 4x against 16x compares two sizes 4x apart both past that bound.
+    res["memoryFlatAbove"] = _memory_flat(
+        "4x", res.get("largeStore", {}).get("cliMemoryRuns"),
+        "16x", res.get("largerStore", {}).get("cliMemoryRuns"))
 
 
 MEMORY_RUNS = 3
-"""CLI scans of the main store and of the 4x larger one whose peak memory is recorded."""
+"""CLI scans of the main store, the 4x and the 16x larger ones whose peak memory is
+recorded."""
 
 
 def _memory_runs(store: Path, master: str, first: dict[str, float]) -> list[dict[str, float]]:
@@ -694,13 +708,15 @@ def _memory_runs(store: Path, master: str, first: dict[str, float]) -> list[dict
     return [first] + [_cli_scan(store, master)[2] for _ in range(MEMORY_RUNS - 1)]
 
 
-def _memory_flat(res: dict[str, Any]) -> dict[str, Any]:
-    """The memory figures at the main store and the 4x larger one: per role, the median and
-    the range of the runs (:data:`MEMORY_RUNS`), and the ratio of the medians (4x / 1x)."""
+def _memory_flat(small: str, small_runs: list[dict[str, float]] | None, big: str,
+                 big_runs: list[dict[str, float]] | None) -> dict[str, Any]:
+    """The memory figures at two stores (``small`` and ``big`` name their sizes): per role,
+    the median and the range of the runs (:data:`MEMORY_RUNS`), and the ratio of the medians
+    (big / small)."""
     from statistics import median
 
     out: dict[str, Any] = {}
-    runs = {"1x": res.get("cliMemoryRuns"), "4x": res.get("largeStore", {}).get("cliMemoryRuns")}
+    runs = {small: small_runs, big: big_runs}
     for role in ("driverPython", "jvm", "heapAfterGcMiB"):
         row: dict[str, Any] = {}
         for size, peaks in runs.items():
@@ -708,7 +724,7 @@ def _memory_flat(res: dict[str, Any]) -> dict[str, Any]:
             if values:
                 row[size] = {"median": median(values), "min": min(values), "max": max(values)}
         if len(row) == 2:
-            row["ratio4xOver1x"] = round(row["4x"]["median"] / row["1x"]["median"], 3)
+            row[f"ratio{big}Over{small}"] = round(row[big]["median"] / row[small]["median"], 3)
         out[role] = row
     return out
 
