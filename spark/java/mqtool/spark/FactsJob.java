@@ -1,19 +1,21 @@
-// The per-message audits of `mqtool scan` as one Spark job over the commitlog reader, with no
-// SQL plan: the same rows as mqtool.spark.audits.message_facts (the grouping sets of
-// audits.FACT_SETS, the tallies of integrity.message_tallies) computed in the executors' record
-// loop and merged on the driver.
+// The aggregations of `mqtool scan` as Spark jobs over mqtool's reader, with no SQL plan, each
+// giving the rows of the Spark SQL it stands for:
+// - run: the commitlog's facts, mqtool.spark.audits.message_facts (the grouping sets of
+//   audits.FACT_SETS, the tallies of integrity.message_tallies);
+// - queues: the consume queue's, audits.queue_facts (with integrity.unit_tallies);
+// - index: the index entries' tallies, integrity.index_tallies.
+// Each is one job: an RDD of the reader's partitions, one task per partition folding the
+// reader's batches into a hash aggregation, the partitions' groups merged on the driver.
 //
 // Why: a cold JVM pays for Catalyst (analysis, optimisation, whole-stage code generation, the
 // adaptive re-planning of each stage) and for compiling the generated code, seconds that no
-// store size amortises for a scan that runs once (spark/README.md, session 11). This job runs
-// the reader's loop and a hash aggregation in plain Java: an RDD of the splits, one task per
-// partition, each returning its grouping-set rows.
+// store size amortises for a scan that runs once (spark/README.md, session 11).
 //
 // One home per rule: every constant (record kinds, topic prefixes, property names, sysFlag
-// masks, the key separator, the index spans) comes from the Python side in the "rules" JSON;
-// the logic mirrors message_facts expression by expression, and
-// tests/spark/test_spark_facts.py compares the two row for row on every fixture store and on
-// damaged ones.
+// masks, the key separator, index spans, first commitlog offsets, tally names) comes from the
+// Python side as JSON; the logic mirrors the SQL forms expression by expression, and
+// tests/spark/test_spark_facts.py compares each job with its SQL form row for row on every
+// fixture store and on damaged ones.
 package mqtool.spark;
 
 import java.io.Serializable;
