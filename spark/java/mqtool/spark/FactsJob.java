@@ -129,6 +129,44 @@ public final class FactsJob {
         }
     }
 
+    /** integrity._unit_hash of row ``r``: xxhash64(commitLogOffset, topic, queueId,
+     * queueOffset, storeSize) as Spark computes it (a null column skipped); the same over a
+     * message and over its consume-queue unit. */
+    static long unitHash(ColumnVector off, ColumnVector topic, ColumnVector qid, ColumnVector qo,
+                         ColumnVector size, int r) {
+        long h = XXH64.hashLong(off.getLong(r), SEED);
+        h = topic.isNullAt(r) ? h : XXH64.hashUTF8String(topic.getUTF8String(r), h);
+        h = qid.isNullAt(r) ? h : XXH64.hashInt(qid.getInt(r), h);
+        h = qo.isNullAt(r) ? h : XXH64.hashLong(qo.getLong(r), h);
+        return size.isNullAt(r) ? h : XXH64.hashInt(size.getInt(r), h);
+    }
+
+    /** The units' tallies of a group (integrity._UNIT_TALLIES): their count and the XOR of
+     * their unitHash, null when none was counted. */
+    static final class UnitTally implements Serializable {
+        private static final long serialVersionUID = 1L;
+        boolean has;
+        long n;
+        long xor;
+
+        void add(long count, long hash) {
+            has = true;
+            n += count;
+            xor ^= hash;
+        }
+
+        void merge(UnitTally o) {
+            if (o.has) {
+                add(o.n, o.xor);
+            }
+        }
+
+        void put(ObjectNode agg, String[] names) {
+            FactsJob.put(agg, names[0], has, n);
+            FactsJob.put(agg, names[1], has, xor);
+        }
+    }
+
     /** The aggregates of one group, null-aware as Spark's sum, min, max and bit_xor (a
      * "has" flag says a value was aggregated: else the column is null). */
     static final class Acc implements Serializable {
@@ -142,9 +180,7 @@ public final class FactsJob {
         boolean hasQo;
         long minQo = Long.MAX_VALUE;
         long maxQo = Long.MIN_VALUE;
-        boolean hasCq;
-        long cqN;
-        long cqX;
+        final UnitTally units = new UnitTally();
         boolean hasIx;
         long ixN;
         final long[] ix = new long[3];
@@ -164,12 +200,6 @@ public final class FactsJob {
             hasQo = true;
             minQo = Math.min(minQo, v);
             maxQo = Math.max(maxQo, v);
-        }
-
-        void unit(long n, long hash) {
-            hasCq = true;
-            cqN += n;
-            cqX ^= hash;
         }
 
         void entries(long n, long c0, long c1, long c2) {
@@ -193,9 +223,7 @@ public final class FactsJob {
                 qo(o.minQo);
                 qo(o.maxQo);
             }
-            if (o.hasCq) {
-                unit(o.cqN, o.cqX);
-            }
+            units.merge(o.units);
             if (o.hasIx) {
                 entries(o.ixN, o.ix[0], o.ix[1], o.ix[2]);
             }
@@ -409,7 +437,7 @@ public final class FactsJob {
                     a.qo(qo.getLong(r));
                 }
                 if (rules.tallies && isMsg) {
-                    tally(a, b, r, t, sys, off, qid, qo, size);
+                    tally(a, b, r, topic, sys, off, qid, qo, size);
                 }
             }
         }
@@ -456,7 +484,7 @@ public final class FactsJob {
         }
 
         /** integrity.message_tallies for one message. */
-        private void tally(Acc a, ColumnarBatch b, int r, UTF8String t, ColumnVector sys,
+        private void tally(Acc a, ColumnarBatch b, int r, ColumnVector topic, ColumnVector sys,
                            ColumnVector off, ColumnVector qid, ColumnVector qo, ColumnVector size) {
             int txn = sys.getInt(r) & rules.txnMask;
             boolean getsUnit = true;
@@ -465,12 +493,7 @@ public final class FactsJob {
             }
             long offset = off.getLong(r);
             if (getsUnit) {
-                long h = XXH64.hashLong(offset, SEED);  // xxhash64(offset, topic, queueId, ...)
-                h = t == null ? h : XXH64.hashUTF8String(t, h);
-                h = qid.isNullAt(r) ? h : XXH64.hashInt(qid.getInt(r), h);
-                h = qo.isNullAt(r) ? h : XXH64.hashLong(qo.getLong(r), h);
-                h = size.isNullAt(r) ? h : XXH64.hashInt(size.getInt(r), h);
-                a.unit(1, h);
+                a.units.add(1, unitHash(off, topic, qid, qo, size, r));
             }
             long[] span = span(b, r);
             if (txn != rules.txnRollback && span != null && offset >= span[0]
@@ -626,8 +649,7 @@ public final class FactsJob {
                 put(agg, "maxQueueOffset", a.hasQo, a.maxQo);
                 if (rules.tallies) {
                     String[] t = rules.tallyNames;
-                    put(agg, t[0], a.hasCq, a.cqN);
-                    put(agg, t[1], a.hasCq, a.cqX);
+                    a.units.put(agg, t);
                     put(agg, t[2], a.hasIx, a.ixN);
                     for (int i = 0; i < 3; i++) {
                         put(agg, t[3 + i], a.hasIx, a.ix[i]);
@@ -697,19 +719,11 @@ public final class FactsJob {
         long overdue;
         boolean hasNext;
         long next = Long.MAX_VALUE;
-        boolean hasCq;
-        long cqN;
-        long cqX;
+        final UnitTally units = new UnitTally();
 
         void next(long v) {
             hasNext = true;
             next = Math.min(next, v);
-        }
-
-        void unit(long n, long hash) {
-            hasCq = true;
-            cqN += n;
-            cqX ^= hash;
         }
 
         void merge(QAcc o) {
@@ -721,9 +735,7 @@ public final class FactsJob {
             if (o.hasNext) {
                 next(o.next);
             }
-            if (o.hasCq) {
-                unit(o.cqN, o.cqX);
-            }
+            units.merge(o.units);
         }
     }
 
@@ -782,12 +794,7 @@ public final class FactsJob {
                 }
                 long o = off.getLong(r);
                 if (rules.tallyNames != null && rules.known(store, o)) {
-                    long h = XXH64.hashLong(o, SEED);  // as integrity._unit_hash
-                    h = XXH64.hashUTF8String(tpU, h);
-                    h = XXH64.hashInt(queue, h);
-                    h = XXH64.hashLong(q, h);
-                    h = XXH64.hashInt(size.getInt(r), h);
-                    a.unit(1, h);
+                    a.units.add(1, unitHash(off, tp, qid, qo, size, r));
                 }
             }
         }
@@ -824,8 +831,7 @@ public final class FactsJob {
             agg.put("overdue", a.overdue);
             put(agg, "nextDeliverTimestamp", a.hasNext, a.next);
             if (rules.tallyNames != null) {
-                put(agg, rules.tallyNames[0], a.hasCq, a.cqN);
-                put(agg, rules.tallyNames[1], a.hasCq, a.cqX);
+                a.units.put(agg, rules.tallyNames);
             }
         }
         return json.writeValueAsString(out);
