@@ -70,8 +70,8 @@ public final class FactsJob {
         int[] notInConsumeQueue;
         long bucketMs;
         int fineMax;  // at most this many groups by every key at once in a task
-        boolean tallies;
         String[] tallyNames;  // units' count and XOR, index entries' count and 3 chunk sums
+                              // (null: no tallies)
         String[] rareColumns;  // audits.RARE_COLUMNS: the columns a rare row keeps
         HashMap<String, long[]> indexSpans = new HashMap<>();  // store -> [lo, hi]
 
@@ -92,8 +92,7 @@ public final class FactsJob {
             r.bucketMs = j.get("bucketMs").asLong();
             r.fineMax = Math.max(1, j.path("fineMax").asInt(1 << 16));
             r.rareColumns = strings(j.get("rareColumns"));
-            r.tallies = j.has("tallyNames");
-            if (!r.tallies) {
+            if (!j.has("tallyNames")) {
                 return r;
             }
             r.tallyNames = strings(j.get("tallyNames"));
@@ -118,6 +117,10 @@ public final class FactsJob {
                 }
             }
             return r;
+        }
+
+        boolean tallies() {
+            return tallyNames != null;
         }
 
         private static String[] strings(JsonNode a) {
@@ -247,7 +250,6 @@ public final class FactsJob {
         boolean hasReconsume;
         int reconsumeTimes;
         Object[] x;  // the rare row's kind and Rules.rareColumns, or null
-        int nRare;
 
         Key copy() {
             Key k = new Key();
@@ -265,7 +267,6 @@ public final class FactsJob {
             k.hasReconsume = hasReconsume;
             k.reconsumeTimes = reconsumeTimes;
             k.x = x;
-            k.nRare = nRare;
             return k;
         }
 
@@ -306,8 +307,9 @@ public final class FactsJob {
                 && Objects.equals(retryGroup, k.retryGroup) && Arrays.equals(x, k.x);
         }
 
-        /** This group's key in grouping set ``set`` (store first), as plain values. */
-        List<Object> of(int set) {
+        /** This group's key in grouping set ``set`` (store first), as plain values; ``rare``:
+         * how many columns a rare row keeps (Rules.rareColumns). */
+        List<Object> of(int set, int rare) {
             switch (set) {
                 case 0: return Arrays.asList(str(store), str(kind));
                 case 1: return Arrays.asList(str(store), str(topic),
@@ -320,7 +322,7 @@ public final class FactsJob {
                 default:
                     List<Object> out = new ArrayList<>();
                     out.add(str(store));
-                    out.addAll(x == null ? Arrays.asList(new Object[nRare + 1])
+                    out.addAll(x == null ? Arrays.asList(new Object[rare + 1])
                         : Arrays.asList(x));
                     return out;
             }
@@ -364,11 +366,10 @@ public final class FactsJob {
             cSysFlag = schema.fieldIndex("sysFlag");
             cClOffset = schema.fieldIndex("commitLogOffset");
             cProps = schema.fieldIndex("properties");
-            cKeys = rules.tallies ? schema.fieldIndex("keys") : -1;
-            cUniq = rules.tallies ? schema.fieldIndex("uniqKey") : -1;
-            probe.nRare = rules.rareColumns.length;
-            cX = new int[probe.nRare];
-            tX = new DataType[probe.nRare];
+            cKeys = rules.tallies() ? schema.fieldIndex("keys") : -1;
+            cUniq = rules.tallies() ? schema.fieldIndex("uniqKey") : -1;
+            cX = new int[rules.rareColumns.length];
+            tX = new DataType[cX.length];
             for (int i = 0; i < cX.length; i++) {
                 cX[i] = schema.fieldIndex(rules.rareColumns[i]);
                 tX[i] = schema.fields()[cX[i]].dataType();
@@ -436,7 +437,7 @@ public final class FactsJob {
                 if (!qo.isNullAt(r)) {
                     a.qo(qo.getLong(r));
                 }
-                if (rules.tallies && isMsg) {
+                if (rules.tallies() && isMsg) {
                     tally(a, b, r, topic, sys, off, qid, qo, size);
                 }
             }
@@ -548,7 +549,7 @@ public final class FactsJob {
         private void flush() {
             for (Map.Entry<Key, Acc> e : fine.entrySet()) {
                 for (int s = 0; s < SETS.length; s++) {
-                    sets.get(s).computeIfAbsent(e.getKey().of(s), x -> new Acc())
+                    sets.get(s).computeIfAbsent(e.getKey().of(s, rules.rareColumns.length), x -> new Acc())
                         .merge(e.getValue());
                 }
             }
@@ -647,7 +648,7 @@ public final class FactsJob {
                 put(agg, "maxStoreTimestamp", a.hasTs, a.maxTs);
                 put(agg, "minQueueOffset", a.hasQo, a.minQo);
                 put(agg, "maxQueueOffset", a.hasQo, a.maxQo);
-                if (rules.tallies) {
+                if (rules.tallies()) {
                     String[] t = rules.tallyNames;
                     a.units.put(agg, t);
                     put(agg, t[2], a.hasIx, a.ixN);
