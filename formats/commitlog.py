@@ -524,7 +524,7 @@ def build_blank(total_size: int) -> bytes:
 
 
 def scan_file(
-    buf: Buffer, *, file: str | None = None, file_start: int = 0
+    buf: Buffer, *, file: str | None = None, file_start: int = 0, fd: int | None = None
 ) -> Iterator[CommitLogMessage | BlankRecord | FileEnd]:
     """Records of one commitlog file in physical order up to the first damage; the last item is
     always a FileEnd (``torn``/``corrupt`` at the first unreadable byte).
@@ -535,6 +535,6 @@ def scan_file(
     """
     from mqtool.formats.walker import walk
 
-    for item in walk(buf, file=file, file_start=file_start, resync=False):
+    for item in walk(buf, file=file, file_start=file_start, resync=False, fd=fd):
         if isinstance(item, CommitLogMessage | BlankRecord | FileEnd):
             yield item

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,3 +50,28 @@ def store_copy(tmp_path: Path):  # type: ignore[no-untyped-def]
         return dst
 
     return make
+
+
+class SmallFs:
+    """A tmpfs of its own size, mounted for one test (see the ``small_fs`` fixture)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def resize(self, size: str) -> None:
+        subprocess.run(["mount", "-o", f"remount,size={size}", str(self.path)], check=True)
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[SmallFs]:
+    """An empty 1 MiB tmpfs at tmp_path/fs, unmounted after the test: a disk that fills up
+    (``.resize`` grows it). Mounting needs root, which the tests have on CI."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
+    mnt = tmp_path / "fs"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], check=True)
+    try:
+        yield SmallFs(mnt)
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=True)

@@ -16,6 +16,7 @@ from mqtool.refstore.fastpath import index_hashes, java_hash_unsigned
 from mqtool.refstore.mapped import (
     ConsumeQueueFiles,
     IndexFileWriter,
+    RefStoreError,
     index_file_name,
 )
 from mqtool.refstore.state import (
@@ -109,7 +110,13 @@ class IndexMixin(ConfigsMixin):
             self._ix_off.append(phys)
             self._ix_ts.append(store_timestamp)
         if len(self._ix_key) >= INDEX_BATCH:
-            self._flush_index()
+            try:
+                self._flush_index()
+            except RefStoreError as e:
+                # the record and its unit are written: the put stands (the index is built
+                # behind the puts, as RocketMQ's dispatch does); the keys stay buffered for
+                # the next try, and flush() and close() raise this error until one succeeds
+                self._index_error = e
 
     def _flush_index(self) -> None:
         """Write the buffered index keys (``IndexService#buildIndex``, batched like RocketMQ's
@@ -117,16 +124,22 @@ class IndexMixin(ConfigsMixin):
         recovery re-indexes whatever a kill lost). Key hashes are computed vectorised."""
         keys, off, ts = self._ix_key, self._ix_off, self._ix_ts
         if not keys:
+            self._index_error = None
             return
         h = index_hashes(self._ix_pre, keys)
         start = 0
-        while start < len(h):
-            ix = self._index
-            if ix is None or ix.index_count >= ix.index_num:
-                ix = self._index_file(off[start], ts[start])
-            start += ix.put_many(h, off, ts, start)
-        self._index_ts = ts[-1]
-        self._ix_pre, self._ix_key, self._ix_off, self._ix_ts = [], [], [], []
+        try:
+            while start < len(h):
+                ix = self._index
+                if ix is None or ix.index_count >= ix.index_num:
+                    ix = self._index_file(off[start], ts[start])
+                start += ix.put_many(h, off, ts, start)
+        finally:  # what was written leaves the buffer, even when the rest could not be
+            if start:
+                self._index_ts = ts[start - 1]
+                for buf in (self._ix_pre, self._ix_key, self._ix_off, self._ix_ts):
+                    del buf[:start]
+        self._index_error = None
 
     def _index_file(self, end_phy: int, end_ts: int) -> IndexFileWriter:
         ix = self._index

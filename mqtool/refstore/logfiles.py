@@ -92,6 +92,8 @@ class CommitLogFiles:
         """Pre-fault the next chunk of the file in one call instead of a fault per page."""
         start = self._populated
         end = min(self.file_size, max(upto, start) + POPULATE_CHUNK)
+        # blocks first (no room is an error, not SIGBUS); only what got them is pre-faulted
+        end = min(end, mf.allocate(start, upto, end - upto))
         populate(mf.mm, start, end - start)
         self._populated = end
         # drop our mapping of what lies well behind the write position: the data stays in the
@@ -112,6 +114,7 @@ class CommitLogFiles:
         pos = self.write_pos - mf.file_from_offset
         left = self.file_size - pos
         if size + END_FILE_MIN_BLANK_LENGTH > left:
+            mf.allocate(pos, pos + 8)
             mm = mf.mm
             mm[pos + 4 : pos + 8] = B_BLANK_MAGIC
             mm[pos : pos + 4] = left.to_bytes(4, "big")

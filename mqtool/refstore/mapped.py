@@ -70,10 +70,22 @@ def release(mm: mmap.mmap, start: int, length: int) -> None:
         pass
 
 
-class MappedFile:
-    """One fixed-size file mapped read-write."""
+SMALL_FILE = 64 << 10
+"""Files up to this size (the checkpoint, the schedule's progress file) get all their blocks
+when they are opened; larger ones as they are written (:meth:`MappedFile.allocate`)."""
 
-    __slots__ = ("path", "file_from_offset", "size", "mm", "_fd")
+
+class MappedFile:
+    """One fixed-size file mapped read-write.
+
+    A store into a mapped page that the file system has no block for, and no room to make one,
+    is SIGBUS: the process dies with "Bus error" and no word of why. So every writer gives the
+    bytes it is about to write their blocks first (:meth:`allocate`, ``posix_fallocate``),
+    which says ENOSPC instead; the file stays sparse beyond what was written (RocketMQ's files
+    are sparse too: the same bytes, zeros where nothing was written).
+    """
+
+    __slots__ = ("path", "file_from_offset", "size", "mm", "_fd", "_lo", "_hi")
 
     def __init__(self, path: Path, file_from_offset: int, size: int, *, create: bool) -> None:
         self.path = path
@@ -81,6 +93,7 @@ class MappedFile:
         self.size = size
         flags = os.O_RDWR | (os.O_CREAT if create else 0)
         self._fd = os.open(path, flags, 0o644)
+        self._lo = self._hi = 0  # [lo, hi): bytes known to have their blocks
         st = os.fstat(self._fd)
         if st.st_size < size:
             os.ftruncate(self._fd, size)
@@ -88,6 +101,52 @@ class MappedFile:
             os.close(self._fd)
             raise RefStoreError(f"{path}: file is {st.st_size} bytes, the store expects {size}")
         self.mm = mmap.mmap(self._fd, size, access=mmap.ACCESS_WRITE)
+        if size <= SMALL_FILE:
+            try:
+                self.allocate(0, size)
+            except RefStoreError:
+                self.close()
+                if create and st.st_size == 0:  # made just now: a file of zeros is not left
+                    path.unlink(missing_ok=True)
+                raise
+
+    def allocate(self, start: int, end: int, ahead: int = 0) -> int:
+        """Make sure bytes ``[start, end)`` have their blocks before they are written through
+        the mapping (see the class); raises :class:`RefStoreError` naming the file when the
+        file system has no room (nothing is written then). ``ahead``: a sequential writer's
+        next bytes, allocated in the same call when there is room for them, so its next
+        writes cost a comparison. Returns where the bytes known to be allocated from ``start``
+        on end (at least ``end``)."""
+        if self._lo <= start and end <= self._hi:
+            return self._hi
+        end = min(end, self.size)
+        if start >= end:
+            return end
+        want = min(self.size, end + ahead)
+        try:
+            os.posix_fallocate(self._fd, start, want - start)
+        except OSError as e:
+            if want == end:
+                raise self._no_room(start, end, e) from None
+            try:  # no room for the bytes ahead: what this write needs may still fit
+                os.posix_fallocate(self._fd, start, end - start)
+            except OSError as e2:
+                raise self._no_room(start, end, e2) from None
+            want = end
+        if self._lo <= start <= self._hi:
+            self._hi = max(self._hi, want)
+        else:
+            self._lo, self._hi = start, want
+        return self._hi
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def _no_room(self, start: int, end: int, e: OSError) -> RefStoreError:
+        return RefStoreError(
+            f"{self.path}: cannot write {end - start} bytes at offset {start}: "
+            f"{e.strerror or e} (nothing was written there)"
+        )
 
     def flush(self) -> None:
         """msync the mapping (durability against power loss; not needed against kill -9)."""
@@ -98,6 +157,10 @@ class MappedFile:
             self.mm.close()
         finally:
             os.close(self._fd)
+
+
+CQ_ALLOCATE_AHEAD = 64 << 10  # consume-queue bytes allocated at a time (3,276 units)
+INDEX_ALLOCATE_AHEAD = 1 << 20  # index-entry bytes allocated at a time
 
 
 class ConsumeQueueFiles:
@@ -171,10 +234,38 @@ class ConsumeQueueFiles:
         mf = self._last
         if mf is None or not mf.file_from_offset <= pos < mf.file_from_offset + self.file_size:
             mf = self._last = self._file_for(pos)
-        _CQ.pack_into(mf.mm, pos - mf.file_from_offset, phy_offset, size, tags_code)
+        at = pos - mf.file_from_offset
+        mf.allocate(at, at + CQ_STORE_UNIT_SIZE, CQ_ALLOCATE_AHEAD)
+        _CQ.pack_into(mf.mm, at, phy_offset, size, tags_code)
         if cq_offset >= self.max_offset:
             self.max_offset = cq_offset + 1
             self.max_physic_end = phy_offset + size
+
+    def make_room(self, first: int, last: int) -> None:
+        """Allocate the units of logical offsets ``first`` .. ``last`` ahead of :meth:`put`
+        (the put path calls it before it writes the commitlog records, so a full disk stops
+        the put before its records rather than leave them without their units). A file it
+        created for them and could not give room is removed again: a queue's last file of
+        zeros would be served as a phantom unit by RocketMQ's load."""
+        pos = first * CQ_STORE_UNIT_SIZE
+        end = (last + 1) * CQ_STORE_UNIT_SIZE
+        while pos < end:
+            mf = self._last
+            had = len(self.files)
+            if mf is None or not mf.file_from_offset <= pos < mf.file_from_offset + self.file_size:
+                mf = self._last = self._file_for(pos)
+            at = pos - mf.file_from_offset
+            stop = min(end - mf.file_from_offset, self.file_size)
+            try:
+                mf.allocate(at, stop, CQ_ALLOCATE_AHEAD)
+            except RefStoreError:
+                if len(self.files) > had:  # made just now, nothing in it
+                    self.files.remove(mf)
+                    self._last = None
+                    mf.close()
+                    mf.path.unlink(missing_ok=True)
+                raise
+            pos = mf.file_from_offset + stop
 
     def get(self, cq_offset: int) -> tuple[int, int, int] | None:
         """(commitlog offset, size, tagsCode) of one unit, None when not written."""
@@ -235,6 +326,13 @@ class IndexFileWriter:
         size = INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE + index_num * INDEX_SIZE
         self.mf = MappedFile(path, 0, size, create=create)
         self.path = path
+        try:  # header and slots: written anywhere (a broker's file may have holes there)
+            self.mf.allocate(0, INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE)
+        except RefStoreError:
+            self.mf.close()
+            if create:  # nothing in it: a file of zeros would read as an index file
+                path.unlink(missing_ok=True)
+            raise
         if create:
             populate(self.mf.mm, 0, INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE)
             self.begin_timestamp = end_timestamp if end_timestamp > 0 else 0
@@ -317,6 +415,7 @@ class IndexFileWriter:
         entries["t"] = diff
         entries["v"] = prev
         pos = INDEX_HEADER_SIZE + nslots * HASH_SLOT_SIZE + count * INDEX_SIZE
+        self.mf.allocate(pos, pos + k * INDEX_SIZE, INDEX_ALLOCATE_AHEAD)
         mm[pos : pos + k * INDEX_SIZE] = entries.tobytes()
         self.hash_slot_count += int(np.count_nonzero(old == INVALID_INDEX))
         self.index_count = count + k

@@ -129,10 +129,13 @@ class PutMixin(IndexMixin):
             records.append((m, raw, props_b, born, born_ip, sf, size))
             total += size
         cl = self._commitlog
+        key = (topic, qid)
         mf, pos = cl.reserve(total)
+        # the units' room before the records: a full disk stops the batch before them
+        first = self._queue_table.get(key, 0)
+        self._cq(topic, qid).make_room(first, first + len(records) - 1)
         out: list[PutResult] = []
         sizes: list[tuple[int, int]] = []
-        key = (topic, qid)
         for m, raw, props_b, born, born_ip, sf, size in records:
             phys = mf.file_from_offset + pos
             qoff = self._queue_table.get(key, 0)
@@ -234,6 +237,8 @@ class PutMixin(IndexMixin):
         queue_offset = self._queue_table.get(key, 0) if normal else 0
         cl = self._commitlog
         mf, pos = cl.reserve(size)
+        if normal:  # the unit's room before the record: a full disk stops the put before it
+            self._cq(topic, queue_id).make_room(queue_offset, queue_offset)
         phys = mf.file_from_offset + pos
         pack_record_into(
             mf.mm, pos, size, magic, queue_id, flag, queue_offset, phys, sf,

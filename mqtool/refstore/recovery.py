@@ -195,7 +195,8 @@ class RecoveryMixin(ScheduleMixin):
         for mf in cl.files[start:]:
             end = mf.file_from_offset
             stop: FileEnd | None = None
-            for item in scan_file(_buf(mf.mm), file=str(mf.path), file_start=mf.file_from_offset):
+            for item in scan_file(_buf(mf.mm), file=str(mf.path), file_start=mf.file_from_offset,
+                                  fd=mf.fileno()):  # the file's holes are not read
                 if isinstance(item, CommitLogMessage):
                     if not item.crc_ok:  # checkCRCOnRecover
                         stop = FileEnd(item.physical_offset, "corrupt", "body CRC mismatch")
@@ -218,7 +219,8 @@ class RecoveryMixin(ScheduleMixin):
         if cl.files:
             for mf in cl.files[start:]:
                 name, start_off = str(mf.path), mf.file_from_offset
-                for item in scan_file(_buf(mf.mm), file=name, file_start=start_off):
+                for item in scan_file(_buf(mf.mm), file=name, file_start=start_off,
+                                      fd=mf.fileno()):
                     if not isinstance(item, CommitLogMessage):
                         break
                     if item.physical_offset >= dispatch_from:
