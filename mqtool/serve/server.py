@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from mqtool.formats.errors import MqtoolError
 from mqtool.refstore import broker as B
 from mqtool.refstore.engine import RefStore
 from mqtool.remoting.codes import RequestCode
@@ -96,6 +97,7 @@ class Service:
         self.broker_addr = ""
         self._tasks: list[asyncio.Task[None]] = []
         self._schedule_event = asyncio.Event()
+        self._said: dict[str, str] = {}  # background failures already said (_say_once)
 
     async def start(self) -> None:
         """Listen on both ports and open the store (StoreLockedError when it is taken)."""
@@ -158,7 +160,13 @@ class Service:
         store, broker = self.store, self.broker
         while True:
             self._schedule_event.clear()
-            delivered = store.tick()
+            try:
+                delivered = store.tick()
+            except MqtoolError as e:  # e.g. a full disk: said, and tried again next round
+                self._say_once("schedule", e)
+                delivered = []
+            else:
+                self._said.pop("schedule", None)
             if delivered:
                 broker.notify_put(delivered)
             due = store.next_due()
@@ -174,7 +182,19 @@ class Service:
         assert self.store is not None
         while True:
             await asyncio.sleep(FLUSH_INTERVAL)
-            self.store.flush()
+            try:
+                self.store.flush()
+            except MqtoolError as e:  # e.g. a full disk: said, and tried again next round
+                self._say_once("flush", e)
+            else:
+                self._said.pop("flush", None)
+
+    def _say_once(self, what: str, e: MqtoolError) -> None:
+        """One line on stderr for a background failure; said again only after that work has
+        succeeded since (a full disk fails every round, each time naming a new file)."""
+        if what not in self._said:
+            self._said[what] = str(e)
+            self.log(f"{what} failed: {e} (tried again every round; said once)")
 
     async def stop(self) -> None:
         """Graceful shutdown: stop accepting, drain, close the store."""
