@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -156,9 +157,14 @@ def print_jsonl(rows: Iterable[dict[str, Any]]) -> int:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+_NO_ROOM = {errno.ENOSPC, errno.EDQUOT}
+"""The errors of a full disk or quota, which a command reports in one line (handle_errors)."""
+
+
 @contextmanager
 def handle_errors() -> Iterator[None]:
-    """Turn mqtool's own errors into one line on stderr and exit status 1.
+    """Turn mqtool's own errors into one line on stderr and exit status 1, and a full disk
+    (or quota) too.
 
     Anything else is a bug and keeps its traceback. A closed stdout (``| head``) ends quietly.
     """
@@ -177,6 +183,13 @@ def handle_errors() -> Iterator[None]:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         raise typer.Exit(0) from None
+    except OSError as e:
+        if e.errno not in _NO_ROOM:
+            raise
+        sys.stdout.flush()  # a full disk is not a bug: one line, as mqtool's own errors
+        where = e.filename2 or e.filename
+        report_error(f"{where}: {e.strerror}" if where else str(e.strerror or e))
+        raise typer.Exit(1) from None
     finally:
         del _OPENED[first:]
 

@@ -41,6 +41,7 @@ from mqtool.dlq import (
     require_group,
     select_dlq,
 )
+from mqtool.formats.errors import MqtoolError
 from mqtool.query import ProgressFn
 
 if TYPE_CHECKING:
@@ -346,20 +347,29 @@ def export(
     ns = _where(store, namesrv)
     with handle_errors(), _progress(progress, f"exporting {sel.dlq_topic}") as pg, \
             _records(store, ns, sel, access_key, secret_key, timeout, pg) as (rows, st):
-        out = open(output, "w", encoding="utf-8", newline="") if output else sys.stdout
         n = 0
         try:
-            if format_ == "csv":
-                out.write(csv_header())
-            for m in rows:
+            out = open(output, "w", encoding="utf-8", newline="") if output else sys.stdout
+            try:
                 if format_ == "csv":
-                    out.write(csv_row(m, body))
-                else:
-                    out.write(json.dumps(export_dict(m, body), ensure_ascii=False) + "\n")
-                n += 1
-        finally:
-            if output:
-                out.close()
+                    out.write(csv_header())
+                for m in rows:
+                    if format_ == "csv":
+                        out.write(csv_row(m, body))
+                    else:
+                        out.write(json.dumps(export_dict(m, body), ensure_ascii=False) + "\n")
+                    n += 1
+            finally:
+                if output:
+                    out.close()
+        except OSError as e:  # e.g. a full disk: one line, and no partial file left behind
+            if not output or isinstance(e, BrokenPipeError):
+                raise
+            Path(output).unlink(missing_ok=True)
+            raise MqtoolError(
+                f"{output}: cannot write the export: {e.strerror or e} (after {n} records); "
+                "the partial file was removed"
+            ) from None
         if output:
             err_console().print(f"{n} records written to {output}", highlight=False)
         if st is not None:

@@ -532,8 +532,15 @@ def repair(src: str | Path, out: str | Path | None, *, dry_run: bool = False) ->
             os.fsync(fd)
         finally:
             os.close(fd)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError):  # e.g. a full disk: one line, and nothing was left behind
+            where = e.filename2 or e.filename
+            raise RepairError(
+                f"{outp}: cannot write the repaired copy: {e.strerror or e}"
+                + (f" ({where})" if where else "")
+                + f"; nothing was written to {outp}, and {root} is untouched"
+            ) from None
         raise
     result.out = outp
     return result

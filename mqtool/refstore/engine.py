@@ -124,7 +124,10 @@ class RefStore(ConsumerMixin):
             store._load()
         except OSError as e:
             store._release(abort_file=True)
-            raise RefStoreError(f"{rootp}: {e.strerror}: {e.filename}") from e
+            where = e.filename2 or e.filename
+            raise RefStoreError(
+                f"{rootp}: {e.strerror or e}" + (f": {where}" if where else "")
+            ) from e
         except BaseException:
             store._release(abort_file=True)
             raise

@@ -1,25 +1,29 @@
-"""A full disk under the store writers: one clear error, nothing acknowledged lost.
+"""A full disk under mqtool's writers: one clear error, nothing acknowledged lost.
 
-The writers write through shared mappings of sparse files. A store into a mapped page the file
-system has no room for is SIGBUS: before the fix, ``mqtool demo`` and ``mqtool dlq resend
---target`` on a full disk died with "Bus error" (exit 135) and no word of why. Each test runs
-the writer in its own process on a small tmpfs (mounted here: the tests run as root, as CI
-does), so a regression kills that process, not the test runner.
+The store writers write through shared mappings of sparse files. A store into a mapped page the
+file system has no room for is SIGBUS: before the fix, ``mqtool demo`` and ``mqtool dlq resend
+--target`` on a full disk died with "Bus error" (exit 135) and no word of why, and ``repair``
+and ``dlq export`` ended in a traceback. Each test runs the writer in its own process on a
+small tmpfs (mounted here: the tests run as root, as CI does), so a regression kills that
+process, not the test runner.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import typer
 from crashkit import verify
 
-from conftest import SmallFs
+from conftest import ROOT, SmallFs
+from mqtool.cli.common import handle_errors
 from mqtool.refstore.engine import RefStore
 
-ROOT = Path(__file__).resolve().parents[2]
 JOURNEY = ROOT / "fixtures" / "rocketmq-stores" / "4.9.7" / "journey" / "store"
 NO_SPACE = "No space left on device"
 
@@ -102,3 +106,32 @@ def test_puts_on_a_full_disk_fail_cleanly_and_lose_nothing_acknowledged(small_fs
     assert counts["messages"] >= len(acked)  # queues and index agree with the commitlog
     p = mqtool("verify", str(root))
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+
+
+def test_repair_onto_a_full_disk_is_one_error_line_and_leaves_nothing(small_fs: SmallFs) -> None:
+    small_fs.resize("64k")
+    store = ROOT / "fixtures" / "rocketmq-stores" / "4.9.7" / "plain" / "store"
+    line = one_error_line(mqtool("repair", str(store), "--out", str(small_fs.path / "rep")))
+    assert "untouched" in line
+    assert list(small_fs.path.iterdir()) == []  # the half-written staging copy is gone
+
+
+def test_dlq_export_onto_a_full_disk_is_one_error_line_and_no_partial_file(
+    small_fs: SmallFs,
+) -> None:
+    small_fs.resize("4k")
+    out = small_fs.path / "dlq.jsonl"
+    line = one_error_line(mqtool("dlq", "export", str(JOURNEY), "--group", "cg_journey",
+                                 "--output", str(out)))
+    assert "partial file was removed" in line and not out.exists()
+
+
+def test_any_command_reports_a_full_disk_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """The CLI's one error handler: ENOSPC/EDQUOT from any write is one line and exit 1 (any
+    other OSError is a bug and keeps its traceback)."""
+    with pytest.raises(typer.Exit) as ex, handle_errors():
+        raise OSError(errno.ENOSPC, "No space left on device", "/data/out.html")
+    assert ex.value.exit_code == 1
+    assert capsys.readouterr().err.strip() == "error: /data/out.html: No space left on device"
+    with pytest.raises(PermissionError), handle_errors():
+        raise PermissionError(errno.EACCES, "Permission denied", "/data/out.html")
