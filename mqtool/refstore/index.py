@@ -112,11 +112,12 @@ class IndexMixin(ConfigsMixin):
         if len(self._ix_key) >= INDEX_BATCH:
             try:
                 self._flush_index()
-            except RefStoreError as e:
+            except RefStoreError:
                 # the record and its unit are written: the put stands (the index is built
-                # behind the puts, as RocketMQ's dispatch does); the keys stay buffered for
-                # the next try, and flush() and close() raise this error until one succeeds
-                self._index_error = e
+                # behind the puts, as RocketMQ's dispatch does). Not lost: the keys stay
+                # buffered, the next put tries again, and flush() and close() raise the error
+                # while it lasts (serve's flush round says it on stderr)
+                pass
 
     def _flush_index(self) -> None:
         """Write the buffered index keys (``IndexService#buildIndex``, batched like RocketMQ's
@@ -124,7 +125,6 @@ class IndexMixin(ConfigsMixin):
         recovery re-indexes whatever a kill lost). Key hashes are computed vectorised."""
         keys, off, ts = self._ix_key, self._ix_off, self._ix_ts
         if not keys:
-            self._index_error = None
             return
         h = index_hashes(self._ix_pre, keys)
         start = 0
@@ -139,7 +139,6 @@ class IndexMixin(ConfigsMixin):
                 self._index_ts = ts[start - 1]
                 for buf in (self._ix_pre, self._ix_key, self._ix_off, self._ix_ts):
                     del buf[:start]
-        self._index_error = None
 
     def _index_file(self, end_phy: int, end_ts: int) -> IndexFileWriter:
         ix = self._index

@@ -90,7 +90,6 @@ class _State:
         self._ix_key: list[str] = []
         self._ix_off: list[int] = []
         self._ix_ts: list[int] = []
-        self._index_error: RefStoreError | None = None  # the last failed index write, if any
         self._last_record = -1
         self._store_ip = packed_ip(self._store_host)
         self._store_v6 = len(self._store_ip) == 16
