@@ -27,6 +27,13 @@ class MqtoolError(Exception):
     """Base of every error mqtool raises deliberately."""
 
 
+def failed_path(e: OSError) -> str | None:
+    """The path an OSError names: a two-path call's target (a copy's destination), else its
+    file; None when it names none."""
+    where = e.filename2 or e.filename
+    return None if where is None else str(where)
+
+
 class Severity(StrEnum):
     """How bad a finding is: an ``error`` makes a read command exit 1."""
 

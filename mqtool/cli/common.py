@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
-from mqtool.formats.errors import MqtoolError
+from mqtool.formats.errors import MqtoolError, failed_path
 
 if TYPE_CHECKING:
     from mqtool.store import Store
@@ -187,7 +187,7 @@ def handle_errors() -> Iterator[None]:
         if e.errno not in _NO_ROOM:
             raise
         sys.stdout.flush()  # a full disk is not a bug: one line, as mqtool's own errors
-        where = e.filename2 or e.filename
+        where = failed_path(e)
         report_error(f"{where}: {e.strerror}" if where else str(e.strerror or e))
         raise typer.Exit(1) from None
     finally:

@@ -43,7 +43,7 @@ from mqtool.formats.checkpoint import build_checkpoint
 from mqtool.formats.config import build_consumer_offset, build_delay_offset
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from mqtool.formats.consumequeue import CQ_UNIT_STRUCT as _UNIT
-from mqtool.formats.errors import MqtoolError, Severity
+from mqtool.formats.errors import MqtoolError, Severity, failed_path
 from mqtool.formats.indexfile import index_key_hash
 from mqtool.formats.rules import SCHEDULE_TOPIC, TIMER_TOPIC, schedule_unit_delay
 from mqtool.integrity import rules
@@ -535,7 +535,7 @@ def repair(src: str | Path, out: str | Path | None, *, dry_run: bool = False) ->
     except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(e, OSError):  # e.g. a full disk: one line, and nothing was left behind
-            where = e.filename2 or e.filename
+            where = failed_path(e)
             raise RepairError(
                 f"{outp}: cannot write the repaired copy: {e.strerror or e}"
                 + (f" ({where})" if where else "")

@@ -37,6 +37,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from mqtool.formats.errors import failed_path
 from mqtool.refstore.mapped import (
     RefStoreError,
 )
@@ -124,7 +125,7 @@ class RefStore(ConsumerMixin):
             store._load()
         except OSError as e:
             store._release(abort_file=True)
-            where = e.filename2 or e.filename
+            where = failed_path(e)
             raise RefStoreError(
                 f"{rootp}: {e.strerror or e}" + (f": {where}" if where else "")
             ) from e

@@ -161,8 +161,7 @@ class CommitLogFiles:
         keep: list[MappedFile] = []
         for mf in self.files:
             if mf.file_from_offset > end or (mf.file_from_offset == end and keep):
-                mf.close()
-                mf.path.unlink()
+                mf.remove()
             else:
                 keep.append(mf)
         self.files = keep

@@ -105,9 +105,10 @@ class MappedFile:
             try:
                 self.allocate(0, size)
             except RefStoreError:
-                self.close()
                 if create and st.st_size == 0:  # made just now: a file of zeros is not left
-                    path.unlink(missing_ok=True)
+                    self.remove()
+                else:
+                    self.close()
                 raise
 
     def allocate(self, start: int, end: int, ahead: int = 0) -> int:
@@ -157,6 +158,11 @@ class MappedFile:
             self.mm.close()
         finally:
             os.close(self._fd)
+
+    def remove(self) -> None:
+        """Close the file and delete it."""
+        self.close()
+        self.path.unlink(missing_ok=True)
 
 
 CQ_ALLOCATE_AHEAD = 64 << 10  # consume-queue bytes allocated at a time (3,276 units)
@@ -209,8 +215,7 @@ class ConsumeQueueFiles:
         keep: list[MappedFile] = []
         for mf in self.files:
             if mf.file_from_offset > end_byte:
-                mf.close()
-                mf.path.unlink()
+                mf.remove()
             else:
                 keep.append(mf)
         self.files = keep
@@ -231,11 +236,9 @@ class ConsumeQueueFiles:
     def put(self, cq_offset: int, phy_offset: int, size: int, tags_code: int) -> None:
         """``putMessagePositionInfo``: write the unit for logical offset ``cq_offset``."""
         pos = cq_offset * CQ_STORE_UNIT_SIZE
-        mf = self._last
-        if mf is None or not mf.file_from_offset <= pos < mf.file_from_offset + self.file_size:
-            mf = self._last = self._file_for(pos)
+        mf = self._unit_file(pos)
         at = pos - mf.file_from_offset
-        mf.allocate(at, at + CQ_STORE_UNIT_SIZE, CQ_ALLOCATE_AHEAD)
+        mf.allocate(at, at + CQ_STORE_UNIT_SIZE, CQ_ALLOCATE_AHEAD)  # recovery's puts too
         _CQ.pack_into(mf.mm, at, phy_offset, size, tags_code)
         if cq_offset >= self.max_offset:
             self.max_offset = cq_offset + 1
@@ -250,10 +253,8 @@ class ConsumeQueueFiles:
         pos = first * CQ_STORE_UNIT_SIZE
         end = (last + 1) * CQ_STORE_UNIT_SIZE
         while pos < end:
-            mf = self._last
             had = len(self.files)
-            if mf is None or not mf.file_from_offset <= pos < mf.file_from_offset + self.file_size:
-                mf = self._last = self._file_for(pos)
+            mf = self._unit_file(pos)
             at = pos - mf.file_from_offset
             stop = min(end - mf.file_from_offset, self.file_size)
             try:
@@ -262,10 +263,17 @@ class ConsumeQueueFiles:
                 if len(self.files) > had:  # made just now, nothing in it
                     self.files.remove(mf)
                     self._last = None
-                    mf.close()
-                    mf.path.unlink(missing_ok=True)
+                    mf.remove()
                 raise
             pos = mf.file_from_offset + stop
+
+    def _unit_file(self, pos: int) -> MappedFile:
+        """The file holding byte ``pos`` of the queue, made when missing (the last one used
+        is kept: a queue is written in order)."""
+        mf = self._last
+        if mf is None or not mf.file_from_offset <= pos < mf.file_from_offset + self.file_size:
+            mf = self._last = self._file_for(pos)
+        return mf
 
     def get(self, cq_offset: int) -> tuple[int, int, int] | None:
         """(commitlog offset, size, tagsCode) of one unit, None when not written."""
@@ -329,9 +337,10 @@ class IndexFileWriter:
         try:  # header and slots: written anywhere (a broker's file may have holes there)
             self.mf.allocate(0, INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE)
         except RefStoreError:
-            self.mf.close()
             if create:  # nothing in it: a file of zeros would read as an index file
-                path.unlink(missing_ok=True)
+                self.mf.remove()
+            else:
+                self.mf.close()
             raise
         if create:
             populate(self.mf.mm, 0, INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE)

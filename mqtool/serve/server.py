@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 from mqtool.formats.errors import MqtoolError
 from mqtool.refstore import broker as B
@@ -46,6 +47,9 @@ class ServeOptions:
     cluster: str = "DefaultCluster"
     delay_levels: str | None = None
     max_reconsume_times: int | None = None
+
+
+_T = TypeVar("_T")
 
 
 def _log(msg: str) -> None:
@@ -97,7 +101,7 @@ class Service:
         self.broker_addr = ""
         self._tasks: list[asyncio.Task[None]] = []
         self._schedule_event = asyncio.Event()
-        self._said: dict[str, str] = {}  # background failures already said (_say_once)
+        self._said: set[str] = set()  # background work whose failure was said (_round)
 
     async def start(self) -> None:
         """Listen on both ports and open the store (StoreLockedError when it is taken)."""
@@ -160,13 +164,7 @@ class Service:
         store, broker = self.store, self.broker
         while True:
             self._schedule_event.clear()
-            try:
-                delivered = store.tick()
-            except MqtoolError as e:  # e.g. a full disk: said, and tried again next round
-                self._say_once("schedule", e)
-                delivered = []
-            else:
-                self._said.pop("schedule", None)
+            delivered = self._round("schedule", store.tick) or []
             if delivered:
                 broker.notify_put(delivered)
             due = store.next_due()
@@ -182,19 +180,21 @@ class Service:
         assert self.store is not None
         while True:
             await asyncio.sleep(FLUSH_INTERVAL)
-            try:
-                self.store.flush()
-            except MqtoolError as e:  # e.g. a full disk: said, and tried again next round
-                self._say_once("flush", e)
-            else:
-                self._said.pop("flush", None)
+            self._round("flush", self.store.flush)
 
-    def _say_once(self, what: str, e: MqtoolError) -> None:
-        """One line on stderr for a background failure; said again only after that work has
-        succeeded since (a full disk fails every round, each time naming a new file)."""
-        if what not in self._said:
-            self._said[what] = str(e)
-            self.log(f"{what} failed: {e} (tried again every round; said once)")
+    def _round(self, what: str, work: Callable[[], _T]) -> _T | None:
+        """One round of background work; a failure of mqtool's (e.g. a full disk) is one line
+        on stderr, said again only after a round has succeeded since (a full disk fails every
+        round, each time naming a new file), and the next round tries again. None then."""
+        try:
+            result = work()
+        except MqtoolError as e:
+            if what not in self._said:
+                self._said.add(what)
+                self.log(f"{what} failed: {e} (tried again every round; said once)")
+            return None
+        self._said.discard(what)
+        return result
 
     async def stop(self) -> None:
         """Graceful shutdown: stop accepting, drain, close the store."""
