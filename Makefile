@@ -8,7 +8,7 @@ SPARK_JAR := spark/jars/mqtool-spark.jar
 CLASS_ARCHIVE := spark/jars/spark-classes.jsa
 JAVA_SRC := $(wildcard spark/java/mqtool/spark/*.java)
 
-.PHONY: dev test demo lint typecheck conformance bench clean peers chromium judge-jar
+.PHONY: dev test demo lint typecheck conformance bench clean peers chromium realmq
 
 # setuptools warns on every editable install whose packages are mapped (formats/ is installed as
 # mqtool.formats): "folders in your working directory with the same name as your package ... may
@@ -23,6 +23,8 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 dev: $(BIN)/.installed $(SPARK_JAR) $(CLASS_ARCHIVE)
+	@if command -v mvn >/dev/null && command -v javac >/dev/null; then $(MAKE) --no-print-directory realmq; \
+	else echo "no mvn or javac: the tests that run real RocketMQ (tests/realmq.py) need Maven and Java 17"; fi
 
 # mqtool's Java commitlog reader for Spark (spark/java, a DataSource V2 source): compiled with
 # javac against the jars pyspark ships. Without a JDK the scan reads the commitlog with the
@@ -41,8 +43,14 @@ $(SPARK_JAR): $(BIN)/.installed $(JAVA_SRC)
 $(CLASS_ARCHIVE): $(BIN)/.installed $(SPARK_JAR)
 	$(BIN)/python -m mqtool.spark.classarchive
 
-test: dev peers chromium
+test: dev peers chromium realmq
 	$(BIN)/python -m pytest
+
+# Real Apache RocketMQ 4.9.7 and 5.3.3 for the tests (tests/realmq.py, tests/judge): the official
+# broker, namesrv, tools, client and store artifacts resolved from Maven Central with mvn into
+# ~/.m2 (about 125 MB), and the tests' Java programs compiled, so no test downloads anything.
+realmq: $(BIN)/.installed
+	$(BIN)/python tests/realmq.py
 
 # tests/report render the HTML pages in headless Chromium: Debian's package (Playwright drives
 # it; no browser download). Installed with apt-get when missing (needs root, as on CI).
@@ -99,13 +107,6 @@ bench: dev
 	  if [ -f $$r ]; then echo "== $$r"; $(BIN)/python $$r; fi; \
 	done
 	$(BIN)/python bench/figures.py
-
-# RocketMQ's own store code as the judge of repaired/written stores (tests/judge): rebuild the
-# committed fixtures/rocketmq-judge jars (4.9.7 and 5.3.3) from an apache/rocketmq git directory (see its PROVENANCE.md).
-ROCKETMQ_GIT ?= ../.mirror/apache+rocketmq/repo
-judge-jar: dev
-	tests/judge/build.sh $(ROCKETMQ_GIT) rocketmq-all-4.9.7 fixtures/rocketmq-judge
-	tests/judge/build.sh $(ROCKETMQ_GIT) rocketmq-all-5.3.3 fixtures/rocketmq-judge
 
 conformance: dev
 	MQTOOL=$(BIN)/mqtool ../shared/conformance/check

@@ -87,6 +87,10 @@ class RealMQError(RuntimeError):
     """A real RocketMQ process or the Maven resolution failed; the text says which and why."""
 
 
+class _PortTaken(RealMQError):
+    """A server JVM could not bind its port (taken after it was found free)."""
+
+
 # --- resolution ---------------------------------------------------------------------------------
 
 
@@ -302,6 +306,7 @@ class Cluster:
         self.broker_port = 0
         self.namesrv: subprocess.Popen[bytes] | None = None
         self.broker: subprocess.Popen[bytes] | None = None
+        self._out_start: dict[str, int] = {}  # where each JVM's output of this start begins
 
     @property
     def namesrv_addr(self) -> str:
@@ -339,6 +344,7 @@ class Cluster:
         path = self.home / f"{name}.conf"
         path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()), "utf-8")
         out = open(self.home / f"{name}.out", "ab")
+        self._out_start[name] = len(self.output(name))
         try:
             proc = subprocess.Popen(
                 _java_cmd(self.home, SERVER_HEAP, classpath(self.version), main, "-c", str(path),
@@ -363,6 +369,16 @@ class Cluster:
         self.store.mkdir(parents=True, exist_ok=True)
         classpath(self.version)  # resolve before any port is picked
         deadline = time.monotonic() + timeout
+        for attempt in range(3):
+            try:
+                self._start(deadline)
+                return self
+            except _PortTaken:  # another process bound a port between the check and the JVM
+                if attempt == 2 or "listenPort" in self.broker_conf:
+                    raise
+        return self
+
+    def _start(self, deadline: float) -> None:
         self.namesrv_port = free_ports(0)
         self.namesrv = self._spawn("namesrv", "org.apache.rocketmq.namesrv.NamesrvStartup",
                                    {"listenPort": str(self.namesrv_port)})
@@ -374,7 +390,6 @@ class Cluster:
         self.broker = self._spawn("broker", "org.apache.rocketmq.broker.BrokerStartup",
                                   self.conf())
         self._wait(self._registered, deadline, "broker")
-        return self
 
     def _registered(self) -> bool:
         info = request(self.namesrv_addr, REQUEST_BROKER_CLUSTER_INFO)
@@ -388,8 +403,10 @@ class Cluster:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 self.kill()
-                raise RealMQError(f"RocketMQ {self.version} {name} exited {proc.returncode}:\n"
-                                  f"{self.output(name)[-4000:]}")
+                out = self.output(name)[self._out_start.get(name, 0):]
+                error = _PortTaken if "Address already in use" in out else RealMQError
+                raise error(f"RocketMQ {self.version} {name} exited {proc.returncode}:\n"
+                            f"{out[-4000:]}")
             if ready():
                 return
             time.sleep(0.3)
@@ -501,14 +518,20 @@ def consume_all(version: str, namesrv: str, topic: str, group: str, expect: int,
     return got
 
 
+# what the tests use: the cluster, mqadmin and the Java client; the judge's store code
+TEST_ARTIFACTS = (DEFAULT_ARTIFACTS, ("store",))
+
+
 def main() -> None:
-    """``python tests/realmq.py``: resolve every version's artifacts the tests use."""
+    """``python tests/realmq.py`` (``make realmq``): resolve every version's artifacts the tests
+    use and compile the Java client programs; one line each."""
     for v in VERSIONS:
-        for arts in (DEFAULT_ARTIFACTS,):
+        for arts in TEST_ARTIFACTS:
             cp = classpath(v, *arts)
             size = sum(Path(p).stat().st_size for p in cp.split(":"))
-            print(json.dumps({"version": v, "artifacts": list(arts),
-                              "jars": len(cp.split(":")), "bytes": size}))
+            print(f"RocketMQ {v} {', '.join(arts)}: {len(cp.split(':'))} jars, "
+                  f"{size / 2**20:.1f} MiB")
+        print(f"RocketMQ {v} client programs: {programs(v)}")
 
 
 if __name__ == "__main__":

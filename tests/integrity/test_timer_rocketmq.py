@@ -1,5 +1,5 @@
-"""RocketMQ 5.3.3's own ``TimerMessageStore`` (its classes in fixtures/rocketmq-judge, compiled
-from apache/rocketmq source; see that directory's PROVENANCE.md) recovers ``mqtool repair``'s
+"""RocketMQ 5.3.3's own ``TimerMessageStore`` (rocketmq-store 5.3.3 from Maven Central, the
+class path of tests/judge/rocketmq_judge.py) recovers ``mqtool repair``'s
 copies in a real JVM: the timerlog is not cut, the timer checkpoint and queue offset come out
 as repair wrote them, no wheel slot points past the timerlog. On a damaged timerlog, repair
 writes what RocketMQ's own recovery computes."""

@@ -1,6 +1,6 @@
-"""Run RocketMQ's own store code on a store copy: the judge jars in fixtures/rocketmq-judge
-(RocketMQ 4.9.7's and 5.3.3's DefaultMessageStore compiled from apache/rocketmq source by
-tests/judge/build.sh, see fixtures/rocketmq-judge/PROVENANCE.md) in a real JVM.
+"""Run RocketMQ's own store code on a store copy: mqtool's judge driver (tests/judge/java: common,
+driver for 4.9.7, driver533 for 5.3.3) compiled against RocketMQ's rocketmq-store of that version
+from Maven Central (tests/realmq.py), in a real JVM.
 
 The broker code WRITES into the store it opens (abort, lock, checkpoint, config files): the
 helpers here always judge a throw-away copy."""
@@ -15,41 +15,34 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pyspark
-
 ROOT = Path(__file__).resolve().parents[2]
-JARS = ROOT / "fixtures" / "rocketmq-judge"
 FIXTURES = ROOT / "fixtures" / "rocketmq-stores"
+JAVA = Path(__file__).resolve().parent / "java"
+if str(ROOT / "tests") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests"))
+import realmq  # noqa: E402
+
 # the seeded damage and the mqtool runner of tests/integrity (one home), importable from here
 # whether or not pytest collected tests/integrity first
 if str(ROOT / "tests" / "integrity") not in sys.path:
     sys.path.insert(0, str(ROOT / "tests" / "integrity"))
 damage = importlib.import_module("integrity_damage")
-# what the judge loads at run time, all from the jars pyspark ships (installed by `make dev`)
-RUNTIME_JARS = (
-    "commons-lang3-", "jackson-core-", "jackson-databind-", "jackson-annotations-",
-    "netty-common-4", "netty-buffer-4", "netty-transport-4", "lz4-java-", "zstd-jni-",
-)
-# 5.x also needs guava, slf4j (its relocated logger is forwarded there) and rocksdbjni (types
-# in MessageStoreConfig; the judge uses the file-based consume queue)
-RUNTIME_JARS_5 = ("guava-", "failureaccess-", "slf4j-api-", "rocksdbjni-")
-JVM_FLAGS = (
-    "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED",
-    "--add-opens", "java.base/java.nio=ALL-UNNAMED",
-    "--add-exports", "java.base/jdk.internal.ref=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
-)
+# the store code's own JVM flags; 5.x's store code logs through its relocated logback, to stderr
+# here (stdout carries the report)
+JVM_FLAGS = (*realmq.JVM_FLAGS, f"-Drmq.logback.configurationFile={JAVA / 'logback-stderr.xml'}")
+DRIVERS = {"4.9.7": "driver", "5.3.3": "driver533"}
+
+
+def classes(version: str = "4.9.7") -> Path:
+    """The judge's class directory for ``version`` (compiled once, cached under build/)."""
+    sources = sorted((JAVA / "common").rglob("*.java")) + \
+        sorted((JAVA / DRIVERS[version]).rglob("*.java"))
+    return realmq.compile_java(version, sources, "store")
 
 
 def classpath(version: str = "4.9.7") -> str:
-    jars = Path(pyspark.__file__).parent / "jars"
-    entries = [str(JARS / f"rocketmq-judge-{version}.jar")]
-    extra = RUNTIME_JARS_5 if version.startswith("5.") else ()
-    for prefix in RUNTIME_JARS + extra:
-        found = sorted(jars.glob(prefix + "*.jar"))
-        assert found, f"no {prefix}*.jar in {jars}"
-        entries.append(str(found[0]))
-    return ":".join(entries)
+    """The judge's classes and RocketMQ ``version``'s rocketmq-store with what it depends on."""
+    return f"{classes(version)}:{realmq.classpath(version, 'store')}"
 
 
 def judge(store: Path, *args: str | Path, version: str = "4.9.7",

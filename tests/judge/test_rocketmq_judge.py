@@ -1,5 +1,5 @@
-"""RocketMQ itself is the judge (issue 10, item 5): RocketMQ 4.9.7's own DefaultMessageStore,
-compiled from apache/rocketmq source (fixtures/rocketmq-judge, tests/judge/build.sh), loads
+"""RocketMQ itself is the judge: RocketMQ 4.9.7's own DefaultMessageStore (rocketmq-store from
+Maven Central, driven by tests/judge/java, see rocketmq_judge.py) loads
 copies of real stores, of mqtool's repaired copies and of a store mqtool's reference store wrote,
 in a real JVM. Verdict "clean": the broker's recovery cut nothing (no commitlog byte, file,
 consume-queue unit or index file), every consume-queue unit resolves with getMessage, every
@@ -188,7 +188,7 @@ def test_not_a_store_is_a_usage_error(tmp_path: Path) -> None:
     assert json.dumps(doc) == "{}"
 
 
-# --- RocketMQ 5.3.3's own store code (fixtures/rocketmq-judge/rocketmq-judge-5.3.3.jar) ---
+# --- RocketMQ 5.3.3's own store code (rocketmq-store 5.3.3) ---
 V5 = "5.3.3/plain"
 
 

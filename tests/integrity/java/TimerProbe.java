@@ -2,8 +2,8 @@
  * RocketMQ 5.3.3's own timer recovery on a store copy (tests/integrity/test_timer_rocketmq.py):
  * DefaultMessageStore.load(), then TimerMessageStore.load() (= recover()); prints the timer
  * checkpoint before and after, the timerlog's end after recovery, and whether any wheel slot
- * from the read time on still points past it. Compiled at test time against s5judge's
- * fixtures/rocketmq-judge/rocketmq-judge-5.3.3.jar (RocketMQ's own classes).
+ * from the read time on still points past it. Compiled at test time against rocketmq-store 5.3.3
+ * from Maven Central (tests/judge/rocketmq_judge.py's class path).
  */
 import org.apache.rocketmq.common.BrokerConfig;
 import org.apache.rocketmq.store.DefaultMessageStore;

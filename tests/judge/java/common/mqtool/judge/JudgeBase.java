@@ -3,7 +3,7 @@
  * driver533 for 5.3.3 extend it with what their store API does differently: the consume-queue
  * API, checkMessageAndReturnSize, the store's constructor, 4.9.7's delay offsets). It opens a COPY
  * of a RocketMQ store with RocketMQ's own DefaultMessageStore
- * (compiled from apache/rocketmq source, see tests/judge/build.sh) and reports, as JSON on stdout,
+ * (rocketmq-store from Maven Central, see tests/judge/rocketmq_judge.py) and reports, as JSON on stdout,
  * what the broker's own code did with it:
  *
  *   - load(): the broker's recovery (normal, or abnormal when the abort file is present). Anything
@@ -27,8 +27,6 @@
  */
 package mqtool.judge;
 
-import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.SerializationFeature;
 import java.io.File;
 import java.io.IOException;
 import java.io.RandomAccessFile;
@@ -36,7 +34,9 @@ import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.util.ArrayList;
+import java.lang.reflect.Array;
 import java.util.Arrays;
+import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -728,8 +728,52 @@ public abstract class JudgeBase {
         out.put("recoveryActions", actions);
         String verdict = problemCount > 0 ? "not-clean" : actions.isEmpty() ? "clean" : "recovered-without-loss";
         out.put("verdict", verdict);
-        ObjectMapper om = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
-        System.out.println(om.writeValueAsString(out));
+        StringBuilder json = new StringBuilder();
+        writeJson(json, out);
+        System.out.println(json);
         return problemCount == 0 && actions.isEmpty() ? 0 : 1;
+    }
+
+    /** The report as JSON: maps (keys as their text), collections, arrays, strings, numbers,
+     * booleans and null; anything else as its text. */
+    static void writeJson(StringBuilder b, Object v) {
+        if (v == null || v instanceof Number || v instanceof Boolean) {
+            b.append(v);
+        } else if (v instanceof Map) {
+            b.append('{');
+            String sep = "";
+            for (Map.Entry<?, ?> e : ((Map<?, ?>) v).entrySet()) {
+                b.append(sep);
+                writeJson(b, String.valueOf(e.getKey()));
+                b.append(':');
+                writeJson(b, e.getValue());
+                sep = ",";
+            }
+            b.append('}');
+        } else if (v instanceof Collection || v.getClass().isArray()) {
+            Collection<?> items = v instanceof Collection ? (Collection<?>) v : null;
+            b.append('[');
+            int n = items != null ? items.size() : Array.getLength(v);
+            java.util.Iterator<?> it = items != null ? items.iterator() : null;
+            for (int i = 0; i < n; i++) {
+                b.append(i > 0 ? "," : "");
+                writeJson(b, it != null ? it.next() : Array.get(v, i));
+            }
+            b.append(']');
+        } else {
+            String s = String.valueOf(v);
+            b.append('"');
+            for (int i = 0; i < s.length(); i++) {
+                char c = s.charAt(i);
+                if (c == '"' || c == '\\') {
+                    b.append('\\').append(c);
+                } else if (c < 0x20) {
+                    b.append(String.format("\\u%04x", (int) c));
+                } else {
+                    b.append(c);
+                }
+            }
+            b.append('"');
+        }
     }
 }

@@ -1,5 +1,0 @@
-/* mqtool judge (RocketMQ 5.3.3 build): compile-time stand-in; the judge records no metrics. */
-package io.opentelemetry.context;
-
-public interface Context {
-}
