@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 
+from mqtool.remoting.codes import RequestCode
 from mqtool.remoting.frame import FrameDecoder, RemotingCommand, encode
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +51,6 @@ JVM_FLAGS = (
 SERVER_HEAP = ("-Xms256m", "-Xmx512m")
 TOOL_HEAP = ("-Xms64m", "-Xmx256m")
 DEPENDENCY_PLUGIN = "3.6.1"
-REQUEST_BROKER_CLUSTER_INFO = 106  # RequestCode.GET_BROKER_CLUSTER_INFO (name server)
 REQUEST_BROKER_RUNTIME_INFO = 28  # RequestCode.GET_BROKER_RUNTIME_INFO (broker)
 
 # 4.9.7's servers and mqadmin configure logback from $ROCKETMQ_HOME/conf/logback_<name>.xml
@@ -382,8 +382,7 @@ class Cluster:
         self.namesrv_port = free_ports(0)
         self.namesrv = self._spawn("namesrv", "org.apache.rocketmq.namesrv.NamesrvStartup",
                                    {"listenPort": str(self.namesrv_port)})
-        self._wait(lambda: request(self.namesrv_addr, REQUEST_BROKER_CLUSTER_INFO) is not None,
-                   deadline, "namesrv")
+        self._wait(self._namesrv_answers, deadline, "namesrv")
         # the broker listens on listenPort, listenPort - 2 (fast/VIP channel), listenPort + 1 (HA)
         self.broker_port = free_ports(0, -2, 1) if "listenPort" not in self.broker_conf \
             else int(self.broker_conf["listenPort"])
@@ -391,8 +390,11 @@ class Cluster:
                                   self.conf())
         self._wait(self._registered, deadline, "broker")
 
+    def _namesrv_answers(self) -> bool:
+        return request(self.namesrv_addr, RequestCode.GET_BROKER_CLUSTER_INFO) is not None
+
     def _registered(self) -> bool:
-        info = request(self.namesrv_addr, REQUEST_BROKER_CLUSTER_INFO)
+        info = request(self.namesrv_addr, RequestCode.GET_BROKER_CLUSTER_INFO)
         if info is None or self.broker_addr.encode() not in info.body:
             return False
         return request(self.broker_addr, REQUEST_BROKER_RUNTIME_INFO) is not None
