@@ -6,6 +6,9 @@ here and nowhere else:
 * topic names and kinds: ``%RETRY%<group>`` and ``%DLQ%<group>`` (``MixAll``),
   ``SCHEDULE_TOPIC_XXXX``, ``rmq_sys_wheel_timer``, the transaction half/op topics and the other
   system topics (``TopicValidator``);
+* which topic and group names the broker accepts (``TopicValidator#validateTopic``,
+  ``isNotAllowedSendTopic``, the group rule of ``Validators#checkGroup``) and which names a store
+  can hold as a directory or config key (:func:`store_name_refusal`);
 * message property names (``MessageConst``);
 * delay levels: the ``messageDelayLevel`` string, its parsing
   (``ScheduleMessageService#parseDelayLevel``), level <-> SCHEDULE queue id, and
@@ -36,7 +39,8 @@ TRANS_OP_OFFSET_SEPARATOR = ","  # 5.x op body: half queue offsets, each followe
 TRANS_CHECK_GROUP = "CID_RMQ_SYS_TRANS"  # MixAll.CID_SYS_RMQ_TRANS: the check service's offsets
 TRANS_CHECK_MAX_TIME_QUEUE_NUMS = 1  # AbstractTransactionalMessageCheckListener.TCMT_QUEUE_NUMS
 AUTO_CREATE_TOPIC = "TBW102"  # TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"  # TopicValidator.RMQ_SYS_SELF_TEST_TOPIC
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"  # TopicValidator.RMQ_SYS_OFFSET_MOVED_EVENT
 SYSTEM_TOPIC_PREFIXES = ("rmq_sys_", "RMQ_SYS_")
 DLQ_NUMS_PER_GROUP = 1  # MixAll / SubscriptionGroupConfig: one DLQ queue per group
 TOPIC_KINDS = ("normal", "retry", "dlq", "schedule", "timer", "system")
@@ -61,6 +65,84 @@ def is_system_topic(topic: str) -> bool:
     """A topic no user produces to: ``%...%`` group topics, ``rmq_sys_*``/``RMQ_SYS_*`` and
     ``SCHEDULE_TOPIC_XXXX``."""
     return topic.startswith(("%",) + SYSTEM_TOPIC_PREFIXES) or topic == SCHEDULE_TOPIC
+
+
+# --- names the broker accepts (TopicValidator, Validators) ----------------------------------
+TOPIC_MAX_LENGTH = 127  # TopicValidator.TOPIC_MAX_LENGTH (4.9.7 and 5.3.3)
+GROUP_MAX_LENGTH = 255  # Validators.CHARACTER_MAX_LENGTH
+NAME_MAX_BYTES = 255  # a file name's limit (NAME_MAX): a topic is a consume-queue directory
+NAME_PATTERN = "^[%|a-zA-Z0-9_-]+$"  # TopicValidator.VALID_CHAR_BIT_MAP, as its remarks write it
+NOT_ALLOWED_SEND_TOPICS = frozenset({
+    SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC,
+    SELF_TEST_TOPIC, OFFSET_MOVED_EVENT,
+})
+"""``TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`` (the same in 4.9.7 and 5.3.3)."""
+
+_LEGAL_NAME = re.compile(r"[%|a-zA-Z0-9_-]*\Z")
+#: Characters Python's ``str.isspace`` counts and Java's ``Character.isWhitespace`` does not.
+_NOT_JAVA_WHITESPACE = frozenset("\u0085\u00a0\u2007\u202f")
+
+
+def _java_blank(text: str) -> bool:
+    """``UtilAll.isBlank``: empty or every char ``Character.isWhitespace``."""
+    return all(c.isspace() and c not in _NOT_JAVA_WHITESPACE for c in text)
+
+
+def is_name_illegal(name: str) -> bool:
+    """``TopicValidator#isTopicOrGroupIllegal``: a char outside ``[%|a-zA-Z0-9_-]`` (the empty
+    name is not illegal: blank is a separate check)."""
+    return _LEGAL_NAME.match(name) is None
+
+
+def topic_refusal(topic: str) -> str | None:
+    """``TopicValidator#validateTopic``: the broker's remark for a topic it refuses (blank,
+    illegal characters, longer than 127), None for a valid one. The broker answers it with
+    SYSTEM_ERROR in 4.9.7, INVALID_PARAMETER in 5.3.3."""
+    if _java_blank(topic):
+        return "The specified topic is blank."
+    if is_name_illegal(topic):
+        return f"The specified topic contains illegal characters, allowing only {NAME_PATTERN}"
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return "The specified topic is longer than topic max length."
+    return None
+
+
+def is_not_allowed_send_topic(topic: str) -> bool:
+    """``TopicValidator#isNotAllowedSendTopic``: a system topic no client may send to."""
+    return topic in NOT_ALLOWED_SEND_TOPICS
+
+
+def not_allowed_send_remark(topic: str) -> str:
+    """The broker's remark (NO_PERMISSION) for a send to a not-allowed topic."""
+    return f"Sending message to topic[{topic}] is forbidden."
+
+
+def group_refusal(group: str) -> str | None:
+    """``Validators#checkGroup``: why a group name is refused (blank, longer than 255, illegal
+    characters), None for a valid one. 5.3.3's broker refuses such a group as not existing
+    (``SubscriptionGroupManager#findSubscriptionGroupConfig``)."""
+    if _java_blank(group):
+        return "the specified group is blank"
+    if len(group) > GROUP_MAX_LENGTH:
+        return f"the specified group is longer than group max length {GROUP_MAX_LENGTH}."
+    if is_name_illegal(group):
+        return (f"the specified group[{group}] contains illegal characters, allowing only "
+                f"{NAME_PATTERN}")
+    return None
+
+
+def store_name_refusal(kind: str, name: str) -> str | None:
+    """Why a store cannot hold ``name`` (a ``topic`` or a ``group``) as a directory or a config
+    key, None when it can: the broker's characters (no path separator or dot, so never a path
+    outside the store, and no ``@`` of a ``topic@group`` offset key), not empty, at most 255
+    characters (a file name's limit, which a ``%RETRY%<group>`` topic also meets)."""
+    if not name:
+        return f"the {kind} name is empty"
+    if is_name_illegal(name):
+        return f"the {kind} name {name[:64]!r} has characters outside {NAME_PATTERN}"
+    if len(name) > NAME_MAX_BYTES:
+        return f"the {kind} name of {len(name)} characters is longer than {NAME_MAX_BYTES}"
+    return None
 
 
 def retry_topic(group: str) -> str:

@@ -24,7 +24,9 @@ from mqtool.formats.config import (
     load_config,
 )
 from mqtool.formats.errors import Finding
+from mqtool.formats.rules import store_name_refusal
 from mqtool.refstore import broker as B
+from mqtool.refstore.mapped import RefStoreError
 from mqtool.refstore.persist import atomic_write as _atomic_write
 from mqtool.refstore.state import (
     _State,
@@ -131,10 +133,12 @@ class ConfigsMixin(_State):
     def create_topic(
         self, topic: str, queue_nums: int | None = None, *, perm: int = 6, persist: bool = True
     ) -> TopicConfig:
-        """Create (or return) a topic config as ``TopicConfigManager`` does."""
+        """Create (or return) a topic config as ``TopicConfigManager`` does; RefStoreError for
+        a name the store cannot hold (:func:`~mqtool.formats.rules.store_name_refusal`)."""
         self._check_open()
         tc = self.topics.get(topic)
         if tc is None:
+            check_store_name("topic", topic)
             n = queue_nums or self.config.default_queue_nums
             tc = TopicConfig(topic, n, n, perm, attributes={} if self.config.v5 else None)
             self.topics[topic] = tc
@@ -146,9 +150,12 @@ class ConfigsMixin(_State):
         self, group: str, *, retry_max_times: int | None = None, retry_queue_nums: int = 1,
         consume_orderly: bool = False,
     ) -> SubscriptionGroupConfig:
-        """Create or update a consumer group (``subscriptionGroup.json``)."""
+        """Create or update a consumer group (``subscriptionGroup.json``); RefStoreError for a
+        name the store cannot hold."""
         self._check_open()
         cur = self.groups.get(group)
+        if cur is None:
+            check_store_name("group", group)
         fields: dict[str, Any]
         if cur is None:
             fields = default_subscription_group_fields(group)
@@ -175,3 +182,11 @@ class ConfigsMixin(_State):
         if cfg is None:  # autoCreateSubscriptionGroup=true
             cfg = self.create_group(group)
         return cfg
+
+
+def check_store_name(kind: str, name: str) -> None:
+    """RefStoreError unless the store can hold ``name`` (a ``topic`` or ``group``) as a
+    directory or a config key: never a path outside the store, whatever the caller."""
+    why = store_name_refusal(kind, name)
+    if why is not None:
+        raise RefStoreError(why)

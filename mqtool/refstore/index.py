@@ -11,7 +11,7 @@ from mqtool.formats.commitlog import (
 )
 from mqtool.formats.rules import gets_cq_unit, is_indexed
 from mqtool.refstore import broker as B
-from mqtool.refstore.configs import ConfigsMixin
+from mqtool.refstore.configs import ConfigsMixin, check_store_name
 from mqtool.refstore.fastpath import index_hashes, java_hash_unsigned
 from mqtool.refstore.mapped import (
     ConsumeQueueFiles,
@@ -31,6 +31,7 @@ class IndexMixin(ConfigsMixin):
     def _cq(self, topic: str, queue_id: int) -> ConsumeQueueFiles:
         cq = self._cqs.get((topic, queue_id))
         if cq is None:
+            check_store_name("topic", topic)  # the one place a topic becomes a path
             cq = ConsumeQueueFiles(
                 self.root / "consumequeue" / topic / str(queue_id), self.config.cq_entries_per_file
             )

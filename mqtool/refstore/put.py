@@ -20,6 +20,7 @@ from mqtool.formats.encoder import (
 from mqtool.formats.javacompat import hashmap_key_order
 from mqtool.formats.rules import gets_cq_unit
 from mqtool.refstore import broker as B
+from mqtool.refstore.configs import check_store_name
 from mqtool.refstore.index import IndexMixin
 from mqtool.refstore.mapped import (
     RefStoreError,
@@ -184,6 +185,7 @@ class PutMixin(IndexMixin):
     def _topic_header(self, topic: str) -> tuple[bytes, int, int]:
         hit = self._topic_hdrs.get(topic)
         if hit is None:
+            check_store_name("topic", topic)  # before any byte of the record is written
             tb = topic.encode("utf-8")
             if len(tb) > 32767:
                 raise RefStoreError(f"topic of {len(tb)} bytes is too long")
