@@ -25,6 +25,12 @@ from mqtool.formats.commitlog import (
     parse_properties,
 )
 from mqtool.formats.errors import MqtoolError
+from mqtool.formats.rules import (
+    group_refusal,
+    is_not_allowed_send_topic,
+    not_allowed_send_remark,
+    topic_refusal,
+)
 from mqtool.refstore import broker as B
 from mqtool.refstore.engine import Message, PutResult, RefStore
 from mqtool.remoting import bodies
@@ -47,6 +53,29 @@ MAX_QUERY_RESULTS = 32
 #: answers at most 32 messages and stops adding once 256 KiB are reached.
 MAX_TRANSFER_COUNT = 32
 MAX_TRANSFER_BYTES = 256 * 1024
+
+
+#: ``FAQUrl.APPLY_TOPIC_URL`` / ``SUBSCRIPTION_GROUP_NOT_EXIST`` (one page in each version).
+FAQ_URL_4 = "http://rocketmq.apache.org/docs/faq/"
+FAQ_URL_5 = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+
+
+def suggest_todo(v5: bool) -> str:
+    """``FAQUrl.suggestTodo`` of the FAQ page, as the broker appends it to a remark."""
+    return f"\nSee {FAQ_URL_5 if v5 else FAQ_URL_4} for further details."
+
+
+def send_topic_refusal(cmd: RemotingCommand, topic: str, *, v5: bool) -> RemotingCommand | None:
+    """``AbstractSendMessageProcessor#msgCheck``'s name checks: ``TopicValidator#validateTopic``
+    (SYSTEM_ERROR in 4.9.7, INVALID_PARAMETER in 5.3.3) then ``isNotAllowedSendTopic``
+    (NO_PERMISSION); None when the topic may be sent to."""
+    why = topic_refusal(topic)
+    if why is not None:
+        code = ResponseCode.INVALID_PARAMETER if v5 else ResponseCode.SYSTEM_ERROR
+        return cmd.response(code, why)
+    if is_not_allowed_send_topic(topic):
+        return cmd.response(ResponseCode.NO_PERMISSION, not_allowed_send_remark(topic))
+    return None
 
 
 _PULL_REMARKS: dict[int, str] = {
@@ -165,6 +194,9 @@ class Broker:
         else:
             h = H.decode_header(H.SendMessageRequestHeader, cmd.ext_fields)
         store = self.store
+        refused = send_topic_refusal(cmd, h.topic, v5=store.config.v5)
+        if refused is not None:
+            return refused
         if h.topic not in store.topics:  # autoCreateTopicEnable
             nums = max(1, min(h.defaultTopicQueueNums, store.config.default_queue_nums))
             store.create_topic(h.topic, nums)
@@ -300,9 +332,16 @@ class Broker:
 
     async def pull_message(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
         h = H.decode_header(H.PullMessageRequestHeader, cmd.ext_fields)
+        v5 = self.store.config.v5
+        if group_refusal(h.consumerGroup) is not None:  # findSubscriptionGroupConfig: null
+            return cmd.response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{h.consumerGroup}] does not exist, {suggest_todo(v5)}",
+            )
         if h.topic not in self.store.topics:
             return cmd.response(
-                ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!"
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic[{h.topic}] not exist, apply first please! {suggest_todo(v5)}",
             )
         if h.sysFlag & H.PULL_FLAG_COMMIT_OFFSET and h.commitOffset >= 0:
             self.store.commit_offset(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
@@ -334,6 +373,8 @@ class Broker:
         for g in hb.producer_groups:
             self.producers.setdefault(g, {})[hb.client_id] = ClientInfo(hb.client_id, peer)
         for c in hb.consumers:
+            if group_refusal(c.group) is not None:
+                continue  # 5.3.3 ClientManageProcessor#heartBeat: no group config, not registered
             if c.group not in self.store.groups:  # autoCreateSubscriptionGroup
                 self.store.create_group(c.group)
             cfg = self.store.groups[c.group]
@@ -397,8 +438,25 @@ class Broker:
 
     async def update_consumer_offset(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
         h = H.decode_header(H.UpdateConsumerOffsetRequestHeader, cmd.ext_fields)
+        refused = self._offset_refusal(cmd, h.consumerGroup, h.topic)
+        if refused is not None:
+            return refused
         self.store.commit_offset(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
         return cmd.response()
+
+    def _offset_refusal(
+        self, cmd: RemotingCommand, group: str, topic: str
+    ) -> RemotingCommand | None:
+        """5.3.3 ``ConsumerManageProcessor#updateConsumerOffset``'s checks, so that an offset
+        key (``topic@group``) is only ever made of names the store holds: a group the broker
+        could not have (its name refused) and a topic the store does not have are refused."""
+        if group_refusal(group) is not None:
+            return cmd.response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {group} not exist!"
+            )
+        if topic not in self.store.topics:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} not exist!")
+        return None
 
     async def search_offset(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
         """First queue offset whose store time is >= the timestamp (max offset when none)."""
@@ -430,6 +488,11 @@ class Broker:
     async def send_back(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
         """CONSUMER_SEND_MSG_BACK: the engine applies the broker's delay/retry/DLQ rules."""
         h = H.decode_header(H.ConsumerSendMsgBackRequestHeader, cmd.ext_fields)
+        if group_refusal(h.group) is not None:  # findSubscriptionGroupConfig: null
+            return cmd.response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group not exist, {h.group} {suggest_todo(self.store.config.v5)}",
+            )
         r = self.store.send_back(
             h.group, h.offset, delay_level=h.delayLevel, max_reconsume_times=h.maxReconsumeTimes
         )

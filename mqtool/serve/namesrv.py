@@ -3,11 +3,15 @@ namesrv), answering from the one broker it fronts.
 
 GET_ROUTEINFO_BY_TOPIC creates an unknown topic in the store first, as a broker with
 ``autoCreateTopicEnable`` would on the first send (clients that cannot fall back to TBW102,
-like the C++ 1.0.1 core, need a route up front); ``%DLQ%`` topics are never created this way.
+like the C++ 1.0.1 core, need a route up front). Never created this way: ``%DLQ%`` topics, and
+any topic the broker would refuse a send to (``TopicValidator``: a blank name, characters
+outside ``^[%|a-zA-Z0-9_-]+$``, longer than 127, a not-allowed system topic); those are
+answered as the name server answers any topic it has no route for.
 """
 
 from __future__ import annotations
 
+from mqtool.formats.rules import is_not_allowed_send_topic, topic_refusal
 from mqtool.refstore import broker as B
 from mqtool.refstore.engine import RefStore
 from mqtool.remoting import bodies
@@ -15,6 +19,7 @@ from mqtool.remoting import headers as H
 from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.frame import RemotingCommand
 from mqtool.remoting.transport import Peer, UnsupportedCode
+from mqtool.serve.broker import suggest_todo
 
 
 class NameServer:
@@ -43,7 +48,12 @@ class NameServer:
         h = H.decode_header(H.GetRouteInfoRequestHeader, cmd.ext_fields)
         topic = h.topic
         tc = self.store.topics.get(topic)
-        if tc is None and topic and not topic.startswith(B.DLQ_GROUP_TOPIC_PREFIX):
+        if (
+            tc is None
+            and topic_refusal(topic) is None
+            and not is_not_allowed_send_topic(topic)
+            and not topic.startswith(B.DLQ_GROUP_TOPIC_PREFIX)
+        ):
             if topic.startswith(B.RETRY_GROUP_TOPIC_PREFIX):
                 group = topic[len(B.RETRY_GROUP_TOPIC_PREFIX) :]
                 cfg = self.store.groups.get(group)
@@ -53,7 +63,9 @@ class NameServer:
         if tc is None:
             return cmd.response(
                 ResponseCode.TOPIC_NOT_EXIST,
-                f"No topic route info in name server for the topic: {topic}",
+                "No topic route info in name server for the topic: "
+                + topic
+                + suggest_todo(self.store.config.v5),
             )
         route = bodies.TopicRouteData(
             [

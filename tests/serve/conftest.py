@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -18,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from mqtool.remoting import frame
+from mqtool.remoting.frame import RemotingCommand
 
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = ROOT / "build" / "peers"
@@ -37,10 +42,11 @@ def require_peers() -> None:
 class Served:
     """One ``mqtool serve`` process."""
 
-    def __init__(self, store: Path, log: Path, *args: str) -> None:
+    def __init__(self, store: Path, log: Path, *args: str, nofile: int | None = None) -> None:
         self.store = store
         self.log_path = log
         self.args = args
+        self.nofile = nofile  # RLIMIT_NOFILE of the serve process (None: inherited)
         self.proc: subprocess.Popen[str] | None = None
         self.ready = ""
         self.namesrv = ""
@@ -64,6 +70,7 @@ class Served:
             stdout=subprocess.PIPE,
             stderr=self._log,
             text=True,
+            preexec_fn=self._limit if self.nofile is not None else None,
         )
         line: list[str] = []
         t = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()))  # type: ignore[union-attr]
@@ -77,6 +84,19 @@ class Served:
         self.namesrv = words[words.index("namesrv") + 1]
         self.broker = words[words.index("broker") + 2]
         return self
+
+    def _limit(self) -> None:
+        assert self.nofile is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
+
+    def rss(self) -> int:
+        """Resident set size of the serve process in bytes (``VmRSS`` of /proc/PID/status)."""
+        assert self.proc is not None
+        with open(f"/proc/{self.proc.pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        raise AssertionError("no VmRSS")
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
         assert self.proc is not None
@@ -93,8 +113,8 @@ class Served:
 def serve_factory(tmp_path: Path) -> Iterator[Any]:
     started: list[Served] = []
 
-    def make(store: Path, *args: str) -> Served:
-        s = Served(store, tmp_path / f"serve-{len(started)}.log", *args).start()
+    def make(store: Path, *args: str, nofile: int | None = None) -> Served:
+        s = Served(store, tmp_path / f"serve-{len(started)}.log", *args, nofile=nofile).start()
         started.append(s)
         return s
 
@@ -144,3 +164,26 @@ def mqtool(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]
     return subprocess.run(
         [sys.executable, "-m", "mqtool", *args], capture_output=True, text=True, timeout=timeout
     )
+
+
+def connect(addr: str) -> socket.socket:
+    """A plain blocking socket to ``host:port``."""
+    host, port = addr.rsplit(":", 1)
+    return socket.create_connection((host, int(port)), timeout=30)
+
+
+def call(s: socket.socket, cmd: RemotingCommand) -> RemotingCommand:
+    """One request on an open connection; its answer."""
+    s.sendall(frame.encode(cmd))
+    data = b""
+    while len(data) < 4 or len(data) < 4 + frame.length_of(data):
+        chunk = s.recv(65536)
+        assert chunk, f"connection closed after {len(data)} bytes"
+        data += chunk
+    return frame.decode(data)
+
+
+def ask(addr: str, cmd: RemotingCommand) -> RemotingCommand:
+    """One request on its own connection; its answer."""
+    with connect(addr) as s:
+        return call(s, cmd)
