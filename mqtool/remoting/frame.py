@@ -161,6 +161,27 @@ def coerce_ext(ext: Mapping[str, object]) -> dict[str, str]:
 
 # -- JSON header ------------------------------------------------------------------------------
 
+#: Deepest JSON header accepted. RocketMQ's nest two deep (the command, its extFields); deeper
+#: ones are refused before parsing, so a hostile header never recurses through the parser.
+MAX_JSON_DEPTH = 32
+
+
+def json_too_deep(data: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether JSON text nests arrays/objects deeper than ``limit`` (brackets in strings do not
+    count). Cheap for every real header (fewer brackets than ``limit``); otherwise a few vector
+    passes: which bytes are inside strings, then the depth after every bracket outside them."""
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False
+    import numpy as np  # only a hostile or odd header gets here
+
+    text = np.frombuffer(data.replace(b"\\\\", b"").replace(b'\\"', b""), dtype=np.uint8)
+    step = np.zeros(256, dtype=np.int8)
+    step[[ord("["), ord("{")]] = 1
+    step[[ord("]"), ord("}")]] = -1
+    steps = step[text]
+    steps[(np.cumsum(text == ord('"'), dtype=np.uint8) & 1).astype(bool)] = 0  # in a string
+    return int(np.cumsum(steps, dtype=np.int32).max()) > limit
+
 
 def _json_int(obj: Mapping[str, Any], name: str, default: int | None, lo: int, hi: int) -> int:
     value = obj.get(name, default)
@@ -180,10 +201,14 @@ def _json_int(obj: Mapping[str, Any], name: str, default: int | None, lo: int, h
 
 def decode_json_header(data: bytes) -> RemotingCommand:
     """Parse a fastjson/jsoncpp/JS header object (a trailing newline is allowed)."""
+    if json_too_deep(data):
+        raise FrameError(f"JSON header nests deeper than {MAX_JSON_DEPTH} levels")
     try:
         obj = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise FrameError(f"JSON header is not valid JSON: {e}") from None
+    except RecursionError:  # unbalanced brackets the depth check could not pair
+        raise FrameError(f"JSON header nests deeper than {MAX_JSON_DEPTH} levels") from None
     if not isinstance(obj, dict):
         raise FrameError(f"JSON header is a {type(obj).__name__}, not an object")
     ext = obj.get("extFields") or {}
@@ -412,6 +437,11 @@ class FrameDecoder:
         if len(self._buf) < LENGTH_FIELD_SIZE:
             return None
         return length_of(self._buf)
+
+    def reset(self) -> None:
+        """Drop what is buffered (its memory is freed now, not when the decoder goes)."""
+        self._buf = bytearray()
+        self._need = LENGTH_FIELD_SIZE
 
     def feed(self, data: bytes) -> list[RemotingCommand]:
         """Append ``data``; return every command now complete (FrameError on a bad one)."""

@@ -11,6 +11,12 @@ log; other connections keep being served. Requests are bounded: ``max_frame`` be
 allocation, an idle timeout between frames, a timeout for the rest of a frame once its first
 bytes arrived (slow or vanished clients release their connection), and reading pauses while a
 client does not read its answers (the socket's write buffer is over its high-water mark).
+Memory is bounded across connections: the bytes of incomplete frames all connections hold
+together stay under ``max_buffered``; the connection whose bytes would pass it is closed (one
+line), and a closed connection's buffer is released at once. The server accepts connections
+itself: out of file descriptors (EMFILE/ENFILE), it says so in one line per episode and tries
+again with a growing back-off instead of spinning. Answers to failed requests never carry a
+server path (``redact``, and an OSError is answered with its reason only).
 
 Client: :class:`Connection` matches responses to requests by opaque.
 """
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import itertools
 import socket
 import sys
@@ -47,6 +54,20 @@ DEFAULT_IDLE_TIMEOUT = 120.0
 DEFAULT_MAX_HELD = 1024
 #: Time allowed for the rest of a frame once its length arrived.
 DEFAULT_FRAME_TIMEOUT = 30.0
+#: Bytes of incomplete frames all connections of a server may hold together (32 frames of
+#: ``maxMessageSize``, 4 MiB, arriving at once).
+DEFAULT_MAX_BUFFERED = 128 * 1024 * 1024
+#: ``listen`` backlog (Netty's ``SO_BACKLOG`` default on Linux is ``somaxconn``).
+ACCEPT_BACKLOG = 1024
+#: Connections accepted per readiness event of the listening socket.
+ACCEPT_BATCH = 64
+#: Back-off between accept attempts while out of file descriptors: first and longest wait (s).
+ACCEPT_RETRY_FIRST = 0.05
+ACCEPT_RETRY_MAX = 1.0
+#: accept() errors that mean "out of a resource": wait and try again.
+_OUT_OF_RESOURCE = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+#: A handler's OSError of one errno is logged at most once per this many seconds.
+OS_ERROR_LOG_INTERVAL = 60.0
 
 
 async def read_command(
@@ -183,6 +204,7 @@ class _Connection(asyncio.Protocol):
         self.timer: asyncio.TimerHandle | None = None
         self.eof = False
         self.failed = False
+        self.held = 0  # bytes of an incomplete frame counted in server.buffered
 
     # -- asyncio callbacks --------------------------------------------------------------------
 
@@ -206,6 +228,8 @@ class _Connection(asyncio.Protocol):
             cmds = self.decoder.feed(data)
         except FrameError as e:
             self._bad(str(e))
+            return
+        if self.decoder.pending != self.held and not self._hold(self.decoder.pending):
             return
         if not self.decoder.pending:
             self.frame_since = None
@@ -233,6 +257,7 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self.decoder.pending and not self.failed:
             self._bad(self._partial_error(), close=False)
+        self._release()
         if self.timer is not None:
             self.timer.cancel()
         peer = self.peer
@@ -306,6 +331,32 @@ class _Connection(asyncio.Protocol):
         elif self.eof and self.ordered is None and not self.backlog and not self.peer.tasks:
             self._close()
 
+    # -- memory -------------------------------------------------------------------------------
+
+    def _hold(self, pending: int) -> bool:
+        """Count ``pending`` bytes of an incomplete frame against the server's cap; over it,
+        this connection is closed (False)."""
+        srv = self.server
+        total = srv.buffered - self.held + pending
+        if pending > self.held and total > srv.max_buffered:
+            want = self.decoder.expected
+            self._bad(
+                f"{srv.buffered >> 20} MiB of incomplete frames held by all connections; "
+                f"this one's {pending >> 20} MiB of a frame of {want} bytes would pass the "
+                f"{srv.max_buffered >> 20} MiB cap",
+                what="refused",
+            )
+            return False
+        srv.buffered = total
+        self.held = pending
+        return True
+
+    def _release(self) -> None:
+        """Give back what this connection held (the decoder's buffer is freed now)."""
+        self.server.buffered -= self.held
+        self.held = 0
+        self.decoder.reset()
+
     # -- flow control, timeouts, errors -------------------------------------------------------
 
     def _pause(self, reason: str) -> None:
@@ -351,15 +402,16 @@ class _Connection(asyncio.Protocol):
             return f"connection closed inside a length field ({have} of 4 bytes)"
         return f"connection closed mid-frame ({have - LENGTH_FIELD_SIZE} of {want} bytes)"
 
-    def _bad(self, why: str, *, close: bool = True) -> None:
-        """A bad frame: log one line, close this connection only."""
+    def _bad(self, why: str, *, close: bool = True, what: str = "bad frame") -> None:
+        """A bad frame (or one refused): log one line, close this connection only."""
         self.failed = True
         srv = self.server
         srv.bad_frames += 1
         address = self.peer.address if self.peer is not None else "?"
-        srv.log(f"{srv.name}: {address}: bad frame: {why}; closing the connection")
+        srv.log(f"{srv.name}: {address}: {what}: {why}; closing the connection")
         self.backlog.clear()
         if close:
+            self._release()
             self._close()
 
     def _close(self) -> None:
@@ -395,6 +447,8 @@ class RemotingServer:
         on_disconnect: Callable[[Peer], None] | None = None,
         held_codes: frozenset[int] = frozenset(),
         max_held: int = DEFAULT_MAX_HELD,
+        max_buffered: int = DEFAULT_MAX_BUFFERED,
+        redact: Callable[[str], str] = str,
     ) -> None:
         self.handler = handler
         self.name = name
@@ -405,16 +459,84 @@ class RemotingServer:
         self.on_disconnect = on_disconnect
         self.held_codes = held_codes
         self.max_held = max_held
+        self.max_buffered = max_buffered
+        self.redact = redact  # takes server paths out of an answer's remark
         self.peers: set[Peer] = set()
-        self._server: asyncio.Server | None = None
         self.bad_frames = 0
+        self.buffered = 0  # bytes of incomplete frames held by all connections
+        self._sock: socket.socket | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._accepting: set[asyncio.Task[None]] = set()
+        self._retry: asyncio.TimerHandle | None = None
+        self._retry_delay = 0.0  # > 0 while an out-of-descriptors episode lasts
+        self._os_errors_said: dict[int, float] = {}
 
     async def start(self, host: str, port: int) -> int:
         """Listen; return the bound port (``port`` 0 picks a free one)."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Connection(self), host, port)
-        sock = self._server.sockets[0]
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, _, _, _, address = infos[0]
+        sock = socket.create_server(address, family=family, backlog=ACCEPT_BACKLOG)
+        sock.setblocking(False)
+        self._sock, self._loop = sock, loop
+        loop.add_reader(sock.fileno(), self._accept)
         return int(sock.getsockname()[1])
+
+    # -- accepting ------------------------------------------------------------------------------
+
+    def _accept(self) -> None:
+        sock, loop = self._sock, self._loop
+        assert sock is not None and loop is not None
+        for _ in range(ACCEPT_BATCH):
+            try:
+                conn, _addr = sock.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                return
+            except OSError as e:
+                if e.errno not in _OUT_OF_RESOURCE:
+                    self.log(f"{self.name}: accept failed: {e.strerror or e}")
+                    return
+                self._back_off(e)
+                return
+            self._retry_delay = 0.0  # the episode, if any, is over
+            conn.setblocking(False)
+            task = loop.create_task(self._connect(conn))
+            self._accepting.add(task)
+            task.add_done_callback(self._accepting.discard)
+
+    def _back_off(self, e: OSError) -> None:
+        """Out of descriptors: stop watching the listening socket, look again after a delay
+        that doubles up to ACCEPT_RETRY_MAX; said once per episode."""
+        assert self._sock is not None and self._loop is not None
+        if not self._retry_delay:
+            self.log(
+                f"{self.name}: cannot accept connections: {e.strerror or e} "
+                f"({len(self.peers)} open); trying again with back-off up to "
+                f"{ACCEPT_RETRY_MAX:g} s (said once until a connection is accepted again)"
+            )
+            self._retry_delay = ACCEPT_RETRY_FIRST
+        else:
+            self._retry_delay = min(ACCEPT_RETRY_MAX, self._retry_delay * 2)
+        self._loop.remove_reader(self._sock.fileno())
+        self._retry = self._loop.call_later(self._retry_delay, self._watch_again)
+
+    def _watch_again(self) -> None:
+        self._retry = None
+        if self._sock is not None and self._loop is not None:
+            self._loop.add_reader(self._sock.fileno(), self._accept)
+
+    async def _connect(self, conn: socket.socket) -> None:
+        assert self._loop is not None
+        try:
+            await self._loop.connect_accepted_socket(lambda: _Connection(self), conn)
+        except asyncio.CancelledError:
+            conn.close()
+            raise
+        except OSError as e:  # the connection went away (or no resource for it): drop it
+            conn.close()
+            self.log(f"{self.name}: dropped an accepted connection: {e.strerror or e}")
+
+    # -- answers --------------------------------------------------------------------------------
 
     def _error_response(self, cmd: RemotingCommand, peer: Peer, e: Exception) -> RemotingCommand:
         if isinstance(e, UnsupportedCode):
@@ -422,10 +544,24 @@ class RemotingServer:
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported"
             )
         if isinstance(e, MqtoolError):  # bad header field, body or store request: answered
-            return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
+            return cmd.response(ResponseCode.SYSTEM_ERROR, self.redact(str(e)))
+        if isinstance(e, OSError):  # e.g. out of descriptors: the reason, not the file
+            self._say_os_error(cmd, peer, e)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, e.strerror or type(e).__name__)
         # a handler bug must not kill the server
         self.log(f"{self.name}: {peer.address}: code {cmd.code} failed: {type(e).__name__}: {e}")
-        return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+        return cmd.response(ResponseCode.SYSTEM_ERROR, self.redact(f"{type(e).__name__}: {e}"))
+
+    def _say_os_error(self, cmd: RemotingCommand, peer: Peer, e: OSError) -> None:
+        """A handler's OSError on stderr (with its file), once a minute per errno."""
+        now = asyncio.get_running_loop().time()
+        key = e.errno or 0
+        if now - self._os_errors_said.get(key, -OS_ERROR_LOG_INTERVAL) >= OS_ERROR_LOG_INTERVAL:
+            self._os_errors_said[key] = now
+            self.log(
+                f"{self.name}: {peer.address}: code {cmd.code} failed: {e} (answered "
+                f"SYSTEM_ERROR; said at most once every {OS_ERROR_LOG_INTERVAL:g} s)"
+            )
 
     def _start(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand | None:
         """Run the handler inline up to its first suspension (then raise _Suspended)."""
@@ -472,8 +608,16 @@ class RemotingServer:
 
     def stop_accepting(self) -> None:
         """Close the listening socket; established connections go on."""
-        if self._server is not None:
-            self._server.close()
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            if self._loop is not None:
+                self._loop.remove_reader(sock.fileno())
+            sock.close()
+        for t in list(self._accepting):
+            t.cancel()
 
     async def in_flight(self, timeout: float) -> None:
         """Wait (up to ``timeout``) for requests being handled."""
@@ -481,17 +625,27 @@ class RemotingServer:
         if tasks:
             await asyncio.wait(tasks, timeout=timeout)
 
-    async def close(self) -> None:
-        """Close every connection and the listener."""
+    async def close(self, timeout: float = 2.0) -> None:
+        """Close the listener and every connection; return once their sockets are closed
+        (descriptors given back), aborting those still flushing answers after ``timeout``."""
         self.stop_accepting()
+        if self._accepting:
+            await asyncio.gather(*self._accepting, return_exceptions=True)
         for p in list(self.peers):
             p.closed = True
             for t in list(p.tasks):
                 t.cancel()
             p.transport.close()
-        if self._server is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 2.0)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self.peers and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        for p in list(self.peers):
+            p.transport.abort()
+        for _ in range(10):  # abort() closes on the next loop iteration
+            if not self.peers:
+                break
+            await asyncio.sleep(0)
 
 
 class Connection:

@@ -5,7 +5,9 @@ process is refused) and keeps ``abort`` present while serving; listen on both po
 schedule service (due delayed messages delivered from SCHEDULE_TOPIC_XXXX, ``delayOffset.json``
 persisted by the engine) and a flush every 5 s (``flushConsumerOffsetInterval``: consumer offsets,
 checkpoint). SIGTERM/SIGINT: stop accepting, answer held pulls, finish in-flight requests,
-close the store (offsets, checkpoint, ``abort`` removed, lock released), return 0.
+close every connection (their descriptors given back, so the store can write its files even
+after the process ran out of them), close the store (offsets, checkpoint, ``abort`` removed,
+lock released), return 0. Answers never name the store's path (``<store>`` stands for it).
 """
 
 from __future__ import annotations
@@ -102,6 +104,14 @@ class Service:
         self._tasks: list[asyncio.Task[None]] = []
         self._schedule_event = asyncio.Event()
         self._said: set[str] = set()  # background work whose failure was said (_round)
+        roots = {str(opts.store), str(opts.store.resolve())}
+        self._roots = sorted(roots, key=len, reverse=True)
+
+    def redact(self, text: str) -> str:
+        """``text`` with the store's path written as ``<store>`` (for answers to clients)."""
+        for root in self._roots:
+            text = text.replace(root, "<store>")
+        return text
 
     async def start(self) -> None:
         """Listen on both ports and open the store (StoreLockedError when it is taken)."""
@@ -125,8 +135,9 @@ class Service:
             log=self.log,
             on_disconnect=disconnected,
             held_codes=frozenset({RequestCode.PULL_MESSAGE}),
+            redact=self.redact,
         )
-        self.ns_server = RemotingServer(ns_handle, name="namesrv", log=self.log)
+        self.ns_server = RemotingServer(ns_handle, name="namesrv", log=self.log, redact=self.redact)
         try:
             bport = await self.broker_server.start(opts.host, opts.broker_port)
             nport = await self.ns_server.start(opts.host, opts.namesrv_port)
@@ -183,12 +194,13 @@ class Service:
             self._round("flush", self.store.flush)
 
     def _round(self, what: str, work: Callable[[], _T]) -> _T | None:
-        """One round of background work; a failure of mqtool's (e.g. a full disk) is one line
-        on stderr, said again only after a round has succeeded since (a full disk fails every
-        round, each time naming a new file), and the next round tries again. None then."""
+        """One round of background work; a failure of mqtool's (e.g. a full disk) or of the
+        system (e.g. out of file descriptors) is one line on stderr, said again only after a
+        round has succeeded since (a full disk fails every round, each time naming a new file),
+        and the next round tries again. None then."""
         try:
             result = work()
-        except MqtoolError as e:
+        except (MqtoolError, OSError) as e:
             if what not in self._said:
                 self._said.add(what)
                 self.log(f"{what} failed: {e} (tried again every round; said once)")

@@ -356,3 +356,18 @@ def test_encode_refuses_a_header_past_24_bits() -> None:
     cmd = RemotingCommand(code=1, remark="r" * (0xFFFFFF + 1))
     with pytest.raises(frame.RemotingError, match="24-bit"):
         frame.encode(cmd, max_frame=64 * 1024 * 1024)
+
+
+def test_json_header_depth_is_limited() -> None:
+    ok = b'{"code":1,"extFields":{"a":"[[[[{{{{' + b"[" * 100 + b'\\"}}"}}'
+    assert frame.decode_json_header(ok).ext_fields["a"].startswith("[[[[{{{{")
+    assert not frame.json_too_deep(b"[" * 32 + b"]" * 32)
+    for deep in (b"[" * 33 + b"]" * 33, b'{"a":' * 33 + b"1" + b"}" * 33,
+                 b"[" * 100_000 + b"]" * 100_000, b"[" * 100_000,
+                 b'{"code":1,"x":' + b"[{}," * 40 + b"[" * 40 + b"]" * 80 + b"}"):
+        with pytest.raises(FrameError, match="nests deeper than 32 levels"):
+            frame.decode_json_header(deep)
+    dec = FrameDecoder()
+    hdr = b"[" * 50_000
+    with pytest.raises(FrameError, match="nests deeper"):
+        dec.feed(struct.pack(">iI", 4 + len(hdr), len(hdr)) + hdr)

@@ -264,3 +264,39 @@ def test_idle_connection_dropped_active_one_kept() -> None:
         await srv.close()
 
     asyncio.run(main())
+
+
+def test_partial_frames_capped_across_connections() -> None:
+    """Incomplete frames of all connections together stay under ``max_buffered``: the one that
+    would pass it is closed; what a closed connection held is given back."""
+
+    async def main() -> None:
+        logs: list[str] = []
+        srv, port = await _start(logs, max_buffered=3 << 20)
+        writers = []
+        for _ in range(5):
+            _, w = await asyncio.open_connection("127.0.0.1", port)
+            w.write(struct.pack(">iI", 2 << 20, 10) + b"\x00" * (1 << 20))  # 1 MiB of 2 MiB
+            await w.drain()
+            writers.append(w)
+        for _ in range(200):
+            if srv.buffered >= 3 << 20 or len(logs) >= 2:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        assert srv.buffered == 2 * ((1 << 20) + 8)  # two held; a third would pass the cap
+        assert len([line for line in logs if "would pass the 3 MiB cap" in line]) == 3, logs
+        good = await Connection.open("127.0.0.1", port)  # small requests still served
+        assert (await good.invoke(RemotingCommand.request(1, {"v": "ok"}))).ext_fields["echo"]
+        for w in writers:
+            w.close()
+        for _ in range(200):
+            if srv.buffered == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert srv.buffered == 0
+        await good.close()
+        await srv.close()
+        assert not srv.peers
+
+    asyncio.run(main())

@@ -14,7 +14,18 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tests.serve.conftest import CPP_CLIENT, CPP_PYTHON, JS_CLIENT, NODE_MODULES, mqtool, run_cpp
+import pytest
+
+from tests.serve.conftest import (
+    CPP_CLIENT,
+    CPP_PYTHON,
+    JS_CLIENT,
+    NODE_MODULES,
+    call,
+    connect,
+    mqtool,
+    run_cpp,
+)
 
 
 def _store_keys(store: Path, topic: str) -> list[str]:
@@ -190,3 +201,120 @@ def test_bad_delay_levels_refused_before_the_store_is_touched(tmp_path: Path) ->
     assert p.returncode == 1
     assert p.stderr.count("\n") == 1 and "bad delay level" in p.stderr, p.stderr
     assert not store.exists()
+
+
+def _max_offset(addr: str, topic: str) -> int:
+    from mqtool.remoting.codes import RequestCode
+    from mqtool.remoting.frame import RemotingCommand
+
+    with connect(addr) as s:
+        r = call(s, RemotingCommand.request(RequestCode.GET_MAX_OFFSET,
+                                             {"topic": topic, "queueId": 0}))
+    return int(r.ext_fields["offset"])
+
+
+def test_deeply_nested_json_header_is_refused(tmp_path: Path, serve_factory: Any) -> None:
+    srv = serve_factory(tmp_path / "store")
+    header = b"[" * 100_000 + b"]" * 100_000
+    for addr in (srv.namesrv, srv.broker):
+        assert _garbage(addr, struct.pack(">iI", 4 + len(header), len(header)) + header) == b""
+    deep_ext = b'{"code":30,"opaque":1,"extFields":{"topic":"T","queueId":"0","x":' + (
+        b'{"a":' * 40 + b"1" + b"}" * 40) + b"}}"
+    assert _garbage(srv.broker, struct.pack(">iI", 4 + len(deep_ext), len(deep_ext)) + deep_ext) \
+        == b""
+    assert _max_offset(srv.broker, "T") == 0  # still serving
+    assert srv.stop() == 0
+    log = srv.stderr()
+    assert log.count("JSON header nests deeper than 32 levels") == 3, log
+    assert "Traceback" not in log and "RecursionError" not in log, log
+
+
+@pytest.mark.slow
+def test_partial_frames_are_capped_across_connections(tmp_path: Path, serve_factory: Any) -> None:
+    """40 connections each send 15 MiB of a 16 MiB frame: the server holds at most its cap
+    (128 MiB) of incomplete frames, closes the connections that would pass it, and gives the
+    memory back when they close."""
+    cap = 128 << 20
+    srv = serve_factory(tmp_path / "store")
+    assert _max_offset(srv.broker, "Warm") == 0
+    before = srv.rss()
+    conns, refused = [], 0
+    chunk = b"\x00" * (1 << 20)
+    for _ in range(40):
+        s = connect(srv.broker)
+        conns.append(s)
+        try:
+            s.sendall(struct.pack(">iI", (16 << 20) - 8, 100))
+            for _ in range(15):
+                s.sendall(chunk)
+        except OSError:  # the server closed this one: it would have passed the cap
+            refused += 1
+    assert _max_offset(srv.broker, "Warm") == 0  # served while the others hold their bytes
+    held = srv.rss()
+    for s in conns:
+        s.close()
+    deadline = time.time() + 30
+    while srv.stderr().count("closing the connection") < 40 and time.time() < deadline:
+        time.sleep(0.2)
+    assert _max_offset(srv.broker, "Warm") == 0
+    after = srv.rss()
+    assert 40 - cap // (15 << 20) - 1 <= refused < 40, refused
+    # bounded by the cap (plus a read buffer per connection), not by 40 x 15 MiB = 600 MiB
+    assert held - before < cap + (64 << 20), (before >> 20, held >> 20)
+    assert after - before < 48 << 20, (before >> 20, after >> 20)  # given back
+    assert srv.stop() == 0
+    log = srv.stderr()
+    assert log.count("would pass the 128 MiB cap") >= refused, log
+    assert "Traceback" not in log, log
+
+
+@pytest.mark.slow
+def test_out_of_file_descriptors(tmp_path: Path, serve_factory: Any) -> None:
+    """RLIMIT_NOFILE 256 and 400 connections: one line per listener, no spinning; a client
+    connected before keeps being answered (a send that needs a new file gets SYSTEM_ERROR with
+    the reason, no path); SIGTERM exits 0 and leaves a clean store with the offsets committed
+    while out of descriptors."""
+    from mqtool.remoting.codes import RequestCode, ResponseCode
+    from mqtool.remoting.frame import RemotingCommand
+
+    store = tmp_path / "store"
+    srv = serve_factory(store, nofile=256)
+
+    def send(s: socket.socket, topic: str) -> Any:
+        ext = {"producerGroup": "P", "topic": topic, "defaultTopic": "TBW102",
+               "defaultTopicQueueNums": 1, "queueId": 0, "sysFlag": 0, "bornTimestamp": 1,
+               "flag": 0, "properties": ""}
+        return call(s, RemotingCommand.request(RequestCode.SEND_MESSAGE, ext, b"x"))
+
+    early = connect(srv.broker)
+    assert send(early, "Before").code == ResponseCode.SUCCESS
+    idle = []
+    for i in range(400):
+        try:
+            idle.append(connect(srv.namesrv if i % 2 else srv.broker))
+        except OSError:
+            break
+    time.sleep(5)  # out of descriptors for a while: accept keeps failing
+    r = send(early, "NeedsNewFiles")
+    assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "Too many open files"), r
+    assert send(early, "Before").code == ResponseCode.SUCCESS  # no new file needed
+    r = call(early, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+        "consumerGroup": "G", "topic": "Before", "queueId": 0, "commitOffset": 2}))
+    assert r.code == ResponseCode.SUCCESS
+    time.sleep(6)  # a flush round (5 s) fails too: said once
+    log = srv.stderr()
+    assert "cannot accept connections: Too many open files" in log, log
+    assert len(log.splitlines()) < 10 and "Traceback" not in log, log
+    assert srv.stop() == 0, srv.stderr()
+    for s in [early, *idle]:
+        s.close()
+    log = srv.stderr()
+    assert log.count("cannot accept connections") <= 2 and "Traceback" not in log, log
+    assert not (store / "abort").exists()
+    from mqtool.formats.config import load_config
+
+    offsets = load_config(store, "consumerOffset.json").value
+    assert offsets.offset_table["Before@G"] == {0: 2}
+    p = mqtool("verify", str(store))
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert sorted(_store_keys(store, "Before")) == ["", ""]
