@@ -161,11 +161,11 @@ class BrokerTarget:
 
     def check(self, message: OutgoingMessage) -> None:
         """What a real send checks first (``--dry-run`` runs it too): the name servers answer,
-        the destination exists and has a writable queue on a master."""
+        the destination exists and has a writable queue on a master (a ``%RETRY%`` topic no
+        broker has yet: the cluster has a master, which creates it on the first send)."""
         try:
             self.check_topic(message.topic)
-            if not message.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                self.client.write_queues(message.topic)
+            self.client.write_queues(message.topic)
         except ClientError as e:
             raise ResendError(str(e)) from None
 

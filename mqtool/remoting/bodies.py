@@ -212,11 +212,7 @@ def _int(v: object, what: str) -> int:
 
 def parse_route(body: bytes) -> TopicRouteData:
     """Parse a route body (fastjson may write ``brokerAddrs`` keys unquoted: ``{0:"..."}``)."""
-    text = body.decode("utf-8", errors="replace")
-    try:
-        obj = json.loads(text)
-    except ValueError:
-        obj = json.loads(_quote_numeric_keys(text))
+    obj = _fastjson_loads(body)
     try:
         brokers = [
             BrokerData(
@@ -244,6 +240,16 @@ def parse_route(body: bytes) -> TopicRouteData:
     return TopicRouteData(queues, brokers, obj.get("orderTopicConf"))
 
 
+def _fastjson_loads(body: bytes) -> Any:
+    """JSON as fastjson writes it (map keys that are numbers may be unquoted: ``{0:"..."}``);
+    ValueError when it is not."""
+    text = body.decode("utf-8", errors="replace")
+    try:
+        return json.loads(text)
+    except ValueError:
+        return json.loads(_quote_numeric_keys(text))
+
+
 def _quote_numeric_keys(text: str) -> str:
     import re
 
@@ -265,6 +271,26 @@ def build_cluster_info(cluster: str, brokers: Sequence[BrokerData]) -> bytes:
             "clusterAddrTable": {cluster: sorted(b.broker_name for b in brokers)},
         }
     )
+
+
+def parse_cluster_info(body: bytes) -> list[BrokerData]:
+    """The brokers of a ``ClusterInfo`` body (GET_BROKER_CLUSTER_INFO; fastjson may write the
+    ``brokerAddrs`` keys unquoted)."""
+    obj = _fastjson_loads(body)
+    try:
+        return [
+            BrokerData(
+                str(b.get("cluster", "")),
+                str(b.get("brokerName", name)),
+                {
+                    _int(k, "brokerAddrs key"): str(v)
+                    for k, v in (b.get("brokerAddrs") or {}).items()
+                },
+            )
+            for name, b in (obj.get("brokerAddrTable") or {}).items()
+        ]
+    except (TypeError, AttributeError) as e:
+        raise BodyError(f"cluster info body: malformed ({e})") from None
 
 
 def build_topic_list(topics: Iterable[str]) -> bytes:

@@ -37,9 +37,9 @@ from typing import Any, TypeVar
 
 from mqtool.formats.commitlog import BlankRecord, CommitLogMessage, encode_properties, parse_message
 from mqtool.formats.errors import FormatError
-from mqtool.formats.rules import AUTO_CREATE_TOPIC
+from mqtool.formats.rules import AUTO_CREATE_TOPIC, RETRY_GROUP_TOPIC_PREFIX
 from mqtool.remoting.acl import AclCredentials, sign
-from mqtool.remoting.bodies import BodyError, TopicRouteData, parse_route
+from mqtool.remoting.bodies import BodyError, TopicRouteData, parse_cluster_info, parse_route
 from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.frame import RemotingCommand, RemotingError
 from mqtool.remoting.headers import (
@@ -329,6 +329,18 @@ class LiveClient:
             self._routes[topic] = r
         return self._routes[topic]
 
+    def cluster_masters(self) -> dict[str, str]:
+        """Broker name -> master address of every broker the name servers know
+        (GET_BROKER_CLUSTER_INFO 106)."""
+        resp = self.run(self._ns_request(RequestCode.GET_BROKER_CLUSTER_INFO, {},
+                                         "the cluster's brokers"))
+        try:
+            brokers = parse_cluster_info(resp.body)
+        except (BodyError, ValueError) as e:
+            raise ClientError(f"unreadable cluster info from the name server: {e}",
+                              fatal=True) from None
+        return {b.broker_name: b.addrs[MASTER_ID] for b in brokers if MASTER_ID in b.addrs}
+
     @staticmethod
     def masters(route: TopicRouteData) -> dict[str, str]:
         """Broker name -> master address (brokerId 0); brokers without a master are left out."""
@@ -347,8 +359,20 @@ class LiveClient:
 
     # -- sending --------------------------------------------------------------------------------
     def write_queues(self, topic: str) -> list[_Queue]:
-        """The writable master queues of ``topic``; ClientError (fatal) when there are none."""
+        """The writable master queues of ``topic``; ClientError (fatal) when there are none.
+
+        A ``%RETRY%<group>`` topic no broker has yet: queue 0 of each master of the cluster
+        (a send goes to one of them). A broker creates a retry topic on the first send to it,
+        as on a consumer's send-back (``AbstractSendMessageProcessor#msgCheck``:
+        ``createTopicInSendMessageMethod`` from TBW102 when it may be inherited, else
+        ``createTopicInSendMessageBackMethod`` with one queue), and then registers it with the
+        name servers."""
         route = self.route(topic)
+        if route is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            masters = self.cluster_masters()
+            if not masters:
+                raise ClientError(f"topic {topic}: no master broker in the cluster", fatal=True)
+            return [_Queue(name, addr, 0) for name, addr in sorted(masters.items())]
         if route is None:
             raise ClientError(f"topic {topic} does not exist (no name server has a route for "
                               "it)", code=ResponseCode.TOPIC_NOT_EXIST, fatal=True)
@@ -421,7 +445,24 @@ class LiveClient:
                           + (f" ({resp.remark})" if resp.remark else ""), code=resp.code)
 
     def send_many(self, msgs: Sequence[Outgoing]) -> list[SendReceipt | ClientError]:
-        """Send all of ``msgs`` at once (in flight together); a result per message, in order."""
+        """Send all of ``msgs`` at once (in flight together); a result per message, in order.
+
+        To a ``%RETRY%`` topic no broker has yet, one message goes first, alone: the broker
+        creates the topic while it stores it (and registers it with the name servers, which
+        holds up the sends queued behind), the others follow to the queues it then has."""
+        topics = {m.topic for m in msgs}
+        new = {t for t in topics if t.startswith(RETRY_GROUP_TOPIC_PREFIX) and
+               self.route(t) is None}
+        first = [next(i for i, m in enumerate(msgs) if m.topic == t) for t in sorted(new)]
+        rest = [i for i in range(len(msgs)) if i not in set(first)]
+        out: dict[int, SendReceipt | ClientError] = {}
+        for batch in (first, rest):
+            if batch:
+                out.update(zip(batch, self._send_together([msgs[i] for i in batch]),
+                               strict=True))
+        return [out[i] for i in range(len(msgs))]
+
+    def _send_together(self, msgs: Sequence[Outgoing]) -> list[SendReceipt | ClientError]:
         queues = {t: self.write_queues(t) for t in {m.topic for m in msgs}}
 
         async def one(m: Outgoing) -> SendReceipt | ClientError:
