@@ -9,6 +9,14 @@ UNIQ_KEY and each KEYS token; hash = abs(Java hashCode) (MIN_VALUE -> 0); slot =
 RocketMQ's defaults are 5,000,000 slots and 20,000,000 entries (420,000,040 bytes); stores may
 configure others. The geometry is not in the file: :func:`index_geometry` derives it from the
 file size assuming RocketMQ's ratio ``maxIndexNum = 4 * maxHashSlotNum`` unless told.
+
+A running broker's newest index file changes while it is read (``live``). ``IndexFile#putKey``
+writes the entry, then its slot, then the header's hashSlotCount, indexCount, endPhyOffset and
+endTimestamp, one field at a time. So against the header as first read (the reader's
+snapshot): a slot may point at an entry past indexCount (written since: complete, as its slot
+comes after it), the used slots may number more than hashSlotCount, and the last entry's
+phyOffset may be past endPhyOffset. In a live file these are not damage; the slot table is
+copied once for each check, so that a check sees one table.
 """
 
 from __future__ import annotations
@@ -16,7 +24,6 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import construct as cs
 import numpy as np
@@ -100,6 +107,7 @@ def index_geometry(
     *,
     file: str | None = None,
     buf: Buffer | None = None,
+    live: bool = False,
 ) -> IndexGeometry:
     """Slots and entries of an index file of ``file_size`` bytes.
 
@@ -108,7 +116,8 @@ def index_geometry(
     file's bytes in ``buf``, every split of the size into slots and entries is tried, RocketMQ's
     ratio of 4 entries per slot first, and the one the content proves is taken: the newest
     entries must head their slots' chains and the non-empty slots must number the header's
-    hashSlotCount. Without ``buf`` the ratio of 4 is assumed.
+    hashSlotCount. Without ``buf`` the ratio of 4 is assumed. ``live``: the file is being
+    written (module doc).
     """
     body = file_size - INDEX_HEADER_SIZE
     if body <= 0:
@@ -134,11 +143,12 @@ def index_geometry(
     header = parse_header(buf, file=file)
     if ratio4 is not None and (
         header.index_count <= 1
-        or (_plausible(buf, header, ratio4) and _proven(buf, header, ratio4))
+        or (_plausible(buf, header, ratio4) and _proven(buf, header, ratio4, live))
     ):
         return ratio4
     for g in _candidate_geometries(buf, header, body):
-        if header.index_count <= 1 or (_plausible(buf, header, g) and _proven(buf, header, g)):
+        if header.index_count <= 1 or (_plausible(buf, header, g)
+                                       and _proven(buf, header, g, live)):
             return g
     if ratio4 is not None and header.index_count <= ratio4.index_num:
         return ratio4  # RocketMQ's own split, content damaged: IndexReader.problems() says where
@@ -195,7 +205,7 @@ def _plausible(buf: Buffer, h: IndexHeader, g: IndexGeometry, tolerate: int = 0)
             misses += 1
             continue
         head = HASH_SLOT_STRUCT.unpack_from(buf, g.slot_pos(key_hash % g.hash_slot_num))[0]
-        if head < n or head > last:
+        if head < n or head >= g.index_num:  # a head past `last`: written since (live)
             misses += 1
         elif head != n:
             hk = INDEX_ENTRY_STRUCT.unpack_from(buf, g.entry_pos(head))[0]
@@ -204,13 +214,26 @@ def _plausible(buf: Buffer, h: IndexHeader, g: IndexGeometry, tolerate: int = 0)
     return misses <= tolerate and misses < tried
 
 
-def _proven(buf: Buffer, h: IndexHeader, g: IndexGeometry) -> bool:
-    """Full test: the number of non-empty slots equals the header's hashSlotCount."""
+def _proven(buf: Buffer, h: IndexHeader, g: IndexGeometry, live: bool = False) -> bool:
+    """Full test: the number of non-empty slots equals the header's hashSlotCount (in a
+    ``live`` file: lies between the slots that point at counted entries and all used ones)."""
 
-    slots = np.frombuffer(buf, dtype=">i4", count=g.hash_slot_num, offset=INDEX_HEADER_SIZE)
-    if int(slots.max(initial=0)) > h.index_count:
+    slots = np.array(np.frombuffer(buf, dtype=">i4", count=g.hash_slot_num,
+                                   offset=INDEX_HEADER_SIZE))
+    if int(slots.max(initial=0)) > (g.index_num - 1 if live else h.index_count):
         return False
-    return int(np.count_nonzero(slots)) == h.hash_slot_count or h.index_count <= 1
+    return h.index_count <= 1 or _slot_count_fits(slots, h, live)
+
+
+def _slot_count_fits(slots: np.ndarray, h: IndexHeader, live: bool) -> bool:
+    """Whether the used ``slots`` (one copy of the table) agree with the header's
+    hashSlotCount: equal, or in a ``live`` file between the slots that point at entries the
+    header counts and every used slot (module doc)."""
+    used = int(np.count_nonzero(slots))
+    if not live:
+        return used == h.hash_slot_count
+    counted = int(np.count_nonzero((slots > 0) & (slots < h.index_count)))
+    return counted <= h.hash_slot_count <= used
 
 
 def index_key_hash(key: str) -> int:
@@ -272,12 +295,13 @@ class IndexReader:
 
     def __init__(
         self, buf: Buffer, *, file: str | None = None,
-        hash_slot_num: int | None = None,
+        hash_slot_num: int | None = None, live: bool = False,
     ) -> None:
         self.buf = buf
         self.file = file
-        self.geometry = index_geometry(len(buf), hash_slot_num, file=file, buf=buf)
-        self.header = parse_header(buf, file=file)
+        self.live = live  # being written by a running broker (module doc)
+        self.header = parse_header(buf, file=file)  # read once: what the reader goes by
+        self.geometry = index_geometry(len(buf), hash_slot_num, file=file, buf=buf, live=live)
         if not 0 <= self.header.index_count <= self.geometry.index_num:
             raise FormatError(
                 file, 36,
@@ -320,13 +344,15 @@ class IndexReader:
         slot = key_hash % g.hash_slot_num
         n = self.slot_value(slot)
         hits: list[tuple[int, IndexEntry]] = []
-        if n != INVALID_INDEX and not 0 < n < min(count, g.index_num):
+        # a live file's slot may lead to an entry written after the header was read
+        top = g.index_num if self.live else min(count, g.index_num)
+        if n != INVALID_INDEX and not 0 < n < top:
             if bad is not None:
                 bad.append(FormatError(self.file, g.slot_pos(slot), f"slot {slot} points at "
                                        f"entry {n} (entries 1..{count - 1})"))
             return hits
         seen = 0
-        while n != INVALID_INDEX and seen < count:
+        while n != INVALID_INDEX and seen < max(count, n + 1):
             e = self.entry(n)
             if e.key_hash < 0 or e.key_hash % g.hash_slot_num != slot:
                 if bad is not None:
@@ -358,17 +384,16 @@ class IndexReader:
         """
         h, g = self.header, self.geometry
         out: list[FormatError] = []
-        slots = np.frombuffer(self.buf, dtype=">i4", count=g.hash_slot_num,
-                              offset=INDEX_HEADER_SIZE)
-        used = int(np.count_nonzero(slots))
-        if used != h.hash_slot_count:
+        slots = self._slots()
+        if not _slot_count_fits(slots, h, self.live):
+            used = int(np.count_nonzero(slots))
             out.append(FormatError(
                 self.file, 32, f"{used} hash slots in use, header says {h.hash_slot_count} "
                 "(slot table damaged: lookups would miss keys)",
                 expected=str(h.hash_slot_count), found=str(used),
             ))
-        out += self._entry_problems(np, entries=entries)
-        if h.index_count > 1 and entries:
+        out += self._entry_problems(slots, entries=entries)
+        if h.index_count > 1 and entries and not self.live:  # live: endPhyOffset may lag
             last = self.entry(h.index_count - 1)
             if last.phy_offset != h.end_phy_offset:
                 out.append(FormatError(
@@ -379,7 +404,15 @@ class IndexReader:
                 ))
         return out
 
-    def _entry_problems(self, np: Any, most: int = 20, entries: bool = True) -> list[FormatError]:
+    def _slots(self) -> np.ndarray:
+        """The slot table, copied (one table for a check, whatever a broker writes meanwhile)."""
+        g = self.geometry
+        return np.array(np.frombuffer(self.buf, dtype=">i4", count=g.hash_slot_num,
+                                      offset=INDEX_HEADER_SIZE))
+
+    def _entry_problems(
+        self, slots: np.ndarray, most: int = 20, entries: bool = True
+    ) -> list[FormatError]:
         """Slots and entries that RocketMQ's writer cannot have left (vectorised): a slot that
         points past the entries or at an entry of another slot; an entry whose prevIndex is
         not an earlier entry or leads into another slot's chain, whose keyHash is negative, or
@@ -388,8 +421,9 @@ class IndexReader:
         h, g = self.header, self.geometry
         count, nslot = h.index_count, g.hash_slot_num
         bad: dict[int, str] = {}
-        slots = np.frombuffer(self.buf, dtype=">i4", count=nslot, offset=INDEX_HEADER_SIZE)
-        for i in np.flatnonzero((slots < 0) | (slots >= max(count, 1)))[:most].tolist():
+        # a live file's slots may point at entries written after the header was read
+        top = g.index_num if self.live else max(count, 1)
+        for i in np.flatnonzero((slots < 0) | (slots >= top))[:most].tolist():
             bad[g.slot_pos(i)] = (f"slot {i} points at entry {int(slots[i])} "
                                   f"(entries 1..{count - 1})")
         if count > 1:
@@ -420,7 +454,10 @@ class IndexReader:
             linked = (prev > 0) & (prev < num)
             why[linked & (slot_of[np.clip(prev - 1, 0, count - 2)] != slot_of)] = 2
             why[key_hash < 0] = 3
-            why[(phy < h.begin_phy_offset) | (phy > h.end_phy_offset)] = 4
+            past_end = phy > h.end_phy_offset
+            if self.live:  # the header's endPhyOffset is set after its indexCount
+                past_end[-1] = False
+            why[(phy < h.begin_phy_offset) | past_end] = 4
             if count > 3:  # one entry out of order between two neighbours that are in order
                 mid = (phy[1:-1] < phy[:-2]) | (phy[1:-1] > phy[2:])
                 ok = phy[:-2] <= phy[2:]

@@ -117,5 +117,11 @@ def walk_fields(
             yield item  # BlankRecord, then FileEnd; or the FileEnd after zeros or damage
             if isinstance(item, FileEnd):
                 return
-        else:  # pragma: no cover - the walker always ends a file with a FileEnd
+        else:
+            # no record at the anchor any more: the bytes changed under the walk (a file a
+            # running broker writes); the walker says what is at q now
+            for item in walk(buf, file=file, file_start=file_start, start=q, fd=fd,
+                             chained=True):
+                if isinstance(item, Finding | FileEnd | BlankRecord | CommitLogMessage):
+                    yield item
             return

@@ -407,6 +407,7 @@ def walk(
     decode: bool = True,
     resync: bool = True,
     fd: int | None = None,
+    chained: bool = False,
 ) -> Iterator[Item | int]:
     """Walk the commitlog file ``buf`` (``file``: its name relative to the store root;
     ``file_start``: the commitlog offset of its first byte) in physical order.
@@ -424,13 +425,15 @@ def walk(
     ``start``/``stop`` (positions in ``buf``) restrict the walk to the records that start in
     that range; a walk that does not start at 0 begins at the first self-identifying record at
     or after ``start`` (the bytes before it belong to the range before; nothing is yielded when
-    there is none), and one stopped by ``stop`` yields no FileEnd. ``fd`` (the file's
-    descriptor) lets the search after damage skip the holes of a sparse file.
+    there is none), and one stopped by ``stop`` yields no FileEnd. ``chained``: the record
+    chain reached ``start`` (the bytes there are judged as the walk would judge them, not
+    skipped). ``fd`` (the file's descriptor) lets the search after damage skip the holes of a
+    sparse file.
     """
     n = len(buf)
     end = n if stop is None else min(stop, n)
     q: int | None = start
-    if start > 0 and not looks_like_record_at(buf, start, file_start):
+    if start > 0 and not chained and not looks_like_record_at(buf, start, file_start):
         q = next_record(buf, start, file_start, stop=end, fd=fd)
     while q is not None and q < end:
         if q + 8 <= n:

@@ -160,6 +160,8 @@ def inspect_store(
     for level in sorted(sched_levels):
         mx = queue_max.get((SCHEDULE_TOPIC, level - 1), 0)
         done = (delay or {}).get(level, 0)
+        if done > mx and store.live:  # a live broker's queue grew since it was read
+            mx = store.queue_info(SCHEDULE_TOPIC, level - 1).max_offset
         sched.append({
             "level": level,
             "delay": fmt_delay(levels[level]) if level in levels else None,

@@ -17,7 +17,8 @@ import numpy as np
 
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.commitlog import CommitLogMessage, FileEnd, parse_message
-from mqtool.formats.errors import Finding
+from mqtool.formats.errors import Finding, FormatError
+from mqtool.formats.walker import Unreadable
 from mqtool.store import CommitLogFile, Store
 
 ProgressFn = Callable[[int, int], None]
@@ -117,9 +118,9 @@ def kernel_messages(
                     at = item[kernel.F_POS][ok].tolist()
                     last = int(item[kernel.F_PHYS, k - 1]) if k else f.start
                     for pos in at:
-                        rec = parse_message(buf, pos, file=f.rel, file_start=f.start)
-                        assert isinstance(rec, CommitLogMessage)  # the kernel accepted it
-                        yield rec
+                        rec = _accepted(store, f, buf, pos)
+                        if rec is not None:
+                            yield rec
                     if progress is not None:
                         progress(last - base, total)
                 elif isinstance(item, CommitLogMessage):
@@ -136,6 +137,24 @@ def kernel_messages(
     store._check_early_end(ends)
     if progress is not None:
         progress(total, total)
+
+
+def _accepted(
+    store: Store, f: CommitLogFile, buf: Buffer, pos: int
+) -> CommitLogMessage | None:
+    """The record the kernel accepted at ``pos``, decoded; None, and a finding, when the bytes
+    no longer decode (they changed under the walk: a live store's write point)."""
+    try:
+        rec = parse_message(buf, pos, file=f.rel, file_start=f.start)
+    except FormatError as e:
+        why = e.detail
+    else:
+        if isinstance(rec, CommitLogMessage):
+            return rec
+        why = "not a message"
+    store.note(Unreadable("corrupt", f.rel, pos, f"record changed while it was read: {why}",
+                          phy=f.start + pos))
+    return None
 
 
 def scan_messages(

@@ -187,6 +187,8 @@ class Finder:
         commitlog there (the walker names it), else the entry is wrong and the index cannot be
         trusted (a finding at the entry; the lookup then reads the commitlog)."""
         store = self.store
+        if store.live and off >= store.listed_end():
+            return  # a record written after the store was opened
         f = store.file_for(off)
         if f is not None:
             for item in store.walk_commitlog_file(f, decode=False):

@@ -11,6 +11,15 @@ every unreadable region, CRC mismatch, impossible or dangling consume-queue unit
 index file becomes a :class:`Finding` in ``Store.findings`` (file relative to the store root,
 byte offset inside that file, ``phy`` the commitlog position where it applies), and the caller
 decides what to do (read commands print them and exit 1).
+
+A store a running broker holds (its ``lock`` file locked: :attr:`Store.live`) is read as it is
+while it changes: each commitlog file is mapped at the size it had when the store was opened,
+and what the broker is still writing is not damage. The commitlog bytes where a walk found the
+data to break off are the broker's write point when a record starts there by the time they are
+looked at again, or when nothing readable follows them (:meth:`Store.still_written`); a
+consume-queue unit names a record the broker wrote after the walk when that record is there now.
+Such findings go to ``Store.in_progress``, not ``Store.findings``. Files deleted between the
+listing and their opening (a broker's cleanup) are left out.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from __future__ import annotations
 import bisect
 import mmap
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +42,13 @@ from mqtool.formats.commitlog import (
     FileEnd,
     parse_message,
 )
-from mqtool.formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, CqEntry, iter_cq
+from mqtool.formats.consumequeue import (
+    CQ_DTYPE,
+    CQ_STORE_UNIT_SIZE,
+    CQ_UNIT_STRUCT,
+    CqEntry,
+    iter_cq,
+)
 from mqtool.formats.errors import BadFieldError, Finding, FormatError, MqtoolError
 from mqtool.formats.indexfile import IndexReader
 from mqtool.formats.msgid import decode_offset_msg_id
@@ -45,13 +61,20 @@ from mqtool.formats.rules import (
 from mqtool.formats.rules import SCHEDULE_TOPIC as SCHEDULE_TOPIC
 from mqtool.formats.rules import TIMER_TOPIC as TIMER_TOPIC
 from mqtool.formats.rules import topic_kind as topic_kind
-from mqtool.formats.walker import MIN_RECORD_SIZE, crc_findings, header_ok, walk
+from mqtool.formats.walker import (
+    MIN_RECORD_SIZE,
+    crc_findings,
+    header_ok,
+    looks_like_record_at,
+    next_record,
+    walk,
+)
 from mqtool.storefiles import CommitLogFile as CommitLogFile
 from mqtool.storefiles import LockState as LockState
 from mqtool.storefiles import QueueEntry as QueueEntry
 from mqtool.storefiles import QueueInfo as QueueInfo
 from mqtool.storefiles import StoreError as StoreError
-from mqtool.storefiles import _lock_holder
+from mqtool.storefiles import lock_state as _lock_state
 from mqtool.storefiles import map_readonly as map_readonly
 from mqtool.storeindex import IndexFiles
 
@@ -72,6 +95,26 @@ def _is_offset_name(name: str) -> bool:
     return len(name) == 20 and name.isdigit()
 
 
+SETTLE_TRIES = 5
+"""How many times (10 ms apart) a live store's write point is looked at again before the bytes
+there count as damage (a record is copied in microseconds)."""
+
+# the kinds a walk gives where a commitlog's data breaks off or ends (the write point of a live
+# store looks like one of them while a record is being copied in)
+_BREAK_KINDS = frozenset({
+    "truncated", "bad-magic", "bad-size", "torn-record", "properties-torn", "unexpected-zeros",
+    "bad-field", "corrupt", "zeros", "torn", "unreadable",
+})
+
+
+def _size_now(p: Path) -> int | None:
+    """The file's size, None when it is gone (deleted since the listing)."""
+    try:
+        return p.stat().st_size
+    except FileNotFoundError:
+        return None
+
+
 @dataclass
 class Store(IndexFiles):
     """A store root opened read-only. Use :meth:`open`."""
@@ -89,6 +132,11 @@ class Store(IndexFiles):
     # how each commitlog file's data ends, as a caller's whole-file walk found it (verify)
     walked_ends: dict[Path, FileEnd] = field(default_factory=dict, repr=False)
     check_crc: bool = True  # walks check every BODYCRC (a mismatch is a finding)
+    # a process (a running broker) holds the store's lock: it is read as it is (module doc)
+    live: bool = False
+    lock: LockState = field(default_factory=lambda: LockState(False, False))
+    # what a live store's broker was still writing where it was read (not damage)
+    in_progress: list[Finding] = field(default_factory=list)
 
     # --- opening --------------------------------------------------------------------------
     @classmethod
@@ -116,6 +164,7 @@ class Store(IndexFiles):
                 )
         files: list[CommitLogFile] = []
         findings: list[Finding] = []
+        lock = _lock_state(r)
         for p in sorted(cl.iterdir()):
             if not p.is_file():
                 continue
@@ -123,9 +172,15 @@ class Store(IndexFiles):
                 findings.append(Finding("layout", f"commitlog/{p.name}", None,
                                         "not a commitlog file name (20 digits); skipped"))
                 continue
-            files.append(CommitLogFile(p, int(p.name), p.stat().st_size))
+            size = _size_now(p)
+            if size is not None:
+                files.append(CommitLogFile(p, int(p.name), size))
         files.sort(key=lambda f: f.start)
-        store = cls(r, cl, files, findings)
+        store = cls(r, cl, files, findings, live=lock.locked, lock=lock)
+        while store.live and files and files[-1].size == 0:  # a file the broker is making
+            store.in_progress.append(Finding(
+                "layout", files[-1].rel, 0, "new commitlog file, still being made (0 bytes)"))
+            files.pop()
         store._starts = [f.start for f in files]
         return store
 
@@ -141,23 +196,72 @@ class Store(IndexFiles):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _map(self, path: Path) -> bytes | mmap.mmap:
+    def _map(self, path: Path, size: int | None = None) -> bytes | mmap.mmap:
         m = self._maps.get(path)
         if m is None:
-            m = map_readonly(path)
+            try:
+                m = map_readonly(path, size)
+            except FileNotFoundError:
+                if not self.live:
+                    raise StoreError(f"{path}: deleted while the store was read") from None
+                m = b""  # deleted by the broker since the listing (its cleanup)
+                self.in_progress.append(Finding(
+                    "layout", str(path.relative_to(self.root)), None,
+                    "deleted by the running broker while the store was read"))
             self._maps[path] = m
         return m
 
     def mapped(self, f: CommitLogFile) -> bytes | mmap.mmap:
-        """The bytes of a commitlog file (mapped read-only once, until :meth:`close`)."""
-        return self._map(f.path)
+        """The bytes of a commitlog file as long as it was when the store was opened (mapped
+        read-only once, until :meth:`close`)."""
+        return self._map(f.path, f.size)
 
     def note(self, f: Finding) -> None:
-        """Add a finding (once)."""
-        if f not in self.findings:
+        """Add a finding (once); on a live store, what the broker is still writing goes to
+        ``in_progress`` instead (:meth:`still_written`)."""
+        if self.written_since(f):
+            if f not in self.in_progress:
+                self.in_progress.append(f)
+        elif f not in self.findings:
             self.findings.append(f)
 
     _note = note
+
+    # --- a live store ---------------------------------------------------------------------
+    def written_since(self, f: Finding) -> bool:
+        """Whether the commitlog finding ``f`` (a walk's: the data breaks off or ends there,
+        or a body CRC) is about bytes a live store's broker is still writing."""
+        if not self.live or not f.file.startswith("commitlog/") or f.offset is None:
+            return False
+        cf = next((c for c in self.commitlog_files if c.rel == f.file), None)
+        if cf is None:
+            return False
+        if f.kind == "crc-mismatch":  # a record whose body was being copied in
+            for _ in range(SETTLE_TRIES):
+                rec = self.try_message_at(cf.start + f.offset, note=False)
+                if rec is not None and not crc_findings(rec, cf.rel, f.offset, cf.start):
+                    return True
+                time.sleep(0.01)
+            return False
+        return f.kind in _BREAK_KINDS and self.still_written(cf, f.offset)
+
+    def still_written(self, f: CommitLogFile, pos: int) -> bool:
+        """Whether in-file ``pos`` of ``f``, where a walk found the data to break off or end,
+        is a live store's write point: a record (or the BLANK) starts there by now, or no
+        record follows it in this file and no later file begins with one (the bytes past the
+        broker's write point are not data yet). False when the store is not live."""
+        if not self.live:
+            return False
+        buf = self.mapped(f)
+        later = [g for g in self.commitlog_files if g.start > f.start]
+        for _ in range(SETTLE_TRIES):
+            if looks_like_record_at(buf, pos, f.start):
+                return True
+            if next_record(buf, pos + 1, f.start) is None and not any(
+                    looks_like_record_at(self.mapped(g), 0, g.start) for g in later):
+                return True
+            time.sleep(0.01)
+        return False
 
     # --- commitlog ------------------------------------------------------------------------
     @property
@@ -283,8 +387,9 @@ class Store(IndexFiles):
                 hi = mid - 1
         return best
 
-    def message_at(self, offset: int) -> CommitLogMessage:
-        """The message record starting at commitlog ``offset`` (FormatError/StoreError if none)."""
+    def message_at(self, offset: int, *, note: bool = True) -> CommitLogMessage:
+        """The message record starting at commitlog ``offset`` (FormatError/StoreError if none);
+        ``note``: a wrong CRC is a finding."""
         f = self.file_for(offset)
         if f is None:
             raise StoreError(f"commitlog offset {offset} is outside every commitlog file")
@@ -296,14 +401,14 @@ class Store(IndexFiles):
             raise BadFieldError(
                 f.rel, pos, f"record's PHYSICALOFFSET says {rec.physical_offset}", phy=offset,
             )
-        if self.check_crc:  # the record is still returned; a wrong CRC is a finding
+        if self.check_crc and note:  # the record is still returned; a wrong CRC is a finding
             for crc in crc_findings(rec, f.rel, pos, f.start):
                 self._note(crc)
         return rec
 
-    def try_message_at(self, offset: int) -> CommitLogMessage | None:
+    def try_message_at(self, offset: int, *, note: bool = True) -> CommitLogMessage | None:
         try:
-            return self.message_at(offset)
+            return self.message_at(offset, note=note)
         except MqtoolError:
             return None
 
@@ -337,14 +442,19 @@ class Store(IndexFiles):
             return out
         for t in base.iterdir():
             if not t.is_dir():
-                self._note(Finding("cq", f"consumequeue/{t.name}", None,
-                                   "expected a topic directory, found a file"))
+                if t.exists():
+                    self._note(Finding("cq", f"consumequeue/{t.name}", None,
+                                       "expected a topic directory, found a file"))
                 continue
-            for q in t.iterdir():
+            try:
+                qs = list(t.iterdir())
+            except FileNotFoundError:  # deleted since the listing (a topic deleted)
+                continue
+            for q in qs:
                 if q.name.lstrip("-").isdigit():
                     if q.is_dir():
                         out.append((t.name, int(q.name)))
-                    else:
+                    elif q.exists():
                         self._note(Finding("cq", f"consumequeue/{t.name}/{q.name}", None,
                                            "expected a queue directory, found a file"))
         return sorted(out)
@@ -354,9 +464,10 @@ class Store(IndexFiles):
 
     def _cq_files(self, topic: str, queue_id: int) -> list[Path]:
         d = self.consumequeue_dir / topic / str(queue_id)
-        if not d.is_dir():
+        try:
+            names = [p for p in d.iterdir() if _is_offset_name(p.name)]
+        except (FileNotFoundError, NotADirectoryError):
             return []
-        names = (p for p in d.iterdir() if _is_offset_name(p.name))
         return sorted(names, key=lambda p: int(p.name))
 
     def queue_entries(
@@ -366,11 +477,16 @@ class Store(IndexFiles):
         for p in self._cq_files(topic, queue_id):
             rel = f"consumequeue/{topic}/{queue_id}/{p.name}"
             base = int(p.name)
-            size = p.stat().st_size
+            size = _size_now(p)
+            if size is None:
+                continue  # deleted since the listing (the broker's cleanup)
             self._check_cq_size(rel, size)
             if (base + size) // CQ_STORE_UNIT_SIZE <= start:
                 continue
-            buf = map_readonly(p)
+            try:
+                buf = map_readonly(p, size)
+            except FileNotFoundError:
+                continue
             first = max(0, start * CQ_STORE_UNIT_SIZE - base)
             first -= first % CQ_STORE_UNIT_SIZE
             view = memoryview(buf)[first:]
@@ -390,30 +506,60 @@ class Store(IndexFiles):
     def unit_problem(self, e: CqEntry) -> str | None:
         """Why a consume-queue unit cannot name a record: impossible values (RocketMQ never
         writes a negative offset or a size below the smallest record) or a record past the
-        commitlog's written data (dangling). None when it may."""
+        commitlog's written data (dangling). None when it may; on a live store, also when its
+        record lies past the files the store was opened with (written since)."""
         if e.commit_log_offset < 0 or e.size < MIN_RECORD_SIZE:
             return f"impossible unit: commitlog offset {e.commit_log_offset}, size {e.size}"
         end = self.max_physical_offset()
         if e.commit_log_offset + e.size > end:
-            return (f"unit points past the commitlog data (record {e.commit_log_offset}+"
-                    f"{e.size}, data ends at {end})")
+            if self.live and e.commit_log_offset >= self.listed_end():
+                return None  # in a file made after the store was opened
+            if not self.live:  # (live: the record may be there by now, read below)
+                return (f"unit points past the commitlog data (record {e.commit_log_offset}+"
+                        f"{e.size}, data ends at {end})")
         f = self.file_for(e.commit_log_offset)
         pos = e.commit_log_offset - f.start if f is not None else -1
-        buf = self._map(f.path) if f is not None else b""
+        buf = self.mapped(f) if f is not None else b""
         if not header_ok(buf, pos, f.start if f else 0) or int.from_bytes(
                 buf[pos:pos + 4], "big") != e.size:
             return (f"unit names no record: no message of {e.size} bytes starts at commitlog "
                     f"offset {e.commit_log_offset}")
         return None
 
+    def listed_end(self) -> int:
+        """Where the commitlog files the store was opened with end."""
+        last = self.commitlog_files[-1] if self.commitlog_files else None
+        return last.start + last.size if last is not None else 0
+
     def _check_unit(self, rel: str, pos: int, e: CqEntry) -> bool:
-        """Note a finding for a unit that cannot name a record; True when it may."""
+        """Note a finding for a unit that cannot name a record; True when it may. On a live
+        store a unit read while the broker wrote it is read again."""
         why = self.unit_problem(e)
+        if why is not None and self.live:
+            for _ in range(SETTLE_TRIES):
+                now = self._unit_now(rel, pos)
+                if now is not None and now != e:
+                    e = now
+                    why = self.unit_problem(e)
+                    break
+                time.sleep(0.01)
         if why is None:
             return True
         phy = e.commit_log_offset if e.commit_log_offset >= 0 else None
         self._note(Finding("cq", rel, pos, why, phy=phy))
         return False
+
+    def _unit_now(self, rel: str, pos: int) -> CqEntry | None:
+        """The unit at ``pos`` of consume-queue file ``rel`` as it is now (None: unreadable)."""
+        try:
+            with (self.root / rel).open("rb") as fh:
+                fh.seek(pos)
+                raw = fh.read(CQ_STORE_UNIT_SIZE)
+        except OSError:
+            return None
+        if len(raw) < CQ_STORE_UNIT_SIZE:
+            return None
+        return CqEntry(*CQ_UNIT_STRUCT.unpack(raw))
 
     def _check_cq_size(self, rel: str, size: int) -> None:
         """An empty consume-queue file, or one that is not whole units, is damage."""
@@ -437,8 +583,14 @@ class Store(IndexFiles):
         for p in files:
             base = int(p.name) // CQ_STORE_UNIT_SIZE
             rel = f"consumequeue/{topic}/{queue_id}/{p.name}"
-            self._check_cq_size(rel, p.stat().st_size)
-            u = np.fromfile(p, dtype=CQ_DTYPE)
+            size = _size_now(p)
+            try:
+                if size is None:
+                    raise FileNotFoundError(p)
+                u = np.fromfile(p, dtype=CQ_DTYPE, count=size // CQ_STORE_UNIT_SIZE)
+            except FileNotFoundError:
+                continue  # deleted since the listing (the broker's cleanup)
+            self._check_cq_size(rel, size)
             offs, sizes, tags = (u[k].astype(np.int64) for k in ("offset", "size", "tags"))
             written = np.flatnonzero((offs != 0) | (sizes != 0) | (tags != 0))
             if not written.size:
@@ -534,11 +686,9 @@ class Store(IndexFiles):
         return (self.root / "abort").exists()
 
     def lock_state(self) -> LockState:
-        """Whether a process (a running broker) holds the ``lock`` file's lock."""
-        p = self.root / "lock"
-        if not p.exists():
-            return LockState(False, False)
-        return LockState(True, *_lock_holder(p))
+        """Whether a process (a running broker) held the ``lock`` file's lock when the store
+        was opened."""
+        return self.lock
 
     def config_path(self, name: str) -> Path:
         return self.root / "config" / name

@@ -18,11 +18,15 @@ class StoreError(MqtoolError):
     """A store root that cannot be used as asked (missing, not a store, bad argument)."""
 
 
-def map_readonly(path: Path) -> bytes | mmap.mmap:
-    """The file's bytes, mapped read-only (an empty file gives ``b""``)."""
+def map_readonly(path: Path, size: int | None = None) -> bytes | mmap.mmap:
+    """The file's bytes, mapped read-only (an empty file gives ``b""``).
+
+    ``size``: map that many bytes (the size the file had when it was listed; a file a broker
+    makes grows from 0 to its full size), at most the file's size now."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        size = os.fstat(fd).st_size
+        now = os.fstat(fd).st_size
+        size = now if size is None else min(size, now)
         if size == 0:
             return b""
         return mmap.mmap(fd, size, access=mmap.ACCESS_READ)
@@ -74,11 +78,22 @@ class LockState:
     holder_pid: int | None = None
 
 
+def lock_state(root: Path) -> LockState:
+    """Whether a process (a running broker) holds the lock of the ``lock`` file at ``root``."""
+    p = root / "lock"
+    if not p.exists():
+        return LockState(False, False)
+    return LockState(True, *_lock_holder(p))
+
+
 def _lock_holder(path: Path) -> tuple[bool, int | None]:
     """Ask the kernel (fcntl F_GETLK) whether another process holds a write lock on ``path``."""
     import fcntl
 
-    fd = os.open(path, os.O_RDONLY)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False, None
     try:
         # struct flock: short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid
         req = struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, 0, 0, 0)

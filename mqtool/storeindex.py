@@ -21,6 +21,7 @@ class IndexFiles:
     """Mixin of :class:`mqtool.store.Store` (which holds the fields declared here)."""
 
     root: Path
+    live: bool
     _index: list[tuple[str, IndexReader]] | None
     _index_damaged: bool
     _index_entries_checked: bool
@@ -45,20 +46,23 @@ class IndexFiles:
         if self._index is None:
             self._index = []
             if self.index_dir.is_dir():
-                for p in sorted(self.index_dir.iterdir()):
-                    if p.is_file():
-                        self._open_index(p)
+                names = sorted(p for p in self.index_dir.iterdir() if p.is_file())
+                for p in names:  # a running broker writes its newest file only
+                    self._open_index(p, live=self.live and p == names[-1])
         if entries and not self._index_entries_checked:
             self._index_entries_checked = True
             for rel, reader in list(self._index):  # their cheap checks held: entries now
                 self._index_problems(rel, reader.problems(), reader)
         return self._index
 
-    def _open_index(self, p: Path) -> None:
+    def _open_index(self, p: Path, live: bool = False) -> None:
         rel = f"index/{p.name}"
         reader: IndexReader | None = None
         try:
-            reader = IndexReader(self._map(p), file=rel)
+            buf = self._map(p)
+            if not buf and self.live:
+                return  # a file the broker is making, or deleted meanwhile: no entries
+            reader = IndexReader(buf, file=rel, live=live)
             problems = reader.problems(entries=False)
         except FormatError as err:
             problems = [err]

@@ -228,7 +228,17 @@ def open_store(root: Path) -> Store:
 
     st = Store.open(root)
     _OPENED.append(st)
+    if st.live:
+        say_live(st.lock.holder_pid)
     return st
+
+
+def say_live(pid: int | None) -> None:
+    """The one note (stderr) that a running broker holds the store being read."""
+    who = f"pid {pid}" if pid else "a running process"
+    err_console().print(f"note: the store is live ({who} holds its lock): it is read as it is "
+                        "now, and what the broker is still writing is not damage",
+                        markup=False, highlight=False)
 
 
 def check_body_mode(mode: str) -> str:

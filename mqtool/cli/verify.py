@@ -18,6 +18,7 @@ from mqtool.cli.common import (
     handle_errors,
     out_console,
     print_json,
+    say_live,
 )
 from mqtool.formats.errors import Severity
 
@@ -82,6 +83,8 @@ def verify(
         else:
             report = run_verify(store, check_crc=crc, delay_levels=delay_levels,
                                 broker_conf=broker_conf)
+        if report.lock["locked"]:
+            say_live(report.lock["pid"])
         loss = restart_loss(report)
         errors = report.errors
         if json_:

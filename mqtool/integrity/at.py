@@ -92,7 +92,8 @@ def units_with_records(store: Store, offs: np.ndarray, sizes: np.ndarray) -> np.
     that size at that offset, inside the store's written data. True means the unit can name a
     record (:meth:`Store.unit_problem` says None); False: ask that rule."""
     fine = (offs >= 0) & (sizes >= MIN_RECORD_SIZE)
-    fine &= offs + sizes <= store.max_physical_offset()
+    # a live store's records are read as they are now (those written since the walk too)
+    fine &= offs + sizes <= (store.listed_end() if store.live else store.max_physical_offset())
     _, ok, fields = records_at(store, np.where(fine, offs, -1))
     out: np.ndarray = fine & ok & (fields[kernel.F_SIZE] == sizes)
     return out
@@ -116,7 +117,8 @@ def file_end(store: Store, f: CommitLogFile) -> FileEnd:
     finally:
         if fd is not None:
             os.close(fd)
-    assert end is not None
+    if end is None:  # pragma: no cover - walk_fields always ends a file with its FileEnd
+        raise MqtoolError(f"{f.rel}: the walk gave no end of the data")
     return end
 
 

@@ -30,6 +30,7 @@ byte offset inside that file (a commitlog position may follow as ``phy``).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +69,8 @@ def verify(
 
     given_levels(delay_levels, broker_conf)  # bad options fail before the long read
 
-    sink = _Sink()
     with Store.open(root) as store:
+        sink = _LiveSink(store) if store.live else _Sink()
         for f in store.findings:  # layout findings made while opening
             sink.add(f)
         abort = store.abort_exists
@@ -110,7 +111,7 @@ def verify(
             check_units(store, qs, first_start, data_end, sink, tables)
         indexes = index.finish(data_end)
         cp = _check_checkpoint(store, n_msgs, last_ts, data_end, abort, sink)
-        configs = _check_configs(store, queues, sink)
+        configs = _check_configs(store, queues, sink, max_now=_max_now(store))
         timer = check_timer(store, first_start, data_end, queues, sink)
         for f in store.findings:  # findings the store noted while reading
             if f.kind in ("layout",):
@@ -128,6 +129,29 @@ def verify(
     if timer is not None:
         report.summary["timer"] = timer
     return report
+
+
+class _LiveSink(_Sink):
+    """The findings of a live store: what its broker is still writing goes to the store's
+    ``in_progress`` (:meth:`Store.written_since`), not to the report."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__()
+        self.store = store
+
+    def add(self, f: Finding) -> None:
+        if self.store.written_since(f):
+            self.store.in_progress.append(f)
+        else:
+            super().add(f)
+
+
+def _max_now(store: Store) -> Callable[[str, int], int] | None:
+    """On a live store: a queue's max offset measured again (a config file read after the
+    queues may name units written since)."""
+    if not store.live:
+        return None
+    return lambda topic, qid: queue_shape(store, topic, qid, _Sink(), None).max_offset
 
 
 def summarize(r: Report) -> dict[str, Any]:

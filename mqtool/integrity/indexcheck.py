@@ -58,20 +58,25 @@ class IndexCheck:
         d = store.index_dir
         if not d.is_dir():
             return
-        for p in sorted(d.iterdir()):
-            if p.is_file():
-                self._open(p, progress)
+        names = sorted(p for p in d.iterdir() if p.is_file())
+        for p in names:  # a running broker writes its newest file only
+            self._open(p, progress, store.live and p == names[-1])
 
-    def _open(self, p: Path, progress: ProgressFn | None) -> None:
+    def _open(self, p: Path, progress: ProgressFn | None, live: bool) -> None:
         rel = f"index/{p.name}"
+        try:
+            buf = map_readonly(p)
+        except FileNotFoundError:
+            return  # deleted since the listing (a running broker's cleanup)
+        if not buf and self.store.live:
+            return  # a file a running broker is making: no entries yet
         ix = IndexScan(rel, path=p)
         self.indexes.append(ix)
-        buf = map_readonly(p)
         try:
             if progress is not None:
                 progress(len(buf))
             try:
-                reader = IndexReader(buf, file=rel)
+                reader = IndexReader(buf, file=rel, live=live)
             except FormatError as e:
                 ix.readable = False
                 self.sink.add(Finding("index", rel, e.offset,
@@ -157,6 +162,9 @@ class IndexCheck:
         idx = np.flatnonzero(sel)
         if not idx.size:
             return
+        if self.store.live:  # entries of records written since the pass: read in place
+            idx = idx[block[1][idx] < self.store.listed_end()]
+            data_end = None
         kh, phys, tds, prev = (a[idx] for a in block)
         nums = c0 + idx + 1
         below = phys < self.first_start
