@@ -205,6 +205,31 @@ PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"  # "true" on a transactional message 
 PROPERTY_PRODUCER_GROUP = "PGROUP"
 PROPERTY_TRANSACTION_ID = "__transactionId__"  # 5.x TransactionalMessageUtil.TRANSACTION_ID
 KEY_SEPARATOR = " "  # MessageConst.KEY_SEPARATOR (KEYS holds several keys)
+PROPERTY_INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"  # the LMQ queues a record goes to
+PROPERTY_INNER_MULTI_QUEUE_OFFSET = "INNER_MULTI_QUEUE_OFFSET"  # its offset in each of them
+LMQ_PREFIX = "%LMQ%"  # MixAll.LMQ_PREFIX: a Light Message Queue's topic (one queue, id 0)
+LMQ_QUEUE_ID = 0  # MixAll.LMQ_QUEUE_ID
+LMQ_DISPATCH_SEPARATOR = ","  # MixAll.LMQ_DISPATCH_SEPARATOR
+
+
+def is_lmq(topic: str) -> bool:
+    """``MixAll.isLmq``: a Light Message Queue topic (``%LMQ%<name>``)."""
+    return topic.startswith(LMQ_PREFIX)
+
+
+def lmq_dispatch(properties: dict[str, str]) -> dict[str, int | None]:
+    """The LMQ queues ``MultiDispatchUtils`` put a record's units in, with the queue offset
+    the broker wrote for each (``INNER_MULTI_QUEUE_OFFSET``, same order; None where absent)."""
+    names = properties.get(PROPERTY_INNER_MULTI_DISPATCH)
+    if not names:
+        return {}
+    qs = names.split(LMQ_DISPATCH_SEPARATOR)
+    offs = (properties.get(PROPERTY_INNER_MULTI_QUEUE_OFFSET) or "").split(LMQ_DISPATCH_SEPARATOR)
+    out: dict[str, int | None] = {}
+    for i, q in enumerate(qs):
+        v = offs[i] if i < len(offs) else ""
+        out[q] = int(v) if v.lstrip("-").isdigit() else None
+    return out
 
 
 def index_keys(topic: str, properties: dict[str, str]) -> list[str]:

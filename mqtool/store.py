@@ -77,6 +77,7 @@ from mqtool.storefiles import StoreError as StoreError
 from mqtool.storefiles import lock_state as _lock_state
 from mqtool.storefiles import map_readonly as map_readonly
 from mqtool.storeindex import IndexFiles
+from mqtool.storequeues import QueueSources
 
 if TYPE_CHECKING:
     from mqtool.search import Finder
@@ -115,6 +116,11 @@ def _size_now(p: Path) -> int | None:
         return None
 
 
+def _has_log(r: Path) -> bool:
+    """Whether ``r`` holds a commitlog: ``commitlog/`` or a DLedger ``dledger-<id>/data/``."""
+    return (r / "commitlog").is_dir() or any(p.is_dir() for p in r.glob("dledger-*/data"))
+
+
 @dataclass
 class Store(IndexFiles):
     """A store root opened read-only. Use :meth:`open`."""
@@ -137,6 +143,10 @@ class Store(IndexFiles):
     lock: LockState = field(default_factory=lambda: LockState(False, False))
     # what a live store's broker was still writing where it was read (not damage)
     in_progress: list[Finding] = field(default_factory=list)
+    # a DLedger commitlog (dledger-<id>/data): records behind entry headers (mqtool.dledgerlog)
+    dledger: bool = False
+    dledger_last: dict[Path, tuple[int, int]] = field(default_factory=dict, repr=False)
+    _queues: QueueSources | None = field(default=None, repr=False)
 
     # --- opening --------------------------------------------------------------------------
     @classmethod
@@ -147,9 +157,12 @@ class Store(IndexFiles):
             raise StoreError(f"{r}: no such directory")
         if not r.is_dir():
             raise StoreError(f"{r}: not a directory (give the broker's store root)")
-        if not (r / "commitlog").is_dir() and (r / "store" / "commitlog").is_dir():
+        if not _has_log(r) and _has_log(r / "store"):
             r = r / "store"
         cl = r / "commitlog"
+        dledger = sorted(p for p in r.glob("dledger-*/data") if p.is_dir())
+        if dledger and not (cl.is_dir() and any(_is_offset_name(p.name) for p in cl.iterdir())):
+            cl = dledger[0]
         if not cl.is_dir():
             raise StoreError(
                 f"{r}: not a RocketMQ store root (no commitlog/ directory; "
@@ -169,14 +182,15 @@ class Store(IndexFiles):
             if not p.is_file():
                 continue
             if not _is_offset_name(p.name):
-                findings.append(Finding("layout", f"commitlog/{p.name}", None,
+                findings.append(Finding("layout", f"{cl.relative_to(r)}/{p.name}", None,
                                         "not a commitlog file name (20 digits); skipped"))
                 continue
             size = _size_now(p)
             if size is not None:
-                files.append(CommitLogFile(p, int(p.name), size))
+                files.append(CommitLogFile(p, int(p.name), size, str(cl.relative_to(r))))
         files.sort(key=lambda f: f.start)
-        store = cls(r, cl, files, findings, live=lock.locked, lock=lock)
+        store = cls(r, cl, files, findings, live=lock.locked, lock=lock,
+                    dledger=cl.name == "data")
         while store.live and files and files[-1].size == 0:  # a file the broker is making
             store.in_progress.append(Finding(
                 "layout", files[-1].rel, 0, "new commitlog file, still being made (0 bytes)"))
@@ -283,6 +297,14 @@ class Store(IndexFiles):
         """:func:`mqtool.formats.walker.walk` over one file from in-file ``start`` (a record
         boundary): records, findings (also noted in ``findings``) and last its FileEnd;
         ``decode=False`` gives record positions."""
+        if self.dledger:
+            from mqtool.dledgerlog import walk_dledger_file
+
+            for item in walk_dledger_file(self, f, decode=decode, start=start):
+                if isinstance(item, Finding):
+                    self._note(item)
+                yield item
+            return
         buf = self._map(f.path)
         try:  # the descriptor lets the walker skip the holes of a sparse (pre-allocated) file
             fd: int | None = os.open(f.path, os.O_RDONLY) if len(buf) else None
@@ -434,15 +456,28 @@ class Store(IndexFiles):
     def consumequeue_dir(self) -> Path:
         return self.root / "consumequeue"
 
+    @property
+    def queue_sources(self) -> QueueSources:
+        """The store's RocksDB and batch consume queues (:mod:`mqtool.storequeues`)."""
+        if self._queues is None:
+            self._queues = QueueSources.of(self.root)
+            for f in self._queues.findings:
+                self._note(f)
+        return self._queues
+
+    def queue_kind(self, topic: str, queue_id: int) -> str:
+        """``file``, ``rocksdb`` or ``batch``: where a queue's units are."""
+        return self.queue_sources.kind(topic, queue_id)
+
     def queue_ids(self) -> list[tuple[str, int]]:
-        """Every (topic, queueId) with a consume-queue directory, sorted."""
-        out: list[tuple[str, int]] = []
+        """Every (topic, queueId) with a consume queue (files, RocksDB or batch), sorted."""
+        out: set[tuple[str, int]] = set(self.queue_sources.ids())
         base = self.consumequeue_dir
         if not base.is_dir():
-            return out
+            return sorted(out)
         for t in base.iterdir():
             if not t.is_dir():
-                if t.exists():
+                if t.exists() and not self.queue_sources.is_rocks_file(t.name):
                     self._note(Finding("cq", f"consumequeue/{t.name}", None,
                                        "expected a topic directory, found a file"))
                 continue
@@ -453,7 +488,7 @@ class Store(IndexFiles):
             for q in qs:
                 if q.name.lstrip("-").isdigit():
                     if q.is_dir():
-                        out.append((t.name, int(q.name)))
+                        out.add((t.name, int(q.name)))
                     elif q.exists():
                         self._note(Finding("cq", f"consumequeue/{t.name}/{q.name}", None,
                                            "expected a queue directory, found a file"))
@@ -474,6 +509,15 @@ class Store(IndexFiles):
         self, topic: str, queue_id: int, start: int = 0
     ) -> Iterator[QueueEntry]:
         """Consume-queue units of one queue in queue order from logical offset ``start``."""
+        if self.queue_kind(topic, queue_id) != "file":
+            for qe in self.queue_sources.entries(topic, queue_id, start):
+                if qe.file_offset >= 0:
+                    self._check_unit(qe.file, qe.file_offset, qe.entry)
+                else:
+                    key = self.queue_sources.rocks_key(topic, queue_id, qe.queue_offset)
+                    self._check_unit(f"{qe.file} (RocksDB key {key})", None, qe.entry)
+                yield qe
+            return
         for p in self._cq_files(topic, queue_id):
             rel = f"consumequeue/{topic}/{queue_id}/{p.name}"
             base = int(p.name)
@@ -531,11 +575,11 @@ class Store(IndexFiles):
         last = self.commitlog_files[-1] if self.commitlog_files else None
         return last.start + last.size if last is not None else 0
 
-    def _check_unit(self, rel: str, pos: int, e: CqEntry) -> bool:
+    def _check_unit(self, rel: str, pos: int | None, e: CqEntry) -> bool:
         """Note a finding for a unit that cannot name a record; True when it may. On a live
         store a unit read while the broker wrote it is read again."""
         why = self.unit_problem(e)
-        if why is not None and self.live:
+        if why is not None and self.live and pos is not None:
             for _ in range(SETTLE_TRIES):
                 now = self._unit_now(rel, pos)
                 if now is not None and now != e:
@@ -576,6 +620,11 @@ class Store(IndexFiles):
         impossible or dangling units are findings, not counted)."""
         from mqtool.integrity.at import units_with_records
 
+        if self.queue_kind(topic, queue_id) != "file":
+            info = QueueInfo(topic, queue_id, [])
+            info.min_offset, info.max_offset, info.last_commit_log_offset = \
+                self.queue_sources.span(topic, queue_id)
+            return info
         files = self._cq_files(topic, queue_id)
         info = QueueInfo(topic, queue_id, files)
         first_seen = False

@@ -39,6 +39,7 @@ class CommitLogFile:
     path: Path
     start: int  # commitlog offset of the first byte (from the name)
     size: int
+    dir: str = "commitlog"  # its directory relative to the store root (DLedger: dledger-<id>/data)
 
     @property
     def name(self) -> str:
@@ -46,7 +47,7 @@ class CommitLogFile:
 
     @property
     def rel(self) -> str:
-        return f"commitlog/{self.path.name}"
+        return f"{self.dir}/{self.path.name}"
 
 
 @dataclass(frozen=True, slots=True)

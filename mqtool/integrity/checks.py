@@ -37,6 +37,7 @@ from typing import Any
 from mqtool.formats.errors import Finding, Severity
 from mqtool.integrity.indexcheck import IndexCheck
 from mqtool.integrity.meta import _check_checkpoint, _check_configs
+from mqtool.integrity.pop import check_pop
 from mqtool.integrity.model import (
     FileScan,
     IndexScan,
@@ -113,6 +114,7 @@ def verify(
         cp = _check_checkpoint(store, n_msgs, last_ts, data_end, abort, sink)
         configs = _check_configs(store, queues, sink, max_now=_max_now(store))
         timer = check_timer(store, first_start, data_end, queues, sink)
+        check_pop(store, sink)
         for f in store.findings:  # findings the store noted while reading
             if f.kind in ("layout",):
                 sink.add(f)

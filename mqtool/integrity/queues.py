@@ -22,6 +22,7 @@ Nothing here holds a queue's units or the store's messages: memory is one chunk 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -29,14 +30,65 @@ from mqtool.formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, MAX_ADDR
 from mqtool.formats.errors import Finding, Severity
 from mqtool.integrity import rules
 from mqtool.integrity.at import messages_at
-from mqtool.integrity.model import Messages, ProgressFn, QueueScan, _Sink
+from mqtool.integrity.lmq import is_lmq, lmq_finding, lmq_unit_problem
+from mqtool.integrity.model import Messages, ProgressFn, QueueChunk, QueueScan, _Sink
 from mqtool.store import Store
+
+
+class MemQueueScan(QueueScan):
+    """A queue whose units are not 20-byte files (RocksDB, batch): read once, held in memory,
+    each unit with where it is (file and offset, or the RocksDB key)."""
+
+    labels: list[tuple[str, int | None]]
+
+    @classmethod
+    def of(cls, store: Store, topic: str, qid: int) -> MemQueueScan:
+        es = list(store.queue_entries(topic, qid))
+        qs = cls(topic, qid, [])
+        qs.labels = []
+        for e in es:
+            if e.file_offset >= 0:
+                qs.labels.append((e.file, e.file_offset))
+            else:
+                key = store.queue_sources.rocks_key(topic, qid, e.queue_offset)
+                qs.labels.append((f"{e.file} (RocksDB key {key})", None))
+        qs.offsets = np.array([e.queue_offset for e in es], np.int64)
+        qs.phys = np.array([e.entry.commit_log_offset for e in es], np.int64)
+        qs.sizes = np.array([e.entry.size for e in es], np.int64)
+        qs.tags = np.array([e.entry.tags_code for e in es], np.int64)
+        qs.units = len(es)
+        info = store.queue_info(topic, qid)
+        qs.min_offset, qs.max_offset = info.min_offset, info.max_offset
+        return qs
+
+    def chunks(self, chunk: int = QueueScan.CHUNK) -> Iterator[QueueChunk]:
+        for c in range(0, self.units, chunk):
+            sl = slice(c, c + chunk)
+            yield self.offsets[sl], self.phys[sl], self.sizes[sl], self.tags[sl]
+
+    def units_at(self, qoffs: np.ndarray) -> QueueChunk:
+        n = len(qoffs)
+        where = np.full(n, -1, np.int64)
+        out = [np.full(n, -1, np.int64) for _ in range(3)]
+        if self.units:
+            i = np.minimum(np.searchsorted(self.offsets, qoffs), self.units - 1)
+            hit = self.offsets[i] == qoffs
+            where[hit] = i[hit]
+            for o, src in zip(out, (self.phys, self.sizes, self.tags), strict=True):
+                o[hit] = src[i[hit]]
+        return where, out[0], out[1], out[2]
+
+    def where(self, logical: int) -> tuple[str, int | None]:  # type: ignore[override]
+        i = int(np.searchsorted(self.offsets, logical))
+        return self.labels[min(i, self.units - 1)] if self.units else ("consumequeue", None)
 
 
 def queue_shape(
     store: Store, topic: str, qid: int, sink: _Sink, progress: ProgressFn | None
 ) -> QueueScan:
     """Where a queue's written units are (file-level findings added to ``sink``)."""
+    if store.queue_kind(topic, qid) != "file":
+        return MemQueueScan.of(store, topic, qid)
     qdir = store.consumequeue_dir / topic / str(qid)
     names = sorted((p for p in qdir.iterdir() if p.is_file() and p.name.isdigit()
                     and len(p.name) == 20), key=lambda p: int(p.name))
@@ -140,7 +192,17 @@ def check_units(
         matched = check & hit
         wrong = np.zeros(n, bool)
         wrong_tags = np.zeros(n, bool)
-        if matched.any():
+        lmq_why: dict[int, str] = {}
+        if matched.any() and is_lmq(topic):  # units naming another topic's records
+            for i in np.flatnonzero(matched).tolist():
+                why = lmq_unit_problem(store, topic, int(offsets[i]), int(phys[i]),
+                                       int(sizes[i]))
+                if why is not None:
+                    lmq_why[i] = why
+                    wrong[i] = True
+            if tag_hash:
+                wrong_tags = matched & ~wrong & (tags > MAX_ADDR) & (msgs.tags_code[idx_c] != tags)
+        elif matched.any():
             topic_idx = msgs.topics.index(topic) if topic in msgs.topics else -1
             same = (
                 (msgs.topic[idx_c] == topic_idx) & (msgs.queue_id[idx_c] == qid)
@@ -166,6 +228,8 @@ def check_units(
             elif dangling[i]:
                 sink.add(Finding("cq", rel, pos, f"{unit}: no readable message starts there",
                                  phy=phy))
+            elif i in lmq_why:
+                sink.add(lmq_finding(rel, pos, unit, lmq_why[i], phy))
             elif wrong[i]:
                 sink.add(Finding(
                     "cq", rel, pos,

@@ -42,6 +42,7 @@ from mqtool.formats.javacompat import (
     java_hash_unsigned,
     java_token_hashes,
 )
+from mqtool.dledgerlog import walk_dledger_file
 from mqtool.formats.kernelwalk import walk_fields
 from mqtool.formats.rules import KEY_SEPARATOR
 from mqtool.integrity import rules
@@ -312,8 +313,10 @@ def scan_commitlog(
         except OSError:
             fd = None
         try:
-            for item in walk_fields(buf, file=f.rel, file_start=f.start, check_crc=check_crc,
-                                    crc_findings=False, fd=fd):
+            walk = walk_dledger_file(store, f, crc=False) if store.dledger else walk_fields(
+                buf, file=f.rel, file_start=f.start, check_crc=check_crc, crc_findings=False,
+                fd=fd)
+            for item in walk:
                 if isinstance(item, np.ndarray):
                     k = item.shape[1]
                     if not k:
@@ -404,7 +407,9 @@ def message_windows(store: Store, lo: int, hi: int | None = None) -> Iterator[Me
         buf = store.mapped(f)
         raw = kernel.as_bytes(buf)
         cols = _Columns(keys=False, tags=False)
-        for item in walk_fields(buf, file=f.rel, file_start=f.start):
+        walk = walk_dledger_file(store, f, crc=False) if store.dledger else walk_fields(
+            buf, file=f.rel, file_start=f.start)
+        for item in walk:
             if isinstance(item, np.ndarray):
                 ph = item[kernel.F_PHYS]
                 sel = (ph >= lo) if hi is None else ((ph >= lo) & (ph < hi))

@@ -1,0 +1,105 @@
+"""A RocksDB consume queue read without changing a byte (``storeType=defaultRocksDB``).
+
+The database at ``store/consumequeue/`` (layout: :mod:`mqtool.formats.rocksdbcq`) is opened
+read-only with ``rocksdict`` (RocksDB's ``OpenForReadOnly``: no lock is taken, so a running
+broker may hold the store; nothing is written, the write-ahead log is replayed in memory only).
+Keys that do not parse are findings naming the key; a directory RocksDB cannot open is one
+finding naming the directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mqtool.formats.errors import Finding, FormatError
+from mqtool.formats.rocksdbcq import (
+    OFFSET_COLUMN_FAMILY,
+    RocksUnit,
+    build_unit_key,
+    parse_offset_key,
+    parse_offset_value,
+    parse_unit_key,
+    parse_unit_value,
+)
+
+ROCKSDB_MARKER = "CURRENT"  # every RocksDB directory names its current MANIFEST here
+
+
+def is_rocksdb_dir(path: Path) -> bool:
+    """Whether ``path`` holds a RocksDB (rather than ``<topic>/<queueId>/`` directories)."""
+    return (path / ROCKSDB_MARKER).is_file() or any(
+        p.name.startswith("MANIFEST-") for p in path.iterdir()) if path.is_dir() else False
+
+
+@dataclass
+class RocksQueues:
+    """The units of a RocksDB consume queue, read once into memory by queue."""
+
+    rel: str  # the directory relative to the store root
+    units: dict[tuple[str, int], list[tuple[int, RocksUnit]]] = field(default_factory=dict)
+    offsets: dict[tuple[str, int, str], tuple[int, int]] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+    @classmethod
+    def open(cls, path: Path, rel: str) -> RocksQueues:
+        rq = cls(rel)
+        try:
+            from rocksdict import AccessType, Options, Rdict
+
+            opts = Options(raw_mode=True)
+            cfs = Rdict.list_cf(str(path), opts)
+            db: Any = Rdict(str(path), options=opts, access_type=AccessType.read_only(),
+                            column_families={n: Options(raw_mode=True) for n in cfs
+                                             if n != "default"})
+        except Exception as e:  # rocksdict raises plain exceptions for every RocksDB Status
+            rq.findings.append(Finding(
+                "cq", rel, None, f"RocksDB consume queue cannot be opened read-only: "
+                f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"))
+            return rq
+        try:
+            rq._read_units(db)
+            if OFFSET_COLUMN_FAMILY in cfs:
+                rq._read_offsets(db.get_column_family(OFFSET_COLUMN_FAMILY))
+        finally:
+            db.close()
+        for lst in rq.units.values():
+            lst.sort(key=lambda u: u[0])
+        return rq
+
+    def _key_finding(self, key: bytes, e: FormatError, what: str) -> None:
+        self.findings.append(Finding("cq", self.rel, None, f"{what} key {key.hex()}: {e.detail}",
+                                     found=key.hex()))
+
+    def _read_units(self, db: Any) -> None:
+        for key, value in db.items():
+            try:
+                k = parse_unit_key(bytes(key))
+                u = parse_unit_value(bytes(value))
+            except FormatError as e:
+                self._key_finding(bytes(key), e, "consume-queue unit")
+                continue
+            self.units.setdefault((k.topic, k.queue_id), []).append((k.queue_offset, u))
+
+    def _read_offsets(self, cf: Any) -> None:
+        for key, value in cf.items():
+            try:
+                k = parse_offset_key(bytes(key))
+                self.offsets[(k.topic, k.queue_id, k.which)] = parse_offset_value(bytes(value))
+            except FormatError as e:
+                self._key_finding(bytes(key), e, "queue offset")
+
+    def queue_ids(self) -> list[tuple[str, int]]:
+        return sorted(self.units)
+
+    def queue_units(self, topic: str, queue_id: int, start: int = 0
+                    ) -> Iterator[tuple[int, RocksUnit]]:
+        for qoff, u in self.units.get((topic, queue_id), []):
+            if qoff >= start:
+                yield qoff, u
+
+    def key_of(self, topic: str, queue_id: int, queue_offset: int) -> str:
+        """The unit's RocksDB key in hex (where a finding about it points)."""
+        return build_unit_key(topic, queue_id, queue_offset).hex()

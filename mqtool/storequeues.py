@@ -1,0 +1,172 @@
+"""The consume queues of a store that are not ``consumequeue/<topic>/<queueId>/`` files.
+
+* a RocksDB consume queue (``storeType=defaultRocksDB``): the database at ``consumequeue/``
+  (:mod:`mqtool.rocksq`); with ``rocksdbCQDoubleWriteEnable`` the broker writes the file queue
+  beside it, and both are read (``verify`` compares them);
+* BatchConsumeQueue topics (``queue.type=BatchCQ``): ``batchconsumequeue/<topic>/<queueId>/``,
+  46-byte units, one per (inner) batch, at the queue offset of the batch's first message
+  (:mod:`mqtool.formats.batchcq`).
+
+A unit of these queues is a :class:`mqtool.storefiles.QueueEntry` like a file unit: its
+``file`` is the batch queue file, or ``consumequeue`` for RocksDB with ``file_offset`` -1 (the
+unit's RocksDB key is :meth:`QueueSources.rocks_key`). LMQ queues (``%LMQ%<name>/0``) are file
+or RocksDB queues like any other; which record a unit of theirs may name is a verify rule
+(:mod:`mqtool.integrity.lmq`).
+"""
+
+from __future__ import annotations
+
+import mmap
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mqtool.formats.batchcq import CQ_STORE_UNIT_SIZE as BATCH_UNIT_SIZE
+from mqtool.formats.batchcq import BatchCqEntry, iter_batch_cq
+from mqtool.formats.consumequeue import CqEntry
+from mqtool.formats.errors import Finding
+from mqtool.rocksq import RocksQueues, is_rocksdb_dir
+from mqtool.storefiles import QueueEntry, map_readonly
+
+BATCH_DIR = "batchconsumequeue"  # StorePathConfigHelper.getStorePathBatchConsumeQueue
+ROCKS_REL = "consumequeue"
+
+
+def _offset_name(name: str) -> bool:
+    return len(name) == 20 and name.isdigit()
+
+
+@dataclass
+class QueueSources:
+    """Which queues a store root holds beside its file consume queues, and their units."""
+
+    root: Path
+    rocks: RocksQueues | None = None
+    batch: list[tuple[str, int]] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    # batch units per queue (read once): (queue offset, entry, file rel, in-file offset)
+    _batch_units: dict[tuple[str, int], list[tuple[int, BatchCqEntry, str, int]]] = field(
+        default_factory=dict)
+
+    @classmethod
+    def of(cls, root: Path) -> QueueSources:
+        qs = cls(root)
+        cq = root / ROCKS_REL
+        if cq.is_dir() and is_rocksdb_dir(cq):
+            qs.rocks = RocksQueues.open(cq, ROCKS_REL)
+            qs.findings += qs.rocks.findings
+        bd = root / BATCH_DIR
+        if bd.is_dir():
+            for t in sorted(bd.iterdir()):
+                if not t.is_dir():
+                    qs.findings.append(Finding("cq", f"{BATCH_DIR}/{t.name}", None,
+                                               "expected a topic directory, found a file"))
+                    continue
+                for q in sorted(t.iterdir()):
+                    if q.is_dir() and q.name.lstrip("-").isdigit():
+                        qs.batch.append((t.name, int(q.name)))
+        return qs
+
+    @property
+    def file_queues_dir(self) -> Path | None:
+        """Where ``<topic>/<queueId>/`` consume-queue files are: ``consumequeue/`` unless the
+        RocksDB queue is there (then the double-written file queue, if any, sits among the
+        database's files as topic directories all the same)."""
+        return self.root / ROCKS_REL
+
+    def is_rocks_file(self, name: str) -> bool:
+        """A file of the RocksDB database at ``consumequeue/`` (not a topic directory)."""
+        return self.rocks is not None and not (self.root / ROCKS_REL / name).is_dir()
+
+    def ids(self) -> list[tuple[str, int]]:
+        out = set(self.batch)
+        if self.rocks is not None:
+            out.update(self.rocks.queue_ids())
+        return sorted(out)
+
+    def kind(self, topic: str, queue_id: int) -> str:
+        """``batch``, ``rocksdb`` or ``file`` (a file queue, or none of these)."""
+        if (topic, queue_id) in self.batch:
+            return "batch"
+        if self.rocks is not None and (topic, queue_id) in self.rocks.units:
+            return "rocksdb"
+        return "file"
+
+    def rocks_key(self, topic: str, queue_id: int, queue_offset: int) -> str:
+        return self.rocks.key_of(topic, queue_id, queue_offset) if self.rocks else ""
+
+    def batch_units(self, topic: str, queue_id: int
+                    ) -> list[tuple[int, BatchCqEntry, str, int]]:
+        key = (topic, queue_id)
+        got = self._batch_units.get(key)
+        if got is not None:
+            return got
+        out: list[tuple[int, BatchCqEntry, str, int]] = []
+        d = self.root / BATCH_DIR / topic / str(queue_id)
+        for p in sorted((p for p in d.iterdir() if _offset_name(p.name)),
+                        key=lambda p: int(p.name)):
+            rel = f"{BATCH_DIR}/{topic}/{queue_id}/{p.name}"
+            size = p.stat().st_size
+            if size % BATCH_UNIT_SIZE:
+                self.findings.append(Finding(
+                    "cq", rel, size - size % BATCH_UNIT_SIZE, f"batch consume-queue file size "
+                    f"{size} is not a multiple of {BATCH_UNIT_SIZE}"))
+            buf = map_readonly(p)
+            try:
+                for pos, e in iter_batch_cq(buf, file=rel):
+                    out.append((e.msg_base_offset, e, rel, pos))
+            finally:
+                if isinstance(buf, mmap.mmap):
+                    buf.close()
+        self._batch_units[key] = out
+        return out
+
+    def entries(self, topic: str, queue_id: int, start: int = 0) -> Iterator[QueueEntry]:
+        """Units of a batch or RocksDB queue in queue order from logical offset ``start`` (a
+        batch unit is given at its first message's offset; it covers ``batch_size``)."""
+        if self.kind(topic, queue_id) == "batch":
+            for qoff, e, rel, pos in self.batch_units(topic, queue_id):
+                if qoff + e.batch_size > start:
+                    yield QueueEntry(topic, queue_id, qoff,
+                                     CqEntry(e.phy_offset, e.size, e.tags_code), rel, pos)
+            return
+        if self.rocks is not None:
+            for qoff, u in self.rocks.queue_units(topic, queue_id, start):
+                yield QueueEntry(topic, queue_id, qoff, CqEntry(u.phy_offset, u.size,
+                                                                u.tags_code), ROCKS_REL, -1)
+
+    def span(self, topic: str, queue_id: int) -> tuple[int, int, int | None]:
+        """(min offset, max offset, last unit's commitlog offset) of a batch or RocksDB queue."""
+        if self.kind(topic, queue_id) == "batch":
+            us = self.batch_units(topic, queue_id)
+            if not us:
+                return 0, 0, None
+            last = us[-1]
+            return us[0][0], last[0] + last[1].batch_size, last[1].phy_offset
+        units = list(self.rocks.queue_units(topic, queue_id)) if self.rocks else []
+        if not units:
+            return 0, 0, None
+        return units[0][0], units[-1][0] + 1, units[-1][1].phy_offset
+
+
+def special_kinds(root: Path) -> list[str]:
+    """The 5.x store options a store root shows that are not plain commitlog + file queues:
+    what each is and how the store shows it (for ``repair``'s refusal, ``inspect``)."""
+    out = []
+    cq = root / ROCKS_REL
+    if cq.is_dir() and is_rocksdb_dir(cq):
+        out.append("a RocksDB consume queue (consumequeue/ is a RocksDB database, "
+                   "storeType=defaultRocksDB)")
+    for name in ("topics", "subscriptionGroups", "consumerOffsets"):
+        if (root / "config" / name).is_dir():
+            out.append(f"RocksDB metadata (config/{name}/)")
+            break
+    if any(p.is_dir() for p in root.glob("dledger-*/data")):
+        out.append("a DLedger commitlog (dledger-<id>/data/, enableDLegerCommitLog)")
+    if (root / BATCH_DIR).is_dir():
+        out.append(f"batch consume queues ({BATCH_DIR}/, queue.type=BatchCQ)")
+    if cq.is_dir() and any(p.name.startswith("%LMQ%") for p in cq.iterdir()):
+        out.append("LMQ queues (consumequeue/%LMQ%*, enableLmq)")
+    if (root / "consumequeue_ext").is_dir():
+        out.append("consume-queue ext files (consumequeue_ext/, enableConsumeQueueExt)")
+    return out
