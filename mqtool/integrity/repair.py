@@ -51,6 +51,7 @@ from mqtool.integrity.checks import QueueScan, Report, verify
 from mqtool.integrity.recovery import cut_position, queue_cut
 from mqtool.integrity.timerrepair import plan_timer_repair
 from mqtool.store import Store
+from mqtool.storequeues import special_kinds
 
 
 class RepairError(MqtoolError):
@@ -85,6 +86,18 @@ class RepairResult:
         return {"out": None if self.out is None else str(self.out), "cutAt": self.cut_at,
                 "changes": [c.to_json() for c in self.changes],
                 "notRepaired": self.not_repaired}
+
+
+def _refuse_special(src: Path) -> None:
+    """Repair rewrites only what it fully understands: a store with 5.x options it does not
+    (RocksDB queues or metadata, DLedger, batch or LMQ queues, CQ ext) is refused, untouched."""
+    with Store.open(src) as st:
+        root = st.root
+    kinds = special_kinds(root)
+    if kinds:
+        raise RepairError(f"{root}: repair refuses to rewrite a store with {'; '.join(kinds)}: "
+                          "mqtool reads and verifies it but does not know every rule RocketMQ "
+                          "keeps for it; nothing was written")
 
 
 def _check_out(out: Path, src: Path) -> None:
@@ -489,6 +502,7 @@ class _Plan:
 def repair(src: str | Path, out: str | Path | None, *, dry_run: bool = False) -> RepairResult:
     """Write a repaired copy of ``src`` at ``out`` (never touching ``src``); with ``dry_run``
     only list the changes."""
+    _refuse_special(Path(src))
     report = verify(src, check_crc=True, tables=True)
     root = report.root
     if out is not None and not dry_run:
