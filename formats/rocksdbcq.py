@@ -18,8 +18,9 @@ Offset key (``offset``)::
     topicLen int32 | CTRL_1 | topic | CTRL_1 | "max" or "min" | CTRL_1 | queueId int32
 
 Offset value: ``phyOffset int64 | cqOffset int64``. The key of topic
-``CHECKPOINT_TOPIC`` (``TopicValidator.RMQ_SYS_ROCKSDB_OFFSET_TOPIC``, "max", queue 0) holds the
-highest commitlog offset the table has dispatched.
+``CHECKPOINT_TOPIC`` (``TopicValidator.RMQ_SYS_ROCKSDB_OFFSET_TOPIC``, "max", queue 0) holds
+only ``phyOffset int64``: the highest commitlog offset the table has dispatched
+(``RocksDBConsumeQueueOffsetTable#updateMaxPhyOffset``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ __all__ = [
     "RocksUnit",
     "UnitKey",
     "build_unit_key",
+    "parse_checkpoint_value",
     "parse_offset_key",
     "parse_offset_value",
     "parse_unit_key",
@@ -123,6 +125,14 @@ def parse_offset_key(key: bytes) -> OffsetKey:
         raise BadFieldError(None, None, f"queue offset key names {which!r}, not max or min",
                             found=key.hex())
     return OffsetKey(topic, int.from_bytes(key[p + 4:p + 8], "big", signed=True), which)
+
+
+def parse_checkpoint_value(value: bytes) -> int:
+    """The dispatched commitlog offset ``CHECKPOINT_TOPIC``'s key holds."""
+    if len(value) != 8:
+        raise BadSizeError(None, None, f"dispatch checkpoint value of {len(value)} bytes, "
+                           "expected 8", expected="8", found=str(len(value)))
+    return int.from_bytes(value, "big", signed=True)
 
 
 def parse_offset_value(value: bytes) -> tuple[int, int]:

@@ -12,8 +12,9 @@ going down) plus a set bodyCrc against the body.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from pathlib import Path
 
+from mqtool.formats.buffers import Buffer
 from mqtool.formats.commitlog import BlankRecord, CommitLogMessage, FileEnd, parse_message
 from mqtool.formats.dledger import (
     BODY_OFFSET,
@@ -24,24 +25,22 @@ from mqtool.formats.dledger import (
 )
 from mqtool.formats.errors import BadFieldError, Finding, FormatError
 from mqtool.formats.walker import crc_findings
-
-if TYPE_CHECKING:
-    from mqtool.store import CommitLogFile, Store
+from mqtool.storefiles import CommitLogFile
 
 
 def walk_dledger_file(
-    store: Store, f: CommitLogFile, *, decode: bool = True, start: int = 0,
-    crc: bool | None = None,
+    buf: Buffer, f: CommitLogFile, files: list[CommitLogFile],
+    last: dict[Path, tuple[int, int]], *, decode: bool = True, start: int = 0,
+    check: bool = True,
 ) -> Iterator[CommitLogMessage | BlankRecord | Finding | FileEnd | int]:
-    """Records (or, ``decode=False``, record positions), findings and last the FileEnd of one
-    DLedger data file, from in-file ``start`` (an entry boundary, or a record's offset);
-    ``crc``: check each record's CRCs (default: ``store.check_crc``)."""
-    check = store.check_crc if crc is None else crc
-    buf = store.mapped(f)
+    """Records (or, ``decode=False``, record positions), findings and last the FileEnd of the
+    DLedger data file ``f`` (bytes ``buf``; one of the log's ``files``), from in-file ``start``
+    (an entry boundary, or a record's offset); ``check``: check each record's CRCs. ``last``
+    carries (index, term) of a file's last entry to the next file's walk."""
     if start >= BODY_OFFSET:
         start -= BODY_OFFSET  # a record offset names the entry 48 bytes before it
     end = FileEnd(f.start + start, "zeros")
-    prev = store.dledger_last.get(f.path)
+    prev = last.get(f.path)
     for item in iter_entries(buf, file=f.rel, start=start):
         if isinstance(item, FormatError):
             fd = item.finding()
@@ -90,8 +89,7 @@ def walk_dledger_file(
     else:
         if end.physical_offset >= f.start + len(buf):
             end = FileEnd(f.start + len(buf), "eof")
-    files = store.commitlog_files
     i = files.index(f)
     if prev is not None and i + 1 < len(files):  # the next file's first entry follows this one
-        store.dledger_last[files[i + 1].path] = prev
+        last[files[i + 1].path] = prev
     yield end

@@ -2,13 +2,16 @@
 
 The database at ``store/consumequeue/`` (layout: :mod:`mqtool.formats.rocksdbcq`) is opened
 read-only with ``rocksdict`` (RocksDB's ``OpenForReadOnly``: no lock is taken, so a running
-broker may hold the store; nothing is written, the write-ahead log is replayed in memory only).
+broker may hold the store; the write-ahead log is replayed in memory only), through a private
+temporary directory of symbolic links to its files, so that nothing is written beside them.
 Keys that do not parse are findings naming the key; a directory RocksDB cannot open is one
 finding naming the directory.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,9 +19,11 @@ from typing import Any
 
 from mqtool.formats.errors import Finding, FormatError
 from mqtool.formats.rocksdbcq import (
+    CHECKPOINT_TOPIC,
     OFFSET_COLUMN_FAMILY,
     RocksUnit,
     build_unit_key,
+    parse_checkpoint_value,
     parse_offset_key,
     parse_offset_value,
     parse_unit_key,
@@ -26,6 +31,7 @@ from mqtool.formats.rocksdbcq import (
 )
 
 ROCKSDB_MARKER = "CURRENT"  # every RocksDB directory names its current MANIFEST here
+RDICT_CONFIG = "rocksdict-config.json"  # what rocksdict writes beside a database it opens
 
 
 def is_rocksdb_dir(path: Path) -> bool:
@@ -42,32 +48,45 @@ class RocksQueues:
     units: dict[tuple[str, int], list[tuple[int, RocksUnit]]] = field(default_factory=dict)
     offsets: dict[tuple[str, int, str], tuple[int, int]] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    dispatched: int | None = None  # the highest commitlog offset the table holds units for
 
     @classmethod
     def open(cls, path: Path, rel: str) -> RocksQueues:
         rq = cls(rel)
+        # rocksdict writes its own rocksdict-config.json beside any database it opens, read-only
+        # or not: it opens a private directory of symbolic links to the database's files
+        view = Path(tempfile.mkdtemp(prefix="mqtool-rocksdb-"))
+        try:
+            for p in path.iterdir():
+                if p.is_file() and p.name != RDICT_CONFIG:
+                    (view / p.name).symlink_to(p.resolve())
+            rq._read(view)
+        finally:
+            shutil.rmtree(view, ignore_errors=True)
+        for lst in rq.units.values():
+            lst.sort(key=lambda u: u[0])
+        return rq
+
+    def _read(self, view: Path) -> None:
         try:
             from rocksdict import AccessType, Options, Rdict
 
             opts = Options(raw_mode=True)
-            cfs = Rdict.list_cf(str(path), opts)
-            db: Any = Rdict(str(path), options=opts, access_type=AccessType.read_only(),
+            cfs = Rdict.list_cf(str(view), opts)
+            db: Any = Rdict(str(view), options=opts, access_type=AccessType.read_only(),
                             column_families={n: Options(raw_mode=True) for n in cfs
                                              if n != "default"})
         except Exception as e:  # rocksdict raises plain exceptions for every RocksDB Status
-            rq.findings.append(Finding(
-                "cq", rel, None, f"RocksDB consume queue cannot be opened read-only: "
+            self.findings.append(Finding(
+                "cq", self.rel, None, f"RocksDB consume queue cannot be opened read-only: "
                 f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"))
-            return rq
+            return
         try:
-            rq._read_units(db)
+            self._read_units(db)
             if OFFSET_COLUMN_FAMILY in cfs:
-                rq._read_offsets(db.get_column_family(OFFSET_COLUMN_FAMILY))
+                self._read_offsets(db.get_column_family(OFFSET_COLUMN_FAMILY))
         finally:
             db.close()
-        for lst in rq.units.values():
-            lst.sort(key=lambda u: u[0])
-        return rq
 
     def _key_finding(self, key: bytes, e: FormatError, what: str) -> None:
         self.findings.append(Finding("cq", self.rel, None, f"{what} key {key.hex()}: {e.detail}",
@@ -87,6 +106,9 @@ class RocksQueues:
         for key, value in cf.items():
             try:
                 k = parse_offset_key(bytes(key))
+                if k.topic == CHECKPOINT_TOPIC:  # the dispatched commitlog offset alone
+                    self.dispatched = parse_checkpoint_value(bytes(value))
+                    continue
                 self.offsets[(k.topic, k.queue_id, k.which)] = parse_offset_value(bytes(value))
             except FormatError as e:
                 self._key_finding(bytes(key), e, "queue offset")

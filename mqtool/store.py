@@ -291,6 +291,15 @@ class Store(IndexFiles):
         f = self.commitlog_files[i]
         return f if offset < f.start + f.size else None
 
+    def walk_dledger(self, f: CommitLogFile, *, crc: bool
+                     ) -> Iterator[CommitLogMessage | BlankRecord | Finding | FileEnd | int]:
+        """The DLedger walk of one data file (:func:`mqtool.dledgerlog.walk_dledger_file`),
+        CRCs checked when ``crc``; findings are not noted."""
+        from mqtool.dledgerlog import walk_dledger_file
+
+        return walk_dledger_file(self._map(f.path), f, self.commitlog_files, self.dledger_last,
+                                 check=crc)
+
     def walk_commitlog_file(
         self, f: CommitLogFile, *, decode: bool = True, start: int = 0
     ) -> Iterator[CommitLogMessage | BlankRecord | Finding | FileEnd | int]:
@@ -300,7 +309,9 @@ class Store(IndexFiles):
         if self.dledger:
             from mqtool.dledgerlog import walk_dledger_file
 
-            for item in walk_dledger_file(self, f, decode=decode, start=start):
+            for item in walk_dledger_file(self._map(f.path), f, self.commitlog_files,
+                                          self.dledger_last, decode=decode, start=start,
+                                          check=self.check_crc):
                 if isinstance(item, Finding):
                     self._note(item)
                 yield item

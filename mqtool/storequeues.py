@@ -85,12 +85,29 @@ class QueueSources:
         return sorted(out)
 
     def kind(self, topic: str, queue_id: int) -> str:
-        """``batch``, ``rocksdb`` or ``file`` (a file queue, or none of these)."""
+        """``batch``, ``rocksdb`` or ``file`` (a file queue, or none of these). A queue written
+        both ways (``rocksdbCQDoubleWriteEnable`` on the file store) is a file queue; its RocksDB
+        copy is :meth:`double_written`."""
         if (topic, queue_id) in self.batch:
             return "batch"
-        if self.rocks is not None and (topic, queue_id) in self.rocks.units:
+        if self.rocks is not None and (topic, queue_id) in self.rocks.units \
+                and not (self.root / ROCKS_REL / topic / str(queue_id)).is_dir():
             return "rocksdb"
         return "file"
+
+    def double_written(self) -> list[tuple[str, int]]:
+        """Queues with both a file queue and RocksDB units."""
+        if self.rocks is None:
+            return []
+        return [tq for tq in self.rocks.queue_ids()
+                if (self.root / ROCKS_REL / tq[0] / str(tq[1])).is_dir()]
+
+    def rocks_entries(self, topic: str, queue_id: int) -> Iterator[QueueEntry]:
+        """The RocksDB units of a queue, whatever its kind."""
+        if self.rocks is not None:
+            for qoff, u in self.rocks.queue_units(topic, queue_id):
+                yield QueueEntry(topic, queue_id, qoff, CqEntry(u.phy_offset, u.size,
+                                                                u.tags_code), ROCKS_REL, -1)
 
     def rocks_key(self, topic: str, queue_id: int, queue_offset: int) -> str:
         return self.rocks.key_of(topic, queue_id, queue_offset) if self.rocks else ""
@@ -130,10 +147,9 @@ class QueueSources:
                     yield QueueEntry(topic, queue_id, qoff,
                                      CqEntry(e.phy_offset, e.size, e.tags_code), rel, pos)
             return
-        if self.rocks is not None:
-            for qoff, u in self.rocks.queue_units(topic, queue_id, start):
-                yield QueueEntry(topic, queue_id, qoff, CqEntry(u.phy_offset, u.size,
-                                                                u.tags_code), ROCKS_REL, -1)
+        for qe in self.rocks_entries(topic, queue_id):
+            if qe.queue_offset >= start:
+                yield qe
 
     def span(self, topic: str, queue_id: int) -> tuple[int, int, int | None]:
         """(min offset, max offset, last unit's commitlog offset) of a batch or RocksDB queue."""

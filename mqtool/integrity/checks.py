@@ -37,7 +37,6 @@ from typing import Any
 from mqtool.formats.errors import Finding, Severity
 from mqtool.integrity.indexcheck import IndexCheck
 from mqtool.integrity.meta import _check_checkpoint, _check_configs
-from mqtool.integrity.pop import check_pop
 from mqtool.integrity.model import (
     FileScan,
     IndexScan,
@@ -47,7 +46,9 @@ from mqtool.integrity.model import (
     Report,
     _Sink,
 )
+from mqtool.integrity.pop import check_pop
 from mqtool.integrity.queues import check_units, check_window, queue_shape
+from mqtool.integrity.rocksdb import compare_double_written
 from mqtool.integrity.scan import scan_commitlog
 from mqtool.store import Store
 
@@ -79,6 +80,8 @@ def verify(
         queues: dict[tuple[str, int], QueueScan] = {}
         for topic, qid in store.queue_ids():
             queues[(topic, qid)] = queue_shape(store, topic, qid, sink, progress)
+        for f in store.queue_sources.findings:  # RocksDB and batch queues that do not read
+            sink.add(f)
         windows: list[Messages] = []
         last_ts = 0
         first_start = store.commitlog_files[0].start if store.commitlog_files else 0
@@ -114,7 +117,8 @@ def verify(
         cp = _check_checkpoint(store, n_msgs, last_ts, data_end, abort, sink)
         configs = _check_configs(store, queues, sink, max_now=_max_now(store))
         timer = check_timer(store, first_start, data_end, queues, sink)
-        check_pop(store, sink)
+        check_pop(store, sink.add)
+        compare_double_written(store, sink.add)
         for f in store.findings:  # findings the store noted while reading
             if f.kind in ("layout",):
                 sink.add(f)

@@ -10,13 +10,12 @@ could not parse is a finding naming the record's file and offset.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from mqtool.formats.commitlog import CommitLogMessage
-from mqtool.formats.errors import FormatError
+from mqtool.formats.errors import Finding, FormatError
 from mqtool.formats.pop import REVIVE_TOPIC_PREFIX, PopAck, PopCheckPoint, parse_revive_body
 from mqtool.formats.rules import PROPERTY_REAL_TOPIC, PROPERTY_TAGS, TIMER_TOPIC
-from mqtool.integrity.model import _Sink
 from mqtool.store import Store
 
 
@@ -49,13 +48,14 @@ def parse_record(store: Store, m: CommitLogMessage) -> PopCheckPoint | PopAck:
                              offset=pos, phy=m.physical_offset)
 
 
-def check_pop(store: Store, sink: _Sink) -> int:
-    """Parse every revive record; returns how many were read."""
+def check_pop(store: Store, add: Callable[[Finding], None]) -> int:
+    """Parse every revive record (a record that does not parse is given to ``add``); returns
+    how many were read."""
     n = 0
     for m in revive_records(store):
         n += 1
         try:
             parse_record(store, m)
         except FormatError as e:
-            sink.add(e.finding())
+            add(e.finding())
     return n

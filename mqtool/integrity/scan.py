@@ -42,7 +42,6 @@ from mqtool.formats.javacompat import (
     java_hash_unsigned,
     java_token_hashes,
 )
-from mqtool.dledgerlog import walk_dledger_file
 from mqtool.formats.kernelwalk import walk_fields
 from mqtool.formats.rules import KEY_SEPARATOR
 from mqtool.integrity import rules
@@ -313,7 +312,7 @@ def scan_commitlog(
         except OSError:
             fd = None
         try:
-            walk = walk_dledger_file(store, f, crc=False) if store.dledger else walk_fields(
+            walk = store.walk_dledger(f, crc=False) if store.dledger else walk_fields(
                 buf, file=f.rel, file_start=f.start, check_crc=check_crc, crc_findings=False,
                 fd=fd)
             for item in walk:
@@ -407,7 +406,7 @@ def message_windows(store: Store, lo: int, hi: int | None = None) -> Iterator[Me
         buf = store.mapped(f)
         raw = kernel.as_bytes(buf)
         cols = _Columns(keys=False, tags=False)
-        walk = walk_dledger_file(store, f, crc=False) if store.dledger else walk_fields(
+        walk = store.walk_dledger(f, crc=False) if store.dledger else walk_fields(
             buf, file=f.rel, file_start=f.start)
         for item in walk:
             if isinstance(item, np.ndarray):
