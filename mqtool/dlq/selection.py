@@ -30,6 +30,7 @@ from mqtool.formats.commitlog import (
     CommitLogMessage,
 )
 from mqtool.formats.errors import MqtoolError
+from mqtool.formats.pop import split_pop_retry_topic
 from mqtool.formats.rules import dlq_topic, retry_topic
 from mqtool.jsonview import body_value, message_dict
 from mqtool.query import MessageFilter, ProgressFn, scan_messages, select_messages
@@ -64,8 +65,16 @@ def group_of(topic: str) -> str | None:
 
 
 def original_topic(m: CommitLogMessage) -> str | None:
-    """The topic the message was first sent to (``RETRY_TOPIC``)."""
-    return m.properties.get(PROPERTY_RETRY_TOPIC)
+    """The topic the message was first sent to (``RETRY_TOPIC``). A POP consumer's dead letter
+    was sent back from its POP retry topic, so ``RETRY_TOPIC`` names that retry topic
+    (``%RETRY%<group>_<topic>`` or ``%RETRY%<group>+<topic>``): the original is its topic part."""
+    t = m.properties.get(PROPERTY_RETRY_TOPIC)
+    group = group_of(m.topic)
+    if t is not None and group is not None:
+        split = split_pop_retry_topic(t, {group})
+        if split is not None and split[0] == group:
+            return split[1]
+    return t
 
 
 def origin_msg_id(m: CommitLogMessage) -> str | None:
