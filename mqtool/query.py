@@ -89,7 +89,6 @@ def kernel_messages(
     ``store.findings``; with ``flt``, only records that :meth:`MessageFilter.may_match` are
     decoded (the caller still applies :meth:`MessageFilter.matches`)."""
     from mqtool.formats import kernel  # numba loads only when a command walks (CLI start-up)
-    from mqtool.formats.kernelwalk import walk_fields
 
     files = store.commitlog_files
     first = 0
@@ -108,8 +107,7 @@ def kernel_messages(
             fd = None
         count = 0
         try:
-            for item in walk_fields(buf, file=f.rel, file_start=f.start,
-                                    check_crc=store.check_crc, fd=fd):
+            for item in store.walk_fields(f, check_crc=store.check_crc, fd=fd):
                 if isinstance(item, np.ndarray):
                     k = item.shape[1]
                     count += k

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -299,6 +299,18 @@ class Store(IndexFiles):
 
         return walk_dledger_file(self._map(f.path), f, self.commitlog_files, self.dledger_last,
                                  check=crc)
+
+    def walk_fields(self, f: CommitLogFile, *, check_crc: bool = False, fd: int | None = None,
+                    crc_findings: bool = True) -> Iterator[Any]:
+        """:func:`mqtool.formats.kernelwalk.walk_fields` over one file (field tables of good
+        records, the walker's items elsewhere); a DLedger file gives the DLedger walk's items
+        (records, findings, its FileEnd), which every caller of the kernel walk handles."""
+        if self.dledger:
+            return self.walk_dledger(f, crc=check_crc and crc_findings)
+        from mqtool.formats.kernelwalk import walk_fields
+
+        return walk_fields(self._map(f.path), file=f.rel, file_start=f.start, check_crc=check_crc,
+                           crc_findings=crc_findings, fd=fd)
 
     def walk_commitlog_file(
         self, f: CommitLogFile, *, decode: bool = True, start: int = 0

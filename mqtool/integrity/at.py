@@ -24,7 +24,6 @@ import numpy as np
 from mqtool.formats import kernel
 from mqtool.formats.commitlog import CommitLogMessage, FileEnd, parse_message
 from mqtool.formats.errors import Finding, MqtoolError
-from mqtool.formats.kernelwalk import walk_fields
 from mqtool.formats.walker import MIN_RECORD_SIZE
 
 if TYPE_CHECKING:
@@ -109,7 +108,7 @@ def file_end(store: Store, f: CommitLogFile) -> FileEnd:
         fd = None
     end: FileEnd | None = None
     try:
-        for item in walk_fields(buf, file=f.rel, file_start=f.start, fd=fd):
+        for item in store.walk_fields(f, fd=fd):
             if isinstance(item, Finding):
                 store.note(item)
             elif isinstance(item, FileEnd):

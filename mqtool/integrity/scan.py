@@ -42,7 +42,6 @@ from mqtool.formats.javacompat import (
     java_hash_unsigned,
     java_token_hashes,
 )
-from mqtool.formats.kernelwalk import walk_fields
 from mqtool.formats.rules import KEY_SEPARATOR
 from mqtool.integrity import rules
 from mqtool.integrity.model import FileScan, Messages, ProgressFn, _Sink
@@ -312,10 +311,7 @@ def scan_commitlog(
         except OSError:
             fd = None
         try:
-            walk = store.walk_dledger(f, crc=False) if store.dledger else walk_fields(
-                buf, file=f.rel, file_start=f.start, check_crc=check_crc, crc_findings=False,
-                fd=fd)
-            for item in walk:
+            for item in store.walk_fields(f, check_crc=check_crc, crc_findings=False, fd=fd):
                 if isinstance(item, np.ndarray):
                     k = item.shape[1]
                     if not k:
@@ -406,9 +402,7 @@ def message_windows(store: Store, lo: int, hi: int | None = None) -> Iterator[Me
         buf = store.mapped(f)
         raw = kernel.as_bytes(buf)
         cols = _Columns(keys=False, tags=False)
-        walk = store.walk_dledger(f, crc=False) if store.dledger else walk_fields(
-            buf, file=f.rel, file_start=f.start)
-        for item in walk:
+        for item in store.walk_fields(f):
             if isinstance(item, np.ndarray):
                 ph = item[kernel.F_PHYS]
                 sel = (ph >= lo) if hi is None else ((ph >= lo) & (ph < hi))
