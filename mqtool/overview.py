@@ -92,6 +92,19 @@ def read_checkpoint(store: Store) -> dict[str, Any] | None:
     return d
 
 
+def backlogs(store: Store, offsets: dict[tuple[str, str], dict[int, int]] | None
+             ) -> dict[str, Any]:
+    """POP messages in flight and the timer backlog (:mod:`mqtool.backlog`)."""
+    from mqtool.backlog import REVIVE_GROUP, pop_inflight, timer_backlog, timer_read_ms
+    from mqtool.formats.pop import REVIVE_TOPIC_PREFIX
+
+    revive = {q: o for (t, g), table in (offsets or {}).items()
+              if g == REVIVE_GROUP and t.startswith(REVIVE_TOPIC_PREFIX) for q, o in table.items()}
+    now = store_time(store)
+    return {"popInFlight": pop_inflight(store, revive if offsets is not None else None, now),
+            "timerBacklog": timer_backlog(store, timer_read_ms(store), now)}
+
+
 def inspect_store(
     store: Store, delay_levels: str | None = None, *, broker_conf: str | Path | None = None,
 ) -> Overview:
@@ -146,7 +159,8 @@ def inspect_store(
         tk = topics.setdefault(t, {"topic": t, "kind": topic_kind(t), "queues": [], "messages": 0})
         queues: list[dict[str, Any]] = tk["queues"]
         queues.append({
-            "queueId": q, "minOffset": info.min_offset, "maxOffset": info.max_offset,
+            "queueId": q, "store": store.queue_kind(t, q), "minOffset": info.min_offset,
+            "maxOffset": info.max_offset,
             "count": info.max_offset - info.min_offset, "files": len(info.files),
             "lastCommitLogOffset": info.last_commit_log_offset,
         })
@@ -188,6 +202,7 @@ def inspect_store(
                 "maxOffset": qmax, "lag": None if qmax is None else max(0, qmax - off),
             })
     data["consumerGroups"] = groups
+    data.update(backlogs(store, offsets))
 
     cfg = []
     cdir = store.root / "config"

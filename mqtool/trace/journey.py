@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from mqtool.backlog import timer_read_ms
 from mqtool.formats.commitlog import CommitLogMessage
-from mqtool.formats.errors import MqtoolError
 from mqtool.formats.msgid import classify_id
 from mqtool.formats.rules import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -276,18 +276,6 @@ def _store_now(store: Store, msgs: list[CommitLogMessage]) -> int:
     return max([m.store_timestamp for m in msgs] + [store_time(store)])
 
 
-def _timer_read_ms(store: Store) -> int | None:
-    p = store.config_path("timercheck")
-    if not p.exists():
-        return None
-    from mqtool.formats.timer import parse_timer_checkpoint
-
-    try:
-        return parse_timer_checkpoint(p.read_bytes(), file="config/timercheck").last_read_time_ms
-    except MqtoolError:
-        return None
-
-
 def _context(
     store: Store, levels: DelayLevelsArg, now: int | None, msgs: list[CommitLogMessage]
 ) -> tuple[_Context, str]:
@@ -300,7 +288,7 @@ def _context(
         levels=parse_delay_levels(levels) if isinstance(levels, str) else dict(levels),
         delay_offsets=load_delay_offsets(store),
         consumer_offsets=load_consumer_offsets(store),
-        timer_read_ms=_timer_read_ms(store),
+        timer_read_ms=timer_read_ms(store),
         now=now_v,
     )
     return ctx, src
