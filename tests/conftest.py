@@ -17,6 +17,17 @@ FIXTURES = ROOT / "fixtures" / "rocketmq-stores"
 SCENARIOS = ["4.9.7/plain", "4.9.7/plain-crashed", "4.9.7/journey", "5.3.3/plain"]
 
 
+# manifest field (commitlog.jsonl) -> mqtool's JSON field (``messages --jsonl``)
+MSG_FIELDS = {
+    "phyOffset": "commitLogOffset", "size": "storeSize", "topic": "topic", "queueId": "queueId",
+    "queueOffset": "queueOffset", "flag": "flag", "sysFlag": "sysFlag", "bodyCRC": "bodyCRC",
+    "bornTimestamp": "bornTimestamp", "storeTimestamp": "storeTimestamp",
+    "reconsumeTimes": "reconsumeTimes", "preparedTransactionOffset": "preparedTransactionOffset",
+    "bodyLength": "bodyLength", "properties": "properties", "tags": "tags", "keys": "keys",
+    "uniqKey": "uniqKey", "offsetMsgId": "offsetMsgId", "crcOk": "crcOk",
+}
+
+
 def scenario_dir(name: str) -> Path:
     return FIXTURES / name
 

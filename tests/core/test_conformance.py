@@ -15,20 +15,11 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from conftest import manifest_json, manifest_jsonl, scenario_dir, store_dir
+from conftest import MSG_FIELDS, manifest_json, manifest_jsonl, scenario_dir, store_dir
 from mqtool.cli import app
 from mqtool.jsonview import cq_dict, message_dict
 from mqtool.overview import inspect_store
 from mqtool.store import Store
-
-MSG_FIELDS = {
-    "phyOffset": "commitLogOffset", "size": "storeSize", "topic": "topic", "queueId": "queueId",
-    "queueOffset": "queueOffset", "flag": "flag", "sysFlag": "sysFlag", "bodyCRC": "bodyCRC",
-    "bornTimestamp": "bornTimestamp", "storeTimestamp": "storeTimestamp",
-    "reconsumeTimes": "reconsumeTimes", "preparedTransactionOffset": "preparedTransactionOffset",
-    "bodyLength": "bodyLength", "properties": "properties", "tags": "tags", "keys": "keys",
-    "uniqKey": "uniqKey", "offsetMsgId": "offsetMsgId", "crcOk": "crcOk",
-}
 
 
 def _host(v: str) -> tuple[object, int]:

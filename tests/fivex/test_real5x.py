@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from conftest import FIXTURES, manifest_json, manifest_jsonl, store_dir
+from conftest import FIXTURES, MSG_FIELDS, manifest_json, manifest_jsonl, store_dir
 from mqtool.cli import app
 from mqtool.integrity import verify
 from mqtool.jsonview import message_dict
@@ -23,14 +23,6 @@ from mqtool.store import Store
 STORES = sorted(p.parent.parent.name for p in (FIXTURES / "5.3.3").glob("*/manifest/queues.jsonl"))
 NAMES = [f"5.3.3/{n}" for n in STORES]
 
-MSG_FIELDS = {
-    "phyOffset": "commitLogOffset", "size": "storeSize", "topic": "topic", "queueId": "queueId",
-    "queueOffset": "queueOffset", "flag": "flag", "sysFlag": "sysFlag", "bodyCRC": "bodyCRC",
-    "bornTimestamp": "bornTimestamp", "storeTimestamp": "storeTimestamp",
-    "reconsumeTimes": "reconsumeTimes", "preparedTransactionOffset": "preparedTransactionOffset",
-    "bodyLength": "bodyLength", "properties": "properties", "tags": "tags", "keys": "keys",
-    "uniqKey": "uniqKey", "offsetMsgId": "offsetMsgId", "crcOk": "crcOk",
-}
 
 
 def _msgs(name: str) -> list[dict[str, Any]]:
