@@ -129,3 +129,25 @@ def test_half_written_rocksdb(store_copy, damage: str) -> None:  # type: ignore[
     for cmd in (["cq"], ["inspect"]):
         res = runner.invoke(app, [*cmd, str(root)])
         assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+
+
+def test_double_written_queues_are_compared(store_copy) -> None:  # type: ignore[no-untyped-def]
+    """With rocksdbCQDoubleWriteEnable, a RocksDB unit that is not its file unit is a finding."""
+    from rocksdict import Options, Rdict
+
+    from mqtool.formats.rocksdbcq import build_unit_key
+
+    root = store_copy("5.3.3/rocksdb-double")
+    db = Rdict(str(root / "consumequeue"), options=Options(raw_mode=True),
+               column_families={"offset": Options(raw_mode=True)})
+    key = build_unit_key("RdbTopic", 1, 3)
+    value = bytearray(db[key])
+    value[12:20] = (424242).to_bytes(8, "big")  # another tagsCode
+    db[key] = bytes(value)
+    db.close()
+    code, findings, out = _verify(root)
+    assert code == 1, out
+    hits = [x for x in findings if x["file"] == "consumequeue/RdbTopic/1/00000000000000000000"
+            and x["offset"] == 60]
+    assert hits and "RocksDB queue" in str(hits[0]["detail"]) and "424242" in \
+        str(hits[0]["detail"]), findings
