@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqtool.formats.errors import BadFieldError
+from mqtool.formats.rules import RETRY_GROUP_TOPIC_PREFIX as _RETRY
 
 __all__ = [
     "ACK_TAG",
@@ -44,7 +45,6 @@ ACK_TAG = "ack"
 BATCH_ACK_TAG = "bAck"
 RETRY_V1_SEPARATOR = "_"  # KeyBuilder.POP_RETRY_SEPARATOR_V1
 RETRY_V2_SEPARATOR = "+"  # KeyBuilder.POP_RETRY_SEPARATOR_V2
-_RETRY = "%RETRY%"
 
 
 @dataclass(frozen=True, slots=True)
