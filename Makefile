@@ -8,7 +8,7 @@ SPARK_JAR := spark/jars/mqtool-spark.jar
 CLASS_ARCHIVE := spark/jars/spark-classes.jsa
 JAVA_SRC := $(wildcard spark/java/mqtool/spark/*.java)
 
-.PHONY: dev test demo lint typecheck conformance bench clean peers chromium realmq
+.PHONY: dev test demo lint typecheck conformance bench clean peers chromium realmq spark-layout
 
 # setuptools warns on every editable install whose packages are mapped (formats/ is installed as
 # mqtool.formats): "folders in your working directory with the same name as your package ... may
@@ -30,7 +30,15 @@ dev: $(BIN)/.installed $(SPARK_JAR) $(CLASS_ARCHIVE)
 # javac against the jars pyspark ships. Without a JDK the scan reads the commitlog with the
 # Python data source alone (slower, same rows).
 
-$(SPARK_JAR): $(BIN)/.installed $(JAVA_SRC)
+# RecordLayout.java is generated from the record layout table (formats/commitlog_layout.py);
+# tests/spark/test_java_layout.py fails when the committed file is not current.
+spark-layout: $(BIN)/.installed
+	$(BIN)/python -m mqtool.spark.java_layout
+
+spark/java/mqtool/spark/RecordLayout.java: formats/commitlog_layout.py spark/java_layout.py
+	$(BIN)/python -m mqtool.spark.java_layout
+
+$(SPARK_JAR): $(BIN)/.installed $(JAVA_SRC) spark/java/mqtool/spark/RecordLayout.java
 	@if command -v javac >/dev/null && command -v jar >/dev/null; then \
 		rm -rf build/java && mkdir -p build/java spark/jars && \
 		javac -nowarn -cp "$$($(BIN)/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/jars/*" \

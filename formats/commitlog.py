@@ -6,13 +6,9 @@ records back to back; a record never crosses a file; a BLANK record (magic ``0xC
 TOTALSIZE and MAGIC written) fills the rest of a file; a zero TOTALSIZE marks pre-allocated,
 never-written space.
 
-Record layout (IPv4 hosts; an IPv6 host takes 16+4 bytes instead of 4+4)::
-
-    0 TOTALSIZE i32 | 4 MAGICCODE i32 | 8 BODYCRC i32 | 12 QUEUEID i32 | 16 FLAG i32
-    20 QUEUEOFFSET i64 | 28 PHYSICALOFFSET i64 | 36 SYSFLAG i32 | 40 BORNTIMESTAMP i64
-    48 BORNHOST | STORETIMESTAMP i64 | STOREHOST | RECONSUMETIMES i32
-    PREPAREDTRANSACTIONOFFSET i64 | BODYLEN i32 + BODY | TOPICLEN (V1: i8, V2: i16) + TOPIC
-    PROPERTIESLEN i16 + PROPERTIES
+The record's fields, offsets and widths are one table, :mod:`mqtool.formats.commitlog_layout`
+(its values are re-exported here). The walk over a file's records is :mod:`.walker`
+(``scan_file``, ``walk``).
 
 ``COMMITLOG_RECORD`` (construct, in :mod:`mqtool.formats.commitlog_construct`) is the readable
 reference and is proven equal to the fast ``struct`` path (``parse_message`` /
@@ -24,11 +20,28 @@ from __future__ import annotations
 import ipaddress
 import struct
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from mqtool.formats import commitlog_layout as layout
 from mqtool.formats.buffers import Buffer
+from mqtool.formats.commitlog_layout import (  # the layout's values, re-exported
+    BLANK_MAGIC_CODE as BLANK_MAGIC_CODE,
+)
+from mqtool.formats.commitlog_layout import BORNHOST_V6_FLAG as BORNHOST_V6_FLAG
+from mqtool.formats.commitlog_layout import CRC32_RESERVED_LEN as CRC32_RESERVED_LEN
+from mqtool.formats.commitlog_layout import END_FILE_MIN_BLANK_LENGTH as END_FILE_MIN_BLANK_LENGTH
+from mqtool.formats.commitlog_layout import MAGIC_BLANK as MAGIC_BLANK
+from mqtool.formats.commitlog_layout import MAGIC_V1 as MAGIC_V1
+from mqtool.formats.commitlog_layout import MAGIC_V2 as MAGIC_V2
+from mqtool.formats.commitlog_layout import MESSAGE_MAGIC_CODE as MESSAGE_MAGIC_CODE
+from mqtool.formats.commitlog_layout import MESSAGE_MAGIC_CODE_V2 as MESSAGE_MAGIC_CODE_V2
+from mqtool.formats.commitlog_layout import MIN_RECORD_SIZE as MIN_RECORD_SIZE
+from mqtool.formats.commitlog_layout import PROPERTY_CRC32 as PROPERTY_CRC32
+from mqtool.formats.commitlog_layout import STOREHOSTADDRESS_V6_FLAG as STOREHOSTADDRESS_V6_FLAG
+from mqtool.formats.commitlog_layout import cal_msg_length as cal_msg_length
+from mqtool.formats.encoder import pack_record_into, topic_header
 from mqtool.formats.errors import (
     BadMagicError,
     BadSizeError,
@@ -53,21 +66,10 @@ from mqtool.formats.rules import TRANSACTION_NOT_TYPE as TRANSACTION_NOT_TYPE
 from mqtool.formats.rules import TRANSACTION_PREPARED_TYPE as TRANSACTION_PREPARED_TYPE
 from mqtool.formats.rules import TRANSACTION_ROLLBACK_TYPE as TRANSACTION_ROLLBACK_TYPE
 
-# --- constants, spelled as in the Java source -----------------------------------------------
-MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7, MessageDecoder.MESSAGE_MAGIC_CODE (V1)
-MESSAGE_MAGIC_CODE_V2 = -626843477  # 0xDAA320AB, V2: 2-byte topic length (5.1.0+)
-BLANK_MAGIC_CODE = -875286124  # 0xCBD43194, CommitLog.BLANK_MAGIC_CODE
-MAGIC_V1 = MESSAGE_MAGIC_CODE & 0xFFFFFFFF
-MAGIC_V2 = MESSAGE_MAGIC_CODE_V2 & 0xFFFFFFFF
-MAGIC_BLANK = BLANK_MAGIC_CODE & 0xFFFFFFFF
-END_FILE_MIN_BLANK_LENGTH = 4 + 4
-
-# MessageSysFlag
+# MessageSysFlag (the host bits, which change the layout, are in formats/commitlog_layout.py)
 COMPRESSED_FLAG = 0x1
 MULTI_TAGS_FLAG = 0x1 << 1
 # TRANSACTION_*_TYPE (bits 2-3): formats/rules.py, with the dispatch rules (imported above)
-BORNHOST_V6_FLAG = 0x1 << 4
-STOREHOSTADDRESS_V6_FLAG = 0x1 << 5
 NEED_UNWRAP_FLAG = 0x1 << 6
 INNER_BATCH_FLAG = 0x1 << 7
 COMPRESSION_TYPE_COMPARATOR = 0x7 << 8
@@ -75,28 +77,21 @@ COMPRESSION_LZ4_TYPE = 0x1 << 8
 COMPRESSION_ZSTD_TYPE = 0x2 << 8
 COMPRESSION_ZLIB_TYPE = 0x3 << 8
 
-# MessageDecoder field positions
-QUEUE_OFFSET_POSITION = 20
-PHY_POS_POSITION = 28
-SYSFLAG_POSITION = 36
-
 # MessageDecoder separators
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 
-# Properties (MessageConst): names live in formats/rules.py; the CRC32 one is record layout.
-PROPERTY_CRC32 = "__CRC32#"
-CRC32_RESERVED_LEN = len(PROPERTY_CRC32) + 1 + 10 + 1  # "__CRC32#" \x01 10 digits \x02
-
 COMPRESSION_NAMES = {0: "ZLIB", 1: "LZ4", 2: "ZSTD", 3: "ZLIB"}
+MAX_PROPERTIES_LENGTH = 32767  # Short.MAX_VALUE
 MAX_DECOMPRESSED_SIZE = 64 * 1024 * 1024  # refuse bodies that inflate past this (bombs)
 
-_HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP (48 bytes)
+_HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP, up to BORNHOST
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
 _MID = struct.Struct(">iq")  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET
-_HEAD_LEN = _HEAD.size
+assert _HEAD.size == layout.BORNHOST_AT
+assert _MID.size == layout.RECONSUMETIMES_WIDTH + layout.PREPAREDTRANSACTIONOFFSET_WIDTH
 
 
 class HostPort(NamedTuple):
@@ -123,11 +118,26 @@ class HostPort(NamedTuple):
         ip, _, port = text.rpartition(":")
         return cls(str(ipaddress.ip_address(ip.strip("[]"))), int(port))
 
+    @classmethod
+    def from_packed(cls, raw: bytes, port: int) -> HostPort:
+        """The HostPort of a stored 4- or 16-byte address and its port."""
+        if len(raw) == layout.IPV4_WIDTH:
+            return cls(f"{raw[0]}.{raw[1]}.{raw[2]}.{raw[3]}", port)
+        return cls(str(ipaddress.IPv6Address(raw)), port)
 
-def _host_from(raw: bytes, port: int) -> HostPort:
-    if len(raw) == 4:
-        return HostPort(f"{raw[0]}.{raw[1]}.{raw[2]}.{raw[3]}", port)
-    return HostPort(str(ipaddress.IPv6Address(raw)), port)
+
+_PACKED: dict[HostPort, bytes] = {}
+
+
+def packed_ip(h: HostPort) -> bytes:
+    """``h.packed``, cached (ipaddress parsing is slow; writers pack the same hosts again and
+    again)."""
+    b = _PACKED.get(h)
+    if b is None:
+        b = h.packed
+        if len(_PACKED) < 65536:
+            _PACKED[h] = b
+    return b
 
 
 def parse_properties(raw: str) -> dict[str, str]:
@@ -159,19 +169,6 @@ def encode_properties(pairs: Iterable[tuple[str, str]], trailing_separator: bool
 def body_crc32(body: bytes) -> int:
     """``UtilAll.crc32``: CRC32 of the body as stored, masked to a non-negative int."""
     return zlib.crc32(body) & 0x7FFFFFFF
-
-
-def cal_msg_length(
-    magic: int, sys_flag: int, body_length: int, topic_length: int, properties_length: int
-) -> int:
-    """``MessageExtEncoder#calMsgLength``: the TOTALSIZE a record of these parts must have."""
-    born = 20 if sys_flag & BORNHOST_V6_FLAG else 8
-    store = 20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8
-    topic_len_size = 2 if (magic & 0xFFFFFFFF) == MAGIC_V2 else 1
-    return (
-        4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born + 8 + store + 4 + 8
-        + 4 + body_length + topic_len_size + topic_length + 2 + properties_length
-    )
 
 
 def properties_torn(buf: Buffer, end: int, properties_length: int) -> bool:
@@ -373,7 +370,7 @@ def parse_message(
     record.
     """
     n = len(buf)
-    if pos + 8 > n:
+    if pos + END_FILE_MIN_BLANK_LENGTH > n:
         raise _err(
             file, file_start, pos, f"truncated record header: {n - pos} bytes left",
             TruncatedError,
@@ -398,43 +395,53 @@ def parse_message(
         (_, _, body_crc, queue_id, flag, queue_offset, phy, sys_flag, born_ts) = _HEAD.unpack_from(
             buf, pos
         )
-        p = pos + _HEAD_LEN
-        alen = 16 if sys_flag & BORNHOST_V6_FLAG else 4
-        born_host = _host_from(bytes(buf[p : p + alen]), _I32.unpack_from(buf, p + alen)[0])
-        p += alen + 4
+        p = pos + layout.BORNHOST_AT
+        alen = layout.IPV6_WIDTH if sys_flag & BORNHOST_V6_FLAG else layout.IPV4_WIDTH
+        born_host = HostPort.from_packed(
+            bytes(buf[p : p + alen]), _I32.unpack_from(buf, p + alen)[0]
+        )
+        p += alen + layout.PORT_WIDTH
         (store_ts,) = _I64.unpack_from(buf, p)
-        p += 8
-        alen = 16 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 4
-        store_host = _host_from(bytes(buf[p : p + alen]), _I32.unpack_from(buf, p + alen)[0])
-        p += alen + 4
+        p += layout.STORETIMESTAMP_WIDTH
+        alen = layout.IPV6_WIDTH if sys_flag & STOREHOSTADDRESS_V6_FLAG else layout.IPV4_WIDTH
+        store_host = HostPort.from_packed(
+            bytes(buf[p : p + alen]), _I32.unpack_from(buf, p + alen)[0]
+        )
+        p += alen + layout.PORT_WIDTH
         reconsume, prepared = _MID.unpack_from(buf, p)
-        p += 12
+        p += _MID.size
         (body_len,) = _I32.unpack_from(buf, p)
-        p += 4
+        p += layout.BODYLEN_WIDTH
         if body_len < 0 or p + body_len > end:
-            raise _err(file, file_start, p - 4, f"bad BODYLEN {body_len}", BadSizeError)
+            raise _err(
+                file, file_start, p - layout.BODYLEN_WIDTH, f"bad BODYLEN {body_len}",
+                BadSizeError,
+            )
         body = bytes(buf[p : p + body_len])
         p += body_len
         if magic == MAGIC_V2:
-            if p + 2 > end:
+            if p + layout.TOPICLEN_V2_WIDTH > end:
                 raise _err(file, file_start, p, "truncated topic length")
             (topic_len,) = _I16.unpack_from(buf, p)
-            p += 2
+            p += layout.TOPICLEN_V2_WIDTH
         else:
-            if p + 1 > end:
+            if p + layout.TOPICLEN_V1_WIDTH > end:
                 raise _err(file, file_start, p, "truncated topic length")
             topic_len = buf[p] - 256 if buf[p] > 127 else buf[p]
-            p += 1
+            p += layout.TOPICLEN_V1_WIDTH
         if topic_len < 0 or p + topic_len > end:
             raise _err(file, file_start, p, f"bad TOPICLEN {topic_len}", BadSizeError)
         topic_bytes = bytes(buf[p : p + topic_len])
         p += topic_len
-        if p + 2 > end:
+        if p + layout.PROPERTIESLEN_WIDTH > end:
             raise _err(file, file_start, p, "truncated properties length")
         (props_len,) = _I16.unpack_from(buf, p)
-        p += 2
+        p += layout.PROPERTIESLEN_WIDTH
         if props_len < 0 or p + props_len > end:
-            raise _err(file, file_start, p - 2, f"bad PROPERTIESLEN {props_len}", BadSizeError)
+            raise _err(
+                file, file_start, p - layout.PROPERTIESLEN_WIDTH,
+                f"bad PROPERTIESLEN {props_len}", BadSizeError,
+            )
         props_bytes = bytes(buf[p : p + props_len])
         p += props_len
     except struct.error as e:  # pragma: no cover - lengths are checked above
@@ -468,15 +475,38 @@ def parse_message(
 
 
 def build_message(msg: CommitLogMessage) -> bytes:
-    """Encode ``msg`` as RocketMQ writes it (``MessageExtEncoder``): the one encoder,
-    :func:`mqtool.formats.encoder.encode_message` (proven equal to the construct reference).
+    """Encode ``msg`` as RocketMQ writes it (``MessageExtEncoder``), through the one encoder,
+    :func:`mqtool.formats.encoder.pack_record_into` (proven equal to the construct reference).
 
     TOTALSIZE and the length fields are derived from the content; a V1 magic is upgraded to V2
-    when the topic is longer than 127 bytes (V1 cannot hold it). BODYCRC is taken as given.
+    when the topic is longer than 127 bytes (V1 cannot hold it); the host flags follow the
+    addresses. BODYCRC and a ``__CRC32#`` property are taken as given.
     """
-    from mqtool.formats.encoder import encode_message  # the encoder imports this module
-
-    return encode_message(msg)
+    topic_b = msg.topic.encode("utf-8")
+    props_b = msg.properties_raw.encode("utf-8")
+    if len(props_b) > MAX_PROPERTIES_LENGTH:
+        raise FormatError(None, msg.physical_offset, f"properties too long: {len(props_b)} bytes")
+    magic = msg.magic & 0xFFFFFFFF
+    if magic == MAGIC_V1 and len(topic_b) > 127:
+        magic = MAGIC_V2
+    born_ip = packed_ip(msg.born_host)
+    store_ip = packed_ip(msg.store_host)
+    sys_flag = msg.sys_flag
+    sys_flag = sys_flag | BORNHOST_V6_FLAG if len(born_ip) == 16 else sys_flag & ~BORNHOST_V6_FLAG
+    sys_flag = (
+        sys_flag | STOREHOSTADDRESS_V6_FLAG
+        if len(store_ip) == 16
+        else sys_flag & ~STOREHOSTADDRESS_V6_FLAG
+    )
+    total = cal_msg_length(magic, sys_flag, len(msg.body), len(topic_b), len(props_b))
+    buf = bytearray(total)
+    pack_record_into(
+        buf, 0, total, magic, msg.queue_id, msg.flag, msg.queue_offset, msg.physical_offset,
+        sys_flag, msg.born_timestamp, born_ip, msg.born_host.port, msg.store_timestamp,
+        store_ip, msg.store_host.port, msg.reconsume_times, msg.prepared_transaction_offset,
+        msg.body, topic_header(topic_b, magic), props_b, body_crc=msg.body_crc,
+    )
+    return bytes(buf)
 
 
 _LOCAL_BORN = HostPort("127.0.0.1", 0)
@@ -521,20 +551,3 @@ def make_message(
 def build_blank(total_size: int) -> bytes:
     """The 8 bytes RocketMQ writes for an end-of-file BLANK record."""
     return struct.pack(">ii", total_size, BLANK_MAGIC_CODE)
-
-
-def scan_file(
-    buf: Buffer, *, file: str | None = None, file_start: int = 0, fd: int | None = None
-) -> Iterator[CommitLogMessage | BlankRecord | FileEnd]:
-    """Records of one commitlog file in physical order up to the first damage; the last item is
-    always a FileEnd (``torn``/``corrupt`` at the first unreadable byte).
-
-    A view of :func:`mqtool.formats.walker.walk` (``resync=False``), the one walker: what RocketMQ's
-    recovery sees. Never raises on bad data. Readers that must go on past damage, and see it as
-    findings, use ``walk`` itself.
-    """
-    from mqtool.formats.walker import walk
-
-    for item in walk(buf, file=file, file_start=file_start, resync=False, fd=fd):
-        if isinstance(item, CommitLogMessage | BlankRecord | FileEnd):
-            yield item

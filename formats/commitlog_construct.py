@@ -15,7 +15,7 @@ from mqtool.formats.commitlog import (
     MAGIC_V2,
     STOREHOSTADDRESS_V6_FLAG,
     CommitLogMessage,
-    _host_from,
+    HostPort,
     cal_msg_length,
 )
 from mqtool.formats.errors import FormatError
@@ -71,8 +71,8 @@ def parse_message_construct(
     return CommitLogMessage(
         c.total_size, c.magic, c.body_crc, c.queue_id, c.flag, c.queue_offset,
         c.physical_offset, c.sys_flag, c.born_timestamp,
-        _host_from(c.born_host.ip, c.born_host.port), c.store_timestamp,
-        _host_from(c.store_host.ip, c.store_host.port), c.reconsume_times,
+        HostPort.from_packed(c.born_host.ip, c.born_host.port), c.store_timestamp,
+        HostPort.from_packed(c.store_host.ip, c.store_host.port), c.reconsume_times,
         c.prepared_transaction_offset, c.body, c.topic, c.properties,
     )
 

@@ -4,7 +4,8 @@
 a record object or an intermediate buffer, with TOTALSIZE written last so that a torn copy reads
 as the end of the data (5.2+ ``__CRC32#`` property filled in place, :func:`fill_prop_crc`).
 Every writer uses it: the reference store's put path (:mod:`mqtool.refstore`) and
-:func:`encode_message`, which :func:`mqtool.formats.commitlog.build_message` is.
+:func:`mqtool.formats.commitlog.build_message`. Offsets and widths come from the layout table,
+:mod:`mqtool.formats.commitlog_layout`.
 
 The readable reference of the layout is the construct definition
 :data:`mqtool.formats.commitlog_construct.COMMITLOG_RECORD` (``build_message_construct``);
@@ -18,27 +19,21 @@ import struct
 import zlib
 from mmap import mmap
 
-from mqtool.formats.commitlog import (
-    BORNHOST_V6_FLAG,
+from mqtool.formats import commitlog_layout as layout
+from mqtool.formats.commitlog_layout import (
     CRC32_RESERVED_LEN,
     MAGIC_V1,
     MAGIC_V2,
     PROPERTY_CRC32,
-    STOREHOSTADDRESS_V6_FLAG,
-    CommitLogMessage,
-    HostPort,
     cal_msg_length,
 )
-from mqtool.formats.errors import FormatError
 
 __all__ = [
-    "CRC32_PLACEHOLDER", "CRC32_RESERVED_LEN", "PROPERTY_CRC32", "encode_message",
-    "fill_prop_crc", "magic_for", "pack_record_into", "packed_ip", "record_size", "topic_header",
-    "write_total_size",
+    "CRC32_PLACEHOLDER", "CRC32_RESERVED_LEN", "PROPERTY_CRC32", "fill_prop_crc", "magic_for",
+    "pack_record_into", "record_size", "topic_header", "write_total_size",
 ]
 
 CRC32_PLACEHOLDER = PROPERTY_CRC32 + "\x01" + "0" * 10 + "\x02"
-MAX_PROPERTIES_LENGTH = 32767  # Short.MAX_VALUE
 
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
@@ -52,21 +47,9 @@ def _fixed_struct(born_len: int, store_len: int) -> struct.Struct:
         # BORNTIMESTAMP BORNHOST(ip+port) STORETIMESTAMP STOREHOST(ip+port) RECONSUMETIMES
         # PREPAREDTRANSACTIONOFFSET BODYLEN
         s = struct.Struct(f">iIiiiqqiq{born_len}siq{store_len}siiqi")
+        assert s.size == layout.FIXED_WIDTH - layout.PROPERTIESLEN_WIDTH + born_len + store_len
         _FIXED[(born_len, store_len)] = s
     return s
-
-
-_PACKED: dict[HostPort, bytes] = {}
-
-
-def packed_ip(h: HostPort) -> bytes:
-    """``h.packed`` cached (ipaddress parsing is slow)."""
-    b = _PACKED.get(h)
-    if b is None:
-        b = h.packed
-        if len(_PACKED) < 65536:
-            _PACKED[h] = b
-    return b
 
 
 def magic_for(topic_len: int) -> int:
@@ -83,7 +66,7 @@ def topic_header(topic_b: bytes, magic: int | None = None) -> bytes:
     """TOPICLEN (1 byte V1, 2 bytes V2; V2 by length unless ``magic`` says) + topic bytes."""
     n = len(topic_b)
     v2 = n > 127 if magic is None else (magic & 0xFFFFFFFF) == MAGIC_V2
-    return (_I16.pack(n) if v2 else bytes((n,))) + topic_b
+    return (_I16.pack(n) if v2 else bytes((n,))) + topic_b  # TOPICLEN_V2_WIDTH / _V1_WIDTH
 
 
 def pack_record_into(
@@ -133,14 +116,14 @@ def pack_record_into(
     if prop_crc:
         fill_prop_crc(mm, pos, size)
     if write_size:
-        _I32.pack_into(mm, pos, size)  # TOTALSIZE last
+        _I32.pack_into(mm, pos + layout.TOTALSIZE_AT, size)  # TOTALSIZE last
     return crc
 
 
 def write_total_size(mm: mmap | bytearray, pos: int, size: int) -> None:
     """Write a record's TOTALSIZE (the commit point of a record written with
     ``write_size=False``)."""
-    _I32.pack_into(mm, pos, size)
+    _I32.pack_into(mm, pos + layout.TOTALSIZE_AT, size)
 
 
 def fill_prop_crc(mm: mmap | bytearray, pos: int, size: int) -> None:
@@ -148,44 +131,11 @@ def fill_prop_crc(mm: mmap | bytearray, pos: int, size: int) -> None:
     get the CRC32 (& 0x7FFFFFFF) of everything before them, 10 digits least significant first
     (``MessageDecoder#createCrc32``). TOTALSIZE is counted with its final value."""
     crc = zlib.crc32(_I32.pack(size))
-    crc = zlib.crc32(memoryview(mm)[pos + 4 : pos + size - CRC32_RESERVED_LEN], crc) & 0x7FFFFFFF
+    after_size = pos + layout.MAGIC_AT
+    crc = zlib.crc32(memoryview(mm)[after_size : pos + size - CRC32_RESERVED_LEN], crc) & 0x7FFFFFFF
     digits = bytearray(10)
     for i in range(10):
         digits[i] = 48 + crc % 10
         crc //= 10
     start = pos + size - 11
     mm[start : start + 10] = bytes(digits)
-
-
-def encode_message(msg: CommitLogMessage) -> bytes:
-    """Encode ``msg`` as RocketMQ writes it, through :func:`pack_record_into`.
-
-    TOTALSIZE and the length fields are derived from the content; a V1 magic is upgraded to V2
-    when the topic is longer than 127 bytes (V1 cannot hold it); the host flags follow the
-    addresses. BODYCRC and a ``__CRC32#`` property are taken as given.
-    """
-    topic_b = msg.topic.encode("utf-8")
-    props_b = msg.properties_raw.encode("utf-8")
-    if len(props_b) > MAX_PROPERTIES_LENGTH:
-        raise FormatError(None, msg.physical_offset, f"properties too long: {len(props_b)} bytes")
-    magic = msg.magic & 0xFFFFFFFF
-    if magic == MAGIC_V1 and len(topic_b) > 127:
-        magic = MAGIC_V2
-    born_ip = packed_ip(msg.born_host)
-    store_ip = packed_ip(msg.store_host)
-    sys_flag = msg.sys_flag
-    sys_flag = sys_flag | BORNHOST_V6_FLAG if len(born_ip) == 16 else sys_flag & ~BORNHOST_V6_FLAG
-    sys_flag = (
-        sys_flag | STOREHOSTADDRESS_V6_FLAG
-        if len(store_ip) == 16
-        else sys_flag & ~STOREHOSTADDRESS_V6_FLAG
-    )
-    total = cal_msg_length(magic, sys_flag, len(msg.body), len(topic_b), len(props_b))
-    buf = bytearray(total)
-    pack_record_into(
-        buf, 0, total, magic, msg.queue_id, msg.flag, msg.queue_offset, msg.physical_offset,
-        sys_flag, msg.born_timestamp, born_ip, msg.born_host.port, msg.store_timestamp,
-        store_ip, msg.store_host.port, msg.reconsume_times, msg.prepared_transaction_offset,
-        msg.body, topic_header(topic_b, magic), props_b, body_crc=msg.body_crc,
-    )
-    return bytes(buf)

@@ -6,7 +6,7 @@ TOTALSIZE as ``MessageExtEncoder#calMsgLength``, PHYSICALOFFSET, UTF-8 topic/pro
 gathers every fixed field; topic and properties are cut out as Arrow-style binary columns
 (offsets into one ``bytes``), decoded to ``str`` only on request.
 
-:func:`decode_file` ends a file exactly where :func:`.commitlog.scan_file` does, with the same
+:func:`decode_file` ends a file exactly where :func:`.walker.scan_file` does, with the same
 :class:`.commitlog.FileEnd`: the kernel never judges damage, the first record it does not
 accept is handed to ``scan_file`` for the verdict. The columns are proven equal, field for
 field, to ``parse_message`` on every real record of the fixtures and on damaged copies.
@@ -23,21 +23,23 @@ from typing import Any
 
 import numpy as np
 
+from mqtool.formats import commitlog_layout as layout
 from mqtool.formats import fused, kernel
 from mqtool.formats.commitlog import (
-    BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
     COMPRESSION_NAMES,
-    MAGIC_V1,
-    MAGIC_V2,
-    STOREHOSTADDRESS_V6_FLAG,
     CommitLogMessage,
     FileEnd,
     HostPort,
-    scan_file,
 )
-
-MIN_RECORD_SIZE = 91  # calMsgLength(V1, IPv4 hosts, empty body/topic/properties)
+from mqtool.formats.commitlog_layout import (
+    BORNHOST_V6_FLAG,
+    MAGIC_V1,
+    MAGIC_V2,
+    MIN_RECORD_SIZE,
+    STOREHOSTADDRESS_V6_FLAG,
+)
+from mqtool.formats.walker import scan_file
 
 _I32 = struct.Struct(">i")
 _AR = {16: np.arange(16, dtype=np.int64)}
@@ -239,7 +241,7 @@ def columns_of(buf: Buffer, fields: np.ndarray) -> Columns:
         "physical_offset": f[kernel.F_PHYS].copy(),
         "sys_flag": sys_flag.copy(),
         "born_timestamp": f[kernel.F_BORN_TS].copy(),
-        "born_ip": _ips(a, f[kernel.F_BORN_IP4], born_v6, f[kernel.F_POS] + 48),
+        "born_ip": _ips(a, f[kernel.F_BORN_IP4], born_v6, f[kernel.F_POS] + layout.BORNHOST_AT),
         "born_v6": born_v6,
         "born_port": f[kernel.F_BORN_PORT].copy(),
         "store_timestamp": f[kernel.F_STORE_TS].copy(),
@@ -307,7 +309,7 @@ def decode_file(
 ) -> tuple[Columns, FileEnd]:
     """Every message of one commitlog file as columns, and how the file ends.
 
-    Same records and same :class:`FileEnd` as :func:`.commitlog.scan_file` (which is asked for
+    Same records and same :class:`FileEnd` as :func:`.walker.scan_file` (which is asked for
     the verdict wherever the kernel stops). ``batch`` bounds the records per kernel call.
     """
     parts: list[Columns] = []
@@ -431,11 +433,12 @@ class Window:
         raw = bytes(text)
         for i in range(self.n):
             if sys_flag[i] & flag:
-                if s == fused.S_BORN:
-                    a = int(pos[i]) + 48
-                else:  # the store address follows born host, port and store timestamp
-                    a = int(pos[i]) + 48 + (16 if sys_flag[i] & BORNHOST_V6_FLAG else 4) + 12
-                ip = ipaddress.IPv6Address(bytes(self.buf[a : a + 16]))
+                a = int(pos[i]) + layout.BORNHOST_AT
+                if s != fused.S_BORN:  # the store address follows born host, port, store time
+                    v6 = sys_flag[i] & BORNHOST_V6_FLAG
+                    a += layout.IPV6_WIDTH if v6 else layout.IPV4_WIDTH
+                    a += layout.PORT_WIDTH + layout.STORETIMESTAMP_WIDTH
+                ip = ipaddress.IPv6Address(bytes(self.buf[a : a + layout.IPV6_WIDTH]))
                 out.append(str(HostPort(str(ip), int(port[i]))).encode())
             else:
                 out.append(raw[off[i] : off[i + 1]])
@@ -565,7 +568,7 @@ class Decoder:
     def file(self, buf: Buffer, *, file: str | None = None, file_start: int = 0,
              check_crc: bool = False) -> Iterator[Window]:
         """Every message of one commitlog file, window by window; afterwards :attr:`end` is
-        how the file ends (the same :class:`FileEnd` as :func:`.commitlog.scan_file`, asked
+        how the file ends (the same :class:`FileEnd` as :func:`.walker.scan_file`, asked
         wherever the kernel stops)."""
         a = kernel.as_bytes(buf)
         n = len(a)

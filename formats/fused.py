@@ -28,6 +28,16 @@ from typing import Any, TypeVar, cast
 import numba as nb
 import numpy as np
 
+from mqtool.formats.commitlog_layout import (
+    BODYCRC_AT,
+    BORNHOST_AT,
+    BORNTIMESTAMP_AT,
+    FLAG_AT,
+    QUEUEID_AT,
+    QUEUEOFFSET_AT,
+    RECONSUMETIMES_WIDTH,
+    TOPICLEN_V1_WIDTH,
+)
 from mqtool.formats.intrinsics import (
     copy8,
     load64,
@@ -345,7 +355,7 @@ def decode(
          phys) = record_layout(buf, p, file_start)
         if tl_w == 0:
             return i, p, STOP_ANOMALY
-        born_pos = p + 48
+        born_pos = p + BORNHOST_AT
         # does the whole row fit? (else the caller takes what is done and calls again)
         if (npairs + props_len // 2 + 1 > ocap or props_len // 2 + 2 > scratch.shape[1]
                 or u_topic + topic_len > room or u_props + props_len > room
@@ -361,26 +371,26 @@ def decode(
         if acc and not utf8_ok(buf, props_pos, props_len):
             return i, p, STOP_ANOMALY
         # accepted: from here on the row is written
-        body_crc = _i32(buf, p + 8)
+        body_crc = _i32(buf, p + BODYCRC_AT)
         o64[L_POS, i] = p
         o64[L_PHYS, i] = phys
-        o64[L_QUEUE_OFFSET, i] = _i64(buf, p + 20)
-        o64[L_BORN_TS, i] = _i64(buf, p + 40)
+        o64[L_QUEUE_OFFSET, i] = _i64(buf, p + QUEUEOFFSET_AT)
+        o64[L_BORN_TS, i] = _i64(buf, p + BORNTIMESTAMP_AT)
         o64[L_STORE_TS, i] = _i64(buf, store_ts_pos)
-        o64[L_PREPARED, i] = _i64(buf, recon_pos + 4)
+        o64[L_PREPARED, i] = _i64(buf, recon_pos + RECONSUMETIMES_WIDTH)
         o64[L_BODY_POS, i] = body_pos
         born_port = _i32(buf, born_pos + born_len)
         store_port = _i32(buf, store_pos + store_len)
         o32[I_SIZE, i] = size
-        o32[I_QUEUE_ID, i] = _i32(buf, p + 12)
-        o32[I_FLAG, i] = _i32(buf, p + 16)
+        o32[I_QUEUE_ID, i] = _i32(buf, p + QUEUEID_AT)
+        o32[I_FLAG, i] = _i32(buf, p + FLAG_AT)
         o32[I_SYS_FLAG, i] = sys_flag
         o32[I_BODY_CRC, i] = body_crc
         o32[I_RECONSUME, i] = _i32(buf, recon_pos)
         o32[I_BODY_LEN, i] = body_len
         o32[I_BORN_PORT, i] = born_port
         o32[I_STORE_PORT, i] = store_port
-        o32[I_MAGIC_V2, i] = tl_w - 1
+        o32[I_MAGIC_V2, i] = tl_w - TOPICLEN_V1_WIDTH
         if check_crc:
             if crc_fn != 0 and body_len > 0:
                 crc = native_crc(crc_fn, crc_kind, buf, body_pos, body_len) & 0x7FFFFFFF
@@ -490,7 +500,7 @@ def decode(
             nv6 += 1
         offs[S_BORN, i + 1] = u_born
         offs[S_STORE, i + 1] = u_store
-        copy8(d, b_magic + 10 * i, magic_text, 10 * (tl_w - 1), 10)
+        copy8(d, b_magic + 10 * i, magic_text, 10 * (tl_w - TOPICLEN_V1_WIDTH), 10)
         offs[S_MAGIC, i + 1] = 10 * (i + 1)
         used[S_TOPIC] = u_topic
         used[S_PROPS] = u_props

@@ -1,7 +1,7 @@
 """The compiled record kernel: commitlog bytes to column buffers at memory speed (numba).
 
 One pass over a mapped commitlog window does, per record, what ``MessageDecoder.decode`` does
-(and what :func:`.commitlog.parse_message` plus :func:`.commitlog.scan_file`'s PHYSICALOFFSET
+(and what :func:`.commitlog.parse_message` plus :func:`.walker.scan_file`'s PHYSICALOFFSET
 check accept): follow TOTALSIZE, check the magic, every length against TOTALSIZE
 (``MessageExtEncoder#calMsgLength``), PHYSICALOFFSET against the record's place, properties
 not torn (:func:`record_layout`, shared with :mod:`.fused`), topic and properties as UTF-8,
@@ -36,11 +36,33 @@ if "NUMBA_CACHE_DIR" not in os.environ and not os.access(os.path.dirname(__file_
 
 import numba as nb  # noqa: E402 - after NUMBA_CACHE_DIR
 
-from mqtool.formats.commitlog import (  # noqa: E402
+from mqtool.formats.commitlog_layout import (  # noqa: E402
+    BODYCRC_AT,
+    BODYLEN_WIDTH,
+    BORNHOST_AT,
     BORNHOST_V6_FLAG,
+    BORNTIMESTAMP_AT,
+    END_FILE_MIN_BLANK_LENGTH,
+    FLAG_AT,
+    IPV4_WIDTH,
+    IPV6_WIDTH,
+    MAGIC_AT,
     MAGIC_V1,
     MAGIC_V2,
+    MIN_RECORD_SIZE,
+    PHYSICALOFFSET_AT,
+    PORT_WIDTH,
+    PREPAREDTRANSACTIONOFFSET_WIDTH,
+    PROPERTIESLEN_WIDTH,
+    QUEUEID_AT,
+    QUEUEOFFSET_AT,
+    RECONSUMETIMES_WIDTH,
     STOREHOSTADDRESS_V6_FLAG,
+    STORETIMESTAMP_WIDTH,
+    SYSFLAG_AT,
+    TOPICLEN_V1_WIDTH,
+    TOPICLEN_V2_WIDTH,
+    TOTALSIZE_AT,
 )
 
 # --- the field table the scan kernel fills (one row per field, one column per record) -------
@@ -76,7 +98,6 @@ STOP_FULL = 1  # ``cap`` records decoded
 STOP_ANOMALY = 2  # the bytes at the returned position are not a record the kernel accepts
 """Why :func:`scan` returned."""
 
-_MIN_V1 = 91  # calMsgLength(V1, IPv4, empty body/topic/properties)
 _BORN6 = BORNHOST_V6_FLAG
 _STORE6 = STOREHOSTADDRESS_V6_FLAG
 _MV1 = MAGIC_V1
@@ -192,8 +213,8 @@ _NO_RECORD = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 def record_layout(buf: np.ndarray, p: int, file_start: int) -> tuple[int, ...]:
     """The one record-layout rule of both kernels (:func:`scan`, :func:`.fused.decode`): a
     record at ``p`` as ``parse_message`` (less UTF-8) and the walker's PHYSICALOFFSET accept.
-    Magic V1 or V2; TOTALSIZE at least the smallest record (``_MIN_V1``, +1 for V2) and inside
-    ``buf``; every length adding up to TOTALSIZE (``MessageExtEncoder#calMsgLength``);
+    Magic V1 or V2; TOTALSIZE at least the smallest record (``MIN_RECORD_SIZE``, +1 for V2)
+    and inside ``buf``; every length adding up to TOTALSIZE (``MessageExtEncoder#calMsgLength``);
     PHYSICALOFFSET equal to ``file_start + p``; properties not torn (not ending in a zero
     byte: :func:`.commitlog.properties_torn`).
 
@@ -202,36 +223,36 @@ def record_layout(buf: np.ndarray, p: int, file_start: int) -> tuple[int, ...]:
     width of TOPICLEN (1: V1, 2: V2), is 0 when no such record is at ``p``.
     """
     n = buf.shape[0]
-    if p + 8 > n:
+    if p + END_FILE_MIN_BLANK_LENGTH > n:
         return _NO_RECORD
-    size = _i32(buf, p)
-    magic = _u32(buf, p + 4)
+    size = _i32(buf, p + TOTALSIZE_AT)
+    magic = _u32(buf, p + MAGIC_AT)
     if magic == _MV1:
-        tl_w = 1
+        tl_w = TOPICLEN_V1_WIDTH
     elif magic == _MV2:
-        tl_w = 2
+        tl_w = TOPICLEN_V2_WIDTH
     else:
         return _NO_RECORD
-    if size < _MIN_V1 + tl_w - 1 or p + size > n:
+    if size < MIN_RECORD_SIZE + tl_w - TOPICLEN_V1_WIDTH or p + size > n:
         return _NO_RECORD
     end = p + size
-    sys_flag = _i32(buf, p + 36)
-    born_len = 16 if sys_flag & _BORN6 else 4
-    store_len = 16 if sys_flag & _STORE6 else 4
-    store_ts_pos = p + 48 + born_len + 4
-    store_pos = store_ts_pos + 8
-    recon_pos = store_pos + store_len + 4
-    blen_pos = recon_pos + 12
-    if blen_pos + 4 > end:
+    sys_flag = _i32(buf, p + SYSFLAG_AT)
+    born_len = IPV6_WIDTH if sys_flag & _BORN6 else IPV4_WIDTH
+    store_len = IPV6_WIDTH if sys_flag & _STORE6 else IPV4_WIDTH
+    store_ts_pos = p + BORNHOST_AT + born_len + PORT_WIDTH
+    store_pos = store_ts_pos + STORETIMESTAMP_WIDTH
+    recon_pos = store_pos + store_len + PORT_WIDTH
+    blen_pos = recon_pos + RECONSUMETIMES_WIDTH + PREPAREDTRANSACTIONOFFSET_WIDTH
+    if blen_pos + BODYLEN_WIDTH > end:
         return _NO_RECORD
     body_len = _i32(buf, blen_pos)
-    body_pos = blen_pos + 4
+    body_pos = blen_pos + BODYLEN_WIDTH
     if body_len < 0 or body_pos + body_len > end:
         return _NO_RECORD
     tl_pos = body_pos + body_len
     if tl_pos + tl_w > end:
         return _NO_RECORD
-    if tl_w == 2:
+    if tl_w == TOPICLEN_V2_WIDTH:
         topic_len = _i16(buf, tl_pos)
     else:
         topic_len = int(buf[tl_pos])
@@ -241,15 +262,15 @@ def record_layout(buf: np.ndarray, p: int, file_start: int) -> tuple[int, ...]:
     if topic_len < 0 or topic_pos + topic_len > end:
         return _NO_RECORD
     pl_pos = topic_pos + topic_len
-    if pl_pos + 2 > end:
+    if pl_pos + PROPERTIESLEN_WIDTH > end:
         return _NO_RECORD
     props_len = _i16(buf, pl_pos)
-    props_pos = pl_pos + 2
+    props_pos = pl_pos + PROPERTIESLEN_WIDTH
     if props_len < 0 or props_pos + props_len != end:  # calMsgLength == TOTALSIZE
         return _NO_RECORD
     if props_len > 0 and buf[end - 1] == 0:  # torn properties (commitlog.properties_torn)
         return _NO_RECORD
-    phys = _i64(buf, p + 28)
+    phys = _i64(buf, p + PHYSICALOFFSET_AT)
     if phys != file_start + p:
         return _NO_RECORD
     return (tl_w, size, sys_flag, born_len, store_len, store_ts_pos, store_pos, recon_pos,
@@ -342,7 +363,7 @@ def scan(
             return i, p, STOP_END
         if i >= cap:
             return i, p, STOP_FULL
-        born_pos = p + 48
+        born_pos = p + BORNHOST_AT
         (tl_w, size, sys_flag, born_len, store_len, store_ts_pos, store_pos, recon_pos,
          body_pos, body_len, topic_pos, topic_len, props_pos, props_len,
          phys) = record_layout(buf, p, file_start)
@@ -352,17 +373,17 @@ def scan(
             return i, p, STOP_ANOMALY
         if not _ascii(buf, words, props_pos, props_len) and not utf8_ok(buf, props_pos, props_len):
             return i, p, STOP_ANOMALY
-        body_crc = _i32(buf, p + 8)
+        body_crc = _i32(buf, p + BODYCRC_AT)
         out[F_POS, i] = p
         out[F_SIZE, i] = size
-        out[F_MAGIC, i] = _MV2 if tl_w == 2 else _MV1
+        out[F_MAGIC, i] = _MV2 if tl_w == TOPICLEN_V2_WIDTH else _MV1
         out[F_BODY_CRC, i] = body_crc
-        out[F_QUEUE_ID, i] = _i32(buf, p + 12)
-        out[F_FLAG, i] = _i32(buf, p + 16)
-        out[F_QUEUE_OFFSET, i] = _i64(buf, p + 20)
+        out[F_QUEUE_ID, i] = _i32(buf, p + QUEUEID_AT)
+        out[F_FLAG, i] = _i32(buf, p + FLAG_AT)
+        out[F_QUEUE_OFFSET, i] = _i64(buf, p + QUEUEOFFSET_AT)
         out[F_PHYS, i] = phys
         out[F_SYS_FLAG, i] = sys_flag
-        out[F_BORN_TS, i] = _i64(buf, p + 40)
+        out[F_BORN_TS, i] = _i64(buf, p + BORNTIMESTAMP_AT)
         out[F_BORN_IP4, i] = _u32(buf, born_pos)
         out[F_BORN_PORT, i] = _i32(buf, born_pos + born_len)
         out[F_STORE_TS, i] = _i64(buf, store_ts_pos)
@@ -370,7 +391,7 @@ def scan(
         out[F_STORE_IP_POS, i] = store_pos
         out[F_STORE_PORT, i] = _i32(buf, store_pos + store_len)
         out[F_RECONSUME, i] = _i32(buf, recon_pos)
-        out[F_PREPARED, i] = _i64(buf, recon_pos + 4)
+        out[F_PREPARED, i] = _i64(buf, recon_pos + RECONSUMETIMES_WIDTH)
         out[F_BODY_POS, i] = body_pos
         out[F_BODY_LEN, i] = body_len
         out[F_TOPIC_POS, i] = topic_pos

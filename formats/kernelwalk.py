@@ -21,8 +21,9 @@ import numpy as np
 from mqtool.formats import kernel
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.commitlog import BlankRecord, CommitLogMessage, FileEnd
+from mqtool.formats.commitlog_layout import MIN_RECORD_SIZE
 from mqtool.formats.errors import Finding
-from mqtool.formats.walker import MIN_RECORD_SIZE, Unreadable, walk
+from mqtool.formats.walker import Unreadable, walk
 
 FieldItem = np.ndarray | CommitLogMessage | BlankRecord | Finding | FileEnd
 """What :func:`walk_fields` yields: a field table (``kernel.N_FIELDS`` x k records, valid

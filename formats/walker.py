@@ -40,20 +40,27 @@ from typing import Any
 
 import numpy as np
 
+from mqtool.formats import commitlog_layout as layout
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.commitlog import (
-    BORNHOST_V6_FLAG,
-    MAGIC_BLANK,
-    MAGIC_V1,
-    MAGIC_V2,
-    PROPERTY_CRC32,
-    STOREHOSTADDRESS_V6_FLAG,
     BlankRecord,
     CommitLogMessage,
     FileEnd,
-    cal_msg_length,
     parse_message,
     properties_torn,
+)
+from mqtool.formats.commitlog_layout import (
+    BORNHOST_V6_FLAG,
+    END_FILE_MIN_BLANK_LENGTH,
+    MAGIC_AT,
+    MAGIC_BLANK,
+    MAGIC_V1,
+    MAGIC_V2,
+    MIN_RECORD_SIZE,
+    PHYSICALOFFSET_AT,
+    PROPERTY_CRC32,
+    STOREHOSTADDRESS_V6_FLAG,
+    cal_msg_length,
 )
 from mqtool.formats.errors import (
     BadFieldError,
@@ -68,11 +75,10 @@ from mqtool.formats.errors import (
     UnexpectedZerosError,
 )
 
-MIN_RECORD_SIZE = cal_msg_length(MAGIC_V1, 0, 0, 0, 0)  # 91: V1, IPv4 hosts, nothing else
-"""The smallest TOTALSIZE a message record can have."""
-
-PHY_POS_POSITION = 28  # PHYSICALOFFSET inside a record (MessageDecoder.PHY_POS_POSITION)
-
+_BODYLEN_AT_IPV0 = (  # BODYLEN's offset less the two host addresses
+    layout.BORNHOST_AT + layout.PORT_WIDTH + layout.STORETIMESTAMP_WIDTH + layout.PORT_WIDTH
+    + layout.RECONSUMETIMES_WIDTH + layout.PREPAREDTRANSACTIONOFFSET_WIDTH
+)
 _SIZE_MAGIC = struct.Struct(">iI")
 _PHY = struct.Struct(">q")
 _I32 = struct.Struct(">i")
@@ -106,14 +112,14 @@ def header_ok(buf: Buffer, pos: int, file_start: int) -> bool:
     """The cheap part of the rule: a message MAGICCODE, a TOTALSIZE of at least 91 bytes that
     fits in ``buf``, and a PHYSICALOFFSET equal to ``file_start + pos``."""
     n = len(buf)
-    if pos < 0 or pos + PHY_POS_POSITION + 8 > n:
+    if pos < 0 or pos + PHYSICALOFFSET_AT + _PHY.size > n:
         return False
     size, magic = _SIZE_MAGIC.unpack_from(buf, pos)
     if magic != MAGIC_V1 and magic != MAGIC_V2:
         return False
     if size < MIN_RECORD_SIZE or pos + size > n:
         return False
-    return bool(_PHY.unpack_from(buf, pos + PHY_POS_POSITION)[0] == file_start + pos)
+    return bool(_PHY.unpack_from(buf, pos + PHYSICALOFFSET_AT)[0] == file_start + pos)
 
 
 def lengths_ok(buf: Buffer, pos: int, size: int, magic: int) -> bool:
@@ -121,23 +127,23 @@ def lengths_ok(buf: Buffer, pos: int, size: int, magic: int) -> bool:
     to its TOTALSIZE ``size`` (``MessageExtEncoder#calMsgLength``) and properties that are not
     torn (:func:`.commitlog.properties_torn`), without decoding it: the structural part of the
     rule, for walks that only want record positions."""
-    sys_flag = _I32.unpack_from(buf, pos + 36)[0]
-    born = 20 if sys_flag & BORNHOST_V6_FLAG else 8
-    store = 20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8
-    p = pos + 68 + born + store  # BODYLEN
+    sys_flag = _I32.unpack_from(buf, pos + layout.SYSFLAG_AT)[0]
+    born = layout.IPV6_WIDTH if sys_flag & BORNHOST_V6_FLAG else layout.IPV4_WIDTH
+    store = layout.IPV6_WIDTH if sys_flag & STOREHOSTADDRESS_V6_FLAG else layout.IPV4_WIDTH
+    p = pos + _BODYLEN_AT_IPV0 + born + store
     end = pos + size
-    if p + 4 > end:
+    if p + layout.BODYLEN_WIDTH > end:
         return False
     body = _I32.unpack_from(buf, p)[0]
     if body < 0:
         return False
-    p += 4 + body
-    v2 = magic == MAGIC_V2
-    if p + (2 if v2 else 1) > end:
+    p += layout.BODYLEN_WIDTH + body
+    tl_w = layout.TOPICLEN_V2_WIDTH if magic == MAGIC_V2 else layout.TOPICLEN_V1_WIDTH
+    if p + tl_w > end:
         return False
-    topic = _I16.unpack_from(buf, p)[0] if v2 else _I8.unpack_from(buf, p)[0]  # signed, as Java
-    p += (2 if v2 else 1) + topic
-    if topic < 0 or p + 2 > end:
+    topic = (_I16 if tl_w == 2 else _I8).unpack_from(buf, p)[0]  # signed, as Java
+    p += tl_w + topic
+    if topic < 0 or p + layout.PROPERTIESLEN_WIDTH > end:
         return False
     props = _I16.unpack_from(buf, p)[0]
     return (props >= 0 and cal_msg_length(magic, sys_flag, body, topic, props) == size
@@ -146,7 +152,7 @@ def lengths_ok(buf: Buffer, pos: int, size: int, magic: int) -> bool:
 
 def blank_at(buf: Buffer, pos: int) -> bool:
     """Whether the file's BLANK end record starts at ``pos`` (TOTALSIZE = bytes left)."""
-    if pos < 0 or pos + 8 > len(buf):
+    if pos < 0 or pos + END_FILE_MIN_BLANK_LENGTH > len(buf):
         return False
     size, magic = _SIZE_MAGIC.unpack_from(buf, pos)
     return bool(magic == MAGIC_BLANK and size == len(buf) - pos)
@@ -266,7 +272,7 @@ def next_record(
     end = n if stop is None else min(stop, n)
     # a record's magic is non-zero: none starts within 4 bytes of the last non-zero byte (a
     # zero or sparse tail is never searched, byte by byte, for a magic)
-    end = min(end, nonzero_end(buf, max(start, 0), n, fd=fd) - 4)
+    end = min(end, nonzero_end(buf, max(start, 0), n, fd=fd) - MAGIC_AT)
     if end <= start:
         return None
     for lo, hi in data_extents(fd, max(start, 0), n):
@@ -274,12 +280,12 @@ def next_record(
             return None
         q = max(start, lo)
         while q < end:
-            # a record at c has its magic at c + 4, inside this extent's data
-            i = _find(buf, _MAGIC_PREFIX, q + 4, min(hi, end + 4 + 3))
-            bound = i if i >= 0 else min(hi, end + 4 + 4)
-            j = _find(buf, _BLANK_BYTES, q + 4, bound + 4)  # a BLANK before that candidate
+            # a record at c has its magic at c + MAGIC_AT, inside this extent's data
+            i = _find(buf, _MAGIC_PREFIX, q + MAGIC_AT, min(hi, end + MAGIC_AT + 3))
+            bound = i if i >= 0 else min(hi, end + MAGIC_AT + 4)
+            j = _find(buf, _BLANK_BYTES, q + MAGIC_AT, bound + 4)  # a BLANK before that candidate
             if j >= 0 and (i < 0 or j < i):
-                c = j - 4
+                c = j - MAGIC_AT
                 if c >= end:
                     break
                 if blank_at(buf, c):
@@ -288,7 +294,7 @@ def next_record(
                 continue
             if i < 0:
                 break
-            c = i - 4
+            c = i - MAGIC_AT
             if c >= end:
                 break
             if i + 3 < n and buf[i + 3] in _MAGIC_LAST and looks_like_record_at(
@@ -347,7 +353,7 @@ def _problem(
     """The error class (and what was found) for the record chain breaking at ``q``; ``end`` is
     where the unreadable region ends, ``resume`` the next record (None: nothing follows)."""
     n = len(buf)
-    if q + 8 > n:
+    if q + _SIZE_MAGIC.size > n:
         return TruncatedError, f"{n - q} stray bytes at the end of the file"
     size, magic = _SIZE_MAGIC.unpack_from(buf, q)
     if size == 0 and magic == 0:
@@ -436,7 +442,7 @@ def walk(
     if start > 0 and not chained and not looks_like_record_at(buf, start, file_start):
         q = next_record(buf, start, file_start, stop=end, fd=fd)
     while q is not None and q < end:
-        if q + 8 <= n:
+        if q + _SIZE_MAGIC.size <= n:
             size, magic = _SIZE_MAGIC.unpack_from(buf, q)
             if magic == MAGIC_BLANK and size == n - q:
                 yield BlankRecord(file_start + q, size)
@@ -465,7 +471,8 @@ def walk(
             return
         after = next_record(buf, q + 1, file_start, stop=data_end, fd=fd)
         if after is None:
-            region = _region(buf, q, max(data_end, min(q + 8, n)), None, file, file_start)
+            tail = max(data_end, min(q + _SIZE_MAGIC.size, n))
+            region = _region(buf, q, tail, None, file, file_start)
         else:
             region = _region(buf, q, after, after, file, file_start)
         yield region
@@ -485,4 +492,18 @@ def records(
     """Only the readable messages of a file (damage is skipped: use :func:`walk` to see it)."""
     for item in walk(buf, file=file, file_start=file_start, check_crc=check_crc):
         if isinstance(item, CommitLogMessage):
+            yield item
+
+
+def scan_file(
+    buf: Buffer, *, file: str | None = None, file_start: int = 0, fd: int | None = None
+) -> Iterator[CommitLogMessage | BlankRecord | FileEnd]:
+    """Records of one commitlog file in physical order up to the first damage; the last item is
+    always a FileEnd (``torn``/``corrupt`` at the first unreadable byte).
+
+    A view of :func:`walk` (``resync=False``): what RocketMQ's recovery sees. Never raises on
+    bad data. Readers that must go on past damage, and see it as findings, use ``walk`` itself.
+    """
+    for item in walk(buf, file=file, file_start=file_start, resync=False, fd=fd):
+        if isinstance(item, CommitLogMessage | BlankRecord | FileEnd):
             yield item

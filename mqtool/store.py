@@ -42,6 +42,7 @@ from mqtool.formats.commitlog import (
     FileEnd,
     parse_message,
 )
+from mqtool.formats.commitlog_layout import MIN_RECORD_SIZE
 from mqtool.formats.consumequeue import (
     CQ_DTYPE,
     CQ_STORE_UNIT_SIZE,
@@ -62,7 +63,6 @@ from mqtool.formats.rules import SCHEDULE_TOPIC as SCHEDULE_TOPIC
 from mqtool.formats.rules import TIMER_TOPIC as TIMER_TOPIC
 from mqtool.formats.rules import topic_kind as topic_kind
 from mqtool.formats.walker import (
-    MIN_RECORD_SIZE,
     crc_findings,
     header_ok,
     looks_like_record_at,

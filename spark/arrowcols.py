@@ -24,6 +24,7 @@ from mqtool.formats.commitlog import (
     MAGIC_V2,
     STOREHOSTADDRESS_V6_FLAG,
 )
+from mqtool.formats.commitlog_layout import BORNHOST_AT
 
 
 def strings(offsets: np.ndarray, data: np.ndarray, typ: pa.DataType | None = None) -> pa.Array:
@@ -170,7 +171,7 @@ def message_columns(
         "bodyCRC": lambda: i32(K.F_BODY_CRC),
         "bornTimestamp": lambda: i64(K.F_BORN_TS),
         "bornHost": lambda: host_strings(
-            a, f[K.F_BORN_IP4], (sysflag & BORNHOST_V6_FLAG) != 0, f[K.F_POS] + 48,
+            a, f[K.F_BORN_IP4], (sysflag & BORNHOST_V6_FLAG) != 0, f[K.F_POS] + BORNHOST_AT,
             f[K.F_BORN_PORT],
         ),
         "storeTimestamp": lambda: i64(K.F_STORE_TS),

@@ -60,7 +60,6 @@ WINDOW = 16 * 1024 * 1024
 BATCH_RECORDS = 8192
 """Records per Arrow batch (one kernel call): small enough to stay in the CPU caches."""
 
-MIN_RECORD_SIZE = 91  # calMsgLength(V1, IPv4 hosts, empty body/topic/properties)
 _SIZE_MAGIC = struct.Struct(">iI")
 
 

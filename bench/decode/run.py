@@ -56,16 +56,16 @@ from figures import run_meta, write_last_run  # noqa: E402
 
 from mqtool.formats import fastdecode  # noqa: E402
 from mqtool.formats.buffers import close_map  # noqa: E402
-from mqtool.formats.commitlog import (  # noqa: E402
+from mqtool.formats.commitlog import (
     CommitLogMessage,
     HostPort,
     build_blank,
     build_message,
     encode_properties,
     make_message,
-    scan_file,
 )
 from mqtool.formats.commitlog_construct import parse_message_construct
+from mqtool.formats.walker import scan_file
 
 FILE_MIB = 1024  # mappedFileSizeCommitLog: 1 GiB
 FULL_GIB = 2

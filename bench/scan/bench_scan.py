@@ -233,7 +233,8 @@ def sequential_read(files: list[Path]) -> tuple[float, int]:
 def reference_decode(files: list[Path], limit: int) -> tuple[float, int, int]:
     import mmap
 
-    from mqtool.formats.commitlog import CommitLogMessage, scan_file
+    from mqtool.formats.commitlog import CommitLogMessage
+    from mqtool.formats.walker import scan_file
 
     n = nbytes = 0
     t = time.perf_counter()

@@ -23,8 +23,8 @@ import numpy as np
 
 from mqtool.formats import kernel
 from mqtool.formats.commitlog import CommitLogMessage, FileEnd, parse_message
+from mqtool.formats.commitlog_layout import MIN_RECORD_SIZE
 from mqtool.formats.errors import Finding, MqtoolError
-from mqtool.formats.walker import MIN_RECORD_SIZE
 
 if TYPE_CHECKING:
     from mqtool.integrity.model import Messages

@@ -8,11 +8,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mqtool.formats.commitlog import CommitLogMessage, parse_message, scan_file
+from mqtool.formats.commitlog import CommitLogMessage, parse_message
 from mqtool.formats.consumequeue import CqEntry, iter_cq
 from mqtool.formats.errors import FormatError
 from mqtool.formats.indexfile import IndexReader
 from mqtool.formats.rules import fmt_delay, schedule_unit_delay
+from mqtool.formats.walker import scan_file
 from mqtool.refstore import broker as B
 from mqtool.refstore.model import StoreConfig
 

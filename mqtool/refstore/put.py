@@ -7,12 +7,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from mqtool.formats.commitlog import (
     TRANSACTION_ROLLBACK_TYPE,
     HostPort,
+    packed_ip,
     parse_properties,
 )
 from mqtool.formats.encoder import (
     magic_for,
     pack_record_into,
-    packed_ip,
     record_size,
     topic_header,
     write_total_size,

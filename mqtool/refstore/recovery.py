@@ -8,12 +8,9 @@ from dataclasses import replace
 
 from mqtool.formats.checkpoint import CHECKPOINT_FILE_SIZE, Checkpoint, build_checkpoint
 from mqtool.formats.checkpoint import parse_checkpoint as _parse_checkpoint
-from mqtool.formats.commitlog import (
-    CommitLogMessage,
-    FileEnd,
-    scan_file,
-)
+from mqtool.formats.commitlog import CommitLogMessage, FileEnd
 from mqtool.formats.errors import FormatError
+from mqtool.formats.walker import scan_file
 from mqtool.refstore import broker as B
 from mqtool.refstore.logfiles import (
     B_BLANK_MAGIC,

@@ -11,15 +11,13 @@ from pathlib import Path
 from mqtool.formats.checkpoint import Checkpoint
 from mqtool.formats.commitlog import (
     HostPort,
+    packed_ip,
 )
 from mqtool.formats.config import (
     SubscriptionGroupConfig,
     TopicConfig,
 )
-from mqtool.formats.encoder import (
-    CRC32_PLACEHOLDER,
-    packed_ip,
-)
+from mqtool.formats.encoder import CRC32_PLACEHOLDER
 from mqtool.refstore import broker as B
 from mqtool.refstore.fastpath import JavaHashCache
 from mqtool.refstore.logfiles import CommitLogFiles

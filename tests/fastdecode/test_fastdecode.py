@@ -10,7 +10,8 @@ import pytest
 
 from conftest import SCENARIOS, store_dir
 from mqtool.formats import fastdecode
-from mqtool.formats.commitlog import CommitLogMessage, FileEnd, parse_message, scan_file
+from mqtool.formats.commitlog import CommitLogMessage, FileEnd, parse_message
+from mqtool.formats.walker import scan_file
 
 
 def _files(name: str) -> list[tuple[str, int, bytes]]:

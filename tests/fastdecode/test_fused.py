@@ -22,8 +22,8 @@ from mqtool.formats.commitlog import (
     FileEnd,
     body_crc32,
     parse_properties,
-    scan_file,
 )
+from mqtool.formats.walker import scan_file
 
 
 def _files(name: str) -> list[tuple[str, int, bytes]]:

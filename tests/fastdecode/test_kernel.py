@@ -12,13 +12,8 @@ from hypothesis import strategies as st
 
 from conftest import SCENARIOS, store_dir
 from mqtool.formats import kernel as K
-from mqtool.formats.commitlog import (
-    CommitLogMessage,
-    FileEnd,
-    body_crc32,
-    parse_properties,
-    scan_file,
-)
+from mqtool.formats.commitlog import CommitLogMessage, FileEnd, body_crc32, parse_properties
+from mqtool.formats.walker import scan_file
 
 
 def _files() -> list[tuple[str, int, bytes]]:

@@ -15,16 +15,10 @@ import pytest
 from conftest import SCENARIOS, store_dir
 from mqtool.formats import fastdecode
 from mqtool.formats import kernel as K
-from mqtool.formats.commitlog import (
-    CommitLogMessage,
-    FileEnd,
-    parse_message,
-    properties_torn,
-    scan_file,
-)
+from mqtool.formats.commitlog import CommitLogMessage, FileEnd, parse_message, properties_torn
 from mqtool.formats.errors import TornPropertiesError
 from mqtool.formats.kernelwalk import walk_fields
-from mqtool.formats.walker import Unreadable, looks_like_record_at, walk
+from mqtool.formats.walker import Unreadable, looks_like_record_at, scan_file, walk
 
 TORN = TornPropertiesError.kind
 

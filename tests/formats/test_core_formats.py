@@ -22,7 +22,6 @@ from mqtool.formats.commitlog import (
     make_message,
     parse_message,
     parse_properties,
-    scan_file,
 )
 from mqtool.formats.commitlog_construct import build_message_construct, parse_message_construct
 from mqtool.formats.consumequeue import build_cq_entry, cq_array, iter_cq, tags_code_of
@@ -42,6 +41,7 @@ from mqtool.formats.msgid import (
     decode_offset_msg_id,
     decode_uniq_key,
 )
+from mqtool.formats.walker import scan_file
 
 
 def _files(scenario: str, sub: str) -> list[Path]:

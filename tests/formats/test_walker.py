@@ -14,21 +14,10 @@ from typing import Any
 import pytest
 
 from conftest import SCENARIOS, manifest_jsonl, store_dir
-from mqtool.formats.commitlog import (
-    BlankRecord,
-    CommitLogMessage,
-    FileEnd,
-    parse_message,
-    scan_file,
-)
+from mqtool.formats.commitlog import BlankRecord, CommitLogMessage, FileEnd, parse_message
+from mqtool.formats.commitlog_layout import MIN_RECORD_SIZE
 from mqtool.formats.errors import FINDING_KINDS, Finding
-from mqtool.formats.walker import (
-    MIN_RECORD_SIZE,
-    Unreadable,
-    looks_like_record_at,
-    next_record,
-    walk,
-)
+from mqtool.formats.walker import Unreadable, looks_like_record_at, next_record, scan_file, walk
 
 JOURNEY = "4.9.7/journey"
 

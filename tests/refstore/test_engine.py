@@ -137,7 +137,7 @@ def test_the_one_encoder_equals_the_construct_reference() -> None:
             prepared_transaction_offset=i * 5,
         )
         ref = build_message_construct(msg)  # the readable reference
-        assert build_message(msg) == ref  # the one encoder, through encode_message
+        assert build_message(msg) == ref  # the one encoder, pack_record_into
         pb = props.encode("utf-8")
         tb = topic.encode("utf-8")
         size = record_size(sys_flag, len(body), len(tb), len(pb))

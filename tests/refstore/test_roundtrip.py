@@ -9,13 +9,7 @@ from pathlib import Path
 import pytest
 
 from mqtool.formats.checkpoint import build_checkpoint, parse_checkpoint
-from mqtool.formats.commitlog import (
-    BlankRecord,
-    CommitLogMessage,
-    FileEnd,
-    build_message,
-    scan_file,
-)
+from mqtool.formats.commitlog import BlankRecord, CommitLogMessage, FileEnd, build_message
 from mqtool.formats.config import (
     build_consumer_offset,
     build_delay_offset,
@@ -30,6 +24,7 @@ from mqtool.formats.config import (
 )
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, build_cq_entry, parse_cq_entry
 from mqtool.formats.indexfile import IndexReader, build_entry, build_header
+from mqtool.formats.walker import scan_file
 from mqtool.overview import inspect_store
 from mqtool.refstore.demo import build_demo
 from mqtool.refstore.engine import StoreConfig

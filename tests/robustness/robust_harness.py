@@ -152,7 +152,8 @@ class RecordAt:
 
 def records(root: Path) -> list[RecordAt]:
     """Every message record of the store copy at ``root``, in physical order."""
-    from mqtool.formats.commitlog import CommitLogMessage, scan_file
+    from mqtool.formats.commitlog import CommitLogMessage
+    from mqtool.formats.walker import scan_file
 
     out = []
     for p in sorted((root / "commitlog").iterdir()):

@@ -24,7 +24,6 @@ from mqtool.formats.commitlog import (
     FileEnd,
     parse_message,
     parse_properties,
-    scan_file,
 )
 from mqtool.formats.config import (
     loads_fastjson,
@@ -37,6 +36,7 @@ from mqtool.formats.consumequeue import iter_cq, parse_cq_entry
 from mqtool.formats.errors import FormatError
 from mqtool.formats.indexfile import IndexReader, index_geometry
 from mqtool.formats.msgid import classify_id, decode_offset_msg_id, decode_uniq_key, decode_v5_id
+from mqtool.formats.walker import scan_file
 
 HOSTILE_INTS = [0, 1, -1, 2**31 - 1, -(2**31), 2**15 - 1, 0x7F, 0x80, 0xFF, 91, 20, 40]
 

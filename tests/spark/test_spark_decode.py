@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import SCENARIOS, manifest_jsonl, store_dir
-from mqtool.formats.commitlog import CommitLogMessage, parse_properties, scan_file
+from mqtool.formats.commitlog import CommitLogMessage, parse_properties
+from mqtool.formats.walker import scan_file
 from mqtool.jsonview import message_dict
 from mqtool.spark import auxfiles, decode, splits
 from mqtool.spark.schema import CQ_SCHEMA, INDEX_SCHEMA, MESSAGE_SCHEMA, RECORD_SCHEMA

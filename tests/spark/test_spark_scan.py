@@ -13,8 +13,9 @@ from sparkfix import NOW_MS, fixture_scan, rows_for, spark, store_of  # noqa: F4
 from test_spark_decode import expected_row
 
 from conftest import FIXTURES, SCENARIOS, manifest_jsonl, store_dir
-from mqtool.formats.commitlog import CommitLogMessage, scan_file
+from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.config import loads_fastjson
+from mqtool.formats.walker import scan_file
 
 pytestmark = pytest.mark.slow
 

@@ -15,6 +15,28 @@
 // (tests/spark/test_spark_java.py::test_java_equals_python_on_any_text).
 package mqtool.spark;
 
+import static mqtool.spark.RecordLayout.BODYCRC_AT;
+import static mqtool.spark.RecordLayout.BODYLEN_WIDTH;
+import static mqtool.spark.RecordLayout.BORNHOST_AT;
+import static mqtool.spark.RecordLayout.BORNTIMESTAMP_AT;
+import static mqtool.spark.RecordLayout.END_FILE_MIN_BLANK_LENGTH;
+import static mqtool.spark.RecordLayout.FLAG_AT;
+import static mqtool.spark.RecordLayout.IPV4_WIDTH;
+import static mqtool.spark.RecordLayout.IPV6_WIDTH;
+import static mqtool.spark.RecordLayout.MAGIC_AT;
+import static mqtool.spark.RecordLayout.PHYSICALOFFSET_AT;
+import static mqtool.spark.RecordLayout.PORT_WIDTH;
+import static mqtool.spark.RecordLayout.PREPAREDTRANSACTIONOFFSET_WIDTH;
+import static mqtool.spark.RecordLayout.PROPERTIESLEN_WIDTH;
+import static mqtool.spark.RecordLayout.QUEUEID_AT;
+import static mqtool.spark.RecordLayout.QUEUEOFFSET_AT;
+import static mqtool.spark.RecordLayout.RECONSUMETIMES_WIDTH;
+import static mqtool.spark.RecordLayout.STORETIMESTAMP_WIDTH;
+import static mqtool.spark.RecordLayout.SYSFLAG_AT;
+import static mqtool.spark.RecordLayout.TOPICLEN_V1_WIDTH;
+import static mqtool.spark.RecordLayout.TOPICLEN_V2_WIDTH;
+import static mqtool.spark.RecordLayout.TOTALSIZE_AT;
+
 import java.io.IOException;
 import java.nio.ByteOrder;
 import java.nio.MappedByteBuffer;
@@ -25,12 +47,12 @@ import java.util.zip.CRC32;
 import org.apache.spark.sql.types.StructType;
 
 final class CommitlogDecoder extends SplitReader {
-    static final int MAGIC_V1 = 0xDAA320A7;
-    static final int MAGIC_V2 = 0xDAA320AB;
-    static final int MAGIC_BLANK = 0xCBD43194;
-    static final int MIN_V1 = 91;
-    static final int BORN_V6 = 0x10;
-    static final int STORE_V6 = 0x20;
+    static final int MAGIC_V1 = RecordLayout.MESSAGE_MAGIC_CODE;
+    static final int MAGIC_V2 = RecordLayout.MESSAGE_MAGIC_CODE_V2;
+    static final int MAGIC_BLANK = RecordLayout.BLANK_MAGIC_CODE;
+    static final int MIN_V1 = RecordLayout.MIN_RECORD_SIZE;
+    static final int BORN_V6 = RecordLayout.BORNHOST_V6_FLAG;
+    static final int STORE_V6 = RecordLayout.STOREHOSTADDRESS_V6_FLAG;
     static final int COMPRESSED = 0x1;
     static final byte[][] COMPRESSION = {bytes("ZLIB"), bytes("LZ4"), bytes("ZSTD"), bytes("ZLIB"),
         bytes("ZLIB"), bytes("ZLIB"), bytes("ZLIB"), bytes("ZLIB")};
@@ -147,8 +169,8 @@ final class CommitlogDecoder extends SplitReader {
     private long resync(long start) {
         int fsize = b.limit();
         long stop = Math.min(cur.end, cur.dataEnd);
-        for (int c = (int) start; c < stop && c + 8 <= fsize; c++) {
-            int m = b.getInt(c + 4);
+        for (int c = (int) start; c < stop && c + END_FILE_MIN_BLANK_LENGTH <= fsize; c++) {
+            int m = b.getInt(c + MAGIC_AT);
             if (m == MAGIC_V1 || m == MAGIC_V2) {
                 if (accept(c) > 0) {
                     return c;
@@ -157,7 +179,7 @@ final class CommitlogDecoder extends SplitReader {
                 return -1;
             }
             if (m == MAGIC_BLANK) {
-                if (b.getInt(c) == fsize - c) {
+                if (b.getInt(c + TOTALSIZE_AT) == fsize - c) {
                     return c;
                 }
                 pendingDeferred(start, "resync");
@@ -211,7 +233,8 @@ final class CommitlogDecoder extends SplitReader {
     }
 
     private boolean blank(int at, int fsize) {
-        return at + 8 <= fsize && b.getInt(at + 4) == MAGIC_BLANK && b.getInt(at) == fsize - at;
+        return at + END_FILE_MIN_BLANK_LENGTH <= fsize && b.getInt(at + MAGIC_AT) == MAGIC_BLANK
+            && b.getInt(at + TOTALSIZE_AT) == fsize - at;
     }
 
     private boolean zerosTo(int from, int to) {
@@ -247,35 +270,35 @@ final class CommitlogDecoder extends SplitReader {
     /** TOTALSIZE of the message record at p when every check holds, else 0. */
     private int accept(int p) {
         int n = b.limit();
-        if (p + 8 > n) {
+        if (p + END_FILE_MIN_BLANK_LENGTH > n) {
             return 0;
         }
-        int size = b.getInt(p);
-        int magic = b.getInt(p + 4);
+        int size = b.getInt(p + TOTALSIZE_AT);
+        int magic = b.getInt(p + MAGIC_AT);
         if (magic == MAGIC_V1) {
-            tlw = 1;
+            tlw = TOPICLEN_V1_WIDTH;
         } else if (magic == MAGIC_V2) {
-            tlw = 2;
+            tlw = TOPICLEN_V2_WIDTH;
         } else {
             return 0;
         }
-        if (size < MIN_V1 + tlw - 1 || (long) p + size > n) {
+        if (size < MIN_V1 + tlw - TOPICLEN_V1_WIDTH || (long) p + size > n) {
             return 0;
         }
         int end = p + size;
-        sysFlag = b.getInt(p + 36);
-        bornLen = (sysFlag & BORN_V6) != 0 ? 16 : 4;
-        storeLen = (sysFlag & STORE_V6) != 0 ? 16 : 4;
-        bornPos = p + 48;
-        storeTsPos = bornPos + bornLen + 4;
-        storePos = storeTsPos + 8;
-        reconPos = storePos + storeLen + 4;
-        int blenPos = reconPos + 12;
-        if (blenPos + 4 > end) {
+        sysFlag = b.getInt(p + SYSFLAG_AT);
+        bornLen = (sysFlag & BORN_V6) != 0 ? IPV6_WIDTH : IPV4_WIDTH;
+        storeLen = (sysFlag & STORE_V6) != 0 ? IPV6_WIDTH : IPV4_WIDTH;
+        bornPos = p + BORNHOST_AT;
+        storeTsPos = bornPos + bornLen + PORT_WIDTH;
+        storePos = storeTsPos + STORETIMESTAMP_WIDTH;
+        reconPos = storePos + storeLen + PORT_WIDTH;
+        int blenPos = reconPos + RECONSUMETIMES_WIDTH + PREPAREDTRANSACTIONOFFSET_WIDTH;
+        if (blenPos + BODYLEN_WIDTH > end) {
             return 0;
         }
         bodyLen = b.getInt(blenPos);
-        bodyPos = blenPos + 4;
+        bodyPos = blenPos + BODYLEN_WIDTH;
         if (bodyLen < 0 || (long) bodyPos + bodyLen > end) {
             return 0;
         }
@@ -283,24 +306,24 @@ final class CommitlogDecoder extends SplitReader {
         if (tl + tlw > end) {
             return 0;
         }
-        topicLen = tlw == 2 ? b.getShort(tl) : b.get(tl);
+        topicLen = tlw == TOPICLEN_V2_WIDTH ? b.getShort(tl) : b.get(tl);
         topicPos = tl + tlw;
         if (topicLen < 0 || topicPos + topicLen > end) {
             return 0;
         }
         int pl = topicPos + topicLen;
-        if (pl + 2 > end) {
+        if (pl + PROPERTIESLEN_WIDTH > end) {
             return 0;
         }
         propsLen = b.getShort(pl);
-        propsPos = pl + 2;
+        propsPos = pl + PROPERTIESLEN_WIDTH;
         if (propsLen < 0 || propsPos + propsLen != end) {
             return 0;
         }
         if (propsLen > 0 && b.get(end - 1) == 0) {
             return 0;  // torn properties (formats.commitlog.properties_torn): the walker's damage
         }
-        if (b.getLong(p + 28) != cur.base + p) {
+        if (b.getLong(p + PHYSICALOFFSET_AT) != cur.base + p) {
             return 0;
         }
         // topic, properties length and properties: one copy out of the map (into the arena,
@@ -309,7 +332,7 @@ final class CommitlogDecoder extends SplitReader {
         arenaRoom(tail + MSG_ID_MAX);
         b.get(topicPos, arena, used, tail);
         rTopic = used;
-        rProps = used + topicLen + 2;
+        rProps = used + topicLen + PROPERTIESLEN_WIDTH;
         // topic and properties in one check: the properties length between them (no column
         // refers to it) becomes two spaces, and no UTF-8 sequence runs across an ASCII byte
         arena[rProps - 2] = ' ';
@@ -398,15 +421,15 @@ final class CommitlogDecoder extends SplitReader {
         long phys = cur.base + p;
         putLong(cClOffset, row, phys);
         putInt(cSize, row, size);
-        putString(cMagic, row, tlw == 2 ? MAGIC2 : MAGIC1);
+        putString(cMagic, row, tlw == TOPICLEN_V2_WIDTH ? MAGIC2 : MAGIC1);
         putSpan(cTopic, row, arena, rTopic, topicLen);
-        putInt(cQueueId, row, b.getInt(p + 12));
-        putLong(cQueueOffset, row, b.getLong(p + 20));
-        putInt(cFlag, row, b.getInt(p + 16));
+        putInt(cQueueId, row, b.getInt(p + QUEUEID_AT));
+        putLong(cQueueOffset, row, b.getLong(p + QUEUEOFFSET_AT));
+        putInt(cFlag, row, b.getInt(p + FLAG_AT));
         putInt(cSysFlag, row, sysFlag);
-        int bodyCrc = b.getInt(p + 8);
+        int bodyCrc = b.getInt(p + BODYCRC_AT);
         putInt(cBodyCrc, row, bodyCrc);
-        putLong(cBornTs, row, b.getLong(p + 40));
+        putLong(cBornTs, row, b.getLong(p + BORNTIMESTAMP_AT));
         if (cBornHost >= 0) {
             putString(cBornHost, row, host(bornPos, bornLen, true));
         }
@@ -415,7 +438,7 @@ final class CommitlogDecoder extends SplitReader {
             putString(cStoreHost, row, host(storePos, storeLen, false));
         }
         putInt(cReconsume, row, b.getInt(reconPos));
-        putLong(cPrepared, row, b.getLong(reconPos + 4));
+        putLong(cPrepared, row, b.getLong(reconPos + RECONSUMETIMES_WIDTH));
         putInt(cBodyLen, row, bodyLen);
         putSpan(cPropsRaw, row, arena, rProps, propsLen);
         if (wantSplit) {
@@ -443,7 +466,7 @@ final class CommitlogDecoder extends SplitReader {
     /** "a.b.c.d:port" / "[v6]:port" (arrowcols.host_strings), the last one remembered. */
     private byte[] host(int pos, int len, boolean born) {
         int port = b.getInt(pos + len);
-        if (len == 4) {
+        if (len == IPV4_WIDTH) {
             long key = ((long) b.getInt(pos) << 32) | (port & 0xFFFFFFFFL);
             if (born && key == hostKeyB) {
                 return hostB;
