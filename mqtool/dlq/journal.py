@@ -30,13 +30,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mqtool.dlq.outgoing import OutgoingMessage, ResendError, resend_id
+from mqtool.dlq.outgoing import OutgoingMessage, ResendError, SendResult, resend_id
 from mqtool.formats.commitlog import CommitLogMessage
-
-if TYPE_CHECKING:
-    from mqtool.dlq.targets import SendResult
 
 __all__ = [
     "JOURNAL_DIR",

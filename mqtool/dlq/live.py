@@ -16,9 +16,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from mqtool.dlq.journal import crash_point
-from mqtool.dlq.outgoing import RESEND_ID_PROPERTY, OutgoingMessage, ResendError
+from mqtool.dlq.outgoing import (
+    RESEND_ID_PROPERTY,
+    OutgoingMessage,
+    ResendError,
+    SendFailure,
+    SendResult,
+)
 from mqtool.dlq.selection import DlqError, DlqGroup, DlqSelection, group_of
-from mqtool.dlq.targets import SendFailure, SendResult
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.rules import RETRY_GROUP_TOPIC_PREFIX, dlq_topic, retry_topic
 from mqtool.remoting.client import (

@@ -1,4 +1,4 @@
-"""The resent copy of a DLQ record: what it keeps, what it drops, where it goes.
+"""The resent copy of a DLQ record: what it keeps, what it drops, where it goes, where it landed.
 
 ``build_outgoing`` turns one ``%DLQ%<group>`` record into the message to send. The copy keeps
 the body (bytes as stored, with the compression bits of SYSFLAG), FLAG, TAGS, KEYS, every user
@@ -84,6 +84,29 @@ TO_ORIGINAL = "original"
 
 class ResendError(DlqError):
     """A resend that cannot go ahead (bad destination, journal locked or damaged, ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """Where a resent copy landed (``msg_id``: its offsetMsgId in the target)."""
+
+    msg_id: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    physical_offset: int | None
+    store_timestamp: int
+
+
+class SendFailure(ResendError):
+    """One message not accepted. ``fatal``: the fault ends the run (target unreachable, refused,
+    topic missing); ``unknown``: the message may have been stored (no answer after it was
+    written) - the journal keeps it unresolved, a rerun asks the target before sending."""
+
+    def __init__(self, text: str, *, fatal: bool = False, unknown: bool = False) -> None:
+        super().__init__(text)
+        self.fatal = fatal
+        self.unknown = unknown
 
 
 

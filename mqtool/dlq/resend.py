@@ -17,10 +17,12 @@ from mqtool.dlq.outgoing import (
     TO_RETRY,
     OutgoingMessage,
     ResendError,
+    SendFailure,
+    SendResult,
     build_outgoing,
     resend_id,
 )
-from mqtool.dlq.targets import ResendTarget, SendFailure, SendResult
+from mqtool.dlq.targets import ResendTarget
 from mqtool.formats.commitlog import CommitLogMessage
 
 __all__ = ["DEFAULT_BATCH", "Outcome", "ResendReport", "resend"]

@@ -9,46 +9,26 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from mqtool.dlq.journal import crash_point
-from mqtool.dlq.outgoing import RESEND_ID_PROPERTY, OutgoingMessage, ResendError
+from mqtool.dlq.outgoing import (
+    RESEND_ID_PROPERTY,
+    OutgoingMessage,
+    ResendError,
+    SendFailure,
+    SendResult,
+)
 from mqtool.formats.errors import MqtoolError
 from mqtool.store import Store
 
 __all__ = [
     "RefStoreTarget",
     "ResendTarget",
-    "SendFailure",
-    "SendResult",
     "check_store_target",
 ]
 
-
-
-@dataclass(frozen=True, slots=True)
-class SendResult:
-    """Where a resent copy landed (``msg_id``: its offsetMsgId in the target)."""
-
-    msg_id: str
-    topic: str
-    queue_id: int
-    queue_offset: int
-    physical_offset: int | None
-    store_timestamp: int
-
-
-class SendFailure(ResendError):
-    """One message not accepted. ``fatal``: the fault ends the run (target unreachable, refused,
-    topic missing); ``unknown``: the message may have been stored (no answer after it was
-    written) - the journal keeps it unresolved, a rerun asks the target before sending."""
-
-    def __init__(self, text: str, *, fatal: bool = False, unknown: bool = False) -> None:
-        super().__init__(text)
-        self.fatal = fatal
-        self.unknown = unknown
 
 
 class ResendTarget(Protocol):
