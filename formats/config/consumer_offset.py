@@ -10,7 +10,7 @@ from mqtool.formats.config.fastjson import (
     dumps_fastjson,
     java_set,
 )
-from mqtool.formats.config.records import DataVersion, _int_table, _load_object
+from mqtool.formats.config.records import DataVersion, int_table, load_object
 from mqtool.formats.errors import FormatError
 from mqtool.formats.javacompat import hashmap_order
 
@@ -40,7 +40,7 @@ class ConsumerOffsets:
 
 def parse_consumer_offset(text: str, *, file: str | None = None) -> ConsumerOffsets:
     """Parse ``consumerOffset.json`` text."""
-    obj = _load_object(text, file, "consumerOffset.json")
+    obj = load_object(text, file, "consumerOffset.json")
     unknown = set(obj) - {"offsetTable", "dataVersion", "groupTopicMap", "lmqOffsetTable"}
     if unknown:
         raise FormatError(
@@ -55,7 +55,7 @@ def parse_consumer_offset(text: str, *, file: str | None = None) -> ConsumerOffs
             raise FormatError(
                 file, None, f'offsetTable: expected "topic@group" keys, found {key!r}'
             )
-        offsets[key] = _int_table(qmap, file, f"offsetTable[{key!r}]")
+        offsets[key] = int_table(qmap, file, f"offsetTable[{key!r}]")
     gtm = obj.get("groupTopicMap")
     group_topic_map: dict[str, Sequence[str]] | None = None
     if gtm is not None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqtool.formats.config.fastjson import dumps_fastjson
-from mqtool.formats.config.records import DataVersion, _int_table, _load_object
+from mqtool.formats.config.records import DataVersion, int_table, load_object
 from mqtool.formats.errors import FormatError
 
 
@@ -25,7 +25,7 @@ class DelayOffsetTable:
 
 def parse_delay_offset(text: str, *, file: str | None = None) -> DelayOffsetTable:
     """Parse ``delayOffset.json`` text."""
-    obj = _load_object(text, file, "delayOffset.json")
+    obj = load_object(text, file, "delayOffset.json")
     unknown = set(obj) - {"offsetTable", "dataVersion"}
     if unknown:
         raise FormatError(
@@ -33,7 +33,7 @@ def parse_delay_offset(text: str, *, file: str | None = None) -> DelayOffsetTabl
         )
     dv = obj.get("dataVersion")
     return DelayOffsetTable(
-        offset_table=_int_table(obj.get("offsetTable", {}), file, "offsetTable"),
+        offset_table=int_table(obj.get("offsetTable", {}), file, "offsetTable"),
         data_version=None if dv is None else DataVersion.from_json_obj(dv, file=file),
     )
 

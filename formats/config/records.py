@@ -34,10 +34,10 @@ class DataVersion:
         """Read a ``dataVersion`` object (``counter`` and ``timestamp`` required)."""
         if not isinstance(obj, Mapping):
             raise FormatError(file, None, f"dataVersion: expected an object, found {obj!r}")
-        counter = _int_field(obj, "counter", file, "dataVersion")
-        timestamp = _int_field(obj, "timestamp", file, "dataVersion")
+        counter = int_field(obj, "counter", file, "dataVersion")
+        timestamp = int_field(obj, "timestamp", file, "dataVersion")
         state = obj.get("stateVersion")
-        if state is not None and not _is_int(state):
+        if state is not None and not is_int(state):
             raise FormatError(
                 file, None, f"dataVersion.stateVersion: expected int, found {state!r}"
             )
@@ -49,31 +49,35 @@ class DataVersion:
         return cls(counter=counter, timestamp=timestamp, state_version=state)
 
 
-def _is_int(v: object) -> bool:
+def is_int(v: object) -> bool:
+    """Whether a JSON value is an integer (``true``/``false`` are not)."""
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _int_field(obj: Mapping[Any, Any], name: str, file: str | None, where: str) -> int:
+def int_field(obj: Mapping[Any, Any], name: str, file: str | None, where: str) -> int:
+    """The integer ``obj[name]`` (``FormatError`` naming ``where`` when it is not one)."""
     v = obj.get(name)
-    if not _is_int(v):
+    if not is_int(v):
         raise FormatError(file, None, f"{where}.{name}: expected int, found {v!r}")
     assert isinstance(v, int)
     return v
 
 
-def _load_object(text: str, file: str | None, what: str) -> Mapping[Any, Any]:
+def load_object(text: str, file: str | None, what: str) -> Mapping[Any, Any]:
+    """A config file's text as its top-level JSON object (fastjson's dialect)."""
     obj = loads_fastjson(text, file=file)
     if not isinstance(obj, Mapping):
         raise FormatError(file, 0, f"{what}: expected a JSON object at top level")
     return obj
 
 
-def _int_table(obj: Any, file: str | None, where: str) -> dict[int, int]:
+def int_table(obj: Any, file: str | None, where: str) -> dict[int, int]:
+    """An ``{<int>: <int>}`` object (a delay level's or a queue's offset table)."""
     if not isinstance(obj, Mapping):
         raise FormatError(file, None, f"{where}: expected an object, found {obj!r}")
     table: dict[int, int] = {}
     for k, v in obj.items():
-        if not _is_int(k) or not _is_int(v):
+        if not is_int(k) or not is_int(v):
             raise FormatError(
                 file, None, f"{where}: expected <int>:<int> entries, found {k!r}:{v!r}"
             )

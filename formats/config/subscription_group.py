@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mqtool.formats.config.fastjson import dumps_fastjson
-from mqtool.formats.config.records import DataVersion, _load_object
+from mqtool.formats.config.records import DataVersion, load_object
 from mqtool.formats.errors import FormatError
 from mqtool.formats.rules import DEFAULT_MAX_RECONSUME_TIMES
 
@@ -81,7 +81,7 @@ class SubscriptionGroups:
 
 def parse_subscription_groups(text: str, *, file: str | None = None) -> SubscriptionGroups:
     """Parse ``subscriptionGroup.json`` text."""
-    obj = _load_object(text, file, "subscriptionGroup.json")
+    obj = load_object(text, file, "subscriptionGroup.json")
     table = obj.get("subscriptionGroupTable", {})
     if not isinstance(table, Mapping):
         raise FormatError(file, None, "subscriptionGroupTable: expected an object")

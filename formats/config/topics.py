@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mqtool.formats.config.fastjson import dumps_fastjson
-from mqtool.formats.config.records import DataVersion, _is_int, _load_object
+from mqtool.formats.config.records import DataVersion, is_int, load_object
 from mqtool.formats.errors import FormatError
 
 TOPIC_CONFIG_TABLE_CAPACITY = 1024  # TopicConfigManager.topicConfigTable (ConcurrentHashMap)
@@ -65,7 +65,7 @@ class TopicConfig:
         if "attributes" in kwargs and not isinstance(kwargs["attributes"], Mapping):
             raise FormatError(file, None, "TopicConfig.attributes: expected an object")
         for name in ("read_queue_nums", "write_queue_nums", "perm", "topic_sys_flag"):
-            if name in kwargs and not _is_int(kwargs[name]):
+            if name in kwargs and not is_int(kwargs[name]):
                 raise FormatError(file, None, f"TopicConfig.{name}: expected int")
         extra = {k: v for k, v in obj.items() if k not in _TOPIC_FIELDS}
         return cls(**kwargs, extra=extra)
@@ -82,7 +82,7 @@ class TopicConfigs:
 
 def parse_topics(text: str, *, file: str | None = None) -> TopicConfigs:
     """Parse ``topics.json`` text."""
-    obj = _load_object(text, file, "topics.json")
+    obj = load_object(text, file, "topics.json")
     table = obj.get("topicConfigTable", {})
     if not isinstance(table, Mapping):
         raise FormatError(file, None, "topicConfigTable: expected an object")
