@@ -143,11 +143,11 @@ def messages_at(
     records starting at the distinct offsets of ``phys``: those the kernel accepts, and those
     only the Python rule reads (:func:`message_at`). Offsets where no record starts are not in
     the table. ``keys``: also the index key hashes; ``tags``: the tagsCodes (else 0)."""
-    from mqtool.integrity.scan import _Columns
+    from mqtool.integrity.scan import MessagesBuilder
 
     at = np.unique(np.asarray(phys, dtype=np.int64))
     fi, ok, fields = records_at(store, at)
-    cols = _Columns(keys=keys, tags=tags)
+    cols = MessagesBuilder(keys=keys, tags=tags)
     files = store.commitlog_files
     for j in np.unique(fi[ok]).tolist():
         sel = np.flatnonzero(ok & (fi == j))

@@ -36,15 +36,15 @@ from typing import Any
 
 from mqtool.formats.errors import Finding, Severity
 from mqtool.integrity.indexcheck import IndexCheck
-from mqtool.integrity.meta import _check_checkpoint, _check_configs
+from mqtool.integrity.meta import check_checkpoint, check_configs
 from mqtool.integrity.model import (
     FileScan,
+    FindingSink,
     IndexScan,
     Messages,
     ProgressFn,
     QueueScan,
     Report,
-    _Sink,
 )
 from mqtool.integrity.pop import check_pop
 from mqtool.integrity.queues import check_units, check_window, queue_shape
@@ -72,7 +72,7 @@ def verify(
     given_levels(delay_levels, broker_conf)  # bad options fail before the long read
 
     with Store.open(root) as store:
-        sink = _LiveSink(store) if store.live else _Sink()
+        sink = _LiveSink(store) if store.live else FindingSink()
         for f in store.findings:  # layout findings made while opening
             sink.add(f)
         abort = store.abort_exists
@@ -114,8 +114,8 @@ def verify(
         for qs in queues.values():
             check_units(store, qs, first_start, data_end, sink, tables)
         indexes = index.finish(data_end)
-        cp = _check_checkpoint(store, n_msgs, last_ts, data_end, abort, sink)
-        configs = _check_configs(store, queues, sink, max_now=_max_now(store))
+        cp = check_checkpoint(store, n_msgs, last_ts, data_end, abort, sink)
+        configs = check_configs(store, queues, sink, max_now=_max_now(store))
         timer = check_timer(store, first_start, data_end, queues, sink)
         check_pop(store, sink.add)
         compare_double_written(store, sink.add)
@@ -137,7 +137,7 @@ def verify(
     return report
 
 
-class _LiveSink(_Sink):
+class _LiveSink(FindingSink):
     """The findings of a live store: what its broker is still writing goes to the store's
     ``in_progress`` (:meth:`Store.written_since`), not to the report."""
 
@@ -157,7 +157,7 @@ def _max_now(store: Store) -> Callable[[str, int], int] | None:
     queues may name units written since)."""
     if not store.live:
         return None
-    return lambda topic, qid: queue_shape(store, topic, qid, _Sink(), None).max_offset
+    return lambda topic, qid: queue_shape(store, topic, qid, FindingSink(), None).max_offset
 
 
 def summarize(r: Report) -> dict[str, Any]:

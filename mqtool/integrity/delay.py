@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from mqtool.delaylevels import DelayLevels, resolve_delay_levels
-from mqtool.integrity.model import _Sink
+from mqtool.integrity.model import FindingSink
 from mqtool.store import Store
 
 
 def check_delay_levels(
-    store: Store, sink: _Sink, delay_levels: str | None = None,
+    store: Store, sink: FindingSink, delay_levels: str | None = None,
     broker_conf: str | Path | None = None,
 ) -> DelayLevels:
     """Resolve the levels for ``store`` and add their findings (warnings, info) to ``sink``."""

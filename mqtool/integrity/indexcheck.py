@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 
 from mqtool.formats.errors import Finding, FormatError
-from mqtool.formats.indexfile import IndexGeometry, IndexReader
+from mqtool.formats.indexfile import INDEX_ENTRY_DTYPE, IndexGeometry, IndexReader
 from mqtool.integrity import rules
 from mqtool.integrity.at import messages_at
-from mqtool.integrity.model import _ENTRY, IndexScan, Messages, ProgressFn, _Sink
+from mqtool.integrity.model import FindingSink, IndexScan, Messages, ProgressFn
 from mqtool.store import Store, map_readonly
 
 _Block = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # keyHash, phy, timeDiff, prev
@@ -49,7 +49,7 @@ class IndexCheck:
     BLOCK = IndexScan.CHUNK
 
     def __init__(
-        self, store: Store, first_start: int, sink: _Sink, progress: ProgressFn | None,
+        self, store: Store, first_start: int, sink: FindingSink, progress: ProgressFn | None,
         keep: bool,
     ) -> None:
         self.store, self.first_start, self.sink, self.keep = store, first_start, sink, keep
@@ -102,8 +102,8 @@ class IndexCheck:
 
     def _read(self, f: _File, first: int, count: int) -> _Block:
         assert f.ix.path is not None
-        e = np.fromfile(f.ix.path, dtype=_ENTRY, count=count,
-                        offset=f.ix.entry_start + first * _ENTRY.itemsize)
+        e = np.fromfile(f.ix.path, dtype=INDEX_ENTRY_DTYPE, count=count,
+                        offset=f.ix.entry_start + first * INDEX_ENTRY_DTYPE.itemsize)
         return (e["h"].astype(np.int64), e["p"].astype(np.int64), e["t"].astype(np.int64),
                 e["v"].astype(np.int64))
 

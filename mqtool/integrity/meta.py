@@ -10,13 +10,13 @@ from mqtool.formats.checkpoint import Checkpoint, parse_checkpoint
 from mqtool.formats.config import parse_consumer_offset, parse_delay_offset
 from mqtool.formats.errors import Finding, FormatError, Severity
 from mqtool.integrity.configs import ConfigLoad, load_config
-from mqtool.integrity.model import QueueScan, _Sink
+from mqtool.integrity.model import FindingSink, QueueScan
 from mqtool.store import SCHEDULE_TOPIC, Store
 
 
 # --- checkpoint, configs, root files -------------------------------------------------------
-def _check_checkpoint(
-    store: Store, messages: int, last_ts: int, data_end: int, abort: bool, sink: _Sink
+def check_checkpoint(
+    store: Store, messages: int, last_ts: int, data_end: int, abort: bool, sink: FindingSink
 ) -> Checkpoint | None:
     """The checkpoint against the data (``messages`` readable, the latest stored at
     ``last_ts``; a live store's broker flushes its checkpoint after the data was read, so
@@ -75,8 +75,8 @@ def _key_pos(text: str | None, key: str) -> int | None:
     return None
 
 
-def _check_configs(
-    store: Store, queues: dict[tuple[str, int], QueueScan], sink: _Sink,
+def check_configs(
+    store: Store, queues: dict[tuple[str, int], QueueScan], sink: FindingSink,
     max_now: Callable[[str, int], int] | None = None,
 ) -> dict[str, ConfigLoad]:
     """The config files, and their offsets against the queues; ``max_now`` (a live store):

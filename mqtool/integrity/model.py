@@ -20,7 +20,6 @@ from mqtool.store import CommitLogFile
 ProgressFn = Callable[[int], None]
 """Called with the number of bytes just read (for a progress bar)."""
 
-_ENTRY = INDEX_ENTRY_DTYPE
 
 
 @dataclass
@@ -234,8 +233,8 @@ class IndexScan:
         if self.path is None:
             return
         for c in range(0, self.entries, chunk):
-            e = np.fromfile(self.path, dtype=_ENTRY, count=min(chunk, self.entries - c),
-                            offset=self.entry_start + c * _ENTRY.itemsize)
+            e = np.fromfile(self.path, dtype=INDEX_ENTRY_DTYPE, count=min(chunk, self.entries - c),
+                            offset=self.entry_start + c * INDEX_ENTRY_DTYPE.itemsize)
             yield e["p"].astype(np.int64)
 
 
@@ -266,7 +265,7 @@ class Report:
         return [f for f in self.findings if f.severity == Severity.ERROR]
 
 
-class _Sink:
+class FindingSink:
     """Findings without duplicates (same kind, file and offset)."""
 
     def __init__(self) -> None:

@@ -31,7 +31,7 @@ from mqtool.formats.errors import Finding, Severity
 from mqtool.integrity import rules
 from mqtool.integrity.at import messages_at
 from mqtool.integrity.lmq import is_lmq, lmq_finding, lmq_unit_problem
-from mqtool.integrity.model import Messages, ProgressFn, QueueChunk, QueueScan, _Sink
+from mqtool.integrity.model import FindingSink, Messages, ProgressFn, QueueChunk, QueueScan
 from mqtool.store import Store
 
 
@@ -84,7 +84,7 @@ class MemQueueScan(QueueScan):
 
 
 def queue_shape(
-    store: Store, topic: str, qid: int, sink: _Sink, progress: ProgressFn | None
+    store: Store, topic: str, qid: int, sink: FindingSink, progress: ProgressFn | None
 ) -> QueueScan:
     """Where a queue's written units are (file-level findings added to ``sink``)."""
     if store.queue_kind(topic, qid) != "file":
@@ -155,7 +155,7 @@ def queue_shape(
 
 
 def check_units(
-    store: Store, qs: QueueScan, first_start: int, data_end: int, sink: _Sink, keep: bool,
+    store: Store, qs: QueueScan, first_start: int, data_end: int, sink: FindingSink, keep: bool,
 ) -> None:
     """Every written unit of ``qs`` not marked good against its record (see the module doc);
     ``keep``: also keep the units in ``qs`` (for repair)."""
@@ -249,7 +249,7 @@ def check_units(
 
 def check_window(
     store: Store, msgs: Messages, queues: dict[tuple[str, int], QueueScan], abort: bool,
-    sink: _Sink,
+    sink: FindingSink,
 ) -> None:
     """One window of the commitlog pass against the consume queues: the unit at each
     message's queue offset that points at it, with its size and tagsCode, is marked good

@@ -9,7 +9,7 @@ the middle of the data. The records come in windows (one kernel field table, at 
 (:class:`Messages`) are handed to a callback and then dropped, so the pass needs memory for one
 window, whatever the store's size.
 
-:class:`_Columns` builds those facts from kernel field tables (topic ids, tagsCode, index key
+:class:`MessagesBuilder` builds those facts from kernel field tables (topic ids, tagsCode, index key
 hashes); :func:`mqtool.integrity.at.messages_at` builds the same facts for records read at given
 offsets (consume-queue units, index entries).
 """
@@ -44,7 +44,7 @@ from mqtool.formats.javacompat import (
 )
 from mqtool.formats.rules import KEY_SEPARATOR
 from mqtool.integrity import rules
-from mqtool.integrity.model import FileScan, Messages, ProgressFn, _Sink
+from mqtool.integrity.model import FileScan, FindingSink, Messages, ProgressFn
 from mqtool.store import CommitLogFile, Store
 
 WindowFn = Callable[[Messages], None]
@@ -102,7 +102,7 @@ class _KeyHashes:
         return out
 
 
-class _Columns:
+class MessagesBuilder:
     """The per-message facts of :class:`Messages`, gathered batch by batch."""
 
     NAMES = ("phy", "size", "qid", "qoff", "topic", "ts", "tags", "sys", "crc")
@@ -126,7 +126,7 @@ class _Columns:
         n = len(starts)
         map_off = np.empty(n + 1, dtype=np.int32)
         picked = np.empty((len(kernel.PICK_NAMES), n), dtype=np.int64)
-        scratch = _Columns._pairs
+        scratch = MessagesBuilder._pairs
         while kernel.split_properties(a, starts, lengths, kernel._PICK_BYTES, kernel._PICK_LENS,
                                       scratch[0], map_off, picked) < 0:
             scratch[0] = np.empty((4, scratch[0].shape[1] * 2), dtype=np.int64)
@@ -232,7 +232,7 @@ _CRC_TAIL = (PROPERTY_CRC32 + "\x01").encode("ascii")
 
 def _crc_findings(
     buf: Any, a: np.ndarray, f: np.ndarray, file: CommitLogFile, check_crc: bool,
-    fs: FileScan, sink: _Sink,
+    fs: FileScan, sink: FindingSink,
 ) -> None:
     """The body CRC and 5.x ``__CRC32#`` findings of a kernel field table's records."""
     bad = np.flatnonzero(f[kernel.F_CRC_OK] == 0) if check_crc else np.zeros(0, np.int64)
@@ -251,7 +251,7 @@ def _crc_findings(
 
 
 def _record_crc(
-    item: CommitLogMessage, f: CommitLogFile, check_crc: bool, fs: FileScan, sink: _Sink
+    item: CommitLogMessage, f: CommitLogFile, check_crc: bool, fs: FileScan, sink: FindingSink
 ) -> bool:
     """Check one record's body CRC and 5.x property CRC; whether the body CRC is good."""
     phy = item.physical_offset
@@ -279,19 +279,19 @@ def _record_crc(
 
 
 def scan_commitlog(
-    store: Store, sink: _Sink, check_crc: bool, progress: ProgressFn | None,
+    store: Store, sink: FindingSink, check_crc: bool, progress: ProgressFn | None,
     on_window: WindowFn,
 ) -> list[FileScan]:
     """Walk every commitlog file (see the module doc); ``on_window`` gets each window's
     facts (with tagsCodes and index key hashes)."""
     scans: list[FileScan] = []
-    cols = _Columns()
+    cols = MessagesBuilder()
 
     def flush() -> None:
         nonlocal cols
         if cols.rows:
             on_window(cols.messages())
-            cols = _Columns()
+            cols = MessagesBuilder()
 
     mfs = store.mapped_file_size
     for f in store.commitlog_files:
@@ -401,7 +401,7 @@ def message_windows(store: Store, lo: int, hi: int | None = None) -> Iterator[Me
             continue
         buf = store.mapped(f)
         raw = kernel.as_bytes(buf)
-        cols = _Columns(keys=False, tags=False)
+        cols = MessagesBuilder(keys=False, tags=False)
         for item in store.walk_fields(f):
             if isinstance(item, np.ndarray):
                 ph = item[kernel.F_PHYS]
@@ -409,7 +409,7 @@ def message_windows(store: Store, lo: int, hi: int | None = None) -> Iterator[Me
                 if sel.any():
                     cols.add_fields(raw, np.ascontiguousarray(item[:, sel]), False)
                     yield cols.messages()
-                    cols = _Columns(keys=False, tags=False)
+                    cols = MessagesBuilder(keys=False, tags=False)
             elif isinstance(item, CommitLogMessage) and item.physical_offset >= lo and (
                     hi is None or item.physical_offset < hi):
                 cols.add_message(item, True)

@@ -27,163 +27,41 @@ Findings name the file relative to the store root and the byte offset inside tha
 
 from __future__ import annotations
 
-import mmap
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mqtool.formats.config.fastjson import loads_fastjson
+from mqtool.formats.buffers import close_map
 from mqtool.formats.errors import TIMER, Finding, FormatError, Severity
-from mqtool.formats.javacompat import java_string_hash
 from mqtool.formats.rules import TIMER_TOPIC
 from mqtool.formats.timer import (
     MAGIC_DELETE,
     SLOT_SIZE,
     TIMER_PRECISION_MS,
     TIMER_WHEEL_SLOTS_TOTAL,
-    UNIT_DTYPE,
-    UNIT_SIZE,
     TimerCheckpoint,
-    TimerLogBlank,
-    TimerLogEnd,
-    iter_timerlog,
     iter_wheel,
     parse_timer_checkpoint,
     timer_wheel_file_size,
 )
 from mqtool.integrity.at import messages_at
-from mqtool.integrity.model import QueueScan, _Sink
+from mqtool.integrity.model import FindingSink, QueueScan
+from mqtool.integrity.timerlog import (
+    TIMER_METRICS,
+    TimerLog,
+    deliver_ms,
+    metrics_recount,
+    read_metrics,
+    read_timerlog,
+    timer_precision,
+)
 from mqtool.store import Store, map_readonly
-
-TIMER_METRIC_SMALL_THRESHOLD = 1_000_000  # MessageStoreConfig.timerMetricSmallThreshold
-TIMER_METRICS = "config/timermetrics"
-_PRECISIONS = (1000, 500, 250, 200, 100, 50, 20, 10, 5, 2, 1)
-
-
-@dataclass
-class _Log:
-    """Every readable timerlog unit (absolute positions) and where the data ends."""
-
-    files: list[tuple[str, int, int]] = field(default_factory=list)  # (rel, start, size)
-    pos: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    units: np.ndarray = field(default_factory=lambda: np.zeros(0, UNIT_DTYPE))
-    start: int = 0
-    end: int = 0  # after the last readable unit
-    # where ``recoverAndRevise`` stops walking (the first spot that is neither a unit nor a
-    # blank: a zero, torn or bad unit), and "file @ offset" when that spot is damage
-    stop: int | None = None
-    broken: str | None = None
-    hidden: int = 0  # well-formed units after a bad one in the same file (not in ``units``)
-
-    def where(self, pos: int) -> tuple[str, int]:
-        for rel, start, size in self.files:
-            if start <= pos < start + size:
-                return rel, pos - start
-        return (self.files[-1][0], pos - self.files[-1][1]) if self.files else ("timerlog", pos)
-
-    def row(self, pos: int) -> int | None:
-        i = int(np.searchsorted(self.pos, pos))
-        return i if i < len(self.pos) and int(self.pos[i]) == pos else None
-
-
-def _close(buf: Any) -> None:
-    if isinstance(buf, mmap.mmap):
-        try:
-            buf.close()
-        except BufferError:  # pragma: no cover - views are released before
-            pass
-
-
-def _read_timerlog(d: Path, sink: _Sink) -> _Log:
-    log = _Log()
-    names = sorted((p for p in d.iterdir() if p.is_file() and p.name.isdigit()
-                    and len(p.name) == 20), key=lambda p: int(p.name))
-    others = sorted(p.name for p in d.iterdir() if p.is_file()) if d.is_dir() else []
-    for name in others:
-        if not (name.isdigit() and len(name) == 20):
-            sink.add(Finding(TIMER, f"timerlog/{name}", None, "not a timerlog file name (20-digit "
-                             "offset): the broker's MappedFileQueue cannot load it"))
-    sizes = [p.stat().st_size for p in names]
-    common = max(set(sizes), key=sizes.count) if sizes else 0
-    positions: list[np.ndarray] = []
-    units: list[np.ndarray] = []
-    ended_at: str | None = None
-    for i, p in enumerate(names):
-        rel = f"timerlog/{p.name}"
-        start = int(p.name)
-        size = sizes[i]
-        log.files.append((rel, start, size))
-        if i == 0:
-            log.start = log.end = start
-        elif log.files[i - 1][1] + log.files[i - 1][2] != start:
-            sink.add(Finding(TIMER, rel, 0, f"timerlog file starts at {start} but the previous "
-                             f"one ends at {log.files[i - 1][1] + log.files[i - 1][2]}"))
-        if size != common:
-            sink.add(Finding(TIMER, rel, None, f"file size {size} differs from the other timerlog "
-                             f"files ({common})", expected=str(common), found=str(size)))
-        if size == 0:
-            continue
-        buf = map_readonly(p)
-        try:
-            n = size // UNIT_SIZE
-            arr = np.frombuffer(buf, dtype=UNIT_DTYPE, count=n).copy() if n else np.zeros(
-                0, UNIT_DTYPE)
-            good = (arr["size"] == UNIT_SIZE) & ((arr["magic"] | 0xF) == 0xF)
-            bad = np.flatnonzero(~good)
-            k = int(bad[0]) if bad.size else n
-            if k and ended_at is not None:
-                sink.add(Finding(TIMER, rel, 0, f"timerlog units after the end of the data "
-                                 f"({ended_at}): the broker's recovery never reads them"))
-            positions.append(start + np.arange(k, dtype=np.int64) * UNIT_SIZE)
-            units.append(arr[:k])
-            if k:
-                log.end = start + k * UNIT_SIZE
-            pos = k * UNIT_SIZE
-            log.hidden += int(np.count_nonzero(good[k + 1:])) if k < n else 0
-            if k < n and arr["size"][k] == UNIT_SIZE:
-                sink.add(Finding(
-                    TIMER, rel, pos, f"timerlog unit with magic {int(arr['magic'][k]):#x}: not "
-                    "a timer unit (the broker's recovery truncates the timerlog here)",
-                    expected="magic with only bits 0-3", found=f"{int(arr['magic'][k]):#x}"))
-                ended_at = f"{rel} @ {pos:#x}"
-                if log.stop is None:
-                    log.stop, log.broken = start + pos, ended_at
-                continue
-            view = memoryview(buf)[pos:]
-            try:
-                first = next(iter_timerlog(view, file=rel, file_start=pos))
-            finally:
-                view.release()
-            if isinstance(first, TimerLogBlank):
-                log.end = start + size  # the file is full; the next one continues
-            elif isinstance(first, TimerLogEnd):
-                if first.kind in ("torn", "corrupt"):
-                    sink.add(Finding(TIMER, rel, first.position, f"unreadable timerlog: "
-                                     f"{first.detail} (the broker's recovery truncates here)"))
-                    ended_at = f"{rel} @ {first.position:#x}"
-                    if log.stop is None:
-                        log.broken = ended_at
-                elif first.kind == "zeros":
-                    ended_at = f"{rel} @ {first.position:#x}"
-                if first.kind in ("torn", "corrupt", "zeros") and log.stop is None:
-                    log.stop = start + first.position
-        finally:
-            _close(buf)
-    if positions:
-        log.pos = np.concatenate(positions)
-        log.units = np.concatenate(units)
-    return log
-
-
-def _deliver_ms(u: np.ndarray) -> np.ndarray:
-    return u["currWriteTimeMs"].astype(np.int64) + u["delayedTime"].astype(np.int64)
 
 
 def _check_units(
-    store: Store, log: _Log, first_start: int, data_end: int, read_ms: int | None,
-    sink: _Sink,
+    store: Store, log: TimerLog, first_start: int, data_end: int, read_ms: int | None,
+    sink: FindingSink,
 ) -> None:
     """Every timerlog unit points at its ``rmq_sys_wheel_timer`` record inside valid data
     (the records read in place at the units' offsets)."""
@@ -191,7 +69,7 @@ def _check_units(
         return
     opy = log.units["offsetPy"].astype(np.int64)
     spy = log.units["sizePy"].astype(np.int64)
-    deliver = _deliver_ms(log.units)
+    deliver = deliver_ms(log.units)
     below = opy < first_start
     past = ~below & (opy + spy > data_end)
     msgs = messages_at(store, opy[~below & ~past], tags=False)
@@ -228,23 +106,8 @@ def _check_units(
                              f"{TIMER_TOPIC}", expected=TIMER_TOPIC, found=t, phy=o))
 
 
-def _precision(slots: list[Any], log: _Log) -> int:
-    """``timerPrecisionMs``: the one under which the slots' last units fall in their slots."""
-    votes: dict[int, int] = {}
-    for s in slots[:1000]:
-        r = log.row(s.last_pos)
-        if r is None or s.time_secs <= 0:
-            continue
-        d = int(_deliver_ms(log.units[r:r + 1])[0])
-        for p in _PRECISIONS:
-            if d // p == s.time_secs:
-                votes[p] = votes.get(p, 0) + 1
-                break
-    return max(votes, key=lambda p: (votes[p], p)) if votes else TIMER_PRECISION_MS
-
-
 def _check_wheel(
-    path: Path, log: _Log, cp: TimerCheckpoint | None, sink: _Sink,
+    path: Path, log: TimerLog, cp: TimerCheckpoint | None, sink: FindingSink,
 ) -> dict[str, Any]:
     rel = "timerwheel"
     size = path.stat().st_size
@@ -264,13 +127,13 @@ def _check_wheel(
         sink.add(e.finding())
         return out
     finally:
-        _close(buf)
-    precision = _precision(slots, log)
+        close_map(buf)
+    precision = timer_precision(slots, log)
     out["precisionMs"] = precision
     out["slots"] = len(slots)
     read_secs = cp.last_read_time_ms // precision if cp is not None else None
     units = log.units
-    deliver_slot = _deliver_ms(units) // precision if len(units) else np.zeros(0, np.int64)
+    deliver_slot = deliver_ms(units) // precision if len(units) else np.zeros(0, np.int64)
     on_chain = np.zeros(len(units), bool)
     wheel_len = TIMER_WHEEL_SLOTS_TOTAL * 2
     for s in slots:
@@ -312,7 +175,7 @@ def _check_wheel(
                 urel, uat = log.where(p)
                 sink.add(Finding(
                     TIMER, urel, uat, f"timer unit on the chain of {rel} {what} is due at "
-                    f"{int(_deliver_ms(units[r:r + 1])[0])} ms, another slot",
+                    f"{int(deliver_ms(units[r:r + 1])[0])} ms, another slot",
                     severity=Severity.ERROR if pending else Severity.WARNING))
                 ok = False
                 break
@@ -345,7 +208,7 @@ def _check_wheel(
 
 
 def _check_checkpoint(
-    cp: TimerCheckpoint, log: _Log, queues: dict[tuple[str, int], QueueScan], sink: _Sink,
+    cp: TimerCheckpoint, log: TimerLog, queues: dict[tuple[str, int], QueueScan], sink: FindingSink,
 ) -> None:
     rel = "config/timercheck"
     if log.files and cp.last_timer_log_flush_pos > log.end:
@@ -372,7 +235,7 @@ def _check_checkpoint(
 
 def check_timer(
     store: Store, first_start: int, data_end: int,
-    queues: dict[tuple[str, int], QueueScan], sink: _Sink,
+    queues: dict[tuple[str, int], QueueScan], sink: FindingSink,
 ) -> dict[str, Any] | None:
     """Check the timer files of ``store`` (None when it has none: a 4.x store)."""
     root = Path(store.root)
@@ -385,7 +248,7 @@ def check_timer(
             cp = parse_timer_checkpoint(check.read_bytes(), file="config/timercheck")
         except FormatError as e:
             sink.add(Finding(TIMER, "config/timercheck", e.offset, e.detail))
-    log = _read_timerlog(logdir, sink) if logdir.is_dir() else _Log()
+    log = read_timerlog(logdir, sink) if logdir.is_dir() else TimerLog()
     read_ms = cp.last_read_time_ms if cp is not None else None
     _check_units(store, log, first_start, data_end, read_ms, sink)
     _check_metrics(root, log, read_ms, sink)
@@ -429,50 +292,13 @@ def check_timer(
 #   ``lastTimerQueueOffset``), capped by ``masterTimerQueueOffset`` and clamped into the
 #   queue's min..max; ``prepareTimerCheckPoint`` writes that back (a master also sets
 #   ``masterTimerQueueOffset`` to it).
-# * ``TimerMetrics`` (``config/timermetrics``, fastjson) counts pending timer messages per real
-#   topic (``addMetric`` +1 at enqueue, -1 at delivery; a delete marker -1);
-#   ``checkAndReviseMetrics`` recounts small topics from the timerlog units due after the read
-#   time, matching them by the unit's ``hashTopic`` (``String.hashCode`` of the real topic).
-#
-def _metrics_recount(
-    text: str, units: np.ndarray, read_ms: int | None,
-) -> tuple[Any, list[tuple[str, int, int]]]:
-    """``checkAndReviseMetrics`` on ``config/timermetrics``: the parsed document and, for each
-    topic whose count is below the small threshold and differs from the recount, (topic,
-    count, recount). The recount is the topic's units (matched by ``hashTopic``) due at or
-    after ``read_ms``, delete markers -1; topics whose hash another topic shares are left out
-    (the broker reads their records, or drops them from the recount)."""
-    doc = loads_fastjson(text, file=TIMER_METRICS)
-    counts = doc["timingCount"]
-    small = {str(t): int(v["count"]) for t, v in counts.items()
-             if int(v["count"]) < TIMER_METRIC_SMALL_THRESHOLD}
-    by_hash: dict[int, list[str]] = {}
-    for t in counts:
-        by_hash.setdefault(java_string_hash(str(t)), []).append(str(t))
-    if read_ms is not None and len(units):
-        units = units[_deliver_ms(units) >= read_ms]
-    pending: dict[int, int] = {}
-    for h, m in zip(units["hashTopic"].tolist(), units["magic"].tolist(), strict=True):
-        pending[int(h)] = pending.get(int(h), 0) + (-1 if int(m) & MAGIC_DELETE else 1)
-    diffs = []
-    for h, ts in by_hash.items():
-        if len(ts) == 1 and ts[0] in small and small[ts[0]] != pending.get(h, 0):
-            diffs.append((ts[0], small[ts[0]], pending.get(h, 0)))
-    return doc, sorted(diffs)
-
-
-def _read_metrics(root: Path) -> str | None:
-    path = root / TIMER_METRICS
-    return path.read_text("utf-8") if path.exists() else None
-
-
-def _check_metrics(root: Path, log: _Log, read_ms: int | None, sink: _Sink) -> None:
+def _check_metrics(root: Path, log: TimerLog, read_ms: int | None, sink: FindingSink) -> None:
     try:
-        text = _read_metrics(root)
+        text = read_metrics(root)
         if text is None:
             return
         kept = log.units[log.pos < (log.end if log.stop is None else min(log.stop, log.end))]
-        _doc, diffs = _metrics_recount(text, kept, read_ms)
+        _doc, diffs = metrics_recount(text, kept, read_ms)
     except (FormatError, UnicodeDecodeError, OSError, KeyError, TypeError, ValueError) as e:
         sink.add(Finding(TIMER, TIMER_METRICS, None, f"cannot be read ({e}); the broker "
                          "starts with the .bak or empty timer metrics",
@@ -496,7 +322,7 @@ def timer_restart_loss(store_root: Path, cut: int) -> dict[str, Any] | None:
     logdir = store_root / "timerlog"
     if not logdir.is_dir():
         return None
-    log = _read_timerlog(logdir, _Sink())
+    log = read_timerlog(logdir, FindingSink())
     check = store_root / "config" / "timercheck"
     read_ms = None
     if check.exists():
@@ -508,7 +334,7 @@ def timer_restart_loss(store_root: Path, cut: int) -> dict[str, Any] | None:
     keep = log.pos < stop
     u = log.units
     dangling = keep & (u["offsetPy"].astype(np.int64) + u["sizePy"].astype(np.int64) > cut)
-    pending = dangling if read_ms is None else dangling & (_deliver_ms(u) >= read_ms)
+    pending = dangling if read_ms is None else dangling & (deliver_ms(u) >= read_ms)
     return {
         "timerlogCutAt": log.broken,
         "timerUnitsTruncated": int(np.count_nonzero(~keep)) + log.hidden,

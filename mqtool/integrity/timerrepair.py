@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from mqtool.formats.buffers import close_map
 from mqtool.formats.config.fastjson import dumps_fastjson
 from mqtool.formats.errors import FormatError
 from mqtool.formats.timer import (
@@ -22,16 +23,15 @@ from mqtool.formats.timer import (
     parse_timer_checkpoint,
     timer_wheel_file_size,
 )
-from mqtool.integrity.model import _Sink
-from mqtool.integrity.timer import (
+from mqtool.integrity.model import FindingSink
+from mqtool.integrity.timerlog import (
     TIMER_METRICS,
-    _close,
-    _deliver_ms,
-    _Log,
-    _metrics_recount,
-    _precision,
-    _read_metrics,
-    _read_timerlog,
+    TimerLog,
+    deliver_ms,
+    metrics_recount,
+    read_metrics,
+    read_timerlog,
+    timer_precision,
 )
 from mqtool.store import map_readonly
 
@@ -76,7 +76,7 @@ def _slot_text(s: Any, precision: int) -> str:
             f"lastPos {s.last_pos} num {s.num}")
 
 
-def _revise_slot(s: Any, log: _Log, trunc: int, precision: int) -> Any | None:
+def _revise_slot(s: Any, log: TimerLog, trunc: int, precision: int) -> Any | None:
     """The slot ``s`` leads into the dropped part (positions >= ``trunc``): its chain without
     the dropped units (None: no unit of the slot is kept)."""
     units = log.units
@@ -86,7 +86,7 @@ def _revise_slot(s: Any, log: _Log, trunc: int, precision: int) -> Any | None:
         r = log.row(p)
         if r is None:  # the chain runs through bytes that are no unit: the kept units decide
             kept = np.flatnonzero((log.pos < trunc) & (log.pos >= s.first_pos)
-                                  & (_deliver_ms(units) // precision == s.time_secs))
+                                  & (deliver_ms(units) // precision == s.time_secs))
             p = int(log.pos[kept[-1]]) if kept.size else -1
             dropped = -1
             break
@@ -116,10 +116,10 @@ def _revise_slot(s: Any, log: _Log, trunc: int, precision: int) -> Any | None:
 def _metrics(root: Path, kept: np.ndarray, read_ms: int | None, fix: TimerRepair) -> None:
     """``config/timermetrics`` recounted from the kept units, as ``checkAndReviseMetrics``."""
     try:
-        text = _read_metrics(root)
+        text = read_metrics(root)
         if text is None:
             return
-        doc, diffs = _metrics_recount(text, kept, read_ms)
+        doc, diffs = metrics_recount(text, kept, read_ms)
     except (FormatError, UnicodeDecodeError, OSError, KeyError, TypeError, ValueError) as e:
         fix.not_repaired.append(f"{TIMER_METRICS}: cannot be read ({e})")
         return
@@ -143,7 +143,7 @@ def plan_timer_repair(
     if not (wheel.exists() or logdir.is_dir() or check.exists()):
         return None
     fix = TimerRepair()
-    log = _read_timerlog(logdir, _Sink()) if logdir.is_dir() else _Log()
+    log = read_timerlog(logdir, FindingSink()) if logdir.is_dir() else TimerLog()
     stop = log.end if log.stop is None else min(log.stop, log.end)
     units = log.units
     keep = log.pos < stop
@@ -190,8 +190,8 @@ def plan_timer_repair(
             try:
                 slots = list(iter_wheel(buf, file="timerwheel"))
             finally:
-                _close(buf)
-            precision = _precision(slots, log)
+                close_map(buf)
+            precision = timer_precision(slots, log)
             for s in slots:
                 if (s.last_pos < trunc and s.first_pos < trunc) or (
                         s.last_pos < 0 and s.first_pos < 0):
@@ -215,7 +215,7 @@ def plan_timer_repair(
 
 
 def _checkpoint_fix(
-    cp: TimerCheckpoint, log: _Log, kept: int, trunc: int,
+    cp: TimerCheckpoint, log: TimerLog, kept: int, trunc: int,
     queue: tuple[int, list[tuple[int, int, int]]] | None, fix: TimerRepair,
 ) -> None:
     """``config/timercheck`` as ``recover`` + ``prepareTimerCheckPoint`` would write it for the
