@@ -125,7 +125,7 @@ MAGIC_TEXT = np.frombuffer(b"0xdaa320a70xdaa320ab".ljust(32, b"\0"), dtype=np.ui
 def _no_refcounts(fn: _Fn) -> _Fn:
     """Compiled without numba's reference counting (``_nrt=False``): the kernel allocates
     nothing and only borrows its caller's arrays, and the inlined helpers would otherwise
-    increment and decrement array counts (atomics) in the per-record loop (~10% of its time)."""
+    increment and decrement array counts (atomics) in the per-record loop."""
     options: dict[str, Any] = {"_nrt": False, **_JIT}
     return cast(_Fn, nb.njit(**options)(fn))
 

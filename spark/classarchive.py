@@ -2,9 +2,8 @@
 
 A Spark driver loads about 20,000 classes, most of them while the session starts and while the
 first queries are planned. A dynamic CDS archive (JDK 13+, ``-XX:ArchiveClassesAtExit``) keeps
-them parsed and verified in one file that later JVMs map. On a 2 GiB store (local[2], session
-8) the session started in 3.4 s instead of 5.8 s and the first ``run_scan`` took 13.4-14.1 s
-instead of 15.2-16.4 s.
+them parsed and verified in one file that later JVMs map, so a session starts and plans its first
+queries sooner (bench/scan measures it).
 
 ``python -m mqtool.spark.classarchive`` builds it: a session with
 ``-XX:ArchiveClassesAtExit`` scans the reference store of the fixtures with every audit (the

@@ -16,7 +16,7 @@ What :func:`get_session` arranges:
   module (errors only), and the SparkContext log level is ``ERROR``.
 - The web UI and Spark's own console progress bar are off; few shuffle partitions.
 - The driver JVM maps the class-data archive ``make dev`` built (:func:`class_archive`,
-  :mod:`mqtool.spark.classarchive`): the session starts about 2.4 s sooner.
+  :mod:`mqtool.spark.classarchive`): the session starts sooner.
 """
 
 from __future__ import annotations
@@ -93,8 +93,7 @@ def default_conf(master: str) -> dict[str, str]:
     if master.startswith("local"):
         # The driver is the executor: a heap of about 130 MiB live after each collection
         # (bench/scan), where G1's concurrent threads take cores from the tasks. The serial
-        # collector made the CLI's scan of 2 GiB on 2 cores faster (session 11, alternating
-        # runs: 5.03-5.59 s against 5.56-6.58 s).
+        # collector makes the CLI's scan on 2 cores faster (bench/scan).
         conf["spark.driver.extraJavaOptions"] += " -XX:+UseSerialGC"
         # A laptop's hostname often resolves to a loopback address; say so instead of warning.
         conf["spark.driver.host"] = "127.0.0.1"
@@ -139,10 +138,8 @@ def job_conf(
       (512 MiB) of commitlog data, 1 GiB above. Spark's default is 1 GiB whatever the job.
     - The JIT: up to ``short`` (4 GiB) the JVM compiles with C1 alone
       (``-XX:TieredStopAtLevel=1``). A scan is one short life of a fresh JVM, in which C2's
-      compilations cost more core time than their faster code wins back: the CLI on 2 cores
-      (session 11, alternating runs) took 4.11-4.17 s against 5.11-6.54 s on 2 GiB and 3.10 s
-      against 4.43-4.59 s on 512 MiB; on 8 GiB the two were even (7.67-8.25 s against
-      8.03-8.17 s), on 32 GiB C1 alone was slower (31.7 s against 30.6 s).
+      compilations cost more core time than their faster code wins back; on larger stores C2
+      pays off (bench/scan measures both sides of the bound).
 
     User ``--conf`` pairs win (:func:`merge_conf`).
     """
@@ -238,7 +235,7 @@ def session_scope(
     ``at_exit``: for a process that ends with the block (the command line), a block that ended
     normally leaves the stop to the driver JVM: it exits when this process does (its stdin
     closes) and its shutdown hooks stop Spark and delete its temporary directories, while the
-    command prints and returns (``spark.stop()`` took 0.2-0.5 s of the CLI's wall time).
+    command prints and returns (``spark.stop()`` would add to the CLI's wall time).
     """
     from pyspark.sql import SparkSession
 

@@ -9,7 +9,7 @@
 // record, the file's BLANK or zeros to the end of the file's data becomes a "deferred" row for
 // the Python decoder: the damage rule stays in formats/walker.py.
 //
-// Per record the text is the cost (session 8, one thread over 2 GiB: 0.75 -> 0.53 s): topic
+// Per record the text is the cost: topic
 // and properties are checked as UTF-8 in one pass, the property separators are found eight
 // bytes at a time, and TAGS / KEYS / UNIQ_KEY are compared as one int or long
 // (tests/spark/test_spark_java.py::test_java_equals_python_on_any_text).

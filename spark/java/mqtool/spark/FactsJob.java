@@ -9,7 +9,7 @@
 //
 // Why: a cold JVM pays for Catalyst (analysis, optimisation, whole-stage code generation, the
 // adaptive re-planning of each stage) and for compiling the generated code, seconds that no
-// store size amortises for a scan that runs once (spark/README.md, session 11).
+// store size amortises for a scan that runs once (spark/README.md).
 //
 // One home per rule: every constant (record kinds, topic prefixes, property names, sysFlag
 // masks, the key separator, index spans, first commitlog offsets, tally names) comes from the
