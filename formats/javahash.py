@@ -9,25 +9,12 @@ non-ASCII byte is flagged for the caller, who hashes its UTF-16 units in Python.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
-from typing import Any, TypeVar, cast
-
 import numpy as np
 
-from mqtool.formats import kernel
-
-nb: Any = importlib.import_module("numba")  # after the kernel has set NUMBA_CACHE_DIR
-assert kernel.N_FIELDS
-
-_Fn = TypeVar("_Fn", bound=Callable[..., Any])
+from mqtool.formats.jit import compiled
 
 
-def _compiled(fn: _Fn) -> _Fn:
-    return cast(_Fn, nb.njit(cache=True, nogil=True, boundscheck=False)(fn))
-
-
-@_compiled
+@compiled
 def hash_ranges(
     buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, init: np.ndarray,
     out: np.ndarray, wide: np.ndarray,
@@ -47,7 +34,7 @@ def hash_ranges(
         wide[i] = w
 
 
-@_compiled
+@compiled
 def token_hashes(
     buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, sep: int, init: np.ndarray,
     rows: np.ndarray, t_start: np.ndarray, t_len: np.ndarray, out: np.ndarray,

@@ -11,7 +11,7 @@ TOTALSIZE (``MessageExtEncoder#calMsgLength``), its properties do not end in a z
 torn write: :func:`.commitlog.properties_torn`); optionally its BODYCRC matches the body. The
 file's BLANK end record (``0xCBD43194``) identifies itself by a TOTALSIZE equal to the bytes left
 in the file. :func:`looks_like_record_at` is that rule; everything that resynchronises after
-damage (here, :mod:`.fastdecode`, the Spark executors) uses it.
+damage (here, :mod:`.commitlog_columns`, the Spark executors) uses it.
 
 :func:`walk` follows the TOTALSIZE chain. Where it breaks, the bytes up to the next
 self-identifying record (found by :func:`next_record`) are one unreadable region, yielded as an

@@ -1,6 +1,6 @@
 """Message selection over a store: filters applied in physical order, with progress.
 
-The commitlog is walked by the compiled kernel (:func:`mqtool.formats.kernelwalk.walk_fields`:
+The commitlog is walked by the compiled kernel (:func:`mqtool.formats.field_walker.walk_fields`:
 the walker's records and findings, damage judged by the one walker); the filter's topic, queue
 and time bounds are applied to the kernel's field tables, and only the records that can match
 are decoded into :class:`CommitLogMessage` (:meth:`MessageFilter.matches` has the last word).
@@ -59,22 +59,24 @@ class MessageFilter:
         """Which records of a kernel field table can match (topic, queue and time bounds; the
         rest is for :meth:`matches`)."""
         f = fields
-        from mqtool.formats import kernel  # numba loads only when a command walks (CLI start-up)
+        from mqtool.formats import (
+            commitlog_fields,  # numba loads only when a command walks (CLI start-up)
+        )
 
-        ok = f[kernel.F_PHYS] >= self.start_offset
+        ok = f[commitlog_fields.F_PHYS] >= self.start_offset
         if self.queue_id is not None:
-            ok &= f[kernel.F_QUEUE_ID] == self.queue_id
+            ok &= f[commitlog_fields.F_QUEUE_ID] == self.queue_id
         if self.since is not None:
-            ok &= f[kernel.F_STORE_TS] >= self.since
+            ok &= f[commitlog_fields.F_STORE_TS] >= self.since
         if self.until is not None:
-            ok &= f[kernel.F_STORE_TS] < self.until
+            ok &= f[commitlog_fields.F_STORE_TS] < self.until
         if self.topic is not None:
             want = np.frombuffer(self.topic.encode("utf-8"), dtype=np.uint8)
-            ok &= f[kernel.F_TOPIC_LEN] == len(want)
+            ok &= f[commitlog_fields.F_TOPIC_LEN] == len(want)
             rows = np.flatnonzero(ok)
             if rows.size and len(want):
-                a = kernel.as_bytes(buf)
-                got = a[f[kernel.F_TOPIC_POS][rows][:, None] + np.arange(len(want))]
+                a = commitlog_fields.as_bytes(buf)
+                got = a[f[commitlog_fields.F_TOPIC_POS][rows][:, None] + np.arange(len(want))]
                 del a
                 ok[rows] = (got == want).all(axis=1)
         return np.asarray(ok, dtype=bool)
@@ -88,7 +90,9 @@ def kernel_messages(
     ``start_offset`` (files before ``since`` skipped), the walker's findings noted in
     ``store.findings``; with ``flt``, only records that :meth:`MessageFilter.may_match` are
     decoded (the caller still applies :meth:`MessageFilter.matches`)."""
-    from mqtool.formats import kernel  # numba loads only when a command walks (CLI start-up)
+    from mqtool.formats import (
+        commitlog_fields,  # numba loads only when a command walks (CLI start-up)
+    )
 
     files = store.commitlog_files
     first = 0
@@ -112,9 +116,9 @@ def kernel_messages(
                     k = item.shape[1]
                     count += k
                     ok = (flt.may_match(buf, item) if flt is not None
-                          else item[kernel.F_PHYS] >= start_offset)
-                    at = item[kernel.F_POS][ok].tolist()
-                    last = int(item[kernel.F_PHYS, k - 1]) if k else f.start
+                          else item[commitlog_fields.F_PHYS] >= start_offset)
+                    at = item[commitlog_fields.F_POS][ok].tolist()
+                    last = int(item[commitlog_fields.F_PHYS, k - 1]) if k else f.start
                     for pos in at:
                         rec = _accepted(store, f, buf, pos)
                         if rec is not None:

@@ -302,12 +302,12 @@ class Store(IndexFiles):
 
     def walk_fields(self, f: CommitLogFile, *, check_crc: bool = False, fd: int | None = None,
                     crc_findings: bool = True) -> Iterator[Any]:
-        """:func:`mqtool.formats.kernelwalk.walk_fields` over one file (field tables of good
+        """:func:`mqtool.formats.field_walker.walk_fields` over one file (field tables of good
         records, the walker's items elsewhere); a DLedger file gives the DLedger walk's items
         (records, findings, its FileEnd), which every caller of the kernel walk handles."""
         if self.dledger:
             return self.walk_dledger(f, crc=check_crc and crc_findings)
-        from mqtool.formats.kernelwalk import walk_fields
+        from mqtool.formats.field_walker import walk_fields
 
         return walk_fields(self._map(f.path), file=f.rel, file_start=f.start, check_crc=check_crc,
                            crc_findings=crc_findings, fd=fd)

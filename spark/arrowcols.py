@@ -1,6 +1,6 @@
 """Arrow columns of the ``messages`` table, built from the record kernel's buffers.
 
-The compiled kernel (:mod:`mqtool.formats.kernel`) decodes and checks every record of a
+The compiled kernel (:mod:`mqtool.formats.commitlog_fields`) decodes and checks every record of a
 commitlog window into a field table and cuts the strings out as Arrow buffers (offsets + data);
 this module wraps those buffers as Arrow arrays without copying them again and adds what is
 per distinct value (host strings, magic and compression names). No pyspark here.
@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mqtool.formats import kernel as K
+from mqtool.formats import commitlog_fields as fields
 from mqtool.formats.commitlog import (
     BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
@@ -38,7 +38,7 @@ def strings(offsets: np.ndarray, data: np.ndarray, typ: pa.DataType | None = Non
 def gathered(a: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
              typ: pa.DataType | None = None) -> pa.Array:
     """``a[s:s+l]`` for every (s, l) as one Arrow string array (the kernel copies once)."""
-    off, data = K.gather(a, starts, lengths)
+    off, data = fields.gather(a, starts, lengths)
     return strings(off, data, typ)
 
 
@@ -99,7 +99,7 @@ def compression_types(sysflag: np.ndarray) -> pa.Array:
 
 
 def property_maps_at(
-    a: np.ndarray, starts: np.ndarray, lengths: np.ndarray, splitter: K.PropertySplitter,
+    a: np.ndarray, starts: np.ndarray, lengths: np.ndarray, splitter: fields.PropertySplitter,
     valid: np.ndarray | None = None,
 ) -> tuple[pa.Array, dict[str, pa.Array]]:
     """``MessageDecoder#string2messageProperties`` of the properties strings at ``starts``.
@@ -116,7 +116,7 @@ def property_maps_at(
     mask = None if valid is None else pa.array(~valid)
     maps = pa.MapArray.from_arrays(pa.array(map_off), keys, values, mask=mask)
     out: dict[str, pa.Array] = {}
-    for j, name in enumerate(K.PICK_NAMES):
+    for j, name in enumerate(fields.PICK_NAMES):
         idx = picked[j]
         out[name] = values.take(pa.array(idx, mask=idx < 0)) if n else pa.nulls(0, pa.string())
     return maps, out
@@ -131,12 +131,12 @@ def property_maps(props: pa.Array) -> tuple[pa.Array, dict[str, pa.Array]]:
     a = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
     starts = offsets[:-1].astype(np.int64)
     lengths = np.diff(offsets).astype(np.int64)
-    return property_maps_at(a, starts, lengths, K.PropertySplitter(max(16, 2 * n)))
+    return property_maps_at(a, starts, lengths, fields.PropertySplitter(max(16, 2 * n)))
 
 
 def message_columns(
     a: np.ndarray, f: np.ndarray, *, store: str, name: str, want: frozenset[str],
-    properties_for: tuple[str, ...], splitter: K.PropertySplitter,
+    properties_for: tuple[str, ...], splitter: fields.PropertySplitter,
 ) -> dict[str, Any]:
     """Arrow arrays of the wanted ``messages`` columns for the kernel's field table ``f``.
 
@@ -144,11 +144,11 @@ def message_columns(
     keys and uniqKey are not wanted), null elsewhere.
     """
     n = f.shape[1]
-    sysflag = f[K.F_SYS_FLAG]
+    sysflag = f[fields.F_SYS_FLAG]
     out: dict[str, Any] = {}
     topics = None
     if "topic" in want or properties_for:
-        topics = gathered(a, f[K.F_TOPIC_POS], f[K.F_TOPIC_LEN])
+        topics = gathered(a, f[fields.F_TOPIC_POS], f[fields.F_TOPIC_LEN])
 
     def i32(k: int) -> pa.Array:
         return pa.array(f[k].astype(np.int32))
@@ -159,35 +159,36 @@ def message_columns(
     lazy: dict[str, Any] = {
         "store": lambda: pa.repeat(store, n),
         "file": lambda: pa.repeat(name, n),
-        "fileOffset": lambda: i64(K.F_POS),
-        "commitLogOffset": lambda: i64(K.F_PHYS),
-        "storeSize": lambda: i32(K.F_SIZE),
-        "magic": lambda: magic_strings(f[K.F_MAGIC]),
+        "fileOffset": lambda: i64(fields.F_POS),
+        "commitLogOffset": lambda: i64(fields.F_PHYS),
+        "storeSize": lambda: i32(fields.F_SIZE),
+        "magic": lambda: magic_strings(f[fields.F_MAGIC]),
         "topic": lambda: topics,
-        "queueId": lambda: i32(K.F_QUEUE_ID),
-        "queueOffset": lambda: i64(K.F_QUEUE_OFFSET),
-        "flag": lambda: i32(K.F_FLAG),
-        "sysFlag": lambda: i32(K.F_SYS_FLAG),
-        "bodyCRC": lambda: i32(K.F_BODY_CRC),
-        "bornTimestamp": lambda: i64(K.F_BORN_TS),
+        "queueId": lambda: i32(fields.F_QUEUE_ID),
+        "queueOffset": lambda: i64(fields.F_QUEUE_OFFSET),
+        "flag": lambda: i32(fields.F_FLAG),
+        "sysFlag": lambda: i32(fields.F_SYS_FLAG),
+        "bodyCRC": lambda: i32(fields.F_BODY_CRC),
+        "bornTimestamp": lambda: i64(fields.F_BORN_TS),
         "bornHost": lambda: host_strings(
-            a, f[K.F_BORN_IP4], (sysflag & BORNHOST_V6_FLAG) != 0, f[K.F_POS] + BORNHOST_AT,
-            f[K.F_BORN_PORT],
+            a, f[fields.F_BORN_IP4], (sysflag & BORNHOST_V6_FLAG) != 0,
+            f[fields.F_POS] + BORNHOST_AT,
+            f[fields.F_BORN_PORT],
         ),
-        "storeTimestamp": lambda: i64(K.F_STORE_TS),
+        "storeTimestamp": lambda: i64(fields.F_STORE_TS),
         "storeHost": lambda: host_strings(
-            a, f[K.F_STORE_IP4], (sysflag & STOREHOSTADDRESS_V6_FLAG) != 0,
-            f[K.F_STORE_IP_POS], f[K.F_STORE_PORT],
+            a, f[fields.F_STORE_IP4], (sysflag & STOREHOSTADDRESS_V6_FLAG) != 0,
+            f[fields.F_STORE_IP_POS], f[fields.F_STORE_PORT],
         ),
-        "reconsumeTimes": lambda: i32(K.F_RECONSUME),
-        "preparedTransactionOffset": lambda: i64(K.F_PREPARED),
-        "bodyLength": lambda: i32(K.F_BODY_LEN),
-        "propertiesRaw": lambda: gathered(a, f[K.F_PROPS_POS], f[K.F_PROPS_LEN]),
-        "offsetMsgId": lambda: strings(*K.msg_ids_of(
-            a, f[K.F_STORE_IP_POS], (sysflag & STOREHOSTADDRESS_V6_FLAG) != 0,
-            f[K.F_STORE_PORT], f[K.F_PHYS],
+        "reconsumeTimes": lambda: i32(fields.F_RECONSUME),
+        "preparedTransactionOffset": lambda: i64(fields.F_PREPARED),
+        "bodyLength": lambda: i32(fields.F_BODY_LEN),
+        "propertiesRaw": lambda: gathered(a, f[fields.F_PROPS_POS], f[fields.F_PROPS_LEN]),
+        "offsetMsgId": lambda: strings(*fields.msg_ids_of(
+            a, f[fields.F_STORE_IP_POS], (sysflag & STOREHOSTADDRESS_V6_FLAG) != 0,
+            f[fields.F_STORE_PORT], f[fields.F_PHYS],
         )),
-        "crcOk": lambda: pa.array(f[K.F_CRC_OK] == 1, mask=f[K.F_CRC_OK] < 0),
+        "crcOk": lambda: pa.array(f[fields.F_CRC_OK] == 1, mask=f[fields.F_CRC_OK] < 0),
         "compressionType": lambda: compression_types(sysflag),
     }
     if want & {"properties", "tags", "keys", "uniqKey"}:
@@ -196,7 +197,9 @@ def message_columns(
             valid = np.zeros(n, dtype=bool)
             for prefix in properties_for:
                 valid |= np.asarray(pc.starts_with(topics, prefix), dtype=bool)
-        maps, picked = property_maps_at(a, f[K.F_PROPS_POS], f[K.F_PROPS_LEN], splitter, valid)
+        maps, picked = property_maps_at(
+            a, f[fields.F_PROPS_POS], f[fields.F_PROPS_LEN], splitter, valid
+        )
         named = {"properties": maps, "tags": picked["TAGS"], "keys": picked["KEYS"],
                  "uniqKey": picked["UNIQ_KEY"]}
         out.update({k: v for k, v in named.items() if k in want})

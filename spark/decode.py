@@ -4,7 +4,7 @@ No pyspark here: plain functions over a file path and a byte range, used inside 
 (:mod:`mqtool.spark.source`) and usable (and tested) without Spark.
 
 :func:`decode_commitlog_range` maps the file read-only and hands it, window by window, to the
-record kernel (:func:`mqtool.formats.kernel.scan`: TOTALSIZE walk, every check of
+record kernel (:func:`mqtool.formats.commitlog_fields.scan`: TOTALSIZE walk, every check of
 ``parse_message``, field gather and optionally BODYCRC, compiled); :mod:`.arrowcols` wraps the
 kernel's buffers as Arrow columns (property maps split by the kernel too). Pages behind the
 walk are released with ``madvise(MADV_DONTNEED)`` and holes of sparse files skipped with
@@ -29,8 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mqtool.formats import kernel as K
-from mqtool.formats import walker
+from mqtool.formats import commitlog_fields, jit, walker
 from mqtool.formats.buffers import close_map
 from mqtool.formats.commitlog import (
     MAGIC_BLANK,
@@ -66,7 +65,7 @@ _SIZE_MAGIC = struct.Struct(">iI")
 def _message_batch(
     a: np.ndarray, fields: np.ndarray, *, store: str, name: str,
     columns: frozenset[str] | None, properties_for: tuple[str, ...],
-    splitter: K.PropertySplitter,
+    splitter: commitlog_fields.PropertySplitter,
 ) -> pa.RecordBatch:
     """One RECORD_SCHEMA batch of the kernel's accepted records (``columns``: None for all;
     the others are null)."""
@@ -179,26 +178,26 @@ def decode_commitlog_range(
         )
 
     a = np.frombuffer(mm, dtype=np.uint8)
-    words = K.words_of(a)
-    table = K.field_table(batch_records)
-    splitter = K.PropertySplitter(8 * batch_records)
+    words = commitlog_fields.words_of(a)
+    table = commitlog_fields.field_table(batch_records)
+    splitter = commitlog_fields.PropertySplitter(8 * batch_records)
     try:
         p = start if chain else resync(mm, start, file_start=file_start, fsize=fsize, fd=fd)
         while p is not None:
             if p >= end:
                 if p >= fsize or walker.looks_like_record_at(mm, p, file_start):
                     break  # the next range owns what starts here
-                q, status = p, K.STOP_ANOMALY
+                q, status = p, commitlog_fields.STOP_ANOMALY
             else:
-                count, q, status = K.scan(
-                    a, words, p, end, file_start, check_crc, table, K.CRC_TABLES
+                count, q, status = commitlog_fields.scan(
+                    a, words, p, end, file_start, check_crc, table, jit.CRC_TABLES
                 )
                 if count:
                     yield _message_batch(
                         a, table[:, :count], store=store, name=name, columns=columns,
                         properties_for=properties_for, splitter=splitter,
                     )
-            if status != K.STOP_ANOMALY:
+            if status != commitlog_fields.STOP_ANOMALY:
                 p = q  # batch full, or the chain left the range (checked above)
             else:
                 why = _what_is_at(mm, q, fsize)

@@ -17,15 +17,15 @@ ends in a BLANK record), then measures on those files in one run, every path on 
 - ``sequential read``: ``readinto`` of every file in 8 MiB chunks (the baseline; read once
   before timing so the page cache holds the files; taken three times between the other
   paths, the fastest counts);
-- ``full decode, every column``: :class:`mqtool.formats.fastdecode.Decoder` (the fused kernel
-  :mod:`mqtool.formats.fused`: TOTALSIZE walk, every ``parse_message`` check, every field,
+- ``full decode, every column``: :class:`mqtool.formats.commitlog_columns.Decoder` (the fused kernel
+  :mod:`mqtool.formats.commitlog_arrow`: TOTALSIZE walk, every ``parse_message`` check, every field,
   topic, properties, the property map, TAGS/KEYS/UNIQ_KEY, offsetMsgId and hosts in one
   compiled pass per window) and, per window, every column of the ``messages`` table of
   ``mqtool scan`` as one Arrow record batch of ``MESSAGE_SCHEMA`` (schema-checked), CRC off
   (as ``MessageDecoder.decode``) and on; the same without the Arrow step (the kernel's
   buffers only);
 - the previous full decode (``mqtool.spark.decode.decode_commitlog_range``: the scan kernel,
-  then one kernel or Arrow call per column), ``fastdecode.decode_file`` (numpy columns, no
+  then one kernel or Arrow call per column), ``commitlog_columns.decode_file`` (numpy columns, no
   property map), ``parse_message`` (``scan_file``: one object per record) and the construct
   reference (the last two on the first records of the first file).
 
@@ -54,7 +54,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from figures import run_meta, write_last_run  # noqa: E402
 
-from mqtool.formats import fastdecode  # noqa: E402
+from mqtool.formats import commitlog_columns  # noqa: E402
 from mqtool.formats.buffers import close_map  # noqa: E402
 from mqtool.formats.commitlog import (
     CommitLogMessage,
@@ -156,7 +156,7 @@ def full_decode(paths: list[Path], *, check_crc: bool, arrow: bool) -> int:
     from mqtool.spark.schema import MESSAGE_SCHEMA
 
     names = MESSAGE_SCHEMA.names
-    dec = fastdecode.Decoder()
+    dec = commitlog_columns.Decoder()
     n = 0
     for path in paths:
         mm = mapped(path)
@@ -265,7 +265,7 @@ def main() -> None:
             c = 0
             for p in files:
                 mm = mapped(p)
-                cols, _ = fastdecode.decode_file(mm, file=f"commitlog/{p.name}",
+                cols, _ = commitlog_columns.decode_file(mm, file=f"commitlog/{p.name}",
                                                  file_start=int(p.name))
                 c += len(cols)
                 del cols
@@ -273,7 +273,7 @@ def main() -> None:
             return c
 
         n, secs, _ = best(old_numpy, 1)
-        row("fastdecode.decode_file (numpy)", secs, n, "fields, topic, properties string")
+        row("commitlog_columns.decode_file (numpy)", secs, n, "fields, topic, properties string")
         read()
         row("sequential read (8 MiB chunks)", min(read_secs), n_total,
             f"warm page cache; fastest of {len(read_secs)}", min(read_cpu))

@@ -14,9 +14,9 @@ one run (a benchmark, not a test; do not loop it on a shared machine):
 * ``sequential read``: ``readinto`` of every commitlog file (8 MiB buffer): the baseline every
   ratio is taken against (its record rate: the store's messages at that byte rate);
 * the hot-loop prototypes of issue 13 (TOTALSIZE walk, record checks, field gather, property
-  split, optionally BODYCRC): the numba kernel (:mod:`mqtool.formats.kernel`) and a plain
+  split, optionally BODYCRC): the numba kernel (:mod:`mqtool.formats.commitlog_fields`) and a plain
   Java loop (``proto/HotLoop.java``, compiled with ``javac`` when a JDK is there);
-* single process, every column: the fused kernel (:class:`mqtool.formats.fastdecode.Decoder`,
+* single process, every column: the fused kernel (:class:`mqtool.formats.commitlog_columns.Decoder`,
   every window as one record batch of the ``messages`` table) with the CRC check off (as
   ``MessageDecoder.decode``) and on; the struct-based reference decoder on the first 300,000
   records; with ``--python-decode`` also the Python data source's decode
@@ -275,14 +275,14 @@ def vectorised_decode(
 
 def fused_decode(files: list[Path], check_crc: bool) -> tuple[float, int, int]:
     """The single-process full decode: the fused kernel
-    (:class:`mqtool.formats.fastdecode.Decoder`), every window as one record batch of every
+    (:class:`mqtool.formats.commitlog_columns.Decoder`), every window as one record batch of every
     column of the ``messages`` table (``MESSAGE_SCHEMA``): (seconds, messages, their bytes)."""
     import mmap
 
     import pyarrow as pa
 
     from mqtool.formats.buffers import close_map
-    from mqtool.formats.fastdecode import Decoder
+    from mqtool.formats.commitlog_columns import Decoder
     from mqtool.spark.schema import MESSAGE_SCHEMA
 
     names = MESSAGE_SCHEMA.names
@@ -311,25 +311,26 @@ def kernel_hot_loop(files: list[Path], check_crc: bool) -> tuple[float, int]:
 
     import numpy as np
 
-    from mqtool.formats import kernel as K
+    from mqtool.formats import commitlog_fields as fields
+    from mqtool.formats import jit
     from mqtool.formats.buffers import close_map
 
-    table = K.field_table(8192)
-    splitter = K.PropertySplitter()
+    table = fields.field_table(8192)
+    splitter = fields.PropertySplitter()
     n = 0
     t = time.perf_counter()
     for f in files:
         with open(f, "rb") as fh:
             mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         a = np.frombuffer(mm, dtype=np.uint8)
-        w = K.words_of(a)
+        w = fields.words_of(a)
         p = 0
         while True:
-            c, p, status = K.scan(a, w, p, len(a), int(f.name), check_crc, table,
-                                  K.CRC_TABLES)
-            splitter.split(a, table[K.F_PROPS_POS, :c], table[K.F_PROPS_LEN, :c])
+            c, p, status = fields.scan(a, w, p, len(a), int(f.name), check_crc, table,
+                                  jit.CRC_TABLES)
+            splitter.split(a, table[fields.F_PROPS_POS, :c], table[fields.F_PROPS_LEN, :c])
             n += c
-            if status != K.STOP_FULL:
+            if status != fields.STOP_FULL:
                 break
         del a, w
         close_map(mm)  # (numba's first compile may still hold a view: then the GC closes it)

@@ -4,7 +4,8 @@ Consume-queue units, index entries and timerlog units name a record by its commi
 :func:`records_at` answers, for many offsets at once, whether the kernel accepts a record
 starting exactly there (the kernel's one rule: magic, TOTALSIZE bounds, every length adding up
 to TOTALSIZE, PHYSICALOFFSET equal to the position, UTF-8 topic and properties) and gives its
-fields (:mod:`mqtool.formats.kernel`'s field table, one column per offset). Nothing is kept
+fields (:mod:`mqtool.formats.commitlog_fields`'s field table, one column per offset). Nothing is
+kept
 between calls: the answer is read from the mapped commitlog, so a check that joins units or
 entries to their records needs memory for one batch, not for every message of the store.
 
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING
 import numba as nb
 import numpy as np
 
-from mqtool.formats import kernel
+from mqtool.formats import commitlog_fields, jit
 from mqtool.formats.commitlog import CommitLogMessage, FileEnd, parse_message
 from mqtool.formats.commitlog_layout import MIN_RECORD_SIZE
 from mqtool.formats.errors import Finding, MqtoolError
@@ -36,7 +37,7 @@ def _scan_at(
     buf: np.ndarray, words: np.ndarray, pos: np.ndarray, file_start: int, out: np.ndarray,
     tables: np.ndarray,
 ) -> np.ndarray:
-    """For each in-file position, :func:`kernel.scan` of exactly one record there (into
+    """For each in-file position, :func:`commitlog_fields.scan` of exactly one record there (into
     ``out``'s column); whether the kernel accepted it."""
     n = pos.shape[0]
     ok = np.zeros(n, dtype=np.bool_)
@@ -46,7 +47,9 @@ def _scan_at(
         p = pos[i]
         if p < 0 or p + 8 > size:
             continue
-        count, _q, _status = kernel.scan(buf, words, p, p + 1, file_start, False, one, tables)
+        count, _q, _status = commitlog_fields.scan(
+            buf, words, p, p + 1, file_start, False, one, tables
+        )
         if count == 1:
             ok[i] = True
             for k in range(out.shape[0]):
@@ -61,7 +64,7 @@ def records_at(store: Store, phys: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     offsets, positions in-file)."""
     phys = np.asarray(phys, dtype=np.int64)
     n = len(phys)
-    fields = kernel.field_table(n)
+    fields = commitlog_fields.field_table(n)
     ok = np.zeros(n, dtype=bool)
     files = store.commitlog_files
     fi = np.full(n, -1, dtype=np.int64)
@@ -76,10 +79,10 @@ def records_at(store: Store, phys: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     for j in np.unique(fi[inside]).tolist():
         sel = np.flatnonzero(fi == j)
         f = files[j]
-        a = kernel.as_bytes(store.mapped(f))
-        part = kernel.field_table(len(sel))
-        got = _scan_at(a, kernel.words_of(a), phys[sel] - f.start, f.start, part,
-                       kernel.CRC_TABLES)
+        a = commitlog_fields.as_bytes(store.mapped(f))
+        part = commitlog_fields.field_table(len(sel))
+        got = _scan_at(a, commitlog_fields.words_of(a), phys[sel] - f.start, f.start, part,
+                       jit.CRC_TABLES)
         ok[sel] = got
         fields[:, sel] = part
         del a
@@ -94,7 +97,7 @@ def units_with_records(store: Store, offs: np.ndarray, sizes: np.ndarray) -> np.
     # a live store's records are read as they are now (those written since the walk too)
     fine &= offs + sizes <= (store.listed_end() if store.live else store.max_physical_offset())
     _, ok, fields = records_at(store, np.where(fine, offs, -1))
-    out: np.ndarray = fine & ok & (fields[kernel.F_SIZE] == sizes)
+    out: np.ndarray = fine & ok & (fields[commitlog_fields.F_SIZE] == sizes)
     return out
 
 
@@ -151,7 +154,7 @@ def messages_at(
     files = store.commitlog_files
     for j in np.unique(fi[ok]).tolist():
         sel = np.flatnonzero(ok & (fi == j))
-        a = kernel.as_bytes(store.mapped(files[j]))
+        a = commitlog_fields.as_bytes(store.mapped(files[j]))
         cols.add_fields(a, np.ascontiguousarray(fields[:, sel]), False)
         del a
     extra = 0

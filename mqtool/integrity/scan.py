@@ -1,11 +1,11 @@
 """The commitlog pass of ``mqtool verify``: every file walked once, in windows.
 
-Each commitlog file is walked by :func:`mqtool.formats.kernelwalk.walk_fields` (the compiled
+Each commitlog file is walked by :func:`mqtool.formats.field_walker.walk_fields` (the compiled
 kernel over good records, the one walker wherever it stops). Per file it records how the data
 reads (:class:`FileScan`: messages, data end, first break, unreadable bytes) and adds the
 walker's findings, the body-CRC and 5.x ``__CRC32#`` findings, gaps between files and zeros in
 the middle of the data. The records come in windows (one kernel field table, at most
-:data:`mqtool.formats.kernelwalk.BATCH` records): each window's compact facts
+:data:`mqtool.formats.field_walker.BATCH` records): each window's compact facts
 (:class:`Messages`) are handed to a callback and then dropped, so the pass needs memory for one
 window, whatever the store's size.
 
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from mqtool.formats import kernel
+from mqtool.formats import commitlog_fields as fields
 from mqtool.formats.commitlog import (
     CRC32_RESERVED_LEN,
     PROPERTY_CRC32,
@@ -36,6 +36,7 @@ from mqtool.formats.commitlog import (
 )
 from mqtool.formats.consumequeue import tags_code_of
 from mqtool.formats.errors import Finding, Severity, TornPropertiesError
+from mqtool.formats.field_walker import walk_fields
 from mqtool.formats.indexfile import index_key_hash_of, index_key_hashes
 from mqtool.formats.javacompat import (
     java_hash_ranges,
@@ -125,9 +126,9 @@ class MessagesBuilder:
         value start, value length in ``a``)."""
         n = len(starts)
         map_off = np.empty(n + 1, dtype=np.int32)
-        picked = np.empty((len(kernel.PICK_NAMES), n), dtype=np.int64)
+        picked = np.empty((len(fields.PICK_NAMES), n), dtype=np.int64)
         scratch = MessagesBuilder._pairs
-        while kernel.split_properties(a, starts, lengths, kernel._PICK_BYTES, kernel._PICK_LENS,
+        while fields.split_properties(a, starts, lengths, fields._PICK_BYTES, fields._PICK_LENS,
                                       scratch[0], map_off, picked) < 0:
             scratch[0] = np.empty((4, scratch[0].shape[1] * 2), dtype=np.int64)
         return picked, scratch[0]
@@ -166,21 +167,21 @@ class MessagesBuilder:
         """Add the records of a kernel field table (``a``: the file's bytes)."""
         n = f.shape[1]
         rows = self.rows + np.arange(n, dtype=np.int64)
-        tid = self.topic_ids(a, f[kernel.F_TOPIC_POS], f[kernel.F_TOPIC_LEN])
+        tid = self.topic_ids(a, f[fields.F_TOPIC_POS], f[fields.F_TOPIC_LEN])
         tags = np.zeros(n, np.int64)
         if self.with_tags or self.with_keys:
-            picked, pairs = self.picked(a, f[kernel.F_PROPS_POS], f[kernel.F_PROPS_LEN])
+            picked, pairs = self.picked(a, f[fields.F_PROPS_POS], f[fields.F_PROPS_LEN])
             # tagsCode: the tag's String.hashCode (tags_code_of), 0 without a tag
             i = np.flatnonzero(picked[0] >= 0)
             j = picked[0][i]
             tags[i] = java_hash_ranges(a, pairs[2][j], pairs[3][j]).view(np.int32)
             if self.with_keys:
                 self._add_keys(a, rows, tid, picked, pairs)
-        crc = (f[kernel.F_CRC_OK] != 0) if check_crc else np.ones(n, bool)
-        for k, v in (("phy", f[kernel.F_PHYS]), ("size", f[kernel.F_SIZE]),
-                     ("qid", f[kernel.F_QUEUE_ID]), ("qoff", f[kernel.F_QUEUE_OFFSET]),
-                     ("topic", tid), ("ts", f[kernel.F_STORE_TS]), ("tags", tags),
-                     ("sys", f[kernel.F_SYS_FLAG]), ("crc", crc)):
+        crc = (f[fields.F_CRC_OK] != 0) if check_crc else np.ones(n, bool)
+        for k, v in (("phy", f[fields.F_PHYS]), ("size", f[fields.F_SIZE]),
+                     ("qid", f[fields.F_QUEUE_ID]), ("qoff", f[fields.F_QUEUE_OFFSET]),
+                     ("topic", tid), ("ts", f[fields.F_STORE_TS]), ("tags", tags),
+                     ("sys", f[fields.F_SYS_FLAG]), ("crc", crc)):
             self.parts[k].append(np.array(v, dtype=np.int64))
         self.rows += n
 
@@ -235,16 +236,16 @@ def _crc_findings(
     fs: FileScan, sink: FindingSink,
 ) -> None:
     """The body CRC and 5.x ``__CRC32#`` findings of a kernel field table's records."""
-    bad = np.flatnonzero(f[kernel.F_CRC_OK] == 0) if check_crc else np.zeros(0, np.int64)
+    bad = np.flatnonzero(f[fields.F_CRC_OK] == 0) if check_crc else np.zeros(0, np.int64)
     # the 5.x property CRC: records whose properties end in the reserved __CRC32# slot
-    plen = f[kernel.F_PROPS_LEN]
+    plen = f[fields.F_PROPS_LEN]
     cand = np.flatnonzero(plen >= CRC32_RESERVED_LEN)
     if cand.size:
-        at = (f[kernel.F_PROPS_POS][cand] + plen[cand] - CRC32_RESERVED_LEN)
+        at = (f[fields.F_PROPS_POS][cand] + plen[cand] - CRC32_RESERVED_LEN)
         head = a[at[:, None] + np.arange(len(_CRC_TAIL))]
         cand = cand[(head == np.frombuffer(_CRC_TAIL, np.uint8)).all(axis=1)]
     for i in sorted(set(bad.tolist()) | set(cand.tolist())):
-        pos = int(f[kernel.F_POS, i])
+        pos = int(f[fields.F_POS, i])
         item = parse_message(buf, pos, file=file.rel, file_start=file.start)
         assert isinstance(item, CommitLogMessage)
         _record_crc(item, file, check_crc, fs, sink)
@@ -305,7 +306,7 @@ def scan_commitlog(
                 expected=str(mfs), found=str(f.size),
             ))
         buf = store.mapped(f)
-        raw = kernel.as_bytes(buf)
+        raw = fields.as_bytes(buf)
         try:  # the descriptor lets the walker skip the holes of a sparse (pre-allocated) file
             fd: int | None = os.open(f.path, os.O_RDONLY) if len(buf) else None
         except OSError:
@@ -320,8 +321,8 @@ def scan_commitlog(
                     cols.add_fields(raw, item, check_crc)
                     flush()
                     fs.messages += k
-                    fs.message_bytes += int(item[kernel.F_SIZE].sum())
-                    fs.data_end = int(item[kernel.F_PHYS, k - 1] + item[kernel.F_SIZE, k - 1])
+                    fs.message_bytes += int(item[fields.F_SIZE].sum())
+                    fs.data_end = int(item[fields.F_PHYS, k - 1] + item[fields.F_SIZE, k - 1])
                 elif isinstance(item, CommitLogMessage):
                     ok = _record_crc(item, f, check_crc, fs, sink)
                     cols.add_message(item, ok)
@@ -400,11 +401,11 @@ def message_windows(store: Store, lo: int, hi: int | None = None) -> Iterator[Me
         if f.start + f.size <= lo or (hi is not None and f.start >= hi):
             continue
         buf = store.mapped(f)
-        raw = kernel.as_bytes(buf)
+        raw = fields.as_bytes(buf)
         cols = MessagesBuilder(keys=False, tags=False)
         for item in store.walk_fields(f):
             if isinstance(item, np.ndarray):
-                ph = item[kernel.F_PHYS]
+                ph = item[fields.F_PHYS]
                 sel = (ph >= lo) if hi is None else ((ph >= lo) & (ph < hi))
                 if sel.any():
                     cols.add_fields(raw, np.ascontiguousarray(item[:, sel]), False)

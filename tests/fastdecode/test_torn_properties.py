@@ -3,7 +3,7 @@ the record's tail was never written; 4.9.7 has no CRC over the properties).
 
 The one rule (``commitlog.properties_torn``: non-empty properties never end in a zero byte) is
 applied by parse_message, both walks of the walker, the compiled kernel, the fused kernel and
-kernelwalk alike: the record is an unreadable region of kind ``properties-torn`` at the
+field_walker alike: the record is an unreadable region of kind ``properties-torn`` at the
 record's own file offset, and the walk goes on at the next record. The real stores show the
 fact the rule stands on, and none of their records is taken for torn.
 """
@@ -13,11 +13,11 @@ from __future__ import annotations
 import pytest
 
 from conftest import SCENARIOS, store_dir
-from mqtool.formats import fastdecode
-from mqtool.formats import kernel as K
+from mqtool.formats import commitlog_columns
+from mqtool.formats import commitlog_fields as fields
 from mqtool.formats.commitlog import CommitLogMessage, FileEnd, parse_message, properties_torn
 from mqtool.formats.errors import TornPropertiesError
-from mqtool.formats.kernelwalk import walk_fields
+from mqtool.formats.field_walker import walk_fields
 from mqtool.formats.walker import Unreadable, looks_like_record_at, scan_file, walk
 
 TORN = TornPropertiesError.kind
@@ -95,22 +95,24 @@ def test_torn_properties_are_one_region_at_the_record(name: str, last: bool,
     assert [i for i in plain if isinstance(i, int)] == records
     assert plain[-1] == end
 
-    # the kernels stop at the record, and kernelwalk hands it to the walker
-    fields, q, status = K.scan_buffer(bad, 0, file_start=start)
-    assert (q, status) == (pos, K.STOP_ANOMALY)
-    w, q2, status2 = fastdecode.Decoder().window(K.as_bytes(bad), 0, len(bad), file_start=start)
-    assert (w.n, q2, status2) == (fields.shape[1], pos, K.STOP_ANOMALY)
+    # the kernels stop at the record, and field_walker hands it to the walker
+    table, q, status = fields.scan_buffer(bad, 0, file_start=start)
+    assert (q, status) == (pos, fields.STOP_ANOMALY)
+    w, q2, status2 = commitlog_columns.Decoder().window(
+        fields.as_bytes(bad), 0, len(bad), file_start=start
+    )
+    assert (w.n, q2, status2) == (table.shape[1], pos, fields.STOP_ANOMALY)
     got = []
     found = []
     for item in walk_fields(bad, file=rel, file_start=start):
         if isinstance(item, Unreadable):
             found.append((item.kind, item.file, item.offset))
         elif hasattr(item, "shape"):
-            got += item[K.F_POS].tolist()
+            got += item[fields.F_POS].tolist()
         elif isinstance(item, CommitLogMessage):  # pragma: no cover - the kernel takes all
             got.append(item.physical_offset - start)
     assert found == [(TORN, rel, pos)] and got == records
     # the bulk decoders end the file where scan_file (RocketMQ's recovery view) does
-    _, fend = fastdecode.decode_file(bad, file=rel, file_start=start)
+    _, fend = commitlog_columns.decode_file(bad, file=rel, file_start=start)
     want = list(scan_file(bad, file=rel, file_start=start))[-1]
     assert fend == want and want.physical_offset == start + pos

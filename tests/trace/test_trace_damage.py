@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from conftest import manifest_jsonl, store_dir
 from mqtool.cli import app
-from mqtool.formats import fastdecode
+from mqtool.formats import commitlog_columns
 from mqtool.formats.walker import next_record
 from mqtool.store import Store
 from mqtool.trace import trace_key
@@ -174,7 +174,7 @@ def test_every_reader_gives_the_same_records_on_the_damaged_store(tmp_path: Path
         buf, base, pos = f.read_bytes(), int(f.name), 0
         while True:
             view = memoryview(buf)[pos:]
-            cols, end = fastdecode.decode_file(view, file=f"commitlog/{f.name}",
+            cols, end = commitlog_columns.decode_file(view, file=f"commitlog/{f.name}",
                                                file_start=base + pos)
             bulk += [int(x) for x in cols["physical_offset"]]
             view.release()

@@ -1,5 +1,5 @@
 // The record hot loop in plain Java, as a measured alternative to the numba kernel
-// (mqtool.formats.kernel): TOTALSIZE walk, the same record checks, field gather into column
+// (mqtool.formats.commitlog_fields): TOTALSIZE walk, the same record checks, field gather into column
 // arrays, property split into key/value spans, optionally BODYCRC (java.util.zip.CRC32, the
 // JDK's intrinsic). Written for bench/scan only (compiled with javac by bench_scan.py when a
 // JDK is there); mqtool itself does not use it. Layout facts: formats/commitlog.py.

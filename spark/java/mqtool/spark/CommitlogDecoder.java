@@ -1,6 +1,6 @@
 // The record loop of mqtool's Spark-native commitlog reader (see CommitlogSource.java).
 //
-// Accepts a record at p only when every check of mqtool.formats.kernel.scan holds (magic V1/V2,
+// Accepts a record at p only when every check of mqtool.formats.commitlog_fields.scan holds (magic V1/V2,
 // TOTALSIZE at least 91 (+1 for V2) and inside the file, every length adding up to TOTALSIZE as
 // MessageExtEncoder#calMsgLength, PHYSICALOFFSET = the record's commitlog position, properties
 // not ending in a zero byte (torn), topic and properties well-formed UTF-8). Columns are those
@@ -254,7 +254,7 @@ final class CommitlogDecoder extends SplitReader {
         return true;
     }
 
-    // --- the record rule (mqtool.formats.kernel.scan's checks) --------------------------------
+    // --- the record rule (mqtool.formats.commitlog_fields.scan's checks) --------------------------------
     private int tlw, sysFlag, bornLen, storeLen, bornPos, storeTsPos, storePos, reconPos;
     private int bodyPos, bodyLen, topicPos, topicLen, propsPos, propsLen;
     // accept() copies the record's topic .. end into the arena at used (kept by message())
@@ -343,7 +343,7 @@ final class CommitlogDecoder extends SplitReader {
         return size;
     }
 
-    /** Well-formed UTF-8 as Python's strict decode accepts it (kernel.utf8_ok). */
+    /** Well-formed UTF-8 as Python's strict decode accepts it (jit.utf8_ok). */
     private static boolean utf8(byte[] a, int start, int len) {
         int q = start;
         int end = start + len;
@@ -554,7 +554,7 @@ final class CommitlogDecoder extends SplitReader {
         strings[cMsgId].put(row, a, start, q - start);
     }
 
-    /** string2messageProperties (kernel.split_properties): pairs in order, the last duplicate
+    /** string2messageProperties (commitlog_fields.split_properties): pairs in order, the last duplicate
      * kept; TAGS / KEYS / UNIQ_KEY picked. */
     private void properties(int row) {
         boolean valid = true;

@@ -7,7 +7,7 @@
 // (mqtool.spark.splits, option "splits"): planned once.
 //
 // Damage is not judged here. CommitlogDecoder accepts only records that pass every check of
-// mqtool.formats.kernel.scan (which are those of formats.commitlog.parse_message plus the
+// mqtool.formats.commitlog_fields.scan (which are those of formats.commitlog.parse_message plus the
 // PHYSICALOFFSET rule of formats.walker), the file's BLANK record and zeros up to the end of
 // the file's data. Anything else becomes one "deferred" row (recordType "deferred",
 // fileOffset = where, storeSize = bytes to the split end, detail "chain" or "resync") that

@@ -1,4 +1,5 @@
-"""The fused full-decode kernel (formats.fused through fastdecode.Decoder) equals the reference
+"""The fused full-decode kernel (formats.commitlog_arrow through commitlog_columns.Decoder) equals the
+reference
 decoder column for column: every fixed field, topic, raw properties, the property map
 (parse_properties), TAGS / KEYS / UNIQ_KEY, offsetMsgId, both hosts (IPv4 and IPv6), CRC; it
 stops where scan_file stops (real files, 300 damaged copies) and survives tiny buffers."""
@@ -14,8 +15,9 @@ from hypothesis import strategies as st
 from test_fastdecode import _damage
 
 from conftest import SCENARIOS, store_dir
-from mqtool.formats import fastdecode, fused
-from mqtool.formats import kernel as K
+from mqtool.formats import commitlog_arrow as arrow
+from mqtool.formats import commitlog_columns, jit
+from mqtool.formats import commitlog_fields as fields
 from mqtool.formats.commitlog import (
     MAGIC_V2,
     CommitLogMessage,
@@ -38,7 +40,7 @@ def _reference(data: bytes, rel: str, start: int) -> tuple[list[CommitLogMessage
     return [i for i in items if isinstance(i, CommitLogMessage)], end
 
 
-def _strings(w: fastdecode.Window, name: str) -> list[str | None]:
+def _strings(w: commitlog_columns.Window, name: str) -> list[str | None]:
     off, data = w.string(name)
     raw = bytes(data)
     out: list[str | None] = [raw[off[i] : off[i + 1]].decode() for i in range(w.n)]
@@ -48,7 +50,7 @@ def _strings(w: fastdecode.Window, name: str) -> list[str | None]:
     return out
 
 
-def _maps(w: fastdecode.Window) -> list[dict[str, str]]:
+def _maps(w: commitlog_columns.Window) -> list[dict[str, str]]:
     map_off, (k_off, k_data), (v_off, v_data) = w.properties()
     keys, values = bytes(k_data), bytes(v_data)
     out = []
@@ -62,11 +64,11 @@ def _maps(w: fastdecode.Window) -> list[dict[str, str]]:
     return out
 
 
-def _rows(w: fastdecode.Window) -> list[tuple[object, ...]]:
+def _rows(w: commitlog_columns.Window) -> list[tuple[object, ...]]:
     """Every column of every row, in the reference's terms."""
-    ints = {k: w.int64(k).tolist() for k in fastdecode.INT64_COLUMNS}
-    ints |= {k: w.int32(k).tolist() for k in fastdecode.INT32_COLUMNS}
-    strs = {k: _strings(w, k) for k in fastdecode.STRING_COLUMNS}
+    ints = {k: w.int64(k).tolist() for k in commitlog_columns.INT64_COLUMNS}
+    ints |= {k: w.int32(k).tolist() for k in commitlog_columns.INT32_COLUMNS}
+    strs = {k: _strings(w, k) for k in commitlog_columns.STRING_COLUMNS}
     maps = _maps(w)
     crc = w.crc_ok
     body = w.body_position.tolist()
@@ -98,7 +100,7 @@ def _want(m: CommitLogMessage, start: int, crc: bool) -> tuple[object, ...]:
 def _decode(data: bytes, rel: str, start: int, *, crc: bool, records: int = 1 << 15,
             data_bytes: int | None = None, native_crc: bool = True,
             ) -> tuple[list[tuple[object, ...]], FileEnd]:
-    dec = fastdecode.Decoder(records, data_bytes=data_bytes, native_crc=native_crc)
+    dec = commitlog_columns.Decoder(records, data_bytes=data_bytes, native_crc=native_crc)
     rows: list[tuple[object, ...]] = []
     for w in dec.file(data, file=rel, file_start=start, check_crc=crc):
         rows += _rows(w)  # read before the next window reuses the buffers
@@ -153,15 +155,15 @@ def test_damaged_files_end_like_scan_file() -> None:
 
 
 def test_window_stops_where_scan_stops() -> None:
-    """Same records, same stop position and status as kernel.scan, window by window."""
+    """Same records, same stop position and status as fields.scan, window by window."""
     for name in SCENARIOS:
         for _rel, start, data in _files(name):
-            a = K.as_bytes(data)
-            fields, pos, status = K.scan_buffer(data, file_start=start, cap=len(data) // 91 + 1)
-            w, q, st_ = fastdecode.Decoder(len(data) // 91 + 1).window(
+            a = fields.as_bytes(data)
+            table, pos, status = fields.scan_buffer(data, file_start=start, cap=len(data) // 91 + 1)
+            w, q, st_ = commitlog_columns.Decoder(len(data) // 91 + 1).window(
                 a, 0, len(a), file_start=start)
-            assert (w.n, q, st_) == (fields.shape[1], pos, status)
-            assert w.int64("fileOffset").tolist() == fields[K.F_POS].tolist()
+            assert (w.n, q, st_) == (table.shape[1], pos, status)
+            assert w.int64("fileOffset").tolist() == table[fields.F_POS].tolist()
 
 
 _PROP_TEXT = st.lists(
@@ -180,7 +182,7 @@ def test_property_split_equals_parse_properties_on_any_text(raws: list[str]) -> 
         recs.append(build_message(m))
         p += len(recs[-1])
     data = b"".join(recs)
-    dec = fastdecode.Decoder(8, data_bytes=8)  # tiny: windows end early, buffers grow
+    dec = commitlog_columns.Decoder(8, data_bytes=8)  # tiny: windows end early, buffers grow
     maps: list[dict[str, str]] = []
     picks: dict[str, list[str | None]] = {"tags": [], "keys": [], "uniqKey": []}
     for w in dec.file(data):
@@ -197,7 +199,7 @@ def test_to_arrow_gives_every_messages_column() -> None:
     pa = pytest.importorskip("pyarrow")
     rel, start, data = _files("4.9.7/journey")[0]
     want, _ = _reference(data, rel, start)
-    dec = fastdecode.Decoder()
+    dec = commitlog_columns.Decoder()
     cols = next(iter(dec.file(data, file=rel, file_start=start))).to_arrow(store="s", file=rel)
     assert cols["topic"].to_pylist()[: len(want)] == [m.topic for m in want]
     assert cols["properties"].type == pa.map_(pa.string(), pa.string())
@@ -214,7 +216,7 @@ def test_host_text_of_any_ipv4_and_port() -> None:
         ip = bytes(rng.randrange(256) for _ in range(4))
         port = rng.choice([0, 9, 10, 99, 100, 65535, 2**31 - 1, -1, -(2**31),
                            rng.randrange(-(2**31), 2**31)])
-        n = fused._host4(d, 3, np.frombuffer(ip, dtype=np.uint8), 0, port)
+        n = arrow._host4(d, 3, np.frombuffer(ip, dtype=np.uint8), 0, port)
         assert bytes(d[3 : 3 + n]).decode() == f"{ip[0]}.{ip[1]}.{ip[2]}.{ip[3]}:{port}"
 
 
@@ -225,7 +227,7 @@ def test_native_crc32_equals_zlib() -> None:
 
     from mqtool.formats.commitlog import build_message, make_message
 
-    fn, kind = K.native_crc32()
+    fn, kind = jit.native_crc32()
     assert kind in (0, 1, 2) and (fn != 0) == (kind != 0)
     rng = random.Random(9)
     recs, p = [], 0
@@ -237,10 +239,10 @@ def test_native_crc32_equals_zlib() -> None:
         p += len(recs[-1])
     data = bytearray(b"".join(recs))
     for native in (True, False):
-        dec = fastdecode.Decoder(native_crc=native)
+        dec = commitlog_columns.Decoder(native_crc=native)
         oks = [bool(x) for w in dec.file(bytes(data), check_crc=True) for x in w.crc_ok]
         assert oks == [True] * len(recs)
     data[p - 5] ^= 1  # a byte of the last (70000-byte) body
-    oks = [bool(x) for w in fastdecode.Decoder().file(bytes(data), check_crc=True)
+    oks = [bool(x) for w in commitlog_columns.Decoder().file(bytes(data), check_crc=True)
            for x in w.crc_ok]
     assert oks == [True] * (len(recs) - 1) + [False]

@@ -4,7 +4,8 @@ One pass over a mapped commitlog window does, per record, what ``MessageDecoder.
 (and what :func:`.commitlog.parse_message` plus :func:`.walker.scan_file`'s PHYSICALOFFSET
 check accept): follow TOTALSIZE, check the magic, every length against TOTALSIZE
 (``MessageExtEncoder#calMsgLength``), PHYSICALOFFSET against the record's place, properties
-not torn (:func:`record_layout`, shared with :mod:`.fused`), topic and properties as UTF-8,
+not torn (:func:`record_layout`, shared with :mod:`.commitlog_arrow`), topic and properties as
+UTF-8,
 gather every fixed field, optionally check BODYCRC (``UtilAll.crc32``). The kernel never judges
 damage: it stops at the first record it does not accept and returns where, with status
 :data:`STOP_ANOMALY`; the caller hands that position to the one damage rule (:mod:`.commitlog`
@@ -22,21 +23,11 @@ for a few seconds). Pure numpy in and out: no pyarrow, no pyspark here.
 
 from __future__ import annotations
 
-import functools
-import os
-from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import numpy as np
 
-if "NUMBA_CACHE_DIR" not in os.environ and not os.access(os.path.dirname(__file__), os.W_OK):
-    os.environ["NUMBA_CACHE_DIR"] = os.path.join(
-        os.path.expanduser("~"), ".cache", "mqtool-numba"
-    )
-
-import numba as nb  # noqa: E402 - after NUMBA_CACHE_DIR
-
-from mqtool.formats.commitlog_layout import (  # noqa: E402
+from mqtool.formats.commitlog_layout import (
     BODYCRC_AT,
     BODYLEN_WIDTH,
     BORNHOST_AT,
@@ -63,6 +54,18 @@ from mqtool.formats.commitlog_layout import (  # noqa: E402
     TOPICLEN_V1_WIDTH,
     TOPICLEN_V2_WIDTH,
     TOTALSIZE_AT,
+)
+from mqtool.formats.jit import (
+    CRC_TABLES,
+    compiled,
+    crc32,
+    i16,
+    i32,
+    i64,
+    inlined,
+    same_bytes,
+    u32,
+    utf8_ok,
 )
 
 # --- the field table the scan kernel fills (one row per field, one column per record) -------
@@ -103,115 +106,12 @@ _STORE6 = STOREHOSTADDRESS_V6_FLAG
 _MV1 = MAGIC_V1
 _MV2 = MAGIC_V2
 
-_JIT: dict[str, Any] = {"cache": True, "nogil": True, "boundscheck": False}
-_Fn = TypeVar("_Fn", bound=Callable[..., Any])
-
-
-def _compiled(fn: _Fn) -> _Fn:
-    """``numba.njit`` (cached, no GIL, no bounds checks), keeping the signature for mypy."""
-    return cast(_Fn, nb.njit(**_JIT)(fn))
-
-
-def inlined(fn: _Fn) -> _Fn:
-    """A helper compiled into its callers (numba ``inline="always"``: no call per use)."""
-    return cast(_Fn, nb.njit(inline="always", **_JIT)(fn))
-
-
-def _crc_tables() -> np.ndarray:
-    """Slicing-by-8 tables of the reflected CRC-32 (zlib's polynomial 0xEDB88320)."""
-    t = np.zeros((8, 256), dtype=np.uint32)
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
-        t[0, i] = c
-    for i in range(256):
-        c = int(t[0, i])
-        for k in range(1, 8):
-            c = int(t[0, c & 0xFF]) ^ (c >> 8)
-            t[k, i] = c
-    return t
-
-
-CRC_TABLES = _crc_tables()
-
-
-@functools.cache
-def native_crc32() -> tuple[int, int]:
-    """(address, kind) of a C CRC-32 equal to zlib's, or (0, 0): libdeflate's
-    ``libdeflate_crc32`` (kind 1: carry-less multiply, many GB/s) when the library is on the
-    machine, else zlib's ``crc32`` (kind 2). Used by :func:`.fused.decode` for BODYCRC; the
-    tests check it equals ``zlib.crc32``; the slicing-by-8 :func:`crc32` is the fallback."""
-    import ctypes
-    import ctypes.util
-
-    for name, symbol, kind in (("deflate", "libdeflate_crc32", 1), ("z", "crc32", 2)):
-        path = ctypes.util.find_library(name)
-        if not path:
-            continue
-        try:
-            fn = getattr(ctypes.CDLL(path), symbol)
-        except (OSError, AttributeError):
-            continue
-        return ctypes.cast(fn, ctypes.c_void_p).value or 0, kind
-    return 0, 0
-
-
-@_compiled
-def crc32(buf: np.ndarray, start: int, length: int, tables: np.ndarray) -> int:
-    """zlib's ``crc32(buf[start:start+length])`` (slicing-by-8)."""
-    c = np.uint32(0xFFFFFFFF)
-    p = start
-    end = start + length
-    while p + 8 <= end:
-        lo = c ^ (
-            np.uint32(buf[p]) | (np.uint32(buf[p + 1]) << 8) | (np.uint32(buf[p + 2]) << 16)
-            | (np.uint32(buf[p + 3]) << 24)
-        )
-        c = (
-            tables[7, lo & 0xFF] ^ tables[6, (lo >> 8) & 0xFF]
-            ^ tables[5, (lo >> 16) & 0xFF] ^ tables[4, lo >> 24]
-            ^ tables[3, buf[p + 4]] ^ tables[2, buf[p + 5]]
-            ^ tables[1, buf[p + 6]] ^ tables[0, buf[p + 7]]
-        )
-        p += 8
-    while p < end:
-        c = tables[0, (c ^ np.uint32(buf[p])) & 0xFF] ^ (c >> 8)
-        p += 1
-    return int(c ^ np.uint32(0xFFFFFFFF))
-
-
-@_compiled
-def _u32(b: np.ndarray, p: int) -> int:
-    return int(
-        (np.int64(b[p]) << 24) | (np.int64(b[p + 1]) << 16) | (np.int64(b[p + 2]) << 8)
-        | np.int64(b[p + 3])
-    )
-
-
-@_compiled
-def _i32(b: np.ndarray, p: int) -> int:
-    v = _u32(b, p)
-    return v - 4294967296 if v >= 2147483648 else v
-
-
-@_compiled
-def _i16(b: np.ndarray, p: int) -> int:
-    v = int((np.int64(b[p]) << 8) | np.int64(b[p + 1]))
-    return v - 65536 if v >= 32768 else v
-
-
-@_compiled
-def _i64(b: np.ndarray, p: int) -> int:
-    return int((np.int64(_u32(b, p)) << 32) | np.int64(_u32(b, p + 4)))
-
-
 _NO_RECORD = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
 
 @inlined
 def record_layout(buf: np.ndarray, p: int, file_start: int) -> tuple[int, ...]:
-    """The one record-layout rule of both kernels (:func:`scan`, :func:`.fused.decode`): a
+    """The one record-layout rule of both kernels (:func:`scan`, :func:`.commitlog_arrow.decode`): a
     record at ``p`` as ``parse_message`` (less UTF-8) and the walker's PHYSICALOFFSET accept.
     Magic V1 or V2; TOTALSIZE at least the smallest record (``MIN_RECORD_SIZE``, +1 for V2)
     and inside ``buf``; every length adding up to TOTALSIZE (``MessageExtEncoder#calMsgLength``);
@@ -225,8 +125,8 @@ def record_layout(buf: np.ndarray, p: int, file_start: int) -> tuple[int, ...]:
     n = buf.shape[0]
     if p + END_FILE_MIN_BLANK_LENGTH > n:
         return _NO_RECORD
-    size = _i32(buf, p + TOTALSIZE_AT)
-    magic = _u32(buf, p + MAGIC_AT)
+    size = i32(buf, p + TOTALSIZE_AT)
+    magic = u32(buf, p + MAGIC_AT)
     if magic == _MV1:
         tl_w = TOPICLEN_V1_WIDTH
     elif magic == _MV2:
@@ -236,7 +136,7 @@ def record_layout(buf: np.ndarray, p: int, file_start: int) -> tuple[int, ...]:
     if size < MIN_RECORD_SIZE + tl_w - TOPICLEN_V1_WIDTH or p + size > n:
         return _NO_RECORD
     end = p + size
-    sys_flag = _i32(buf, p + SYSFLAG_AT)
+    sys_flag = i32(buf, p + SYSFLAG_AT)
     born_len = IPV6_WIDTH if sys_flag & _BORN6 else IPV4_WIDTH
     store_len = IPV6_WIDTH if sys_flag & _STORE6 else IPV4_WIDTH
     store_ts_pos = p + BORNHOST_AT + born_len + PORT_WIDTH
@@ -245,7 +145,7 @@ def record_layout(buf: np.ndarray, p: int, file_start: int) -> tuple[int, ...]:
     blen_pos = recon_pos + RECONSUMETIMES_WIDTH + PREPAREDTRANSACTIONOFFSET_WIDTH
     if blen_pos + BODYLEN_WIDTH > end:
         return _NO_RECORD
-    body_len = _i32(buf, blen_pos)
+    body_len = i32(buf, blen_pos)
     body_pos = blen_pos + BODYLEN_WIDTH
     if body_len < 0 or body_pos + body_len > end:
         return _NO_RECORD
@@ -253,7 +153,7 @@ def record_layout(buf: np.ndarray, p: int, file_start: int) -> tuple[int, ...]:
     if tl_pos + tl_w > end:
         return _NO_RECORD
     if tl_w == TOPICLEN_V2_WIDTH:
-        topic_len = _i16(buf, tl_pos)
+        topic_len = i16(buf, tl_pos)
     else:
         topic_len = int(buf[tl_pos])
         if topic_len > 127:
@@ -264,56 +164,20 @@ def record_layout(buf: np.ndarray, p: int, file_start: int) -> tuple[int, ...]:
     pl_pos = topic_pos + topic_len
     if pl_pos + PROPERTIESLEN_WIDTH > end:
         return _NO_RECORD
-    props_len = _i16(buf, pl_pos)
+    props_len = i16(buf, pl_pos)
     props_pos = pl_pos + PROPERTIESLEN_WIDTH
     if props_len < 0 or props_pos + props_len != end:  # calMsgLength == TOTALSIZE
         return _NO_RECORD
     if props_len > 0 and buf[end - 1] == 0:  # torn properties (commitlog.properties_torn)
         return _NO_RECORD
-    phys = _i64(buf, p + PHYSICALOFFSET_AT)
+    phys = i64(buf, p + PHYSICALOFFSET_AT)
     if phys != file_start + p:
         return _NO_RECORD
     return (tl_w, size, sys_flag, born_len, store_len, store_ts_pos, store_pos, recon_pos,
             body_pos, body_len, topic_pos, topic_len, props_pos, props_len, phys)
 
 
-@_compiled
-def utf8_ok(b: np.ndarray, start: int, length: int) -> bool:
-    """Whether ``b[start:start+length]`` is well-formed UTF-8 (what Python's strict decode
-    accepts: no overlong forms, no surrogates, nothing above U+10FFFF)."""
-    p = start
-    end = start + length
-    while p < end:
-        c = b[p]
-        if c < 0x80:
-            p += 1
-            continue
-        if c < 0xC2 or c > 0xF4:
-            return False
-        if c < 0xE0:
-            n = 1
-            lo, hi = 0x80, 0xBF
-        elif c < 0xF0:
-            n = 2
-            lo = 0xA0 if c == 0xE0 else 0x80
-            hi = 0x9F if c == 0xED else 0xBF
-        else:
-            n = 3
-            lo = 0x90 if c == 0xF0 else 0x80
-            hi = 0x8F if c == 0xF4 else 0xBF
-        if p + n >= end:
-            return False
-        d = b[p + 1]
-        if d < lo or d > hi:
-            return False
-        for k in range(2, n + 1):
-            if (b[p + k] & 0xC0) != 0x80:
-                return False
-        p += n + 1
-    return True
-
-
-@_compiled
+@compiled
 def _ascii(b: np.ndarray, w: np.ndarray, start: int, length: int) -> bool:
     """Whether ``b[start:start+length]`` is ASCII, 8 bytes at a time (``w``: ``b`` as aligned
     little-endian uint64 words, a byte loop past its end)."""
@@ -341,7 +205,7 @@ def _ascii(b: np.ndarray, w: np.ndarray, start: int, length: int) -> bool:
     return bool((acc & hi) == 0)
 
 
-@_compiled
+@compiled
 def scan(
     buf: np.ndarray, words: np.ndarray, start: int, stop: int, file_start: int, check_crc: bool,
     out: np.ndarray, tables: np.ndarray,
@@ -373,25 +237,25 @@ def scan(
             return i, p, STOP_ANOMALY
         if not _ascii(buf, words, props_pos, props_len) and not utf8_ok(buf, props_pos, props_len):
             return i, p, STOP_ANOMALY
-        body_crc = _i32(buf, p + BODYCRC_AT)
+        body_crc = i32(buf, p + BODYCRC_AT)
         out[F_POS, i] = p
         out[F_SIZE, i] = size
         out[F_MAGIC, i] = _MV2 if tl_w == TOPICLEN_V2_WIDTH else _MV1
         out[F_BODY_CRC, i] = body_crc
-        out[F_QUEUE_ID, i] = _i32(buf, p + QUEUEID_AT)
-        out[F_FLAG, i] = _i32(buf, p + FLAG_AT)
-        out[F_QUEUE_OFFSET, i] = _i64(buf, p + QUEUEOFFSET_AT)
+        out[F_QUEUE_ID, i] = i32(buf, p + QUEUEID_AT)
+        out[F_FLAG, i] = i32(buf, p + FLAG_AT)
+        out[F_QUEUE_OFFSET, i] = i64(buf, p + QUEUEOFFSET_AT)
         out[F_PHYS, i] = phys
         out[F_SYS_FLAG, i] = sys_flag
-        out[F_BORN_TS, i] = _i64(buf, p + BORNTIMESTAMP_AT)
-        out[F_BORN_IP4, i] = _u32(buf, born_pos)
-        out[F_BORN_PORT, i] = _i32(buf, born_pos + born_len)
-        out[F_STORE_TS, i] = _i64(buf, store_ts_pos)
-        out[F_STORE_IP4, i] = _u32(buf, store_pos)
+        out[F_BORN_TS, i] = i64(buf, p + BORNTIMESTAMP_AT)
+        out[F_BORN_IP4, i] = u32(buf, born_pos)
+        out[F_BORN_PORT, i] = i32(buf, born_pos + born_len)
+        out[F_STORE_TS, i] = i64(buf, store_ts_pos)
+        out[F_STORE_IP4, i] = u32(buf, store_pos)
         out[F_STORE_IP_POS, i] = store_pos
-        out[F_STORE_PORT, i] = _i32(buf, store_pos + store_len)
-        out[F_RECONSUME, i] = _i32(buf, recon_pos)
-        out[F_PREPARED, i] = _i64(buf, recon_pos + RECONSUMETIMES_WIDTH)
+        out[F_STORE_PORT, i] = i32(buf, store_pos + store_len)
+        out[F_RECONSUME, i] = i32(buf, recon_pos)
+        out[F_PREPARED, i] = i64(buf, recon_pos + RECONSUMETIMES_WIDTH)
         out[F_BODY_POS, i] = body_pos
         out[F_BODY_LEN, i] = body_len
         out[F_TOPIC_POS, i] = topic_pos
@@ -407,7 +271,7 @@ def scan(
         p += size
 
 
-@_compiled
+@compiled
 def gather(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[
     np.ndarray, np.ndarray
 ]:
@@ -439,15 +303,7 @@ for _j, _name in enumerate(_PICK):
     _PICK_BYTES[_j, : len(_name)] = np.frombuffer(_name, dtype=np.uint8)
 
 
-@inlined
-def _same(buf: np.ndarray, a: int, b: int, ln: int) -> bool:
-    for k in range(ln):
-        if buf[a + k] != buf[b + k]:
-            return False
-    return True
-
-
-@_compiled
+@compiled
 def split_properties(
     buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, pick: np.ndarray,
     pick_lens: np.ndarray, pairs: np.ndarray, map_off: np.ndarray, picked: np.ndarray,
@@ -482,7 +338,7 @@ def split_properties(
                     klen = kv - seg
                     # last duplicate wins: drop an earlier pair with the same key
                     for j in range(row_first, m):
-                        if pairs[1, j] == klen and _same(buf, pairs[0, j], seg, klen):
+                        if pairs[1, j] == klen and same_bytes(buf, pairs[0, j], seg, klen):
                             for t in range(j, m - 1):
                                 pairs[0, t] = pairs[0, t + 1]
                                 pairs[1, t] = pairs[1, t + 1]
@@ -508,7 +364,7 @@ def split_properties(
     return m
 
 
-@_compiled
+@compiled
 def _eq_pick(buf: np.ndarray, a: int, pick: np.ndarray, t: int, ln: int) -> bool:
     for k in range(ln):
         if buf[a + k] != pick[t, k]:
@@ -519,7 +375,7 @@ def _eq_pick(buf: np.ndarray, a: int, pick: np.ndarray, t: int, ln: int) -> bool
 _HEXDIGITS = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8).copy()
 
 
-@_compiled
+@compiled
 def offset_msg_ids(
     buf: np.ndarray, store_ip_pos: np.ndarray, v6: np.ndarray, port: np.ndarray,
     phys: np.ndarray, hexdigits: np.ndarray,

@@ -1,6 +1,7 @@
 """Bulk decoding of whole commitlog files into columns (numpy), for scans, Spark and benches.
 
-The per-record work runs in the compiled kernel (:mod:`.kernel`): one pass follows TOTALSIZE,
+The per-record work runs in the compiled kernel (:mod:`.commitlog_fields`): one pass follows
+TOTALSIZE,
 checks each record the way :func:`.commitlog.parse_message` does (magic, lengths adding up to
 TOTALSIZE as ``MessageExtEncoder#calMsgLength``, PHYSICALOFFSET, UTF-8 topic/properties) and
 gathers every fixed field; topic and properties are cut out as Arrow-style binary columns
@@ -23,8 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from mqtool.formats import commitlog_arrow as arrow
+from mqtool.formats import commitlog_fields as fields
 from mqtool.formats import commitlog_layout as layout
-from mqtool.formats import fused, kernel
+from mqtool.formats import jit
 from mqtool.formats.commitlog import (
     COMPRESSED_FLAG,
     COMPRESSION_NAMES,
@@ -119,7 +122,7 @@ class Columns:
         pos, ln = self.arrays["body_position"], self.arrays["body_length"]
         offsets = np.zeros(len(pos) + 1, dtype=np.int64)
         np.cumsum(ln, out=offsets[1:])
-        off, data = kernel.gather(kernel.as_bytes(self.buf), pos, ln)
+        off, data = fields.gather(fields.as_bytes(self.buf), pos, ln)
         return Binary(off[:-1].astype(np.int64), ln, data.tobytes())
 
     def __getitem__(self, name: str) -> np.ndarray:
@@ -221,40 +224,40 @@ def _ips(a: np.ndarray, ip4: np.ndarray, v6: np.ndarray, pos: np.ndarray) -> np.
     return raw
 
 
-def columns_of(buf: Buffer, fields: np.ndarray) -> Columns:
-    """:class:`Columns` of the records the kernel accepted (``fields``: its field table)."""
-    a = kernel.as_bytes(buf)
-    f = fields
-    sys_flag = f[kernel.F_SYS_FLAG]
+def columns_of(buf: Buffer, table: np.ndarray) -> Columns:
+    """:class:`Columns` of the records the kernel accepted (``table``: its field table)."""
+    a = fields.as_bytes(buf)
+    f = table
+    sys_flag = f[fields.F_SYS_FLAG]
     born_v6 = (sys_flag & BORNHOST_V6_FLAG) != 0
     store_v6 = (sys_flag & STOREHOSTADDRESS_V6_FLAG) != 0
-    t_off, t_data = kernel.gather(a, f[kernel.F_TOPIC_POS], f[kernel.F_TOPIC_LEN])
-    p_off, p_data = kernel.gather(a, f[kernel.F_PROPS_POS], f[kernel.F_PROPS_LEN])
+    t_off, t_data = fields.gather(a, f[fields.F_TOPIC_POS], f[fields.F_TOPIC_LEN])
+    p_off, p_data = fields.gather(a, f[fields.F_PROPS_POS], f[fields.F_PROPS_LEN])
     arrays = {
-        "position": f[kernel.F_POS].copy(),
-        "total_size": f[kernel.F_SIZE].copy(),
-        "magic": f[kernel.F_MAGIC].copy(),
-        "body_crc": f[kernel.F_BODY_CRC].copy(),
-        "queue_id": f[kernel.F_QUEUE_ID].copy(),
-        "flag": f[kernel.F_FLAG].copy(),
-        "queue_offset": f[kernel.F_QUEUE_OFFSET].copy(),
-        "physical_offset": f[kernel.F_PHYS].copy(),
+        "position": f[fields.F_POS].copy(),
+        "total_size": f[fields.F_SIZE].copy(),
+        "magic": f[fields.F_MAGIC].copy(),
+        "body_crc": f[fields.F_BODY_CRC].copy(),
+        "queue_id": f[fields.F_QUEUE_ID].copy(),
+        "flag": f[fields.F_FLAG].copy(),
+        "queue_offset": f[fields.F_QUEUE_OFFSET].copy(),
+        "physical_offset": f[fields.F_PHYS].copy(),
         "sys_flag": sys_flag.copy(),
-        "born_timestamp": f[kernel.F_BORN_TS].copy(),
-        "born_ip": _ips(a, f[kernel.F_BORN_IP4], born_v6, f[kernel.F_POS] + layout.BORNHOST_AT),
+        "born_timestamp": f[fields.F_BORN_TS].copy(),
+        "born_ip": _ips(a, f[fields.F_BORN_IP4], born_v6, f[fields.F_POS] + layout.BORNHOST_AT),
         "born_v6": born_v6,
-        "born_port": f[kernel.F_BORN_PORT].copy(),
-        "store_timestamp": f[kernel.F_STORE_TS].copy(),
-        "store_ip": _ips(a, f[kernel.F_STORE_IP4], store_v6, f[kernel.F_STORE_IP_POS]),
+        "born_port": f[fields.F_BORN_PORT].copy(),
+        "store_timestamp": f[fields.F_STORE_TS].copy(),
+        "store_ip": _ips(a, f[fields.F_STORE_IP4], store_v6, f[fields.F_STORE_IP_POS]),
         "store_v6": store_v6,
-        "store_port": f[kernel.F_STORE_PORT].copy(),
-        "reconsume_times": f[kernel.F_RECONSUME].copy(),
-        "prepared_transaction_offset": f[kernel.F_PREPARED].copy(),
-        "body_position": f[kernel.F_BODY_POS].copy(),
-        "body_length": f[kernel.F_BODY_LEN].copy(),
+        "store_port": f[fields.F_STORE_PORT].copy(),
+        "reconsume_times": f[fields.F_RECONSUME].copy(),
+        "prepared_transaction_offset": f[fields.F_PREPARED].copy(),
+        "body_position": f[fields.F_BODY_POS].copy(),
+        "body_length": f[fields.F_BODY_LEN].copy(),
     }
-    topic = Binary(t_off[:-1].astype(np.int64), f[kernel.F_TOPIC_LEN].copy(), t_data.tobytes())
-    props = Binary(p_off[:-1].astype(np.int64), f[kernel.F_PROPS_LEN].copy(), p_data.tobytes())
+    topic = Binary(t_off[:-1].astype(np.int64), f[fields.F_TOPIC_LEN].copy(), t_data.tobytes())
+    props = Binary(p_off[:-1].astype(np.int64), f[fields.F_PROPS_LEN].copy(), p_data.tobytes())
     return Columns(arrays, topic, props, buf)
 
 
@@ -270,16 +273,16 @@ def decode_records(
     pos = np.asarray(positions, dtype=np.int64)
     if len(pos) == 0:
         return Columns(), 0
-    fields, _, _ = kernel.scan_buffer(
+    accepted, _, _ = fields.scan_buffer(
         buf, int(pos[0]), int(pos[-1]) + 1, file_start=file_start, cap=len(pos)
     )
-    good = fields.shape[1]
+    good = accepted.shape[1]
     # the kernel follows TOTALSIZE: its records are ``positions`` for as long as both agree
-    same = np.flatnonzero(fields[kernel.F_POS] != pos[:good])
+    same = np.flatnonzero(accepted[fields.F_POS] != pos[:good])
     if same.size:
         good = int(same[0])
-        fields = fields[:, :good]
-    return columns_of(buf, fields), good
+        accepted = accepted[:, :good]
+    return columns_of(buf, accepted), good
 
 
 def _verdict(buf: Buffer, q: int, *, file: str | None, file_start: int) -> FileEnd:
@@ -315,12 +318,12 @@ def decode_file(
     parts: list[Columns] = []
     p = 0
     n = len(buf)
-    table = kernel.field_table(max(1, min(batch, n // MIN_RECORD_SIZE + 1)))
+    table = fields.field_table(max(1, min(batch, n // MIN_RECORD_SIZE + 1)))
     while True:
-        fields, q, status = kernel.scan_buffer(buf, p, n, file_start=file_start, out=table)
-        if fields.shape[1]:
-            parts.append(columns_of(buf, fields))
-        if status == kernel.STOP_FULL:
+        accepted, q, status = fields.scan_buffer(buf, p, n, file_start=file_start, out=table)
+        if accepted.shape[1]:
+            parts.append(columns_of(buf, accepted))
+        if status == fields.STOP_FULL:
             p = q
             continue
         return Columns.concat(parts), _verdict(buf, q, file=file, file_start=file_start)
@@ -329,21 +332,21 @@ def decode_file(
 # --- every column, window by window (the fused kernel) ---------------------------------------
 
 INT64_COLUMNS = {
-    "fileOffset": fused.L_POS, "commitLogOffset": fused.L_PHYS,
-    "queueOffset": fused.L_QUEUE_OFFSET, "bornTimestamp": fused.L_BORN_TS,
-    "storeTimestamp": fused.L_STORE_TS, "preparedTransactionOffset": fused.L_PREPARED,
+    "fileOffset": arrow.L_POS, "commitLogOffset": arrow.L_PHYS,
+    "queueOffset": arrow.L_QUEUE_OFFSET, "bornTimestamp": arrow.L_BORN_TS,
+    "storeTimestamp": arrow.L_STORE_TS, "preparedTransactionOffset": arrow.L_PREPARED,
 }
 """int64 columns of :class:`Window`, by their ``mqtool messages --json`` name."""
 INT32_COLUMNS = {
-    "storeSize": fused.I_SIZE, "queueId": fused.I_QUEUE_ID, "flag": fused.I_FLAG,
-    "sysFlag": fused.I_SYS_FLAG, "bodyCRC": fused.I_BODY_CRC,
-    "reconsumeTimes": fused.I_RECONSUME, "bodyLength": fused.I_BODY_LEN,
+    "storeSize": arrow.I_SIZE, "queueId": arrow.I_QUEUE_ID, "flag": arrow.I_FLAG,
+    "sysFlag": arrow.I_SYS_FLAG, "bodyCRC": arrow.I_BODY_CRC,
+    "reconsumeTimes": arrow.I_RECONSUME, "bodyLength": arrow.I_BODY_LEN,
 }
 """int32 columns of :class:`Window`."""
 STRING_COLUMNS = {
-    "topic": fused.S_TOPIC, "propertiesRaw": fused.S_PROPS, "tags": fused.S_TAGS,
-    "keys": fused.S_KEYS, "uniqKey": fused.S_UNIQ, "offsetMsgId": fused.S_MSGID,
-    "bornHost": fused.S_BORN, "storeHost": fused.S_STORE, "magic": fused.S_MAGIC,
+    "topic": arrow.S_TOPIC, "propertiesRaw": arrow.S_PROPS, "tags": arrow.S_TAGS,
+    "keys": arrow.S_KEYS, "uniqKey": arrow.S_UNIQ, "offsetMsgId": arrow.S_MSGID,
+    "bornHost": arrow.S_BORN, "storeHost": arrow.S_STORE, "magic": arrow.S_MAGIC,
 }
 """String columns of :class:`Window` (tags, keys and uniqKey have a validity mask)."""
 MAGIC_NAMES = (f"{MAGIC_V1:#010x}", f"{MAGIC_V2:#010x}")
@@ -383,17 +386,17 @@ class Window:
 
     @property
     def body_position(self) -> np.ndarray:
-        return self.o64[fused.L_BODY_POS, : self.n]
+        return self.o64[arrow.L_BODY_POS, : self.n]
 
     @property
     def magic_v2(self) -> np.ndarray:
         """1 where the record is MAGIC_V2 (2-byte topic length), 0 for MAGIC_V1 (int32)."""
-        return self.o32[fused.I_MAGIC_V2, : self.n]
+        return self.o32[arrow.I_MAGIC_V2, : self.n]
 
     @property
     def crc_ok(self) -> np.ndarray | None:
         """BODYCRC matches (bool), or None when the CRC was not checked."""
-        return self.o32[fused.I_CRC_OK, : self.n] == 1 if self.checked_crc else None
+        return self.o32[arrow.I_CRC_OK, : self.n] == 1 if self.checked_crc else None
 
     def _raw(self, s: int, items: int) -> tuple[np.ndarray, np.ndarray]:
         off = self.offs[s, : items + 1]
@@ -403,38 +406,38 @@ class Window:
         """(int32 offsets, uint8 data) of a string column: row ``i`` is
         ``data[offsets[i]:offsets[i + 1]]``."""
         s = STRING_COLUMNS[name]
-        if s in (fused.S_BORN, fused.S_STORE) and self.used[fused.U_V6_HOSTS]:
+        if s in (arrow.S_BORN, arrow.S_STORE) and self.used[arrow.U_V6_HOSTS]:
             return self._hosts_v6(s)
         return self._raw(s, self.n)
 
     def valid(self, name: str) -> np.ndarray:
         """Whether the row has the property (tags, keys, uniqKey), as bool."""
-        t = STRING_COLUMNS[name] - fused.S_TAGS
+        t = STRING_COLUMNS[name] - arrow.S_TAGS
         return self.valid_bytes[t, : self.n].view(np.bool_)
 
     def properties(self) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray],
                                   tuple[np.ndarray, np.ndarray]]:
         """The property maps: (int32 map offsets of n + 1, key strings, value strings); row
         ``i``'s pairs are ``map_offsets[i]:map_offsets[i + 1]``."""
-        m = int(self.used[fused.U_PAIRS])
-        return (self.map_off[: self.n + 1], self._raw(fused.S_KEY, m),
-                self._raw(fused.S_VALUE, m))
+        m = int(self.used[arrow.U_PAIRS])
+        return (self.map_off[: self.n + 1], self._raw(arrow.S_KEY, m),
+                self._raw(arrow.S_VALUE, m))
 
     def _hosts_v6(self, s: int) -> tuple[np.ndarray, np.ndarray]:
         """A host column with its IPv6 rows formatted as :class:`HostPort` prints them."""
         import ipaddress
 
         off, text = self._raw(s, self.n)
-        flag = BORNHOST_V6_FLAG if s == fused.S_BORN else STOREHOSTADDRESS_V6_FLAG
-        sys_flag = self.o32[fused.I_SYS_FLAG, : self.n]
-        port = self.o32[fused.I_BORN_PORT if s == fused.S_BORN else fused.I_STORE_PORT]
-        pos = self.o64[fused.L_POS, : self.n]
+        flag = BORNHOST_V6_FLAG if s == arrow.S_BORN else STOREHOSTADDRESS_V6_FLAG
+        sys_flag = self.o32[arrow.I_SYS_FLAG, : self.n]
+        port = self.o32[arrow.I_BORN_PORT if s == arrow.S_BORN else arrow.I_STORE_PORT]
+        pos = self.o64[arrow.L_POS, : self.n]
         out: list[bytes] = []
         raw = bytes(text)
         for i in range(self.n):
             if sys_flag[i] & flag:
                 a = int(pos[i]) + layout.BORNHOST_AT
-                if s != fused.S_BORN:  # the store address follows born host, port, store time
+                if s != arrow.S_BORN:  # the store address follows born host, port, store time
                     v6 = sys_flag[i] & BORNHOST_V6_FLAG
                     a += layout.IPV6_WIDTH if v6 else layout.IPV4_WIDTH
                     a += layout.PORT_WIDTH + layout.STORETIMESTAMP_WIDTH
@@ -470,7 +473,7 @@ class Window:
             mask = None
             if name in ("tags", "keys", "uniqKey"):
                 mask = pa.py_buffer(np.packbits(self.valid_bytes[
-                    STRING_COLUMNS[name] - fused.S_TAGS, :n], bitorder="little"))
+                    STRING_COLUMNS[name] - arrow.S_TAGS, :n], bitorder="little"))
             out[name] = text(*self.string(name), n, mask)
         map_off, (k_off, k_data), (v_off, v_data) = self.properties()
         m = len(k_off) - 1
@@ -479,7 +482,7 @@ class Window:
             text(k_off, k_data, m), text(v_off, v_data, m))
         ok = self.crc_ok
         out["crcOk"] = pa.nulls(n, pa.bool_()) if ok is None else pa.array(ok)
-        sys_flag = self.o32[fused.I_SYS_FLAG, :n]
+        sys_flag = self.o32[arrow.I_SYS_FLAG, :n]
         compressed = (sys_flag & COMPRESSED_FLAG) != 0
         if compressed.any():
             names = pa.array([COMPRESSION_NAMES.get(i, "ZLIB") for i in range(8)], pa.string())
@@ -510,13 +513,14 @@ def _repeated(text: str, n: int) -> Any:
 
 
 class Decoder:
-    """The fused kernel (:func:`.fused.decode`) with its buffers: every column of a window of
+    """The fused kernel (:func:`.commitlog_arrow.decode`) with its buffers: every column of a
+    window of
     up to ``records`` records per call.
 
     ``reuse`` (default): the buffers are reused by the next call (no page faults for fresh
     memory on every window; a :class:`Window` is then valid until the next call). Without it
     every window gets fresh buffers, so windows can be kept. ``native_crc``: BODYCRC by the
-    machine's libdeflate or zlib (:func:`.kernel.native_crc32`) when there is one, else by the
+    machine's libdeflate or zlib (:func:`.jit.native_crc32`) when there is one, else by the
     kernel's own slicing-by-8 (the same value).
     """
 
@@ -526,20 +530,20 @@ class Decoder:
         self.data_bytes = data_bytes or 256 * self.records
         self.pairs = 8 * self.records
         self.reuse = reuse
-        self.crc_fn = kernel.native_crc32() if native_crc else (0, 0)
+        self.crc_fn = jit.native_crc32() if native_crc else (0, 0)
         self._bufs: tuple[np.ndarray, ...] | None = None
 
     def _buffers(self) -> tuple[np.ndarray, ...]:
         if self._bufs is None or not self.reuse:
             cap = self.records
             self._bufs = (
-                np.empty((fused.N64, cap), dtype=np.int64),
-                np.empty((fused.N32, cap), dtype=np.int32),
-                np.empty((fused.NS, self.pairs + 1), dtype=np.int32),
-                np.empty((fused.NS, self.data_bytes), dtype=np.uint8),
+                np.empty((arrow.N64, cap), dtype=np.int64),
+                np.empty((arrow.N32, cap), dtype=np.int32),
+                np.empty((arrow.NS, self.pairs + 1), dtype=np.int32),
+                np.empty((arrow.NS, self.data_bytes), dtype=np.uint8),
                 np.empty(cap + 1, dtype=np.int32),
                 np.empty((3, cap), dtype=np.uint8),
-                np.zeros(fused.N_USED, dtype=np.int64),
+                np.zeros(arrow.N_USED, dtype=np.int64),
                 np.empty((3, max(64, self.data_bytes // 64)), dtype=np.int64),
             )
         return self._bufs
@@ -552,15 +556,15 @@ class Decoder:
     def window(self, buf: np.ndarray, start: int, stop: int, *, file_start: int = 0,
                check_crc: bool = False) -> tuple[Window, int, int]:
         """Decode from ``start`` (records starting before ``stop``): (the window, where the
-        next record starts or the kernel stopped, status as :func:`.kernel.scan`)."""
+        next record starts or the kernel stopped, status as :func:`.commitlog_fields.scan`)."""
         while True:
             o64, o32, offs, data, map_off, valid, used, scratch = self._buffers()
-            n, q, status = fused.decode(
-                buf, start, stop, file_start, check_crc, kernel.CRC_TABLES, o64, o32, offs,
-                data, map_off, valid, used, scratch, fused.PICK_BYTES, fused.PICK_LENS,
-                fused.PICK_WORDS, fused.MAGIC_TEXT, fused.AHEAD, *self.crc_fn,
+            n, q, status = arrow.decode(
+                buf, start, stop, file_start, check_crc, jit.CRC_TABLES, o64, o32, offs,
+                data, map_off, valid, used, scratch, arrow.PICK_BYTES, arrow.PICK_LENS,
+                arrow.PICK_WORDS, arrow.MAGIC_TEXT, arrow.AHEAD, *self.crc_fn,
             )
-            if n == 0 and status == kernel.STOP_FULL and self.records > 0:
+            if n == 0 and status == fields.STOP_FULL and self.records > 0:
                 self._grow()  # one record does not fit the string buffers: make them bigger
                 continue
             return Window(n, buf, o64, o32, offs, data, map_off, valid, used, check_crc), q, status
@@ -570,14 +574,14 @@ class Decoder:
         """Every message of one commitlog file, window by window; afterwards :attr:`end` is
         how the file ends (the same :class:`FileEnd` as :func:`.walker.scan_file`, asked
         wherever the kernel stops)."""
-        a = kernel.as_bytes(buf)
+        a = fields.as_bytes(buf)
         n = len(a)
         p = 0
         while True:
             w, q, status = self.window(a, p, n, file_start=file_start, check_crc=check_crc)
             if w.n:
                 yield w
-            if status == kernel.STOP_FULL:
+            if status == fields.STOP_FULL:
                 p = q
                 continue
             self.end = _verdict(buf, q, file=file, file_start=file_start)

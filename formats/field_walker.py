@@ -3,7 +3,7 @@
 :func:`walk_fields` gives what :func:`.walker.walk` gives for a file (records in physical
 order, BLANK ends, unreadable regions, CRC findings, and last the :class:`.commitlog.FileEnd`),
 except that runs of good records come as the compiled kernel's field tables
-(:func:`.kernel.scan`, one column per record) instead of one Python object per record.
+(:func:`.commitlog_fields.scan`, one column per record) instead of one Python object per record.
 
 The kernel never judges damage. Wherever it stops, the walk is handed to the one walker
 (:mod:`.walker`) from the last record known to be good: the walker says what is there (a
@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from mqtool.formats import kernel
+from mqtool.formats import commitlog_fields
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.commitlog import BlankRecord, CommitLogMessage, FileEnd
 from mqtool.formats.commitlog_layout import MIN_RECORD_SIZE
@@ -26,7 +26,7 @@ from mqtool.formats.errors import Finding
 from mqtool.formats.walker import Unreadable, walk
 
 FieldItem = np.ndarray | CommitLogMessage | BlankRecord | Finding | FileEnd
-"""What :func:`walk_fields` yields: a field table (``kernel.N_FIELDS`` x k records, valid
+"""What :func:`walk_fields` yields: a field table (``commitlog_fields.N_FIELDS`` x k records, valid
 until the next item is asked for), or one of :func:`.walker.walk`'s items."""
 
 BATCH = 1 << 16  # records per kernel call
@@ -37,12 +37,12 @@ def _crc_split(
 ) -> Iterator[FieldItem]:
     """``fields`` with the walker's ``crc-mismatch`` finding before each record whose body CRC
     the kernel found wrong (the record itself stays in the table, ``F_CRC_OK`` 0)."""
-    bad = np.flatnonzero(fields[kernel.F_CRC_OK] == 0)
+    bad = np.flatnonzero(fields[commitlog_fields.F_CRC_OK] == 0)
     lo = 0
     for i in bad.tolist():
         if i > lo:
             yield fields[:, lo:i]
-        pos = int(fields[kernel.F_POS, i])
+        pos = int(fields[commitlog_fields.F_POS, i])
         for item in walk(buf, file=file, file_start=file_start, start=pos, stop=pos + 1,
                          check_crc=True):
             if isinstance(item, Finding):
@@ -71,23 +71,23 @@ def walk_fields(
     :class:`CommitLogMessage`. Ends with the file's :class:`FileEnd`.
     """
     n = len(buf)
-    table = kernel.field_table(max(1, min(batch, n // MIN_RECORD_SIZE + 1)))
+    table = commitlog_fields.field_table(max(1, min(batch, n // MIN_RECORD_SIZE + 1)))
     p = 0  # where the kernel goes on
     anchor = 0  # a position where a record is known to start (or 0)
     while True:
-        fields, q, status = kernel.scan_buffer(buf, p, n, file_start=file_start,
+        fields, q, status = commitlog_fields.scan_buffer(buf, p, n, file_start=file_start,
                                                check_crc=check_crc, out=table)
         k = fields.shape[1]
         if k:
-            anchor = int(fields[kernel.F_POS, k - 1])
-            if check_crc and crc_findings and (fields[kernel.F_CRC_OK] == 0).any():
+            anchor = int(fields[commitlog_fields.F_POS, k - 1])
+            if check_crc and crc_findings and (fields[commitlog_fields.F_CRC_OK] == 0).any():
                 yield from _crc_split(buf, fields, file, file_start)
             else:
                 yield fields
-        if status == kernel.STOP_FULL:
+        if status == commitlog_fields.STOP_FULL:
             p = q
             continue
-        if status == kernel.STOP_END:  # q >= n: records fill the file exactly
+        if status == commitlog_fields.STOP_END:  # q >= n: records fill the file exactly
             yield FileEnd(file_start + q, "eof")
             return
         # the kernel stopped at q: the walker, from the last good record, says what is there

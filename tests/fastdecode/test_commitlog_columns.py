@@ -1,4 +1,4 @@
-"""formats.fastdecode equals formats.commitlog field for field, on every real record and on
+"""formats.commitlog_columns equals formats.commitlog field for field, on every real record and on
 damaged files (same records, same FileEnd as scan_file)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import struct
 import pytest
 
 from conftest import SCENARIOS, store_dir
-from mqtool.formats import fastdecode
+from mqtool.formats import commitlog_columns
 from mqtool.formats.commitlog import CommitLogMessage, FileEnd, parse_message
 from mqtool.formats.walker import scan_file
 
@@ -31,7 +31,7 @@ def test_every_real_record_equals_parse_message(name: str) -> None:
     total = 0
     for rel, start, data in _files(name):
         want, want_end = _reference(data, rel, start)
-        cols, end = fastdecode.decode_file(data, file=rel, file_start=start)
+        cols, end = commitlog_columns.decode_file(data, file=rel, file_start=start)
         assert end == want_end
         assert len(cols) == len(want)
         for i, m in enumerate(want):
@@ -50,7 +50,7 @@ def test_columns_cover_v2_ipv6_and_compressed_records() -> None:
     seen = {"v2": 0, "born6": 0, "store6": 0, "compressed": 0}
     for name in SCENARIOS:
         for rel, start, data in _files(name):
-            cols, _ = fastdecode.decode_file(data, file=rel, file_start=start)
+            cols, _ = commitlog_columns.decode_file(data, file=rel, file_start=start)
             if not len(cols):
                 continue
             seen["v2"] += int((cols["magic"] == 0xDAA320AB).sum())
@@ -84,16 +84,16 @@ def test_damaged_files_end_like_scan_file() -> None:
         rel, start, data = rng.choice(files)
         bad = _damage(rng, data)
         want, want_end = _reference(bad, rel, start)
-        cols, end = fastdecode.decode_file(bad, file=rel, file_start=start)
+        cols, end = commitlog_columns.decode_file(bad, file=rel, file_start=start)
         assert end == want_end
         assert [cols.message(i) for i in range(len(cols))] == want
 
 
 def test_walk_stops_at_zeros_and_batches_agree() -> None:
     rel, start, data = _files("4.9.7/plain")[0]
-    positions, q = fastdecode.walk(data)
+    positions, q = commitlog_columns.walk(data)
     want, end = _reference(data, rel, start)
     assert positions[: len(want)] == [m.physical_offset - start for m in want]
-    small, _ = fastdecode.decode_file(data, file=rel, file_start=start, batch=7)
+    small, _ = commitlog_columns.decode_file(data, file=rel, file_start=start, batch=7)
     assert [small.message(i) for i in range(len(small))] == want
     assert q >= end.physical_offset - start

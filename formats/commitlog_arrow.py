@@ -1,8 +1,9 @@
 """The fused full-decode kernel: one compiled pass per window, every column of every record.
 
 :func:`decode` does, per record and in one pass over the mapped bytes, what the separate
-kernels of :mod:`.kernel` do one after the other (and accepts exactly the records
-:func:`.kernel.scan` accepts, with the same checks in the same order): the TOTALSIZE walk, every
+kernels of :mod:`.commitlog_fields` do one after the other (and accepts exactly the records
+:func:`.commitlog_fields.scan` accepts, with the same checks in the same order): the TOTALSIZE
+walk, every
 check of ``parse_message`` (magic, lengths adding up to TOTALSIZE, PHYSICALOFFSET, strict UTF-8
 topic and properties), the field gather, optionally BODYCRC, and writes every column straight
 into Arrow-layout buffers (int32 offsets + data): topic, the raw properties string, the
@@ -12,22 +13,24 @@ born/store hosts as ``ip:port`` text (IPv4; IPv6 rows are left empty and counted
 formats them).
 
 The kernel never judges damage: it stops at the first record it does not accept
-(:data:`.kernel.STOP_ANOMALY`) and the caller asks the walker. Buffers are the caller's
-(:class:`.fastdecode.Decoder` keeps and reuses them); the kernel stops with
-:data:`.kernel.STOP_FULL` before a record that would not fit, so nothing is ever written past
+(:data:`.commitlog_fields.STOP_ANOMALY`) and the caller asks the walker. Buffers are the caller's
+(:class:`.commitlog_columns.Decoder` keeps and reuses them); the kernel stops with
+:data:`.commitlog_fields.STOP_FULL` before a record that would not fit, so nothing is ever written
+past
 a buffer. numpy in, numpy out.
 """
 
 from __future__ import annotations
 
 # isort: off
-from mqtool.formats import kernel as _kernel  # first: it sets NUMBA_CACHE_DIR for numba
+from mqtool.formats import jit  # first: it sets NUMBA_CACHE_DIR for numba
 # isort: on
 from typing import Any, TypeVar, cast
 
 import numba as nb
 import numpy as np
 
+from mqtool.formats.commitlog_fields import STOP_ANOMALY, STOP_END, STOP_FULL, record_layout
 from mqtool.formats.commitlog_layout import (
     BODYCRC_AT,
     BORNHOST_AT,
@@ -38,32 +41,24 @@ from mqtool.formats.commitlog_layout import (
     RECONSUMETIMES_WIDTH,
     TOPICLEN_V1_WIDTH,
 )
-from mqtool.formats.intrinsics import (
+from mqtool.formats.jit import (
     copy8,
+    crc32,
+    i32,
+    i64,
+    inlined,
     load64,
     native_crc,
     or_bytes,
     prefetch,
+    same_bytes,
     store64,
     trailing_zeros,
-)
-from mqtool.formats.kernel import (
-    _JIT,
-    STOP_ANOMALY,
-    STOP_END,
-    STOP_FULL,
-    _i32,
-    _i64,
-    _same,
-    _u32,
-    crc32,
-    inlined,
-    record_layout,
+    u32,
     utf8_ok,
 )
 
 _Fn = TypeVar("_Fn")
-assert _kernel.N_FIELDS  # the import above is for its side effect on numba's cache dir
 
 # --- int64 columns (rows of ``o64``) ----------------------------------------------------------
 L_POS = 0  # byte position of the record in the buffer (fileOffset)
@@ -126,7 +121,7 @@ def _no_refcounts(fn: _Fn) -> _Fn:
     """Compiled without numba's reference counting (``_nrt=False``): the kernel allocates
     nothing and only borrows its caller's arrays, and the inlined helpers would otherwise
     increment and decrement array counts (atomics) in the per-record loop."""
-    options: dict[str, Any] = {"_nrt": False, **_JIT}
+    options: dict[str, Any] = {"_nrt": False, **jit.JIT_OPTIONS}
     return cast(_Fn, nb.njit(**options)(fn))
 
 
@@ -292,10 +287,10 @@ def decode(
     set here; ``scratch``: int64 (3 x at least the longest properties string / 2 + 2);
     ``pick`` / ``pick_lens`` / ``pick_words``: :data:`PICK_BYTES`, :data:`PICK_LENS`,
     :data:`PICK_WORDS`; ``magic_text``: :data:`MAGIC_TEXT`; ``ahead``: bytes to prefetch ahead
-    (0: none); ``crc_fn`` / ``crc_kind``: a native CRC-32 (:func:`.kernel.native_crc32`) or 0
+    (0: none); ``crc_fn`` / ``crc_kind``: a native CRC-32 (:func:`.jit.native_crc32`) or 0
     for the kernel's own.
 
-    Returns ``(count, position, status)`` as :func:`.kernel.scan`.
+    Returns ``(count, position, status)`` as :func:`.commitlog_fields.scan`.
     """
     n = buf.shape[0]
     cap = o64.shape[1]
@@ -371,22 +366,22 @@ def decode(
         if acc and not utf8_ok(buf, props_pos, props_len):
             return i, p, STOP_ANOMALY
         # accepted: from here on the row is written
-        body_crc = _i32(buf, p + BODYCRC_AT)
+        body_crc = i32(buf, p + BODYCRC_AT)
         o64[L_POS, i] = p
         o64[L_PHYS, i] = phys
-        o64[L_QUEUE_OFFSET, i] = _i64(buf, p + QUEUEOFFSET_AT)
-        o64[L_BORN_TS, i] = _i64(buf, p + BORNTIMESTAMP_AT)
-        o64[L_STORE_TS, i] = _i64(buf, store_ts_pos)
-        o64[L_PREPARED, i] = _i64(buf, recon_pos + RECONSUMETIMES_WIDTH)
+        o64[L_QUEUE_OFFSET, i] = i64(buf, p + QUEUEOFFSET_AT)
+        o64[L_BORN_TS, i] = i64(buf, p + BORNTIMESTAMP_AT)
+        o64[L_STORE_TS, i] = i64(buf, store_ts_pos)
+        o64[L_PREPARED, i] = i64(buf, recon_pos + RECONSUMETIMES_WIDTH)
         o64[L_BODY_POS, i] = body_pos
-        born_port = _i32(buf, born_pos + born_len)
-        store_port = _i32(buf, store_pos + store_len)
+        born_port = i32(buf, born_pos + born_len)
+        store_port = i32(buf, store_pos + store_len)
         o32[I_SIZE, i] = size
-        o32[I_QUEUE_ID, i] = _i32(buf, p + QUEUEID_AT)
-        o32[I_FLAG, i] = _i32(buf, p + FLAG_AT)
+        o32[I_QUEUE_ID, i] = i32(buf, p + QUEUEID_AT)
+        o32[I_FLAG, i] = i32(buf, p + FLAG_AT)
         o32[I_SYS_FLAG, i] = sys_flag
         o32[I_BODY_CRC, i] = body_crc
-        o32[I_RECONSUME, i] = _i32(buf, recon_pos)
+        o32[I_RECONSUME, i] = i32(buf, recon_pos)
         o32[I_BODY_LEN, i] = body_len
         o32[I_BORN_PORT, i] = born_port
         o32[I_STORE_PORT, i] = store_port
@@ -421,7 +416,7 @@ def decode(
                     if short and k2 <= wide:
                         same = _key_word(buf, k2, klen) == kw
                     else:
-                        same = _same(buf, kpos, k2, klen)
+                        same = same_bytes(buf, kpos, k2, klen)
                     if same:
                         dup = True
                         break
@@ -465,7 +460,7 @@ def decode(
         # offsetMsgId: store address + port + PHYSICALOFFSET in upper hex
         q = b_msgid + u_msgid
         for k in range(0, store_len, 4):
-            _hex8(d, q, _u32(buf, store_pos + k))
+            _hex8(d, q, u32(buf, store_pos + k))
             q += 8
         _hex8(d, q, store_port)
         _hex8(d, q + 8, phys >> 32)
@@ -475,7 +470,7 @@ def decode(
         # hosts as text (IPv4; IPv6 rows are left empty for the caller); hosts repeat: the
         # text of the previous one is copied when it is the same host
         if born_len == 4:
-            key = (_u32(buf, born_pos) << 32) | (born_port & 0xFFFFFFFF)
+            key = (u32(buf, born_pos) << 32) | (born_port & 0xFFFFFFFF)
             q = b_born + u_born
             if born_seen and key == born_key:
                 copy8(d, q, d, born_at, born_txt)
@@ -486,7 +481,7 @@ def decode(
             born_at = q
             u_born += born_txt
         if store_len == 4:
-            key = (_u32(buf, store_pos) << 32) | (store_port & 0xFFFFFFFF)
+            key = (u32(buf, store_pos) << 32) | (store_port & 0xFFFFFFFF)
             q = b_store + u_store
             if store_seen and key == store_key:
                 copy8(d, q, d, store_at, store_txt)
