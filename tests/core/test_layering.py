@@ -139,3 +139,93 @@ def test_read_features_do_not_load_the_write_engine_at_import() -> None:
         "import mqtool.store, mqtool.overview, mqtool.trace, mqtool.query, mqtool.jsonview"
     )
     assert not {m for m in mods if m.startswith("mqtool.refstore")}
+
+
+# -- the import graph: no cycles, no library module importing the CLI --------------------------
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = [p for p in rel.parts if p != "__init__"]
+    if parts[0] in ("formats", "spark"):
+        parts = ["mqtool", *parts]
+    return ".".join(parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """module -> the project modules it imports (module level and inside functions)."""
+    files = _files("mqtool/**/*.py", "formats/**/*.py", "spark/**/*.py")
+    names = {_module_name(f): f for f in files}
+    graph: dict[str, set[str]] = {}
+    for name, f in names.items():
+        out = set()
+        for m in _imports(f):
+            while m and m not in names and "." in m:
+                m = m.rsplit(".", 1)[0]
+            # a package importing its own submodule, or a module its package, is no cycle
+            if m in names and m != name and not m.startswith(name + ".") \
+                    and not name.startswith(m + "."):
+                out.add(m)
+        graph[name] = out
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(comp)
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+#: Cycles still being taken apart, each with its owner; none may be added. The store's read side
+#: (store.py imports integrity.at and search, which import it back) is taken apart by the store
+#: package work: remove the entry when it is gone.
+KNOWN_CYCLES = [
+    {"mqtool.store", "mqtool.search", "mqtool.integrity.at", "mqtool.integrity.model",
+     "mqtool.integrity.scan"},
+]
+
+#: Library modules that still import the CLI (the report's time formatting, being moved out of
+#: mqtool/cli/common.py); none may be added.
+KNOWN_CLI_USERS = {"mqtool.report.scan_report", "mqtool.report.timeline"}
+
+
+def test_no_import_cycles() -> None:
+    cycles = _cycles(_import_graph())
+    assert [c for c in cycles if not any(c <= known for known in KNOWN_CYCLES)] == []
+
+
+def test_library_never_imports_the_cli() -> None:
+    graph = _import_graph()
+    users = {m for m, deps in graph.items() if not m.startswith("mqtool.cli")
+             and m != "mqtool.__main__" and any(d.split(".")[:2] == ["mqtool", "cli"]
+                                                for d in deps)}
+    assert users <= KNOWN_CLI_USERS, users - KNOWN_CLI_USERS

@@ -1,6 +1,5 @@
-"""The fused full-decode kernel (formats.commitlog_arrow through commitlog_columns.Decoder) equals the
-reference
-decoder column for column: every fixed field, topic, raw properties, the property map
+"""The one-pass decode (formats.commitlog_arrow through commitlog_columns.Decoder) equals the
+reference decoder column for column: every fixed field, topic, raw properties, the property map
 (parse_properties), TAGS / KEYS / UNIQ_KEY, offsetMsgId, both hosts (IPv4 and IPv6), CRC; it
 stops where scan_file stops (real files, 300 damaged copies) and survives tiny buffers."""
 
@@ -12,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_fastdecode import _damage
+from test_commitlog_columns import _damage
 
 from conftest import SCENARIOS, store_dir
 from mqtool.formats import commitlog_arrow as arrow

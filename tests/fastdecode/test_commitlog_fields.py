@@ -1,5 +1,5 @@
-"""The compiled record kernel (formats.commitlog_fields) equals the reference decoder, piece by piece:
-the scan's table, the property split, the UTF-8 check, the CRC and the offsetMsgIds."""
+"""The compiled record scan (formats.commitlog_fields) equals the reference decoder, piece by
+piece: the scan's table, the property split, the UTF-8 check, the CRC and the offsetMsgIds."""
 
 from __future__ import annotations
 
