@@ -1,8 +1,10 @@
-"""Broker config files (delayOffset, consumerOffset, topics, subscriptionGroup) and admin: load
-through the one loader, persist with .bak, create topics and groups."""
+"""The broker's config files (delayOffset, consumerOffset, topics, subscriptionGroup): loaded
+through the one loader, persisted with ``.bak``; topics and groups created as the broker does."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from mqtool.formats.config import (
@@ -25,16 +27,26 @@ from mqtool.formats.config import (
 )
 from mqtool.formats.errors import Finding
 from mqtool.formats.rules import store_name_refusal
-from mqtool.refstore import broker as B
+from mqtool.refstore import broker
 from mqtool.refstore.mapped import RefStoreError
-from mqtool.refstore.persist import atomic_write as _atomic_write
-from mqtool.refstore.state import (
-    _State,
-)
+from mqtool.refstore.model import StoreConfig
+from mqtool.refstore.persist import atomic_write
 
 
-class ConfigsMixin(_State):
-    """Config files and admin (create_topic, create_group)."""
+class BrokerConfigs:
+    """The tables of the four config files, in memory, and their persistence."""
+
+    def __init__(self, root: Path, config: StoreConfig, clock: Callable[[], int]) -> None:
+        self.root = root
+        self.config = config
+        self.clock = clock
+        self.delay_offsets: dict[int, int] = {}
+        self.consumer_offsets: dict[str, dict[int, int]] = {}
+        self.topics: dict[str, TopicConfig] = {}
+        self.groups: dict[str, SubscriptionGroupConfig] = {}
+        self.findings: list[Finding] = []  # what went wrong loading them
+        self.offsets_dirty = False  # consumer offsets committed since the last persist
+        self._versions: dict[str, int] = {}
 
     def _data_version(self, name: str) -> DataVersion:
         counter = self._versions.get(name, 0)
@@ -42,13 +54,15 @@ class ConfigsMixin(_State):
 
     def _read_config(self, name: str) -> Any:
         """``ConfigManager#load`` (``.bak`` fallback): the model or None; what went wrong is
-        kept in :attr:`config_findings`."""
+        kept in :attr:`findings`."""
         loaded = load_config(self.root, name)
-        self.config_findings.extend(loaded.findings)
+        self.findings.extend(loaded.findings)
         return loaded.value
 
-    def _load_configs(self) -> None:
-        self.config_findings: list[Finding] = []
+    def load(self) -> None:
+        """Read the four files (``ConfigManager#load``); a store without topics.json gets the
+        system topics."""
+        self.findings.clear()
         delay = self._read_config("delayOffset.json")
         if delay is not None:
             self.delay_offsets = dict(delay.offset_table)
@@ -76,21 +90,23 @@ class ConfigsMixin(_State):
             ("SELF_TEST_TOPIC", 1, 6),
             ("TBW102", 8, 7),
             ("OFFSET_MOVED_EVENT", 1, 6),
-            (B.SCHEDULE_TOPIC, 18, 6),
+            (broker.SCHEDULE_TOPIC, 18, 6),
         ):
             self.topics[name] = TopicConfig(
                 name, qn, qn, perm, attributes={} if self.config.v5 else None
             )
-        self._persist_topics()
+        self.persist_topics()
 
-    def _persist_delay_offsets(self) -> None:
+    def persist_delay_offsets(self) -> None:
+        """``config/delayOffset.json`` (atomically, with ``.bak``)."""
         dv = self._data_version("delayOffset") if self.config.v5 else None
-        _atomic_write(
+        atomic_write(
             self.root / "config" / "delayOffset.json",
             build_delay_offset(self.delay_offsets, dv), fsync=self.config.fsync_configs,
         )
 
-    def _persist_consumer_offsets(self) -> None:
+    def persist_consumer_offsets(self) -> None:
+        """``config/consumerOffset.json``."""
         self._versions["consumerOffset"] = self._versions.get("consumerOffset", 0) + 1
         keys = [str(k) for k in chm_order(self.consumer_offsets, CONSUMER_OFFSET_TABLE_CAPACITY)]
         table = {k: self.consumer_offsets[k] for k in keys}
@@ -101,20 +117,22 @@ class ConfigsMixin(_State):
             )
         else:
             text = build_consumer_offset(ConsumerOffsets(table))
-        _atomic_write(
+        atomic_write(
             self.root / "config" / "consumerOffset.json", text, fsync=self.config.fsync_configs
         )
-        self._offsets_dirty = False
+        self.offsets_dirty = False
 
-    def _persist_topics(self) -> None:
+    def persist_topics(self) -> None:
+        """``config/topics.json``."""
         self._versions["topics"] = self._versions.get("topics", 0) + 1
         names = [str(k) for k in chm_order(self.topics, TOPIC_CONFIG_TABLE_CAPACITY)]
         text = build_topics(
             TopicConfigs({n: self.topics[n] for n in names}, self._data_version("topics"))
         )
-        _atomic_write(self.root / "config" / "topics.json", text, fsync=self.config.fsync_configs)
+        atomic_write(self.root / "config" / "topics.json", text, fsync=self.config.fsync_configs)
 
-    def _persist_groups(self) -> None:
+    def persist_groups(self) -> None:
+        """``config/subscriptionGroup.json``."""
         self._versions["subscriptionGroup"] = self._versions.get("subscriptionGroup", 0) + 1
         names = [str(k) for k in chm_order(self.groups, SUBSCRIPTION_GROUP_TABLE_CAPACITY)]
         text = build_subscription_groups(
@@ -124,7 +142,7 @@ class ConfigsMixin(_State):
                 {} if self.config.v5 else None,
             )
         )
-        _atomic_write(
+        atomic_write(
             self.root / "config" / "subscriptionGroup.json", text, fsync=self.config.fsync_configs
         )
 
@@ -135,7 +153,6 @@ class ConfigsMixin(_State):
     ) -> TopicConfig:
         """Create (or return) a topic config as ``TopicConfigManager`` does; RefStoreError for
         a name the store cannot hold (:func:`~mqtool.formats.rules.store_name_refusal`)."""
-        self._check_open()
         tc = self.topics.get(topic)
         if tc is None:
             check_store_name("topic", topic)
@@ -143,7 +160,7 @@ class ConfigsMixin(_State):
             tc = TopicConfig(topic, n, n, perm, attributes={} if self.config.v5 else None)
             self.topics[topic] = tc
             if persist:
-                self._persist_topics()
+                self.persist_topics()
         return tc
 
     def create_group(
@@ -152,7 +169,6 @@ class ConfigsMixin(_State):
     ) -> SubscriptionGroupConfig:
         """Create or update a consumer group (``subscriptionGroup.json``); RefStoreError for a
         name the store cannot hold."""
-        self._check_open()
         cur = self.groups.get(group)
         if cur is None:
             check_store_name("group", group)
@@ -174,10 +190,11 @@ class ConfigsMixin(_State):
         cfg = SubscriptionGroupConfig(fields)
         if cur is None or dict(cur.fields) != fields:
             self.groups[group] = cfg
-            self._persist_groups()
+            self.persist_groups()
         return cfg
 
-    def _group(self, group: str) -> SubscriptionGroupConfig:
+    def group(self, group: str) -> SubscriptionGroupConfig:
+        """The group's config, created as the broker does (``autoCreateSubscriptionGroup``)."""
         cfg = self.groups.get(group)
         if cfg is None:  # autoCreateSubscriptionGroup=true
             cfg = self.create_group(group)

@@ -5,64 +5,57 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from mqtool.formats.commitlog import (
-    CommitLogMessage,
-    HostPort,
-    parse_properties,
-)
-from mqtool.refstore import broker as B
-from mqtool.refstore.model import (
-    PullResult,
-    PutResult,
-)
-from mqtool.refstore.recovery import RecoveryMixin
+from mqtool.formats.commitlog import CommitLogMessage, HostPort, parse_properties
+from mqtool.refstore import broker
+from mqtool.refstore.configs import BrokerConfigs
+from mqtool.refstore.dispatch import ConsumeQueues
+from mqtool.refstore.logfiles import CommitLogFiles
+from mqtool.refstore.model import PullResult, PutResult, StoreConfig
+from mqtool.refstore.put import RecordWriter
 
 
-class ConsumerMixin(RecoveryMixin):
-    """Reads, pull, offsets and send-back."""
+class Consumers:
+    """What consumers do with the store: read queues, pull, commit offsets, send back."""
 
+    def __init__(
+        self, config: StoreConfig, clock: Callable[[], int], commitlog: CommitLogFiles,
+        configs: BrokerConfigs, queues: ConsumeQueues, writer: RecordWriter,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.commitlog = commitlog
+        self.configs = configs
+        self.queues = queues
+        self.writer = writer
 
     def read_message(self, commit_log_offset: int) -> CommitLogMessage:
         """``lookMessageByOffset``: the record at a commitlog offset."""
-        self._check_open()
-        return self._commitlog.read(commit_log_offset)
+        return self.commitlog.read(commit_log_offset)
 
     def queue_topics(self) -> list[str]:
         """Topics that have consume queues, sorted."""
-        return sorted({t for t, _ in self._cqs})
+        return sorted({t for t, _ in self.queues.files})
 
     def queue_ids(self, topic: str) -> list[int]:
         """Queue ids of ``topic`` that have a consume queue."""
-        return sorted(q for (t, q) in self._cqs if t == topic)
+        return sorted(q for (t, q) in self.queues.files if t == topic)
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         """Next logical offset of a queue (0 when it has none)."""
-        return self._queue_table.get((topic, queue_id), 0)
+        return self.queues.next_offset.get((topic, queue_id), 0)
 
     def iter_queue(
         self, topic: str, queue_id: int, offset: int = 0
     ) -> Iterator[tuple[int, CommitLogMessage]]:
         """``(queue offset, message)`` from ``offset`` to the end of one queue."""
-        self._check_open()
-        cq = self._cqs.get((topic, queue_id))
+        cq = self.queues.files.get((topic, queue_id))
         if cq is None:
             return
         for off in range(max(offset, cq.min_offset), cq.max_offset):
             unit = cq.get(off)
             if unit is None:
                 break
-            yield off, self._commitlog.read(unit[0])
-
-    @property
-    def last_store_timestamp(self) -> int:
-        """Store time (epoch ms) of the last record written or recovered (0 when empty)."""
-        return self._cp_ts
-
-    @property
-    def write_position(self) -> int:
-        """Absolute commitlog offset where the next record goes."""
-        return self._commitlog.write_pos
-
+            yield off, self.commitlog.read(unit[0])
 
     def send_back(
         self,
@@ -77,25 +70,24 @@ class ConsumerMixin(RecoveryMixin):
 
         ``max_reconsume_times`` is the client's header value (None: the group's retryMaxTimes).
         """
-        self._check_open()
-        cfg = self._group(group)
-        ext = self._commitlog.read(commit_log_offset)
+        cfg = self.configs.group(group)
+        ext = self.commitlog.read(commit_log_offset)
         props = parse_properties(ext.properties_raw)
         max_times = cfg.retry_max_times if max_reconsume_times is None else max_reconsume_times
-        decision = B.apply_send_back(
+        decision = broker.apply_send_back(
             props, topic=ext.topic, group=group, reconsume_times=ext.reconsume_times,
             delay_level=delay_level, max_reconsume_times=max_times,
             offset_msg_id=ext.offset_msg_id,
         )
         if decision.to_dlq:
-            self.create_topic(decision.topic, B.DLQ_NUMS_PER_GROUP, perm=6)
-            qid = self._rnd.randrange(99999999) % B.DLQ_NUMS_PER_GROUP
+            self.configs.create_topic(decision.topic, broker.DLQ_NUMS_PER_GROUP, perm=6)
+            qid = self.writer.rnd.randrange(99999999) % broker.DLQ_NUMS_PER_GROUP
         else:
             rq = max(1, cfg.retry_queue_nums)
-            self.create_topic(decision.topic, rq, perm=6)
-            qid = self._rnd.randrange(99999999) % rq
+            self.configs.create_topic(decision.topic, rq, perm=6)
+            qid = self.writer.rnd.randrange(99999999) % rq
         now = self.clock()
-        return self._put_inner(
+        return self.writer.put_fields(
             decision.topic, qid, ext.body, props, flag=ext.flag, sys_flag=ext.sys_flag & ~0x30,
             born_timestamp=ext.born_timestamp, born_host=ext.born_host,
             reconsume_times=ext.reconsume_times + 1, store_timestamp=now,
@@ -137,11 +129,10 @@ class ConsumerMixin(RecoveryMixin):
         local retry adds one in ``checkReconsumeTimes`` without storing anything); default: the
         consumed record's stored value.
         """
-        self._check_open()
-        cfg = self._group(group)
-        ext = self._commitlog.read(commit_log_offset)
+        cfg = self.configs.group(group)
+        ext = self.commitlog.read(commit_log_offset)
         props = parse_properties(ext.properties_raw)
-        cq = self._cqs.get((ext.topic, ext.queue_id))
+        cq = self.queues.files.get((ext.topic, ext.queue_id))
         props["MIN_OFFSET"] = str(cq.min_offset if cq else 0)
         props["MAX_OFFSET"] = str(cq.max_offset if cq else 0)
         now = self.clock()
@@ -153,39 +144,38 @@ class ConsumerMixin(RecoveryMixin):
             msg_id=ext.uniq_key or ext.offset_msg_id, client_v5=self.config.v5,
         )
         # the producer sends messageProperties2String(map); the broker decodes a fresh map
-        wire = parse_properties(self._encode_props(props))
-        if self._cluster:
-            wire[B.PROPERTY_CLUSTER] = self._cluster
+        wire = parse_properties(self.writer.encode_props(props))
+        if self.writer.cluster:
+            wire[broker.PROPERTY_CLUSTER] = self.writer.cluster
         # the broker's side: one rule for this store and ``mqtool serve``
-        decision = B.handle_retry_and_dlq(
+        decision = broker.handle_retry_and_dlq(
             wire, group=group, reconsume_times=sent, max_reconsume_times=max_times,
             dialect=self.config.dialect, group_locked=group_locked,
         )
         if decision.to_dlq:
-            self.create_topic(decision.topic, B.DLQ_NUMS_PER_GROUP, perm=6)
+            self.configs.create_topic(decision.topic, broker.DLQ_NUMS_PER_GROUP, perm=6)
             qid = decision.queue_id or 0
         else:
-            tc = self.create_topic(decision.topic, max(1, cfg.retry_queue_nums), perm=6)
-            qid = self._rnd.randrange(max(1, tc.write_queue_nums))
+            tc = self.configs.create_topic(decision.topic, max(1, cfg.retry_queue_nums), perm=6)
+            qid = self.writer.rnd.randrange(max(1, tc.write_queue_nums))
         born = HostPort.parse(client_host)
-        return self._put_inner(
+        return self.writer.put_fields(
             decision.topic, qid, ext.body, wire, ext.flag, ext.sys_flag & ~0x30, now, born,
             sent, now,
         )
 
     def get_consumer_offset(self, group: str, topic: str, queue_id: int) -> int:
         """Committed offset of a group on a queue (-1 when none)."""
-        return self.consumer_offsets.get(f"{topic}@{group}", {}).get(queue_id, -1)
+        return self.configs.consumer_offsets.get(f"{topic}@{group}", {}).get(queue_id, -1)
 
     def commit_offset(
         self, group: str, topic: str, queue_id: int, offset: int, *, persist: bool = False
     ) -> None:
         """``ConsumerOffsetManager#commitOffset`` (persisted on flush/close, or now)."""
-        self._check_open()
-        self.consumer_offsets.setdefault(f"{topic}@{group}", {})[queue_id] = offset
-        self._offsets_dirty = True
+        self.configs.consumer_offsets.setdefault(f"{topic}@{group}", {})[queue_id] = offset
+        self.configs.offsets_dirty = True
         if persist:
-            self._persist_consumer_offsets()
+            self.configs.persist_consumer_offsets()
 
     def pull(
         self,
@@ -198,8 +188,7 @@ class ConsumerMixin(RecoveryMixin):
     ) -> PullResult:
         """``PULL_MESSAGE``: up to ``max_nums`` messages from ``offset`` (default: the group's
         committed offset, else the queue's min offset). Does not commit."""
-        self._check_open()
-        cq = self._cqs.get((topic, queue_id))
+        cq = self.queues.files.get((topic, queue_id))
         max_off = cq.max_offset if cq else 0
         if offset is None:
             offset = self.get_consumer_offset(group, topic, queue_id)
@@ -230,9 +219,9 @@ class ConsumerMixin(RecoveryMixin):
         0) or an int (send back with that delay level; negative = straight to the DLQ). Offsets
         are committed. Returns counts: ``ok``, ``retried``, ``dlq``.
         """
-        self._group(group)
+        self.configs.group(group)
         counts = {"ok": 0, "retried": 0, "dlq": 0}
-        topics = [topic] + ([B.retry_topic(group)] if include_retry else [])
+        topics = [topic] + ([broker.retry_topic(group)] if include_retry else [])
         done = 0
         for t in topics:
             for qid in self.queue_ids(t):
@@ -246,7 +235,7 @@ class ConsumerMixin(RecoveryMixin):
                     else:
                         level = 0 if verdict is False else int(verdict)
                         r = self.send_back(group, m.physical_offset, delay_level=level)
-                        to_dlq = r.topic.startswith(B.DLQ_GROUP_TOPIC_PREFIX)
+                        to_dlq = r.topic.startswith(broker.DLQ_GROUP_TOPIC_PREFIX)
                         counts["dlq" if to_dlq else "retried"] += 1
                     done += 1
                     self.commit_offset(group, t, qid, m.queue_offset + 1)
@@ -273,15 +262,15 @@ def orderly_resend_properties(
     offsetMsgId). A 5.1.1+ client (``client_v5``) sends the count + 1 (apache/rocketmq #6164).
     """
     topic = consumed_topic
-    if topic == B.retry_topic(group) and B.PROPERTY_RETRY_TOPIC in props:
-        topic = props[B.PROPERTY_RETRY_TOPIC]  # resetRetryAndNamespace
-    props[B.PROPERTY_RECONSUME_TIME] = str(local_count)  # checkReconsumeTimes
-    if not props.get(B.PROPERTY_ORIGIN_MESSAGE_ID):  # MessageClientExt#getMsgId
-        props[B.PROPERTY_ORIGIN_MESSAGE_ID] = msg_id
-    props[B.PROPERTY_RETRY_TOPIC] = topic
+    if topic == broker.retry_topic(group) and broker.PROPERTY_RETRY_TOPIC in props:
+        topic = props[broker.PROPERTY_RETRY_TOPIC]  # resetRetryAndNamespace
+    props[broker.PROPERTY_RECONSUME_TIME] = str(local_count)  # checkReconsumeTimes
+    if not props.get(broker.PROPERTY_ORIGIN_MESSAGE_ID):  # MessageClientExt#getMsgId
+        props[broker.PROPERTY_ORIGIN_MESSAGE_ID] = msg_id
+    props[broker.PROPERTY_RETRY_TOPIC] = topic
     sent = local_count + 1 if client_v5 else local_count
-    props[B.PROPERTY_RECONSUME_TIME] = str(sent)
-    props[B.PROPERTY_MAX_RECONSUME_TIMES] = str(max_times)
+    props[broker.PROPERTY_RECONSUME_TIME] = str(sent)
+    props[broker.PROPERTY_MAX_RECONSUME_TIMES] = str(max_times)
     props.pop("TRAN_MSG", None)
-    props[B.PROPERTY_DELAY_TIME_LEVEL] = str(B.SEND_BACK_BASE_DELAY_LEVEL + local_count)
+    props[broker.PROPERTY_DELAY_TIME_LEVEL] = str(broker.SEND_BACK_BASE_DELAY_LEVEL + local_count)
     return sent

@@ -27,20 +27,34 @@ neither loses nor repeats a delivery. After a clean close the saved end
 (``config/mqtool-refstore-state.json``) makes reopening O(1) when the files still agree.
 
 Time comes from an injectable clock (epoch ms), so journeys replay deterministically.
+
+A store is composed of parts, each one responsibility: the lock (:mod:`.lock`), the config
+files (:mod:`.configs`), the consume queues and dispatch (:mod:`.dispatch`), the index
+(:mod:`.index`), the put path (:mod:`.put`), the schedule service (:mod:`.schedule`), recovery
+(:mod:`.recovery`) and the consumer side (:mod:`.consumer`). :class:`RefStore` builds them at
+open and is the one public face over them.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-from collections.abc import Callable
+import random
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
-from mqtool.formats.errors import failed_path
-from mqtool.refstore.mapped import (
-    RefStoreError,
-)
+from mqtool.formats.commitlog import CommitLogMessage
+from mqtool.formats.config import SubscriptionGroupConfig, TopicConfig
+from mqtool.formats.errors import Finding, failed_path
+from mqtool.refstore import broker
+from mqtool.refstore.configs import BrokerConfigs
+from mqtool.refstore.consumer import Consumers
+from mqtool.refstore.dispatch import ConsumeQueues
+from mqtool.refstore.index import IndexBuilder
+from mqtool.refstore.key_hashes import JavaHashCache
+from mqtool.refstore.lock import StoreLock
+from mqtool.refstore.logfiles import CommitLogFiles
+from mqtool.refstore.mapped import CheckpointFile, RefStoreError
 from mqtool.refstore.model import (
     ManualClock,
     Message,
@@ -50,7 +64,10 @@ from mqtool.refstore.model import (
     StoreLockedError,
     system_clock,
 )
-from mqtool.refstore.persist import infer_config
+from mqtool.refstore.persist import atomic_write, infer_config
+from mqtool.refstore.put import RecordWriter
+from mqtool.refstore.recovery import Recovery
+from mqtool.refstore.schedule import ScheduleService
 from mqtool.refstore.uniqkey import UniqKeyGenerator
 
 __all__ = [  # the public API (model types re-exported from mqtool.refstore.model)
@@ -66,18 +83,45 @@ __all__ = [  # the public API (model types re-exported from mqtool.refstore.mode
     "infer_config",
     "system_clock",
 ]
-from mqtool.refstore.consumer import ConsumerMixin
-from mqtool.refstore.state import (
-    _LOCKED_ROOTS,
-    CONFIG_FILE,
-)
+
+CONFIG_FILE = "mqtool-refstore.json"  # our own settings, beside the broker's config files
 
 
-class RefStore(ConsumerMixin):
+class RefStore:
     """A writable RocketMQ store with the broker's delay, retry and DLQ behaviour.
 
     Use :meth:`open` (or ``with RefStore.open(root) as s:``). Not thread-safe: one writer.
     """
+
+    # the parts, made when the store is opened (_load)
+    commitlog: CommitLogFiles
+    configs: BrokerConfigs
+    index: IndexBuilder
+    queues: ConsumeQueues
+    checkpoint: CheckpointFile
+    writer: RecordWriter
+    schedule: ScheduleService
+    consumers: Consumers
+    _recovery: Recovery
+
+    def __init__(
+        self,
+        root: Path,
+        config: StoreConfig,
+        clock: Callable[[], int],
+        uniq: UniqKeyGenerator,
+        seed: int | None,
+    ) -> None:
+        self.root = root
+        self.config = config
+        self.clock = clock
+        self.uniq = uniq
+        self._rnd = random.Random(seed)
+        self._closed = True
+        self._lock = StoreLock(root)
+        self._delay_table = broker.parse_delay_levels(config.message_delay_level)
+        self.max_delay_level = max(self._delay_table)
+        self.recovered_abnormally = False
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -118,19 +162,19 @@ class RefStore(ConsumerMixin):
             uniq = UniqKeyGenerator("127.0.0.1", clock=clk, seed=seed)
         store = cls(rootp, config, clk, uniq, seed)
         try:
-            store._lock()
+            store._lock.acquire()
         except OSError as e:
             raise RefStoreError(f"{rootp}: cannot open the lock file: {e.strerror}") from e
         try:
             store._load()
         except OSError as e:
-            store._release(abort_file=True)
+            store._lock.release(abort_file=True)
             where = failed_path(e)
             raise RefStoreError(
                 f"{rootp}: {e.strerror or e}" + (f": {where}" if where else "")
             ) from e
         except BaseException:
-            store._release(abort_file=True)
+            store._lock.release(abort_file=True)
             raise
         return store
 
@@ -140,68 +184,265 @@ class RefStore(ConsumerMixin):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _lock(self) -> None:
-        key = str(self.root.resolve())
-        if key in _LOCKED_ROOTS:  # checked first: closing any fd of the file would drop the lock
-            raise StoreLockedError(
-                f"{self.root}: store is already open for writing in this process"
-            )
-        fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
-        except OSError as e:
-            os.close(fd)
-            raise StoreLockedError(
-                f"{self.root}: store is locked by another process (a running broker or "
-                "another mqtool writer); stop it first, read-only commands still work"
-            ) from e
-        self._lock_fd = fd
-        _LOCKED_ROOTS.add(key)
-
-    def _release(self, *, abort_file: bool) -> None:
-        if not abort_file:
-            try:
-                (self.root / "abort").unlink()
-            except FileNotFoundError:
-                pass
-        if self._lock_fd is not None:
-            try:
-                fcntl.lockf(self._lock_fd, fcntl.LOCK_UN, 1, 0)
-            finally:
-                os.close(self._lock_fd)
-                self._lock_fd = None
-                _LOCKED_ROOTS.discard(str(self.root.resolve()))
+    def _load(self) -> None:
+        root, config, clock = self.root, self.config, self.clock
+        cfgdir = root / "config"
+        cfgdir.mkdir(exist_ok=True)
+        atomic_write(cfgdir / CONFIG_FILE, json.dumps(config.to_json(), indent=1), bak=False)
+        abort = root / "abort"
+        self.recovered_abnormally = abort.exists()
+        abort.touch()
+        hashes = JavaHashCache()
+        self.commitlog = CommitLogFiles(root / "commitlog", config.commitlog_file_size)
+        self.index = IndexBuilder(root, config, clock, hashes)
+        self.queues = ConsumeQueues(root, config, self._delay_table, hashes, self.index)
+        self.queues.open_existing()
+        self.index.load()
+        self.checkpoint = CheckpointFile(root / "checkpoint")
+        self.configs = BrokerConfigs(root, config, clock)
+        self.configs.load()
+        self.writer = RecordWriter(
+            config, clock, self.uniq, self._rnd, self.commitlog, self.configs, self.queues,
+            self.checkpoint,
+        )
+        self.schedule = ScheduleService(
+            root, config, clock, self._delay_table, self.configs, self.queues, self.writer,
+            self.commitlog,
+        )
+        self.schedule.load_progress()
+        self.consumers = Consumers(
+            config, clock, self.commitlog, self.configs, self.queues, self.writer
+        )
+        self._recovery = Recovery(
+            root, config, abnormal=self.recovered_abnormally, commitlog=self.commitlog,
+            queues=self.queues, index=self.index, checkpoint=self.checkpoint,
+            configs=self.configs, schedule=self.schedule, writer=self.writer,
+        )
+        self._closed = False
+        self._recovery.run()
 
     def close(self) -> None:
         """Flush, persist configs, write the checkpoint, remove ``abort``, unlock."""
         if self._closed:
             return
         self.flush()
-        self._save_clean_state()
-        self._commitlog.close()
-        for cq in self._cqs.values():
-            cq.close()
-        for ix in (self._index, self._prev_index):
-            if ix is not None:
-                ix.close()
-        if self._cp_mf is not None:
-            self._cp_mf.close()
-        if self._progress_mf is not None:
-            self._progress_mf.close()
+        self._recovery.save_clean_state()
+        self.commitlog.close()
+        self.queues.close()
+        self.index.close()
+        self.checkpoint.close()
+        self.schedule.close()
         self._closed = True
-        self._release(abort_file=False)
+        self._lock.release(abort_file=False)
 
     def flush(self) -> None:
         """msync data files, persist dirty offsets and the checkpoint."""
-        self._check_open()
-        self._flush_index()
-        self._commitlog.flush()
-        for cq in self._cqs.values():
-            cq.flush()
-        if self._index is not None:
-            self._index.flush()
-        self._write_checkpoint()
-        if self._cp_mf is not None:
-            self._cp_mf.flush()
-        if self._offsets_dirty:
-            self._persist_consumer_offsets()
+        self.check_open()
+        self.index.write_buffered()
+        self.commitlog.flush()
+        self.queues.flush()
+        self.index.flush()
+        self.checkpoint.write(self.index.written_ts)
+        self.checkpoint.flush()
+        if self.configs.offsets_dirty:
+            self.configs.persist_consumer_offsets()
+
+    def check_open(self) -> None:
+        """:class:`RefStoreError` when the store is closed."""
+        if self._closed:
+            raise RefStoreError(f"{self.root}: store is closed")
+
+    # -- the broker's tables --------------------------------------------------------------------
+
+    @property
+    def topics(self) -> dict[str, TopicConfig]:
+        """``topics.json``'s table."""
+        return self.configs.topics
+
+    @property
+    def groups(self) -> dict[str, SubscriptionGroupConfig]:
+        """``subscriptionGroup.json``'s table."""
+        return self.configs.groups
+
+    @property
+    def delay_offsets(self) -> dict[int, int]:
+        """``delayOffset.json``'s table: delay level -> next schedule queue offset."""
+        return self.configs.delay_offsets
+
+    @property
+    def consumer_offsets(self) -> dict[str, dict[int, int]]:
+        """``consumerOffset.json``'s table: ``topic@group`` -> queue id -> offset."""
+        return self.configs.consumer_offsets
+
+    @property
+    def config_findings(self) -> list[Finding]:
+        """What went wrong loading the config files (a ``.bak`` used, a file unreadable)."""
+        return self.configs.findings
+
+    @property
+    def last_store_timestamp(self) -> int:
+        """Store time (epoch ms) of the last record written or recovered (0 when empty)."""
+        return self.checkpoint.ts
+
+    @property
+    def write_position(self) -> int:
+        """Absolute commitlog offset where the next record goes."""
+        return self.commitlog.write_pos
+
+    def create_topic(
+        self, topic: str, queue_nums: int | None = None, *, perm: int = 6, persist: bool = True
+    ) -> TopicConfig:
+        """Create (or return) a topic config as ``TopicConfigManager`` does; RefStoreError for
+        a name the store cannot hold (:func:`~mqtool.formats.rules.store_name_refusal`)."""
+        self.check_open()
+        return self.configs.create_topic(topic, queue_nums, perm=perm, persist=persist)
+
+    def create_group(
+        self, group: str, *, retry_max_times: int | None = None, retry_queue_nums: int = 1,
+        consume_orderly: bool = False,
+    ) -> SubscriptionGroupConfig:
+        """Create or update a consumer group (``subscriptionGroup.json``); RefStoreError for a
+        name the store cannot hold."""
+        self.check_open()
+        return self.configs.create_group(
+            group, retry_max_times=retry_max_times, retry_queue_nums=retry_queue_nums,
+            consume_orderly=consume_orderly,
+        )
+
+    # -- puts and the schedule service ----------------------------------------------------------
+
+    def put(self, msg: Message) -> PutResult:
+        """Put one message (``SendMessageProcessor`` + ``DefaultMessageStore#putMessage``)."""
+        if self._closed:
+            self.check_open()
+        return self.writer.put(msg)
+
+    def put_batch(
+        self,
+        msgs: Sequence[Message],
+        *,
+        queue_id: int | None = None,
+        batch_properties: Iterable[tuple[str, str]] = (("WAIT", "true"),),
+    ) -> list[PutResult]:
+        """A client ``MessageBatch`` (one topic, one queue): see :meth:`.RecordWriter.put_batch`."""
+        self.check_open()
+        return self.writer.put_batch(msgs, queue_id=queue_id, batch_properties=batch_properties)
+
+    def tick(
+        self,
+        now: int | None = None,
+        *,
+        levels: Iterable[int] | None = None,
+        limit: int | None = None,
+    ) -> list[PutResult]:
+        """Deliver due delayed messages: see :meth:`.ScheduleService.tick`."""
+        self.check_open()
+        return self.schedule.tick(now, levels=levels, limit=limit)
+
+    def pending_delayed(self) -> dict[int, int]:
+        """Level -> number of messages not yet delivered."""
+        return self.schedule.pending_delayed()
+
+    def next_due(self) -> int | None:
+        """Earliest deliver time (epoch ms) of a pending delayed message, None without any."""
+        return self.schedule.next_due()
+
+    # -- reads and consumers --------------------------------------------------------------------
+
+    def read_message(self, commit_log_offset: int) -> CommitLogMessage:
+        """``lookMessageByOffset``: the record at a commitlog offset."""
+        self.check_open()
+        return self.consumers.read_message(commit_log_offset)
+
+    def queue_topics(self) -> list[str]:
+        """Topics that have consume queues, sorted."""
+        return self.consumers.queue_topics()
+
+    def queue_ids(self, topic: str) -> list[int]:
+        """Queue ids of ``topic`` that have a consume queue."""
+        return self.consumers.queue_ids(topic)
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        """Next logical offset of a queue (0 when it has none)."""
+        return self.consumers.max_offset(topic, queue_id)
+
+    def iter_queue(
+        self, topic: str, queue_id: int, offset: int = 0
+    ) -> Iterator[tuple[int, CommitLogMessage]]:
+        """``(queue offset, message)`` from ``offset`` to the end of one queue."""
+        self.check_open()
+        yield from self.consumers.iter_queue(topic, queue_id, offset)
+
+    def send_back(
+        self,
+        group: str,
+        commit_log_offset: int,
+        *,
+        delay_level: int = 0,
+        max_reconsume_times: int | None = None,
+    ) -> PutResult:
+        """``CONSUMER_SEND_MSG_BACK``: see :meth:`.Consumers.send_back`."""
+        self.check_open()
+        return self.consumers.send_back(
+            group, commit_log_offset, delay_level=delay_level,
+            max_reconsume_times=max_reconsume_times,
+        )
+
+    def send_back_orderly(
+        self,
+        group: str,
+        commit_log_offset: int,
+        *,
+        max_reconsume_times: int | None = None,
+        consume_start_time: int | None = None,
+        client_host: str = "127.0.0.1:50001",
+        reconsume_times: int | None = None,
+        group_locked: bool = True,
+    ) -> PutResult:
+        """The orderly consumer's send-back: see :meth:`.Consumers.send_back_orderly`."""
+        self.check_open()
+        return self.consumers.send_back_orderly(
+            group, commit_log_offset, max_reconsume_times=max_reconsume_times,
+            consume_start_time=consume_start_time, client_host=client_host,
+            reconsume_times=reconsume_times, group_locked=group_locked,
+        )
+
+    def get_consumer_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """Committed offset of a group on a queue (-1 when none)."""
+        return self.consumers.get_consumer_offset(group, topic, queue_id)
+
+    def commit_offset(
+        self, group: str, topic: str, queue_id: int, offset: int, *, persist: bool = False
+    ) -> None:
+        """``ConsumerOffsetManager#commitOffset`` (persisted on flush/close, or now)."""
+        self.check_open()
+        self.consumers.commit_offset(group, topic, queue_id, offset, persist=persist)
+
+    def pull(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        *,
+        offset: int | None = None,
+        max_nums: int = 32,
+    ) -> PullResult:
+        """``PULL_MESSAGE``: see :meth:`.Consumers.pull`. Does not commit."""
+        self.check_open()
+        return self.consumers.pull(group, topic, queue_id, offset=offset, max_nums=max_nums)
+
+    def consume(
+        self,
+        group: str,
+        topic: str,
+        handler: Callable[[CommitLogMessage], bool | int],
+        *,
+        max_nums: int | None = None,
+        include_retry: bool = True,
+    ) -> dict[str, int]:
+        """Run a push-style consumer once over everything available: see
+        :meth:`.Consumers.consume`."""
+        self.check_open()
+        return self.consumers.consume(
+            group, topic, handler, max_nums=max_nums, include_retry=include_retry
+        )

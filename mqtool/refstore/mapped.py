@@ -11,13 +11,22 @@ from __future__ import annotations
 import datetime as _dt
 import mmap
 import os
+import struct
+from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
+from mqtool.formats.checkpoint import (
+    CHECKPOINT_FILE_SIZE,
+    Checkpoint,
+    build_checkpoint,
+    parse_checkpoint,
+)
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from mqtool.formats.consumequeue import CQ_UNIT_STRUCT as _CQ
-from mqtool.formats.errors import MqtoolError
+from mqtool.formats.errors import FormatError, MqtoolError
 from mqtool.formats.indexfile import (
     HASH_SLOT_SIZE,
     INDEX_HEADER_SIZE,
@@ -468,4 +477,43 @@ class IndexFileWriter:
         self.mf.flush()
 
     def close(self) -> None:
+        self.mf.close()
+
+
+_CP3 = struct.Struct(">qqq")  # physicMsgTimestamp, logicsMsgTimestamp, indexMsgTimestamp
+
+
+class CheckpointFile:
+    """The ``checkpoint`` file (``StoreCheckpoint``), mapped: the physic and logics timestamps
+    are written with every put, the whole file on flush and close."""
+
+    def __init__(self, path: Path) -> None:
+        self.mf = MappedFile(path, 0, CHECKPOINT_FILE_SIZE, create=True)
+        try:
+            self.stored = parse_checkpoint(cast(bytes, self.mf.mm), file=str(path))
+        except FormatError:
+            self.stored = Checkpoint(0, 0, 0)
+        self.ts = 0  # store time of the last record written or recovered (0: none)
+
+    def note_put(self, store_timestamp: int, index_timestamp: int) -> None:
+        """A record was put at ``store_timestamp``."""
+        self.ts = store_timestamp
+        _CP3.pack_into(self.mf.mm, 0, store_timestamp, store_timestamp, index_timestamp)
+
+    def write(self, index_timestamp: int) -> None:
+        """Write the whole checkpoint (the index covers keys up to ``index_timestamp``)."""
+        if self.ts:
+            self.stored = replace(
+                self.stored, physic_msg_timestamp=self.ts, logics_msg_timestamp=self.ts,
+                index_msg_timestamp=index_timestamp,
+            )
+        data = build_checkpoint(self.stored)
+        self.mf.mm[: len(data)] = data
+
+    def flush(self) -> None:
+        """msync the file."""
+        self.mf.flush()
+
+    def close(self) -> None:
+        """Unmap the file."""
         self.mf.close()

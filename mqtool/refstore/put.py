@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from mqtool.formats.commitlog import (
     TRANSACTION_ROLLBACK_TYPE,
@@ -11,6 +12,7 @@ from mqtool.formats.commitlog import (
     parse_properties,
 )
 from mqtool.formats.encoder import (
+    CRC32_PLACEHOLDER,
     magic_for,
     pack_record_into,
     record_size,
@@ -19,57 +21,79 @@ from mqtool.formats.encoder import (
 )
 from mqtool.formats.javacompat import hashmap_key_order
 from mqtool.formats.rules import gets_cq_unit
-from mqtool.refstore import broker as B
-from mqtool.refstore.configs import check_store_name
-from mqtool.refstore.index import IndexMixin
-from mqtool.refstore.mapped import (
-    RefStoreError,
-)
-from mqtool.refstore.model import (
-    Message,
-    PutResult,
-)
-from mqtool.refstore.state import (
-    _CP3,
-    _CRC_KEY,
-    _CRC_PLACEHOLDER,
-    _DEFAULT_BORN,
-    _UNIQ,
-)
+from mqtool.refstore import broker
+from mqtool.refstore.configs import BrokerConfigs, check_store_name
+from mqtool.refstore.dispatch import ConsumeQueues
+from mqtool.refstore.logfiles import CommitLogFiles
+from mqtool.refstore.mapped import CheckpointFile, RefStoreError
+from mqtool.refstore.model import Message, PutResult, StoreConfig
+from mqtool.refstore.uniqkey import UniqKeyGenerator
+
+DEFAULT_BORN_HOST = HostPort("127.0.0.1", 50000)
+"""The born host of a message that names none."""
+_CRC_PLACEHOLDER = CRC32_PLACEHOLDER.encode("ascii")
+_CRC_KEY = "__CRC32#"
 
 
-class PutMixin(IndexMixin):
-    """put and put_batch."""
+class RecordWriter:
+    """Puts records: queue choice, properties in Java's order, the encoder, dispatch."""
+
+    def __init__(
+        self, config: StoreConfig, clock: Callable[[], int], uniq: UniqKeyGenerator,
+        rnd: random.Random, commitlog: CommitLogFiles, configs: BrokerConfigs,
+        queues: ConsumeQueues, checkpoint: CheckpointFile,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.uniq = uniq
+        self.rnd = rnd  # the broker's random queue choices (send-back, check-max discard)
+        self.commitlog = commitlog
+        self.configs = configs
+        self.queues = queues
+        self.checkpoint = checkpoint
+        self.store_host = HostPort.parse(config.store_host)
+        self.cluster = config.cluster_name
+        self.last_record = -1  # commitlog offset of the last record written or recovered
+        self._store_ip = packed_ip(self.store_host)
+        self._store_v6 = len(self._store_ip) == 16
+        self._store_port = self.store_host.port
+        self._msg_id_prefix = (
+            self._store_ip + self._store_port.to_bytes(4, "big", signed=True)
+        ).hex().upper()
+        self._max_body = config.max_message_size
+        self._props_capacity = config.properties_capacity
+        self._trailing_sep = config.v5
+        self._prop_crc = config.append_prop_crc
+        self._rr: dict[str, int] = {}
+        self._topic_hdrs: dict[str, tuple[bytes, int, int]] = {}
+        self._prop_orders: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._born_hosts: dict[str, HostPort] = {}
 
     def put(self, msg: Message) -> PutResult:
         """Put one message (``SendMessageProcessor`` + ``DefaultMessageStore#putMessage``)."""
-        if self._closed:
-            self._check_open()
-        tc = self.topics.get(msg.topic) or self.create_topic(msg.topic)
+        tc = self.configs.topics.get(msg.topic) or self.configs.create_topic(msg.topic)
         qid = msg.queue_id
         if qid is None:
-            n = self._rr.get(msg.topic, -1) + 1
-            self._rr[msg.topic] = n
-            qid = n % max(1, tc.write_queue_nums)
-        elif qid < 0 or (qid >= tc.write_queue_nums and msg.topic != B.SCHEDULE_TOPIC):
+            qid = self.next_queue(msg.topic, tc.write_queue_nums)
+        elif qid < 0 or (qid >= tc.write_queue_nums and msg.topic != broker.SCHEDULE_TOPIC):
             raise RefStoreError(
                 f"queue {qid} of topic {msg.topic} does not exist "
                 f"(writeQueueNums {tc.write_queue_nums})"
             )
         props: dict[str, str] = dict(msg.properties)
-        if _UNIQ not in props:
+        if broker.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
             uniq = self.uniq
             t, c = uniq.next_parts()
-            props[_UNIQ] = uniq.fix_string + t + c
-        if self._cluster:
-            props[B.PROPERTY_CLUSTER] = self._cluster
+            props[broker.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq.fix_string + t + c
+        if self.cluster:
+            props[broker.PROPERTY_CLUSTER] = self.cluster
         now = self.clock()
-        born = _DEFAULT_BORN
+        born = DEFAULT_BORN_HOST
         if msg.born_host:
             born = self._born_hosts.get(msg.born_host) or HostPort.parse(msg.born_host)
             if len(self._born_hosts) < 1024:
                 self._born_hosts[msg.born_host] = born
-        return self._put_inner(
+        return self.put_fields(
             msg.topic, qid, msg.body, props, msg.flag, msg.sys_flag,
             msg.born_timestamp if msg.born_timestamp is not None else now, born,
             msg.reconsume_times, now, True, 0,
@@ -90,56 +114,53 @@ class PutMixin(IndexMixin):
         stores show (``CommitLog.MessageExtBatchEncoder``). Delayed batches are refused
         (MESSAGE_ILLEGAL), like RocketMQ.
         """
-        self._check_open()
         if not msgs:
             return []
         topic = msgs[0].topic
         if any(m.topic != topic for m in msgs):
             raise RefStoreError("a batch holds messages of one topic")
-        tc = self.topics.get(topic) or self.create_topic(topic)
+        tc = self.configs.topics.get(topic) or self.configs.create_topic(topic)
         qid = queue_id if queue_id is not None else msgs[0].queue_id
         if qid is None:
-            n = self._rr.get(topic, -1) + 1
-            self._rr[topic] = n
-            qid = n % max(1, tc.write_queue_nums)
+            qid = self.next_queue(topic, tc.write_queue_nums)
         elif qid < 0 or qid >= tc.write_queue_nums:
             raise RefStoreError(f"queue {qid} of topic {topic} does not exist")
         bprops = dict(batch_properties)
-        if self._cluster:
-            bprops[B.PROPERTY_CLUSTER] = self._cluster
-        batch_raw = self._encode_props(bprops)
+        if self.cluster:
+            bprops[broker.PROPERTY_CLUSTER] = self.cluster
+        batch_raw = self.encode_props(bprops)
         now = self.clock()
         topic_hdr, topic_len, magic = self._topic_header(topic)
         records = []
         total = 0
         for m in msgs:
             props = dict(m.properties)
-            if B.delay_level_of(props) > 0:
+            if broker.delay_level_of(props) > 0:
                 raise RefStoreError("MessageBatch does not support delayed messages")
-            if B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
-                props[B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self.uniq.create()
-            own = self._encode_props(props)
+            if broker.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
+                props[broker.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self.uniq.create()
+            own = self.encode_props(props)
             sep = "\x02" if own and batch_raw and not own.endswith("\x02") else ""
             raw = own + sep + batch_raw
             props_b = raw.encode("utf-8")
-            born = HostPort.parse(m.born_host) if m.born_host else _DEFAULT_BORN
+            born = HostPort.parse(m.born_host) if m.born_host else DEFAULT_BORN_HOST
             born_ip = packed_ip(born)
             sf = (m.sys_flag | 0x10) if len(born_ip) == 16 else (m.sys_flag & ~0x10)
             sf = (sf | 0x20) if self._store_v6 else (sf & ~0x20)
             size = record_size(sf, len(m.body), topic_len, len(props_b))
             records.append((m, raw, props_b, born, born_ip, sf, size))
             total += size
-        cl = self._commitlog
+        cl = self.commitlog
         key = (topic, qid)
         mf, pos = cl.reserve(total)
         # the units' room before the records: a full disk stops the batch before them
-        first = self._queue_table.get(key, 0)
-        self._cq(topic, qid).make_room(first, first + len(records) - 1)
+        first = self.queues.next_offset.get(key, 0)
+        self.queues.cq(topic, qid).make_room(first, first + len(records) - 1)
         out: list[PutResult] = []
         sizes: list[tuple[int, int]] = []
         for m, raw, props_b, born, born_ip, sf, size in records:
             phys = mf.file_from_offset + pos
-            qoff = self._queue_table.get(key, 0)
+            qoff = self.queues.next_offset.get(key, 0)
             born_ts = m.born_timestamp if m.born_timestamp is not None else now
             pack_record_into(
                 mf.mm, pos, size, magic, qid, m.flag, qoff, phys, sf, born_ts, born_ip,
@@ -148,28 +169,32 @@ class PutMixin(IndexMixin):
             )
             sizes.append((pos, size))
             cl.write_pos = phys + size
-            self._last_record = phys
-            self._queue_table[key] = qoff + 1
+            self.last_record = phys
+            self.queues.next_offset[key] = qoff + 1
             props = parse_properties(raw)
-            self._dispatch_fast(
-                topic, qid, qoff, phys, size, self._tags_code(topic, props, now), props, now,
+            self.queues.dispatch_fields(
+                topic, qid, qoff, phys, size, self.queues.tags_code(topic, props, now), props, now,
                 m.sys_flag & TRANSACTION_ROLLBACK_TYPE, False,
             )
             out.append(PutResult(
                 phys, size, topic, qid, qoff, now, f"{self._msg_id_prefix}{phys:016X}",
-                props.get(B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                props.get(broker.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
             ))
             pos += size
         # the batch's commit point: TOTALSIZE fields last to first, so a kill anywhere before
         # the first one leaves no record of the batch (recovery cuts it and its CQ units)
         for p, size in reversed(sizes):
             write_total_size(mf.mm, p, size)
-        self._cp_ts = now
-        if self._cp_mf is not None:
-            _CP3.pack_into(self._cp_mf.mm, 0, now, now, self._index_ts)
+        self.checkpoint.note_put(now, self.queues.index.written_ts)
         return out
 
-    def _encode_props(self, props: Mapping[str, str]) -> str:
+    def next_queue(self, topic: str, write_queue_nums: int) -> int:
+        """The queue a message without one goes to: round robin over the topic's queues."""
+        n = self._rr.get(topic, -1) + 1
+        self._rr[topic] = n
+        return n % max(1, write_queue_nums)
+
+    def encode_props(self, props: Mapping[str, str]) -> str:
         """``messageProperties2String`` of a map filled in ``props``' order (Java order)."""
         keys = tuple(props)
         ordered = self._prop_orders.get(keys)
@@ -193,7 +218,7 @@ class PutMixin(IndexMixin):
             self._topic_hdrs[topic] = hit
         return hit
 
-    def _put_inner(
+    def put_fields(
         self,
         topic: str,
         queue_id: int,
@@ -208,20 +233,23 @@ class PutMixin(IndexMixin):
         schedule: bool = True,
         prepared_transaction_offset: int = 0,
     ) -> PutResult:
+        """Encode and append one record from its fields (the broker's ``putMessage`` after the
+        processor: a delayed message is rewritten to ``SCHEDULE_TOPIC_XXXX`` when
+        ``schedule``), dispatch it and note it in the checkpoint."""
         tran = sys_flag & TRANSACTION_ROLLBACK_TYPE
         normal = gets_cq_unit(tran)  # NOT/COMMIT: a queue offset, a unit, may be delayed
         if (
             schedule
             and normal
-            and B.PROPERTY_DELAY_TIME_LEVEL in props
-            and B.delay_level_of(props) > 0
+            and broker.PROPERTY_DELAY_TIME_LEVEL in props
+            and broker.delay_level_of(props) > 0
         ):
-            topic, queue_id = B.rewrite_for_schedule(
-                props, topic=topic, queue_id=queue_id, max_delay_level=self.max_delay_level
+            topic, queue_id = broker.rewrite_for_schedule(
+                props, topic=topic, queue_id=queue_id, max_delay_level=self.queues.max_delay_level
             )
         if _CRC_KEY in props:  # a copy of a 5.x record: its CRC belongs to the old record
             del props[_CRC_KEY]
-        props_b = self._encode_props(props).encode("utf-8")
+        props_b = self.encode_props(props).encode("utf-8")
         if self._prop_crc:
             props_b += _CRC_PLACEHOLDER
         if len(props_b) > 32767:
@@ -236,11 +264,11 @@ class PutMixin(IndexMixin):
         sf = (sf | 0x20) if self._store_v6 else (sf & ~0x20)
         size = record_size(sf, len(body), topic_len, len(props_b))
         key = (topic, queue_id)
-        queue_offset = self._queue_table.get(key, 0) if normal else 0
-        cl = self._commitlog
+        queue_offset = self.queues.next_offset.get(key, 0) if normal else 0
+        cl = self.commitlog
         mf, pos = cl.reserve(size)
         if normal:  # the unit's room before the record: a full disk stops the put before it
-            self._cq(topic, queue_id).make_room(queue_offset, queue_offset)
+            self.queues.cq(topic, queue_id).make_room(queue_offset, queue_offset)
         phys = mf.file_from_offset + pos
         pack_record_into(
             mf.mm, pos, size, magic, queue_id, flag, queue_offset, phys, sf,
@@ -249,23 +277,17 @@ class PutMixin(IndexMixin):
             topic_hdr, props_b, self._prop_crc,
         )
         cl.write_pos = phys + size
-        self._last_record = phys
+        self.last_record = phys
         if normal:
-            self._queue_table[key] = queue_offset + 1
-        tags_code = self._tags_code(topic, props, store_timestamp)
-        self._dispatch_fast(
+            self.queues.next_offset[key] = queue_offset + 1
+        tags_code = self.queues.tags_code(topic, props, store_timestamp)
+        self.queues.dispatch_fields(
             topic, queue_id, queue_offset, phys, size, tags_code, props, store_timestamp, tran,
             False,
         )
-        self._cp_ts = store_timestamp
-        if self._cp_mf is not None:
-            _CP3.pack_into(
-                self._cp_mf.mm, 0, store_timestamp, store_timestamp, self._index_ts,
-            )
+        self.checkpoint.note_put(store_timestamp, self.queues.index.written_ts)
         return PutResult(
             phys, size, topic, queue_id, queue_offset, store_timestamp,
             f"{self._msg_id_prefix}{phys:016X}",
-            props.get(B.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+            props.get(broker.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
         )
-
-    # -- dispatch (CommitLogDispatcherBuildConsumeQueue / BuildIndex) ---------------------------

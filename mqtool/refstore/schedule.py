@@ -2,29 +2,41 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import struct
+from collections.abc import Callable, Iterable
+from pathlib import Path
 
-from mqtool.formats.commitlog import (
-    parse_properties,
-)
-from mqtool.refstore import broker as B
-from mqtool.refstore.mapped import (
-    MappedFile,
-)
-from mqtool.refstore.model import (
-    PutResult,
-)
-from mqtool.refstore.put import PutMixin
-from mqtool.refstore.state import (
-    _I64,
-    PROGRESS_FILE,
-    PROGRESS_FILE_SIZE,
-)
+from mqtool.formats.commitlog import parse_properties
+from mqtool.refstore import broker
+from mqtool.refstore.configs import BrokerConfigs
+from mqtool.refstore.dispatch import ConsumeQueues
+from mqtool.refstore.logfiles import CommitLogFiles
+from mqtool.refstore.mapped import ConsumeQueueFiles, MappedFile
+from mqtool.refstore.model import PutResult, StoreConfig
+from mqtool.refstore.put import RecordWriter
+
+PROGRESS_FILE = "mqtool-delay-progress"  # per-level delivery progress, 8 bytes per level
+PROGRESS_FILE_SIZE = 4096
+_I64 = struct.Struct(">q")
 
 
-class ScheduleMixin(PutMixin):
-    """The schedule service (tick, pending_delayed, next_due)."""
+class ScheduleService:
+    """The schedule service (tick, pending_delayed, next_due) and its progress file."""
 
+    def __init__(
+        self, root: Path, config: StoreConfig, clock: Callable[[], int],
+        delay_table: dict[int, int], configs: BrokerConfigs, queues: ConsumeQueues,
+        writer: RecordWriter, commitlog: CommitLogFiles,
+    ) -> None:
+        self.root = root
+        self.config = config
+        self.clock = clock
+        self.delay_table = delay_table
+        self.configs = configs
+        self.queues = queues
+        self.writer = writer
+        self.commitlog = commitlog
+        self._progress: MappedFile | None = None
 
     def tick(
         self,
@@ -40,62 +52,69 @@ class ScheduleMixin(PutMixin):
         (``config/mqtool-delay-progress``, no syscall) and ``delayOffset.json`` is rewritten at
         the end, so a kill at any point neither loses nor repeats a delivery.
         """
-        self._check_open()
         if now is None:
             now = self.clock()
         out: list[PutResult] = []
         try:
-            for level in sorted(levels) if levels is not None else sorted(self._delay_table):
-                delay = self._delay_table.get(level)
+            for level in sorted(levels) if levels is not None else sorted(self.delay_table):
+                delay = self.delay_table.get(level)
                 if delay is None:
                     continue
-                cq = self._cqs.get((B.SCHEDULE_TOPIC, B.delay_level_to_queue_id(level)))
+                cq = self.level_queue(level)
                 if cq is None:
                     continue
-                off = max(self.delay_offsets.get(level, 0), cq.min_offset)
+                off = max(self.configs.delay_offsets.get(level, 0), cq.min_offset)
                 while off < cq.max_offset:
                     if limit is not None and len(out) >= limit:
                         return out
                     unit = cq.get(off)
                     assert unit is not None
-                    deliver = B.correct_deliver_timestamp(now, unit[2], delay)
+                    deliver = broker.correct_deliver_timestamp(now, unit[2], delay)
                     if deliver - now > 0:
                         break
                     out.append(self._deliver(unit[0], now))
                     off += 1
-                    self.delay_offsets[level] = off
-                    self._note_progress(level, off)
+                    self.configs.delay_offsets[level] = off
+                    self.note_progress(level, off)
         finally:
             if out:
-                self._persist_delay_offsets()
+                self.configs.persist_delay_offsets()
         return out
 
-    def _note_progress(self, level: int, offset: int) -> None:
-        if self._progress_mf is None:
-            path = self.root / "config" / PROGRESS_FILE
-            self._progress_mf = MappedFile(path, 0, PROGRESS_FILE_SIZE, create=True)
-        if 0 < level < PROGRESS_FILE_SIZE // 8:
-            _I64.pack_into(self._progress_mf.mm, level * 8, offset + 1)
+    def level_queue(self, level: int) -> ConsumeQueueFiles | None:
+        """The ``SCHEDULE_TOPIC_XXXX`` queue of a delay level (None while it has none)."""
+        return self.queues.get(broker.SCHEDULE_TOPIC, broker.delay_level_to_queue_id(level))
 
-    def _load_progress(self) -> None:
+    def note_progress(self, level: int, offset: int) -> None:
+        """Record that ``level`` is delivered up to ``offset`` (exclusive) in the side file."""
+        if self._progress is None:
+            path = self.root / "config" / PROGRESS_FILE
+            self._progress = MappedFile(path, 0, PROGRESS_FILE_SIZE, create=True)
+        if 0 < level < PROGRESS_FILE_SIZE // 8:
+            _I64.pack_into(self._progress.mm, level * 8, offset + 1)
+
+    def load_progress(self) -> None:
+        """Advance the delay offsets to the side file's progress (a kill between a delivery
+        and the next delayOffset.json write)."""
         path = self.root / "config" / PROGRESS_FILE
         if not path.exists():
             return
-        self._progress_mf = MappedFile(path, 0, PROGRESS_FILE_SIZE, create=True)
-        for level in self._delay_table:
+        self._progress = MappedFile(path, 0, PROGRESS_FILE_SIZE, create=True)
+        for level in self.delay_table:
             if level < PROGRESS_FILE_SIZE // 8:
-                v = _I64.unpack_from(self._progress_mf.mm, level * 8)[0] - 1
-                if v > self.delay_offsets.get(level, -1):
-                    self.delay_offsets[level] = v
+                v = _I64.unpack_from(self._progress.mm, level * 8)[0] - 1
+                if v > self.configs.delay_offsets.get(level, -1):
+                    self.configs.delay_offsets[level] = v
 
     def _deliver(self, phy: int, now: int) -> PutResult:
-        ext = self._commitlog.read(phy)
+        ext = self.commitlog.read(phy)
         props = parse_properties(ext.properties_raw)
-        up = B.message_timeup(props)
-        tc = self.topics.get(up.topic)
+        up = broker.message_timeup(props)
+        tc = self.configs.topics.get(up.topic)
         if tc is None:
-            self.create_topic(up.topic, max(self.config.default_queue_nums, up.queue_id + 1))
-        return self._put_inner(
+            queues = max(self.config.default_queue_nums, up.queue_id + 1)
+            self.configs.create_topic(up.topic, queues)
+        return self.writer.put_fields(
             up.topic, up.queue_id, ext.body, up.properties, flag=ext.flag,
             sys_flag=ext.sys_flag & ~0x30, born_timestamp=ext.born_timestamp,
             born_host=ext.born_host, reconsume_times=ext.reconsume_times,
@@ -105,10 +124,10 @@ class ScheduleMixin(PutMixin):
     def pending_delayed(self) -> dict[int, int]:
         """Level -> number of messages not yet delivered."""
         out: dict[int, int] = {}
-        for level in sorted(self._delay_table):
-            cq = self._cqs.get((B.SCHEDULE_TOPIC, B.delay_level_to_queue_id(level)))
+        for level in sorted(self.delay_table):
+            cq = self.level_queue(level)
             if cq is not None:
-                n = cq.max_offset - max(self.delay_offsets.get(level, 0), cq.min_offset)
+                n = cq.max_offset - max(self.configs.delay_offsets.get(level, 0), cq.min_offset)
                 if n > 0:
                     out[level] = n
         return out
@@ -116,11 +135,16 @@ class ScheduleMixin(PutMixin):
     def next_due(self) -> int | None:
         """Earliest deliver time (epoch ms) of a pending delayed message, None without any."""
         best: int | None = None
-        for level in self._delay_table:
-            cq = self._cqs.get((B.SCHEDULE_TOPIC, B.delay_level_to_queue_id(level)))
+        for level in self.delay_table:
+            cq = self.level_queue(level)
             if cq is None:
                 continue
-            unit = cq.get(max(self.delay_offsets.get(level, 0), cq.min_offset))
+            unit = cq.get(max(self.configs.delay_offsets.get(level, 0), cq.min_offset))
             if unit is not None and (best is None or unit[2] < best):
                 best = unit[2]
         return best
+
+    def close(self) -> None:
+        """Unmap the progress file."""
+        if self._progress is not None:
+            self._progress.close()

@@ -1,9 +1,9 @@
 """Transactional messages in the reference store, as the broker writes them.
 
 Two forms, both byte for byte what RocketMQ stores (record layout: the one encoder through
-``_put_inner``; dispatch rules: ``CommitLogDispatcherBuildConsumeQueue`` gives PREPARED and
-ROLLBACK records no consume-queue unit and ``IndexService#buildIndex`` skips ROLLBACK records,
-see :mod:`mqtool.refstore.index`).
+``RecordWriter.put_fields``; dispatch rules: ``CommitLogDispatcherBuildConsumeQueue`` gives
+PREPARED and ROLLBACK records no consume-queue unit and ``IndexService#buildIndex`` skips
+ROLLBACK records, see :mod:`mqtool.refstore.dispatch`).
 
 **4.3 and later** (``TransactionalMessageBridge``, ``TransactionalMessageServiceImpl``,
 ``EndTransactionProcessor``; checked against 4.9.7 and 5.3.3):
@@ -72,7 +72,7 @@ from mqtool.formats.rules import (
 )
 from mqtool.refstore.mapped import RefStoreError
 from mqtool.refstore.model import Message, PutResult
-from mqtool.refstore.state import _DEFAULT_BORN
+from mqtool.refstore.put import DEFAULT_BORN_HOST
 
 if TYPE_CHECKING:
     from mqtool.refstore.engine import RefStore
@@ -83,7 +83,7 @@ __all__ = [
 ]
 
 TRANSACTION_CHECK_MAX = 15  # BrokerConfig.transactionCheckMax
-_HOST_BITS = 0x30  # born/store host IPv6 flags: _put_inner sets them from the hosts
+_HOST_BITS = 0x30  # born/store host IPv6 flags: put_fields sets them from the hosts
 
 
 class TransactionEnd(NamedTuple):
@@ -99,7 +99,7 @@ def _with_type(sys_flag: int, tran_type: int) -> int:
 
 
 def _born(msg: Message) -> HostPort:
-    return HostPort.parse(msg.born_host) if msg.born_host else _DEFAULT_BORN
+    return HostPort.parse(msg.born_host) if msg.born_host else DEFAULT_BORN_HOST
 
 
 def _client_props(store: RefStore, msg: Message, producer_group: str) -> dict[str, str]:
@@ -111,15 +111,13 @@ def _client_props(store: RefStore, msg: Message, producer_group: str) -> dict[st
     props[PROPERTY_PRODUCER_GROUP] = producer_group
     if PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
         props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = store.uniq.create()
-    return parse_properties(store._encode_props(props))
+    return parse_properties(store.writer.encode_props(props))
 
 
 def _queue_of(store: RefStore, msg: Message) -> int:
     tc = store.topics.get(msg.topic) or store.create_topic(msg.topic)
     if msg.queue_id is None:
-        n = store._rr.get(msg.topic, -1) + 1
-        store._rr[msg.topic] = n
-        return n % max(1, tc.write_queue_nums)
+        return store.writer.next_queue(msg.topic, tc.write_queue_nums)
     if not 0 <= msg.queue_id < tc.write_queue_nums:
         raise RefStoreError(f"queue {msg.queue_id} of topic {msg.topic} does not exist")
     return msg.queue_id
@@ -127,11 +125,11 @@ def _queue_of(store: RefStore, msg: Message) -> int:
 
 def _received(store: RefStore, msg: Message, producer_group: str) -> tuple[int, dict[str, str]]:
     """The queue and the map the broker holds for a transactional send (CLUSTER put)."""
-    store._check_open()
+    store.check_open()
     qid = _queue_of(store, msg)
     props = _client_props(store, msg, producer_group)
-    if store._cluster:
-        props[PROPERTY_CLUSTER] = store._cluster
+    if store.writer.cluster:
+        props[PROPERTY_CLUSTER] = store.writer.cluster
     return qid, props
 
 
@@ -146,7 +144,7 @@ def send_half(store: RefStore, msg: Message, producer_group: str) -> PutResult:
     props[PROPERTY_REAL_TOPIC] = msg.topic
     props[PROPERTY_REAL_QUEUE_ID] = str(qid)
     now = store.clock()
-    return store._put_inner(
+    return store.writer.put_fields(
         TRANS_HALF_TOPIC, 0, msg.body, props, msg.flag,
         _with_type(msg.sys_flag, TRANSACTION_NOT_TYPE),
         msg.born_timestamp if msg.born_timestamp is not None else now, _born(msg),
@@ -161,9 +159,9 @@ def _op_record(store: RefStore, half_queue_id: int, half_queue_offset: int) -> P
         body += TRANS_OP_OFFSET_SEPARATOR
     props = {PROPERTY_TAGS: TRANS_OP_REMOVE_TAG, PROPERTY_WAIT_STORE_MSG_OK: "true"}
     now = store.clock()
-    return store._put_inner(
+    return store.writer.put_fields(
         TRANS_OP_HALF_TOPIC, half_queue_id, body.encode("utf-8"), props, 0, 0, now,
-        store._store_host, 0, now, False, 0,
+        store.writer.store_host, 0, now, False, 0,
     )
 
 
@@ -173,7 +171,7 @@ def end_transaction(
     """``END_TRANSACTION`` for the half record at ``half_offset``: commit (the real record,
     then the op) or rollback (the op only). ``producer_group``, when given, must be the half's
     PGROUP (``checkPrepareMessage``)."""
-    store._check_open()
+    store.check_open()
     half = store.read_message(half_offset)
     if half.topic != TRANS_HALF_TOPIC:
         raise RefStoreError(f"record at {half_offset} is in {half.topic}, not a half message")
@@ -186,7 +184,7 @@ def end_transaction(
         if real is None or real_qid is None:
             raise RefStoreError(f"half message at {half_offset} has no REAL_TOPIC/REAL_QID")
         store.topics.get(real) or store.create_topic(real)
-        committed = store._put_inner(
+        committed = store.writer.put_fields(
             real, int(real_qid), half.body, props, half.flag,
             _with_type(half.sys_flag, TRANSACTION_COMMIT_TYPE), half.born_timestamp,
             half.born_host, half.reconsume_times, store.clock(), True, half.physical_offset,
@@ -202,7 +200,7 @@ def check_half(
     half record (TRANSACTION_CHECK_TIMES set), or, once checked ``check_max`` times, its
     discarded copy in ``TRANS_CHECK_MAX_TIME_TOPIC``. Moves the check group's half-queue
     offset past the checked record."""
-    store._check_open()
+    store.check_open()
     half = store.read_message(half_offset)
     if half.topic != TRANS_HALF_TOPIC:
         raise RefStoreError(f"record at {half_offset} is in {half.topic}, not a half message")
@@ -215,14 +213,14 @@ def check_half(
                         half.queue_offset + 1)
     if discard:  # DefaultTransactionalMessageCheckListener#toMessageExtBrokerInner
         store.create_topic(TRANS_CHECK_MAX_TIME_TOPIC, TRANS_CHECK_MAX_TIME_QUEUE_NUMS)
-        qid = store._rnd.randrange(99999999) % TRANS_CHECK_MAX_TIME_QUEUE_NUMS
-        return store._put_inner(
+        qid = store.writer.rnd.randrange(99999999) % TRANS_CHECK_MAX_TIME_QUEUE_NUMS
+        return store.writer.put_fields(
             TRANS_CHECK_MAX_TIME_TOPIC, qid, half.body, props, half.flag,
             half.sys_flag & ~_HOST_BITS, half.born_timestamp, half.born_host,
             half.reconsume_times, now, True, 0,
         )
     props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(n if times is None else n + 1)
-    return store._put_inner(  # renewHalfMessageInner: flag and reconsumeTimes not copied
+    return store.writer.put_fields(  # renewHalfMessageInner: flag and reconsumeTimes not copied
         TRANS_HALF_TOPIC, half.queue_id, half.body, props, 0, half.sys_flag & ~_HOST_BITS,
         half.born_timestamp, half.born_host, 0, now, True, 0,
     )
@@ -232,7 +230,7 @@ def legacy_prepare(store: RefStore, msg: Message, producer_group: str) -> PutRes
     """A transactional send to a broker before 4.3: the PREPARED record in the real topic."""
     qid, props = _received(store, msg, producer_group)
     now = store.clock()
-    return store._put_inner(
+    return store.writer.put_fields(
         msg.topic, qid, msg.body, props, msg.flag,
         _with_type(msg.sys_flag, TRANSACTION_PREPARED_TYPE),
         msg.born_timestamp if msg.born_timestamp is not None else now, _born(msg),
@@ -243,13 +241,13 @@ def legacy_prepare(store: RefStore, msg: Message, producer_group: str) -> PutRes
 def legacy_end(store: RefStore, prepared_offset: int, *, commit: bool) -> PutResult:
     """``END_TRANSACTION`` on a broker before 4.3: the COMMIT or ROLLBACK record of the
     PREPARED record at ``prepared_offset`` (rollback: empty body)."""
-    store._check_open()
+    store.check_open()
     prep = store.read_message(prepared_offset)
     if prep.sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_PREPARED_TYPE:
         raise RefStoreError(f"record at {prepared_offset} is not a PREPARED record")
     props = parse_properties(prep.properties_raw)
     tran = TRANSACTION_COMMIT_TYPE if commit else TRANSACTION_ROLLBACK_TYPE
-    return store._put_inner(
+    return store.writer.put_fields(
         prep.topic, prep.queue_id, prep.body if commit else b"", props, prep.flag,
         _with_type(prep.sys_flag, tran), prep.born_timestamp, prep.born_host,
         prep.reconsume_times, store.clock(), True, prep.physical_offset,

@@ -9,29 +9,31 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mqtool.formats import javacompat as J
+from mqtool.formats import javacompat
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_string_hash_known_values() -> None:
-    assert J.java_string_hash("") == 0
-    assert J.java_string_hash("TagA") == 2598919
-    assert J.java_string_hash("polygenelubricants") == -(2**31)  # Integer.MIN_VALUE
-    assert J.java_string_hash("\U0001f600") == J.to_int32(0xD83D * 31 + 0xDE00)  # UTF-16 units
+    assert javacompat.java_string_hash("") == 0
+    assert javacompat.java_string_hash("TagA") == 2598919
+    assert javacompat.java_string_hash("polygenelubricants") == -(2**31)  # Integer.MIN_VALUE
+    # UTF-16 units
+    assert javacompat.java_string_hash("\U0001f600") == javacompat.to_int32(0xD83D * 31 + 0xDE00)
 
 
 @given(st.lists(st.tuples(st.text(max_size=6), st.text(max_size=12)), max_size=20))
 def test_vectorised_hash_equals_scalar(pairs: list[tuple[str, str]]) -> None:
-    prefixes = [J.java_hash_unsigned(p) for p, _ in pairs]
+    prefixes = [javacompat.java_hash_unsigned(p) for p, _ in pairs]
     keys = [k for _, k in pairs]
-    got = J.java_hash_continue_many(prefixes, keys).tolist()
-    assert got == [J.java_hash_unsigned(p + k) for p, k in pairs]
+    got = javacompat.java_hash_continue_many(prefixes, keys).tolist()
+    assert got == [javacompat.java_hash_unsigned(p + k) for p, k in pairs]
 
 
 @given(st.lists(st.text(max_size=8), unique=True, max_size=40))
 def test_hashmap_order_is_the_emulated_map(keys: list[str]) -> None:
-    assert J.hashmap_order(keys) == list(J.JavaHashMap.from_pairs((k, "") for k in keys).keys())
+    pairs = ((k, "") for k in keys)
+    assert javacompat.hashmap_order(keys) == list(javacompat.JavaHashMap.from_pairs(pairs).keys())
 
 
 @settings(deadline=None)  # the first example compiles the numba loop
@@ -43,11 +45,11 @@ def test_compiled_hash_ranges_equal_scalar(pairs: list[tuple[str, str]]) -> None
     buf = np.frombuffer(b"".join(blobs) or b"\0", dtype=np.uint8)
     starts = np.cumsum([0] + [len(b) for b in blobs[:-1]]) if blobs else np.zeros(0)
     lengths = np.array([len(b) for b in blobs], dtype=np.int64)
-    init = np.array([J.java_hash_unsigned(p) for p, _ in pairs], dtype=np.int64)
-    got = J.java_hash_ranges(buf, np.asarray(starts), lengths, init).tolist()
-    assert got == [J.java_hash_unsigned(p + k) for p, k in pairs]
-    rows, hashes = J.java_token_hashes(buf, np.asarray(starts), lengths, " ", init)
-    want = [(i, J.java_hash_unsigned(pairs[i][0] + t))
+    init = np.array([javacompat.java_hash_unsigned(p) for p, _ in pairs], dtype=np.int64)
+    got = javacompat.java_hash_ranges(buf, np.asarray(starts), lengths, init).tolist()
+    assert got == [javacompat.java_hash_unsigned(p + k) for p, k in pairs]
+    rows, hashes = javacompat.java_token_hashes(buf, np.asarray(starts), lengths, " ", init)
+    want = [(i, javacompat.java_hash_unsigned(pairs[i][0] + t))
             for i, (_, k) in enumerate(pairs) for t in k.split(" ") if t]
     assert list(zip(rows.tolist(), hashes.tolist(), strict=True)) == want
 

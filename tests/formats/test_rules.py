@@ -7,35 +7,35 @@ from pathlib import Path
 
 import pytest
 
-from mqtool.formats import rules as R
+from mqtool.formats import rules
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_parse_delay_levels_default() -> None:
-    table = R.parse_delay_levels()
+    table = rules.parse_delay_levels()
     assert len(table) == 18
     assert table[1] == 1000 and table[5] == 60_000 and table[18] == 2 * 3_600_000
-    assert R.parse_delay_levels("1s 2d") == {1: 1000, 2: 2 * 86_400_000}
+    assert rules.parse_delay_levels("1s 2d") == {1: 1000, 2: 2 * 86_400_000}
 
 
 @pytest.mark.parametrize("bad", ["", "1s  5s", "1x", "s", "1.5s", "1s 5"])
 def test_parse_delay_levels_rejects_what_the_broker_rejects(bad: str) -> None:
-    with pytest.raises(R.BrokerRuleError):
-        R.parse_delay_levels(bad)
+    with pytest.raises(rules.BrokerRuleError):
+        rules.parse_delay_levels(bad)
 
 
 def test_fmt_delay_writes_the_level_string_back() -> None:
-    text = R.DEFAULT_MESSAGE_DELAY_LEVEL + " 1d 90s"
-    table = R.parse_delay_levels(text)
-    assert " ".join(R.fmt_delay(table[i]) for i in sorted(table)) == text
-    assert R.fmt_delay(1500) == "1500ms"
-    assert R.fmt_delay(3_600_000) == "1h"
+    text = rules.DEFAULT_MESSAGE_DELAY_LEVEL + " 1d 90s"
+    table = rules.parse_delay_levels(text)
+    assert " ".join(rules.fmt_delay(table[i]) for i in sorted(table)) == text
+    assert rules.fmt_delay(1500) == "1500ms"
+    assert rules.fmt_delay(3_600_000) == "1h"
 
 
 def test_levels_and_queue_ids() -> None:
-    assert R.delay_level_to_queue_id(3) == 2
-    assert R.queue_id_to_delay_level(2) == 3
+    assert rules.delay_level_to_queue_id(3) == 2
+    assert rules.queue_id_to_delay_level(2) == 3
 
 
 @pytest.mark.parametrize(
@@ -47,25 +47,25 @@ def test_levels_and_queue_ids() -> None:
     ],
 )
 def test_topic_kind(topic: str, kind: str) -> None:
-    assert R.topic_kind(topic) == kind
-    assert kind in R.TOPIC_KINDS
+    assert rules.topic_kind(topic) == kind
+    assert kind in rules.TOPIC_KINDS
 
 
 def test_group_topics() -> None:
-    assert R.retry_topic("g") == "%RETRY%g" and R.dlq_topic("g") == "%DLQ%g"
-    assert R.group_of("%RETRY%g") == "g" and R.group_of("%DLQ%g") == "g"
-    assert R.group_of("T") is None
-    assert R.is_system_topic("%RETRY%g") and R.is_system_topic("SCHEDULE_TOPIC_XXXX")
-    assert not R.is_system_topic("OrderTopic")
+    assert rules.retry_topic("g") == "%RETRY%g" and rules.dlq_topic("g") == "%DLQ%g"
+    assert rules.group_of("%RETRY%g") == "g" and rules.group_of("%DLQ%g") == "g"
+    assert rules.group_of("T") is None
+    assert rules.is_system_topic("%RETRY%g") and rules.is_system_topic("SCHEDULE_TOPIC_XXXX")
+    assert not rules.is_system_topic("OrderTopic")
 
 
 def test_tags_code_and_ext_addresses() -> None:
-    assert R.tags_code_of(None) == 0 and R.tags_code_of("") == 0
-    assert R.tags_code_of("TagA") == 2598919  # "TagA".hashCode() in Java
-    assert R.tags_code_of("zzzzzzzz") < 0  # Java int overflow kept
-    assert R.is_ext_addr(R.MAX_ADDR) and not R.is_ext_addr(R.MAX_ADDR + 1)
-    assert R.undecorate(R.decorate(1234)) == 1234
-    assert R.DEFAULT_MAX_RECONSUME_TIMES == 16
+    assert rules.tags_code_of(None) == 0 and rules.tags_code_of("") == 0
+    assert rules.tags_code_of("TagA") == 2598919  # "TagA".hashCode() in Java
+    assert rules.tags_code_of("zzzzzzzz") < 0  # Java int overflow kept
+    assert rules.is_ext_addr(rules.MAX_ADDR) and not rules.is_ext_addr(rules.MAX_ADDR + 1)
+    assert rules.undecorate(rules.decorate(1234)) == 1234
+    assert rules.DEFAULT_MAX_RECONSUME_TIMES == 16
 
 
 _RULE_LITERALS = re.compile(

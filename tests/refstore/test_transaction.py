@@ -15,7 +15,7 @@ import pytest
 
 from mqtool.formats.commitlog import parse_properties
 from mqtool.formats.javacompat import java_string_hash
-from mqtool.refstore import transaction as T
+from mqtool.refstore import transaction
 from mqtool.refstore.engine import ManualClock, Message, RefStore, RefStoreError, StoreConfig
 from mqtool.store import Store
 
@@ -35,11 +35,11 @@ def test_half_commit_and_op_records(tmp_path: Path) -> None:
     clock = ManualClock(1_795_000_000_000)
     with _open(tmp_path / "s", clock) as s:
         s.create_topic("Tx", 4)
-        h = T.send_half(s, Message.create("Tx", b"pay", tags="T1", keys="k1", queue_id=2,
+        h = transaction.send_half(s, Message.create("Tx", b"pay", tags="T1", keys="k1", queue_id=2,
                                           properties={"DELAY": "3"}), "pg")
         half = s.read_message(h.physical_offset)
         clock.advance(500)
-        end = T.end_transaction(s, h.physical_offset, commit=True, producer_group="pg")
+        end = transaction.end_transaction(s, h.physical_offset, commit=True, producer_group="pg")
         assert end.committed is not None
         com = s.read_message(end.committed.physical_offset)
         op = s.read_message(end.op.physical_offset)
@@ -75,15 +75,15 @@ def test_rollback_writes_only_the_op(tmp_path: Path) -> None:
     clock = ManualClock()
     with _open(tmp_path / "s", clock) as s:
         s.create_topic("Tx", 1)
-        T.send_half(s, Message.create("Tx", b"a", keys="ka"), "pg")
-        h = T.send_half(s, Message.create("Tx", b"b", keys="kb"), "pg")
-        end = T.end_transaction(s, h.physical_offset, commit=False)
+        transaction.send_half(s, Message.create("Tx", b"a", keys="ka"), "pg")
+        h = transaction.send_half(s, Message.create("Tx", b"b", keys="kb"), "pg")
+        end = transaction.end_transaction(s, h.physical_offset, commit=False)
         assert end.committed is None
         assert s.read_message(end.op.physical_offset).body == b"1"
         with pytest.raises(RefStoreError, match="producer group"):
-            T.end_transaction(s, h.physical_offset, commit=True, producer_group="other")
+            transaction.end_transaction(s, h.physical_offset, commit=True, producer_group="other")
         with pytest.raises(RefStoreError, match="not a half"):
-            T.end_transaction(s, end.op.physical_offset, commit=False)
+            transaction.end_transaction(s, end.op.physical_offset, commit=False)
     with Store.open(tmp_path / "s") as st:
         assert not list(st.queue_entries("Tx", 0))
         assert [m.topic for m in st.messages()] == [
@@ -93,13 +93,13 @@ def test_rollback_writes_only_the_op(tmp_path: Path) -> None:
 def test_check_reputs_then_discards(tmp_path: Path) -> None:
     clock = ManualClock()
     with _open(tmp_path / "s", clock) as s:
-        h = T.send_half(s, Message.create("Tx", b"x", keys="kx", flag=5), "pg")
+        h = transaction.send_half(s, Message.create("Tx", b"x", keys="kx", flag=5), "pg")
         first = s.read_message(h.physical_offset)
-        r1 = T.check_half(s, h.physical_offset)
+        r1 = transaction.check_half(s, h.physical_offset)
         c1 = s.read_message(r1.physical_offset)
-        r2 = T.check_half(s, r1.physical_offset, check_max=2)
+        r2 = transaction.check_half(s, r1.physical_offset, check_max=2)
         c2 = s.read_message(r2.physical_offset)
-        gone = T.check_half(s, r2.physical_offset, check_max=2)
+        gone = transaction.check_half(s, r2.physical_offset, check_max=2)
         g = s.read_message(gone.physical_offset)
         assert s.get_consumer_offset("CID_RMQ_SYS_TRANS", "RMQ_SYS_TRANS_HALF_TOPIC", 0) == 3
     assert first.flag == 5
@@ -115,12 +115,12 @@ def test_legacy_prepared_commit_rollback(tmp_path: Path) -> None:
     clock = ManualClock()
     with _open(tmp_path / "s", clock) as s:
         s.create_topic("L", 1)
-        p1 = T.legacy_prepare(s, Message.create("L", b"one", tags="t", keys="l1"), "pg")
-        p2 = T.legacy_prepare(s, Message.create("L", b"two", tags="t", keys="l2"), "pg")
-        rb = T.legacy_end(s, p1.physical_offset, commit=False)
-        cm = T.legacy_end(s, p2.physical_offset, commit=True)
+        p1 = transaction.legacy_prepare(s, Message.create("L", b"one", tags="t", keys="l1"), "pg")
+        p2 = transaction.legacy_prepare(s, Message.create("L", b"two", tags="t", keys="l2"), "pg")
+        rb = transaction.legacy_end(s, p1.physical_offset, commit=False)
+        cm = transaction.legacy_end(s, p2.physical_offset, commit=True)
         with pytest.raises(RefStoreError, match="PREPARED"):
-            T.legacy_end(s, rb.physical_offset, commit=True)
+            transaction.legacy_end(s, rb.physical_offset, commit=True)
         prep, roll, com = (s.read_message(x.physical_offset) for x in (p1, rb, cm))
     assert (prep.topic, prep.sys_flag & 0xC, prep.queue_offset) == ("L", 0x4, 0)
     assert prep.properties["TRAN_MSG"] == "true" and prep.properties["PGROUP"] == "pg"
@@ -138,8 +138,8 @@ def test_legacy_prepared_commit_rollback(tmp_path: Path) -> None:
 def test_v5_op_body_and_transaction_id(tmp_path: Path) -> None:
     cfg = StoreConfig(commitlog_file_size=1 << 16, dialect="5.3.3")
     with _open(tmp_path / "s", ManualClock(), cfg) as s:
-        h = T.send_half(s, Message.create("Tx", b"v5", keys="k5"), "pg")
-        end = T.end_transaction(s, h.physical_offset, commit=False)
+        h = transaction.send_half(s, Message.create("Tx", b"v5", keys="k5"), "pg")
+        end = transaction.end_transaction(s, h.physical_offset, commit=False)
         half = s.read_message(h.physical_offset)
         op = s.read_message(end.op.physical_offset)
     assert half.properties["__transactionId__"] == half.uniq_key
@@ -152,12 +152,12 @@ def test_read_commands_clean_on_transaction_store(tmp_path: Path) -> None:
     with _open(root, clock) as s:
         s.create_topic("Tx", 2)
         for i in range(6):
-            h = T.send_half(s, Message.create("Tx", f"b{i}".encode(), keys=f"k{i}"), "pg")
+            h = transaction.send_half(s, Message.create("Tx", f"b{i}".encode(), keys=f"k{i}"), "pg")
             if i % 3 != 2:
-                T.end_transaction(s, h.physical_offset, commit=i % 3 == 0)
-            p = T.legacy_prepare(s, Message.create("L", b"x", keys=f"l{i}"), "pg")
+                transaction.end_transaction(s, h.physical_offset, commit=i % 3 == 0)
+            p = transaction.legacy_prepare(s, Message.create("L", b"x", keys=f"l{i}"), "pg")
             if i % 3 != 2:
-                T.legacy_end(s, p.physical_offset, commit=i % 3 == 0)
+                transaction.legacy_end(s, p.physical_offset, commit=i % 3 == 0)
     before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
     for cmd in (["verify"], ["cq"], ["inspect"], ["messages"], ["verify", "--json"]):
         r = subprocess.run([sys.executable, "-m", "mqtool", *cmd, str(root)],

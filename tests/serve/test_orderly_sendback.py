@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from mqtool.formats.commitlog import CommitLogMessage, encode_properties, parse_message
-from mqtool.refstore import broker as B
+from mqtool.refstore import broker
 from mqtool.refstore.consumer import orderly_resend_properties
 from mqtool.refstore.engine import ManualClock, Message, RefStore, StoreConfig
 from mqtool.remoting import bodies
@@ -153,13 +153,13 @@ def _serve_side(root: Path, dialect: str) -> None:
             max_times=MAX, msg_id=got.uniq_key or got.offset_msg_id,
             client_v5=dialect.startswith("5"))
         await _invoke(br, R.SEND_MESSAGE, {
-            **_SEND, "topic": B.retry_topic(GROUP), "queueId": 0,
+            **_SEND, "topic": broker.retry_topic(GROUP), "queueId": 0,
             "properties": encode_properties(consumed.items()),
             "reconsumeTimes": sent, "maxReconsumeTimes": MAX}, got.body)
         store = svc.store
         assert store is not None
         for _ in range(300):  # the schedule service delivers the parked copy (1 s level)
-            if store.max_offset(B.dlq_topic(GROUP), 0):
+            if store.max_offset(broker.dlq_topic(GROUP), 0):
                 break
             await asyncio.sleep(0.05)
 
@@ -180,13 +180,13 @@ def test_serve_and_refstore_write_the_same_orderly_send_back(
     tmp_path: Path, dialect: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     callers: list[str] = []
-    rule = B.handle_retry_and_dlq
+    rule = broker.handle_retry_and_dlq
 
-    def spy(*args: Any, **kw: Any) -> B.RetrySendDecision:
+    def spy(*args: Any, **kw: Any) -> broker.RetrySendDecision:
         callers.append(Path(inspect.stack()[1].filename).as_posix())
         return rule(*args, **kw)
 
-    monkeypatch.setattr(B, "handle_retry_and_dlq", spy)
+    monkeypatch.setattr(broker, "handle_retry_and_dlq", spy)
     ref, srv = tmp_path / "ref", tmp_path / "srv"
     _refstore_side(ref, dialect)
     _serve_side(srv, dialect)
@@ -196,9 +196,9 @@ def test_serve_and_refstore_write_the_same_orderly_send_back(
 
     ref_shape, srv_shape = _shape(_records(ref)), _shape(_records(srv))
     assert srv_shape == ref_shape
-    dlq = B.dlq_topic(GROUP)
+    dlq = broker.dlq_topic(GROUP)
     if dialect == "4.9.7":  # the client's DELAY survives: parked, then delivered to the DLQ
-        assert [s["topic"] for s in ref_shape] == [TOPIC, B.SCHEDULE_TOPIC, dlq]
+        assert [s["topic"] for s in ref_shape] == [TOPIC, broker.SCHEDULE_TOPIC, dlq]
         assert ref_shape[1]["rule"]["DELAY"] == str(3 + MAX)
         assert ref_shape[1]["rule"]["REAL_TOPIC"] == dlq
         assert ref_shape[2]["reconsumeTimes"] == MAX  # the local count, not + 1
@@ -231,7 +231,7 @@ def test_serve_and_refstore_write_the_same_orderly_send_back(
 def test_retry_send_rule(dialect: str, sent: int, locked: bool, to_dlq: bool,
                          delay: str) -> None:
     props = {"DELAY": "5", "RECONSUME_TIME": str(sent)}
-    d = B.handle_retry_and_dlq(props, group="g", reconsume_times=sent, max_reconsume_times=2,
+    d = broker.handle_retry_and_dlq(props, group="g", reconsume_times=sent, max_reconsume_times=2,
                                dialect=dialect, group_locked=locked)
     assert d.to_dlq is to_dlq and props["DELAY"] == delay
     assert (d.topic, d.queue_id) == (("%DLQ%g", 0) if to_dlq else ("%RETRY%g", None))
@@ -246,12 +246,13 @@ def test_serve_5x_without_a_lock_retries_below_the_max(tmp_path: Path) -> None:
     async def body(svc: Service, br: Connection) -> None:
         props = encode_properties([("RECONSUME_TIME", str(MAX)), ("DELAY", "4")])
         await _invoke(br, R.SEND_MESSAGE, {
-            **_SEND, "topic": B.retry_topic(GROUP), "queueId": 0, "properties": props,
+            **_SEND, "topic": broker.retry_topic(GROUP), "queueId": 0, "properties": props,
             "reconsumeTimes": MAX, "maxReconsumeTimes": MAX}, b"x")
 
     _serve(root, body)
     (m,) = [m for m in _records(root) if m.body == b"x"]
-    assert m.topic == B.SCHEDULE_TOPIC and m.properties["REAL_TOPIC"] == B.retry_topic(GROUP)
+    assert m.topic == broker.SCHEDULE_TOPIC
+    assert m.properties["REAL_TOPIC"] == broker.retry_topic(GROUP)
     assert m.properties["DELAY"] == "4"
 
 
@@ -298,7 +299,8 @@ def test_real_client_orderly_send_back_matches_the_reference_store(
 
     srv_shape, ref_shape = same(_shape(_records(srv))), same(_shape(_records(ref)))
     assert srv_shape == ref_shape
-    hops = [B.SCHEDULE_TOPIC, B.dlq_topic(GROUP)] if dialect == "4.9.7" else [B.dlq_topic(GROUP)]
+    dlq = broker.dlq_topic(GROUP)
+    hops = [broker.SCHEDULE_TOPIC, dlq] if dialect == "4.9.7" else [dlq]
     assert [r["topic"] for r in srv_shape] == [TOPIC, *hops]
     tr = _trace(srv, key)
     v = tr["verdict"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mqtool.refstore import transaction as T
+from mqtool.refstore import transaction
 from mqtool.refstore.engine import ManualClock, Message, RefStore, StoreConfig
 from mqtool.store import Store
 from mqtool.trace import trace_key
@@ -36,31 +36,31 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int
         s.create_topic("Legacy", 1)
         s.create_topic("Ordered", 1)
         # 4.3+: commit, rollback, in doubt, checked then rolled back
-        h = T.send_half(s, Message.create("Tx", b"c", keys="tx-commit"), "pg")
+        h = transaction.send_half(s, Message.create("Tx", b"c", keys="tx-commit"), "pg")
         clock.advance(1000)
-        T.end_transaction(s, h.physical_offset, commit=True, producer_group="pg")
-        h = T.send_half(s, Message.create("Tx", b"r", keys="tx-rollback"), "pg")
+        transaction.end_transaction(s, h.physical_offset, commit=True, producer_group="pg")
+        h = transaction.send_half(s, Message.create("Tx", b"r", keys="tx-rollback"), "pg")
         clock.advance(1000)
-        T.end_transaction(s, h.physical_offset, commit=False, producer_group="pg")
-        T.send_half(s, Message.create("Tx", b"d", keys="tx-doubt"), "pg")
-        h = T.send_half(s, Message.create("Tx", b"k", keys="tx-checked"), "pg")
+        transaction.end_transaction(s, h.physical_offset, commit=False, producer_group="pg")
+        transaction.send_half(s, Message.create("Tx", b"d", keys="tx-doubt"), "pg")
+        h = transaction.send_half(s, Message.create("Tx", b"k", keys="tx-checked"), "pg")
         clock.advance(60_000)
-        again = T.check_half(s, h.physical_offset)
+        again = transaction.check_half(s, h.physical_offset)
         clock.advance(1000)
-        T.end_transaction(s, again.physical_offset, commit=False)
-        h = T.send_half(s, Message.create("Tx", b"g", keys="tx-discard"), "pg")
+        transaction.end_transaction(s, again.physical_offset, commit=False)
+        h = transaction.send_half(s, Message.create("Tx", b"g", keys="tx-discard"), "pg")
         for _ in range(3):  # checked twice without an answer, then discarded (max 2)
             clock.advance(60_000)
-            h = T.check_half(s, h.physical_offset, check_max=2)
+            h = transaction.check_half(s, h.physical_offset, check_max=2)
         assert h.topic == "TRANS_CHECK_MAX_TIME_TOPIC"
         # before 4.3: PREPARED then ROLLBACK / COMMIT in the real topic
-        p = T.legacy_prepare(s, Message.create("Legacy", b"x", keys="lg-rollback"), "pg")
+        p = transaction.legacy_prepare(s, Message.create("Legacy", b"x", keys="lg-rollback"), "pg")
         clock.advance(1000)
-        T.legacy_end(s, p.physical_offset, commit=False)
-        p = T.legacy_prepare(s, Message.create("Legacy", b"y", keys="lg-commit"), "pg")
+        transaction.legacy_end(s, p.physical_offset, commit=False)
+        p = transaction.legacy_prepare(s, Message.create("Legacy", b"y", keys="lg-commit"), "pg")
         clock.advance(1000)
-        T.legacy_end(s, p.physical_offset, commit=True)
-        T.legacy_prepare(s, Message.create("Legacy", b"z", keys="lg-doubt"), "pg")
+        transaction.legacy_end(s, p.physical_offset, commit=True)
+        transaction.legacy_prepare(s, Message.create("Legacy", b"z", keys="lg-doubt"), "pg")
         # an orderly consumer fails ORDERLY_MAX + 1 times: local retries, then the client
         # sends it back with RECONSUME_TIME = its local count and the broker dead-letters it
         s.create_group("og", retry_max_times=ORDERLY_MAX, consume_orderly=True)

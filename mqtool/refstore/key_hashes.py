@@ -1,4 +1,4 @@
-"""Hot-path helpers of the write path: Java hashes of tags and index keys, cached and vectorised.
+"""Java hashes of tags and index keys for the write path, cached and vectorised.
 
 Records are encoded by the one encoder, :mod:`mqtool.formats.encoder`. :func:`index_hashes`
 computes ``String.hashCode`` of many ``topic#key`` index keys at once (Horner's rule continued

@@ -1,0 +1,128 @@
+"""Dispatch of a stored record (``CommitLogDispatcher``): its consume-queue unit, with the
+tagsCode, and its index keys (handed to the :class:`~mqtool.refstore.index.IndexBuilder`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from mqtool.formats.commitlog import TRANSACTION_ROLLBACK_TYPE, CommitLogMessage
+from mqtool.formats.rules import gets_cq_unit, is_indexed
+from mqtool.refstore import broker
+from mqtool.refstore.configs import check_store_name
+from mqtool.refstore.index import IndexBuilder
+from mqtool.refstore.key_hashes import JavaHashCache
+from mqtool.refstore.mapped import ConsumeQueueFiles
+from mqtool.refstore.model import StoreConfig
+
+
+class ConsumeQueues:
+    """The store's consume queues (one :class:`ConsumeQueueFiles` per topic and queue), the next
+    queue offset of each, and the dispatch of records to them and to the index."""
+
+    def __init__(
+        self, root: Path, config: StoreConfig, delay_table: dict[int, int],
+        hashes: JavaHashCache, index: IndexBuilder,
+    ) -> None:
+        self.root = root
+        self.config = config
+        self.delay_table = delay_table
+        self.max_delay_level = max(delay_table)
+        self.hashes = hashes
+        self.index = index
+        self.files: dict[tuple[str, int], ConsumeQueueFiles] = {}
+        self.next_offset: dict[tuple[str, int], int] = {}  # ``topicQueueTable``
+
+    def open_existing(self) -> None:
+        """Open every consume queue the store has on disk."""
+        cq_root = self.root / "consumequeue"
+        if cq_root.is_dir():
+            for tdir in sorted(cq_root.iterdir()):
+                for qdir in sorted(tdir.iterdir()):
+                    if qdir.name.isdigit():
+                        self.files[(tdir.name, int(qdir.name))] = ConsumeQueueFiles(
+                            qdir, self.config.cq_entries_per_file
+                        )
+
+    def offsets_from_files(self) -> None:
+        """Every queue's next offset as its files say (after recovery cut them)."""
+        self.next_offset = {k: cq.max_offset for k, cq in self.files.items()}
+
+    def get(self, topic: str, queue_id: int) -> ConsumeQueueFiles | None:
+        """The queue's files, None when the queue has none."""
+        return self.files.get((topic, queue_id))
+
+    def cq(self, topic: str, queue_id: int) -> ConsumeQueueFiles:
+        """The queue's files, created when missing."""
+        cq = self.files.get((topic, queue_id))
+        if cq is None:
+            check_store_name("topic", topic)  # the one place a topic becomes a path
+            cq = ConsumeQueueFiles(
+                self.root / "consumequeue" / topic / str(queue_id), self.config.cq_entries_per_file
+            )
+            self.files[(topic, queue_id)] = cq
+        return cq
+
+    def tags_code(self, topic: str, props: Mapping[str, str], store_timestamp: int) -> int:
+        """A unit's tagsCode: the deliver time for ``SCHEDULE_TOPIC_XXXX``, else the TAGS hash."""
+        if topic == broker.SCHEDULE_TOPIC:
+            t = props.get(broker.PROPERTY_DELAY_TIME_LEVEL)
+            if t is not None:
+                level = min(int(t), self.max_delay_level)
+                if level > 0:
+                    return broker.compute_deliver_timestamp(
+                        self.delay_table, level, store_timestamp
+                    )
+        return self.hashes.tags_code(props.get(broker.PROPERTY_TAGS))
+
+    def dispatch(self, msg: CommitLogMessage, *, recovering: bool) -> None:
+        """Dispatch a record read back from the commitlog."""
+        props = msg.properties
+        self.dispatch_fields(
+            msg.topic, msg.queue_id, msg.queue_offset, msg.physical_offset, msg.total_size,
+            self.tags_code(msg.topic, props, msg.store_timestamp), props, msg.store_timestamp,
+            msg.sys_flag & TRANSACTION_ROLLBACK_TYPE, recovering,
+        )
+
+    def dispatch_fields(
+        self,
+        topic: str,
+        queue_id: int,
+        queue_offset: int,
+        phys: int,
+        size: int,
+        tags_code: int,
+        props: Mapping[str, str],
+        store_timestamp: int,
+        tran: int,
+        recovering: bool,
+    ) -> None:
+        """Dispatch a record the writer has just put (its fields as written)."""
+        if gets_cq_unit(tran):
+            cq = self.files.get((topic, queue_id)) or self.cq(topic, queue_id)
+            if not recovering or queue_offset >= cq.max_offset:
+                cq.put(queue_offset, phys, size, tags_code)
+                if recovering:
+                    key = (topic, queue_id)
+                    self.next_offset[key] = max(self.next_offset.get(key, 0), queue_offset + 1)
+        if not self.config.message_index_enable or not is_indexed(tran):
+            return
+        keys: list[str] = []
+        uniq = props.get(broker.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        if uniq is not None:
+            keys.append(uniq)
+        kv = props.get(broker.PROPERTY_KEYS)
+        if kv:
+            keys.extend(k for k in kv.split(" ") if k)
+        if keys:
+            self.index.add(topic, keys, phys, store_timestamp, recovering=recovering)
+
+    def close(self) -> None:
+        """Unmap every queue's files."""
+        for cq in self.files.values():
+            cq.close()
+
+    def flush(self) -> None:
+        """msync every queue's files."""
+        for cq in self.files.values():
+            cq.flush()
