@@ -182,8 +182,8 @@ def properties_torn(buf: Buffer, end: int, properties_length: int) -> bool:
     ``MessageExtEncoder`` appends the ``__CRC32#`` property ending in ``\\x02``. Only a
     property value that itself ends in U+0000 (the gRPC proxy refuses control characters; a
     remoting client could send one) would be taken for a torn write. The kernels
-    (:mod:`.commitlog_fields`, :mod:`.commitlog_arrow`, spark/java) apply the same test to the same
-    byte."""
+    (:mod:`.commitlog_fields`, :mod:`.commitlog_arrow`, spark/java) apply the same test to the
+    same byte."""
     return properties_length > 0 and buf[end - 1] == 0
 
 

@@ -1,14 +1,14 @@
-"""The fused full-decode kernel: one compiled pass per window, every column of every record.
+"""Commitlog records to Arrow-layout columns: one compiled pass per window, every column of
+every record.
 
-:func:`decode` does, per record and in one pass over the mapped bytes, what the separate
-kernels of :mod:`.commitlog_fields` do one after the other (and accepts exactly the records
+:func:`decode` does, per record and in one pass over the mapped bytes, what the separate kernels of
+:mod:`.commitlog_fields` do one after the other (and accepts exactly the records
 :func:`.commitlog_fields.scan` accepts, with the same checks in the same order): the TOTALSIZE
-walk, every
-check of ``parse_message`` (magic, lengths adding up to TOTALSIZE, PHYSICALOFFSET, strict UTF-8
-topic and properties), the field gather, optionally BODYCRC, and writes every column straight
-into Arrow-layout buffers (int32 offsets + data): topic, the raw properties string, the
-property map (``MessageDecoder#string2messageProperties``: last duplicate wins) as key and
-value strings, TAGS / KEYS / UNIQ_KEY, the offsetMsgId (``createMessageId``, upper hex) and the
+walk, every check of ``parse_message`` (magic, lengths adding up to TOTALSIZE, PHYSICALOFFSET,
+strict UTF-8 topic and properties), the field gather, optionally BODYCRC, and writes every column
+straight into Arrow-layout buffers (int32 offsets + data): topic, the raw properties string, the
+property map (``MessageDecoder#string2messageProperties``: last duplicate wins) as key and value
+strings, TAGS / KEYS / UNIQ_KEY, the offsetMsgId (``createMessageId``, upper hex) and the
 born/store hosts as ``ip:port`` text (IPv4; IPv6 rows are left empty and counted, the caller
 formats them).
 
@@ -16,8 +16,7 @@ The kernel never judges damage: it stops at the first record it does not accept
 (:data:`.commitlog_fields.STOP_ANOMALY`) and the caller asks the walker. Buffers are the caller's
 (:class:`.commitlog_columns.Decoder` keeps and reuses them); the kernel stops with
 :data:`.commitlog_fields.STOP_FULL` before a record that would not fit, so nothing is ever written
-past
-a buffer. numpy in, numpy out.
+past a buffer. numpy in, numpy out.
 """
 
 from __future__ import annotations

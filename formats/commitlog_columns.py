@@ -1,11 +1,10 @@
-"""Bulk decoding of whole commitlog files into columns (numpy), for scans, Spark and benches.
+"""Whole commitlog files as columns (numpy), for scans, Spark and benches.
 
 The per-record work runs in the compiled kernel (:mod:`.commitlog_fields`): one pass follows
-TOTALSIZE,
-checks each record the way :func:`.commitlog.parse_message` does (magic, lengths adding up to
-TOTALSIZE as ``MessageExtEncoder#calMsgLength``, PHYSICALOFFSET, UTF-8 topic/properties) and
-gathers every fixed field; topic and properties are cut out as Arrow-style binary columns
-(offsets into one ``bytes``), decoded to ``str`` only on request.
+TOTALSIZE, checks each record the way :func:`.commitlog.parse_message` does (magic, lengths adding
+up to TOTALSIZE as ``MessageExtEncoder#calMsgLength``, PHYSICALOFFSET, UTF-8 topic/properties) and
+gathers every fixed field; topic and properties are cut out as Arrow-style binary columns (offsets
+into one ``bytes``), decoded to ``str`` only on request.
 
 :func:`decode_file` ends a file exactly where :func:`.walker.scan_file` does, with the same
 :class:`.commitlog.FileEnd`: the kernel never judges damage, the first record it does not
@@ -513,9 +512,8 @@ def _repeated(text: str, n: int) -> Any:
 
 
 class Decoder:
-    """The fused kernel (:func:`.commitlog_arrow.decode`) with its buffers: every column of a
-    window of
-    up to ``records`` records per call.
+    """The one-pass decode (:func:`.commitlog_arrow.decode`) with its buffers: every column of a
+    window of up to ``records`` records per call.
 
     ``reuse`` (default): the buffers are reused by the next call (no page faults for fresh
     memory on every window; a :class:`Window` is then valid until the next call). Without it

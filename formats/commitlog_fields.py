@@ -1,15 +1,14 @@
-"""The compiled record kernel: commitlog bytes to column buffers at memory speed (numba).
+"""Commitlog records to a table of their fields, compiled (numba): the record scan.
 
 One pass over a mapped commitlog window does, per record, what ``MessageDecoder.decode`` does
 (and what :func:`.commitlog.parse_message` plus :func:`.walker.scan_file`'s PHYSICALOFFSET
 check accept): follow TOTALSIZE, check the magic, every length against TOTALSIZE
 (``MessageExtEncoder#calMsgLength``), PHYSICALOFFSET against the record's place, properties
 not torn (:func:`record_layout`, shared with :mod:`.commitlog_arrow`), topic and properties as
-UTF-8,
-gather every fixed field, optionally check BODYCRC (``UtilAll.crc32``). The kernel never judges
-damage: it stops at the first record it does not accept and returns where, with status
-:data:`STOP_ANOMALY`; the caller hands that position to the one damage rule (:mod:`.commitlog`
-``scan_file`` / the walker) for the verdict.
+UTF-8, gather every fixed field, optionally check BODYCRC (``UtilAll.crc32``). The kernel never
+judges damage: it stops at the first record it does not accept and returns where, with status
+:data:`STOP_ANOMALY`; the caller hands that position to the one damage rule (the walker,
+:func:`.walker.scan_file`) for the verdict.
 
 The other kernels turn the accepted records into Arrow buffers directly (offsets + data):
 :func:`gather` (topic, properties string), :func:`split_properties` (the property map,

@@ -64,11 +64,10 @@ CRC_TABLES = _crc_tables()
 
 @functools.cache
 def native_crc32() -> tuple[int, int]:
-    """(address, kind) of a C CRC-32 equal to zlib's, or (0, 0): libdeflate's
-    ``libdeflate_crc32`` (kind 1: carry-less multiply, many GB/s) when the library is on the
-    machine, else zlib's ``crc32`` (kind 2). Used by :func:`.commitlog_arrow.decode` for BODYCRC;
-    the
-    tests check it equals ``zlib.crc32``; the slicing-by-8 :func:`crc32` is the fallback."""
+    """(address, kind) of a C CRC-32 equal to zlib's, or (0, 0): libdeflate's ``libdeflate_crc32``
+    (kind 1: carry-less multiply, many GB/s) when the library is on the machine, else zlib's
+    ``crc32`` (kind 2). Used by :func:`.commitlog_arrow.decode` for BODYCRC; the tests check it
+    equals ``zlib.crc32``; the slicing-by-8 :func:`crc32` is the fallback."""
     import ctypes
     import ctypes.util
 

@@ -5,8 +5,7 @@ Consume-queue units, index entries and timerlog units name a record by its commi
 starting exactly there (the kernel's one rule: magic, TOTALSIZE bounds, every length adding up
 to TOTALSIZE, PHYSICALOFFSET equal to the position, UTF-8 topic and properties) and gives its
 fields (:mod:`mqtool.formats.commitlog_fields`'s field table, one column per offset). Nothing is
-kept
-between calls: the answer is read from the mapped commitlog, so a check that joins units or
+kept between calls: the answer is read from the mapped commitlog, so a check that joins units or
 entries to their records needs memory for one batch, not for every message of the store.
 
 The kernel never judges damage: where it does not accept the bytes, callers that need the
