@@ -95,26 +95,27 @@ def test_one_home_per_rule() -> None:
 @pytest.mark.parametrize(("topic", "remark"), [
     ("", "The specified topic is blank."),
     (" \t", "The specified topic is blank."),
-    ("a b", R.topic_refusal("a.b")),
+    ("a b", rules.topic_refusal("a.b")),
     ("../../x", "The specified topic contains illegal characters, allowing only "
                 "^[%|a-zA-Z0-9_-]+$"),
-    ("\u00a0", R.topic_refusal("a.b")),  # not Java whitespace: illegal, not blank
+    ("\u00a0", rules.topic_refusal("a.b")),  # not Java whitespace: illegal, not blank
     ("T" * 128, "The specified topic is longer than topic max length."),
     ("T" * 127, None),
     ("%RETRY%g|x-y_1", None),
 ])
 def test_topic_refusal_is_topic_validators(topic: str, remark: str | None) -> None:
-    assert R.topic_refusal(topic) == remark
+    assert rules.topic_refusal(topic) == remark
 
 
 def test_group_and_store_names() -> None:
-    assert R.group_refusal("GID_ok-1") is None and R.group_refusal("g" * 255) is None
-    assert R.group_refusal("") == "the specified group is blank"
-    assert R.group_refusal("g" * 256) == "the specified group is longer than group max length 255."
-    assert R.group_refusal("a/b") == ("the specified group[a/b] contains illegal characters, "
+    assert rules.group_refusal("GID_ok-1") is None and rules.group_refusal("g" * 255) is None
+    assert rules.group_refusal("") == "the specified group is blank"
+    too_long = "the specified group is longer than group max length 255."
+    assert rules.group_refusal("g" * 256) == too_long
+    assert rules.group_refusal("a/b") == ("the specified group[a/b] contains illegal characters, "
                                       "allowing only ^[%|a-zA-Z0-9_-]+$")
-    assert R.is_not_allowed_send_topic("SCHEDULE_TOPIC_XXXX")
-    assert not R.is_not_allowed_send_topic("TBW102")  # a system topic, but sendable
+    assert rules.is_not_allowed_send_topic("SCHEDULE_TOPIC_XXXX")
+    assert not rules.is_not_allowed_send_topic("TBW102")  # a system topic, but sendable
     for bad in ("", "..", "a/b", "T@G", "x" * 256, "\x00"):
-        assert R.store_name_refusal("topic", bad) is not None, bad
-    assert R.store_name_refusal("topic", "%RETRY%" + "g" * 248) is None
+        assert rules.store_name_refusal("topic", bad) is not None, bad
+    assert rules.store_name_refusal("topic", "%RETRY%" + "g" * 248) is None
