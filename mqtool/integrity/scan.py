@@ -36,7 +36,6 @@ from mqtool.formats.commitlog import (
 )
 from mqtool.formats.consumequeue import tags_code_of
 from mqtool.formats.errors import Finding, Severity, TornPropertiesError
-from mqtool.formats.field_walker import walk_fields
 from mqtool.formats.indexfile import index_key_hash_of, index_key_hashes
 from mqtool.formats.javacompat import (
     java_hash_ranges,
