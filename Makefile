@@ -8,7 +8,7 @@ SPARK_JAR := spark/jars/mqtool-spark.jar
 CLASS_ARCHIVE := spark/jars/spark-classes.jsa
 JAVA_SRC := $(wildcard spark/java/mqtool/spark/*.java)
 
-.PHONY: dev test demo lint typecheck conformance bench clean peers chromium realmq spark-layout
+.PHONY: dev test demo lint typecheck conformance bench clean peers chromium realmq spark-layout dist
 
 # setuptools warns on every editable install whose packages are mapped (formats/ is installed as
 # mqtool.formats): "folders in your working directory with the same name as your package ... may
@@ -27,8 +27,8 @@ dev: $(BIN)/.installed $(SPARK_JAR) $(CLASS_ARCHIVE)
 	else echo "no mvn or javac: the tests that run real RocketMQ (tests/realmq.py) need Maven and Java 17"; fi
 
 # mqtool's Java commitlog reader for Spark (spark/java, a DataSource V2 source): compiled with
-# javac against the jars pyspark ships. Without a JDK the scan reads the commitlog with the
-# Python data source alone (slower, same rows).
+# javac against the jars pyspark ships (spark/javabuild.py, which the wheel build uses too).
+# Without a JDK the scan reads the commitlog with the Python data source alone (same rows).
 
 # RecordLayout.java is generated from the record layout table (formats/commitlog_layout.py);
 # tests/spark/test_java_layout.py fails when the committed file is not current.
@@ -39,17 +39,19 @@ spark/java/mqtool/spark/RecordLayout.java: formats/commitlog_layout.py spark/jav
 	$(BIN)/python -m mqtool.spark.java_layout
 
 $(SPARK_JAR): $(BIN)/.installed $(JAVA_SRC) spark/java/mqtool/spark/RecordLayout.java
-	@if command -v javac >/dev/null && command -v jar >/dev/null; then \
-		rm -rf build/java && mkdir -p build/java spark/jars && \
-		javac -nowarn -cp "$$($(BIN)/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/jars/*" \
-			-d build/java $(JAVA_SRC) && jar cf $@ -C build/java . ; \
-	else echo "no javac: mqtool scan reads the commitlog with its Python data source only"; fi
+	$(BIN)/python -m mqtool.spark.javabuild $@
 
 # The Spark driver JVM's class-data archive (mqtool.spark.classarchive: one scan of a fixture
 # store in a JVM that writes it as it exits, about 30 s): sessions start about 2.4 s sooner.
 # Without it (no JDK, or the build failed: said on stderr) Spark starts as it is.
 $(CLASS_ARCHIVE): $(BIN)/.installed $(SPARK_JAR)
 	$(BIN)/python -m mqtool.spark.classarchive
+
+# The wheel and the sdist users install (dist/): both carry the Spark reader's jar built above.
+# `pipx install dist/mqtool-*.whl` installs the mqtool command for a user.
+dist: dev
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
 
 test: dev peers chromium realmq
 	$(BIN)/python -m pytest
@@ -120,4 +122,4 @@ conformance: dev
 	MQTOOL=$(BIN)/mqtool ../shared/conformance/check
 
 clean:
-	rm -rf build $(DEMO) bench/out .pytest_cache
+	rm -rf build dist $(DEMO) bench/out .pytest_cache

@@ -1,7 +1,8 @@
 """The one exception hierarchy of mqtool, and the one ``Finding`` type.
 
 Every error mqtool raises on purpose derives from :class:`MqtoolError`; the CLI catches exactly
-that base, prints one line and exits 1. Format errors carry the file, the byte offset inside that
+that base, prints one line and exits with the error's :attr:`MqtoolError.exit_status` (the
+table below). Format errors carry the file, the byte offset inside that
 file and what was expected versus found, e.g.::
 
     commitlog/00000000001073741824 @ 0x3ff2a0: bad magic: expected 0xdaa320a7 or 0xdaa320ab,
@@ -20,11 +21,46 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
+
+EXIT_OK = 0
+"""Exit status: the command did what was asked and found nothing wrong."""
+EXIT_FINDINGS = 1
+"""Exit status: the command ran and found something wrong or missing: damage in a store (one
+line each), a message, group or topic the store does not hold, records not resent."""
+EXIT_USAGE = 2
+"""Exit status: what the command was given is wrong: an unknown option, a bad value, options
+that do not go together, a path that names no store or a file that is not there."""
+EXIT_ENVIRONMENT = 3
+"""Exit status: something outside mqtool stopped it: no Java or Spark for a scan, a name
+server or broker that cannot be reached or refuses, a store a running broker holds, a full
+disk, no permission."""
 
 
 class MqtoolError(Exception):
-    """Base of every error mqtool raises deliberately."""
+    """Base of every error mqtool raises deliberately.
+
+    ``exit_status``: what the command line exits with when this error ends a command (one of
+    the ``EXIT_*`` values); a class sets its own, :func:`usage` and :func:`environment` set it
+    on one error.
+    """
+
+    exit_status: int = EXIT_FINDINGS
+
+
+_E = TypeVar("_E", bound=MqtoolError)
+
+
+def usage(error: _E) -> _E:
+    """``error``, exiting with :data:`EXIT_USAGE` (what the command was given is wrong)."""
+    error.exit_status = EXIT_USAGE
+    return error
+
+
+def environment(error: _E) -> _E:
+    """``error``, exiting with :data:`EXIT_ENVIRONMENT` (something outside mqtool)."""
+    error.exit_status = EXIT_ENVIRONMENT
+    return error
 
 
 def failed_path(e: OSError) -> str | None:

@@ -17,10 +17,11 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
+from mqtool.formats.usercache import user_cache_dir
+
 if "NUMBA_CACHE_DIR" not in os.environ and not os.access(os.path.dirname(__file__), os.W_OK):
-    os.environ["NUMBA_CACHE_DIR"] = os.path.join(
-        os.path.expanduser("~"), ".cache", "mqtool-numba"
-    )
+    # an install whose files are read-only (a system site-packages): the user's cache
+    os.environ["NUMBA_CACHE_DIR"] = str(user_cache_dir("numba"))
 
 import numba as nb  # noqa: E402 - after NUMBA_CACHE_DIR
 from llvmlite import ir  # type: ignore[import-untyped]  # noqa: E402

@@ -40,15 +40,42 @@ LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
 DEFAULT_MASTER = "local[*]"
 
 JAVA_READER_JAR = Path(__file__).with_name("jars") / "mqtool-spark.jar"
-"""mqtool's Java commitlog reader (``spark/java``), built by ``make dev`` with ``javac``."""
+"""mqtool's Java commitlog reader (``spark/java``): built by ``make dev``, and in the wheel."""
 
 
 def java_reader_jar() -> Path | None:
-    """The Java reader's jar when it was built (``MQTOOL_SPARK_JAVA=0`` turns it off: the
-    commitlog is then read by the Python data source alone)."""
+    """The Java reader's jar (``MQTOOL_SPARK_JAVA=0`` turns it off: the commitlog is then read
+    by the Python data source alone).
+
+    The one beside this module (``make dev``, a wheel); else one compiled into the user's cache
+    for these Java sources and this pyspark, built there on first use when a JDK is there
+    (:mod:`mqtool.spark.javabuild`; a line on stderr says so); else None (no JDK)."""
     if os.environ.get("MQTOOL_SPARK_JAVA", "1") == "0":
         return None
-    return JAVA_READER_JAR if JAVA_READER_JAR.is_file() else None
+    if JAVA_READER_JAR.is_file():
+        return JAVA_READER_JAR
+    from importlib.metadata import PackageNotFoundError, version
+
+    from mqtool.formats.usercache import user_cache_dir
+    from mqtool.spark import javabuild
+
+    try:
+        spark_version = version("pyspark")
+    except PackageNotFoundError:
+        return None
+    cached = user_cache_dir("spark") / (
+        f"mqtool-spark-{javabuild.sources_digest()}-pyspark-{spark_version}.jar")
+    if cached.is_file():
+        return cached
+    if javabuild.jdk_tools() is None:
+        return None
+    print(f"compiling mqtool's Spark reader into {cached} (once)", file=sys.stderr)
+    try:
+        return javabuild.compile_jar(cached)
+    except javabuild.JavaBuildError as e:
+        print(f"no Spark reader jar ({e}): the commitlog is read by the Python data source",
+              file=sys.stderr)
+        return None
 
 CLASS_ARCHIVE = Path(__file__).with_name("jars") / "spark-classes.jsa"
 """The driver JVM's class-data archive, built by ``make dev`` (:mod:`mqtool.spark.classarchive`)."""
@@ -167,13 +194,14 @@ def merge_conf(base: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, s
 
 def parse_conf(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
     """``["k=v", ...]`` (the CLI's ``--conf``) to a dict; a pair without ``=`` is an error."""
+    from mqtool.formats.errors import usage
     from mqtool.spark.errors import SparkScanError
 
     out: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise SparkScanError(f"--conf expects key=value, got {pair!r}")
+            raise usage(SparkScanError(f"--conf expects key=value, got {pair!r}"))
         out[key.strip()] = value
     return out
 
