@@ -27,10 +27,18 @@ from pathlib import Path
 from typing import Any
 
 from mqtool.formats.config.properties import load_properties
-from mqtool.formats.errors import DELAY_LEVELS, Finding, MqtoolError, Severity
+from mqtool.formats.errors import (
+    DELAY_LEVELS,
+    EXIT_USAGE,
+    BadConfigError,
+    Finding,
+    MqtoolError,
+    Severity,
+)
 from mqtool.formats.rules import (
     DEFAULT_MESSAGE_DELAY_LEVEL,
     SCHEDULE_TOPIC,
+    BrokerRuleError,
     fmt_delay,
     is_ext_addr,
     parse_delay_levels,
@@ -49,7 +57,10 @@ SOURCE_DEFAULT = "default"
 
 
 class DelayLevelsError(MqtoolError):
-    """Both --delay-levels and --broker-conf, or a broker.conf that cannot be used."""
+    """Both --delay-levels and --broker-conf, or levels (given, or in a broker.conf) that
+    cannot be used: what the command was given is wrong."""
+
+    exit_status = EXIT_USAGE
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +205,10 @@ def collect_evidence(store: Store) -> tuple[dict[int, LevelEvidence], list[Findi
 
 def levels_from_broker_conf(path: str | Path) -> tuple[str | None, str]:
     """(``messageDelayLevel`` of a broker properties file or None when absent, label)."""
-    props = load_properties(path)
+    try:
+        props = load_properties(path)
+    except BadConfigError as e:
+        raise DelayLevelsError(f"--broker-conf {e}") from None
     return props.get(BROKER_CONF_KEY), f"broker.conf {path}"
 
 
@@ -216,6 +230,15 @@ def given_levels(
     return None, ""
 
 
+def check_levels(levels: str, label: str = SOURCE_OPTION) -> dict[int, int]:
+    """``levels`` (a ``messageDelayLevel`` string) as level -> delay ms; DelayLevelsError
+    (a usage error) when it is not one."""
+    try:
+        return parse_delay_levels(levels)
+    except BrokerRuleError as e:
+        raise DelayLevelsError(f"{label}: {e}") from None
+
+
 def resolve_delay_levels(
     store: Store, delay_levels: str | None = None, broker_conf: str | Path | None = None,
 ) -> DelayLevels:
@@ -223,8 +246,9 @@ def resolve_delay_levels(
     ``broker_conf``, else the store's evidence plus the broker's default; warnings for every
     level the given levels contradict."""
     given, label = given_levels(delay_levels, broker_conf)
+    table = None if given is None else check_levels(given, label)
     evidence, findings, unusable = collect_evidence(store)
-    if given is None:
+    if table is None:
         table = parse_delay_levels(DEFAULT_MESSAGE_DELAY_LEVEL)
         sources = dict.fromkeys(table, SOURCE_DEFAULT)
         for level, ev in evidence.items():
@@ -232,7 +256,6 @@ def resolve_delay_levels(
             sources[level] = SOURCE_EVIDENCE
         origin = f"{SOURCE_EVIDENCE} + {SOURCE_DEFAULT}" if evidence else SOURCE_DEFAULT
         return DelayLevels(table, sources, origin, evidence, findings, unusable)
-    table = parse_delay_levels(given)
     sources = dict.fromkeys(table, label)
     for level, ev in sorted(evidence.items()):
         o = ev.latest

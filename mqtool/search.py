@@ -304,4 +304,4 @@ def find_id(store: Store, msg_id: str) -> tuple[list[CommitLogMessage], str]:
     if not out and m is not None:  # offset names a record, stored under another host
         out[m.physical_offset] = m
         how.append("offsetMsgId (store host differs)")
-    return [out[k] for k in sorted(out)], ", ".join(how) or f"not found ({via})"
+    return [out[k] for k in sorted(out)], ", ".join(how) or f"searched by {via}"

@@ -50,7 +50,7 @@ from mqtool.formats.consumequeue import (
     CqEntry,
     iter_cq,
 )
-from mqtool.formats.errors import BadFieldError, Finding, FormatError, MqtoolError
+from mqtool.formats.errors import BadFieldError, Finding, FormatError, MqtoolError, usage
 from mqtool.formats.indexfile import IndexReader
 from mqtool.formats.msgid import decode_offset_msg_id
 from mqtool.formats.rules import (  # re-exported: the broker's names live in formats/rules.py
@@ -74,6 +74,7 @@ from mqtool.storefiles import LockState as LockState
 from mqtool.storefiles import QueueEntry as QueueEntry
 from mqtool.storefiles import QueueInfo as QueueInfo
 from mqtool.storefiles import StoreError as StoreError
+from mqtool.storefiles import disk_bytes
 from mqtool.storefiles import lock_state as _lock_state
 from mqtool.storefiles import map_readonly as map_readonly
 from mqtool.storeindex import IndexFiles
@@ -85,11 +86,42 @@ if TYPE_CHECKING:
 ProgressFn = Callable[[int, int], None]  # (bytes done, bytes total)
 
 
+KERNEL_MIN_BYTES = 8 << 20
+"""Commitlog files holding more than this on disk are walked by the compiled kernel; smaller
+ones by the Python walker, which reads them sooner than numba and the kernel load (about 0.3 s
+on an idle machine; the walker takes about 6 us per record)."""
+KERNEL_MIN_UNITS = 4096
+"""Consume queues with this many units or more are checked against the commitlog by the
+compiled kernel; fewer by the rule itself, unit by unit (:meth:`Store.unit_problem`)."""
+
 # names at a store root that, when present, must be a directory (True) or a file (False)
 _ROOT_ENTRIES = (
     ("consumequeue", True), ("index", True), ("config", True), ("checkpoint", False),
     ("abort", False), ("lock", False),
 )
+
+
+def _outside_root(given: Path, what: str) -> StoreError | None:
+    """The error for a path inside a store (``store/commitlog``): it names the root to give;
+    None when no parent of ``given`` is a store root."""
+    root = next((p for p in given.resolve().parents if (p / "commitlog").is_dir()), None)
+    if root is None:
+        return None
+    shown = _shown(given, root)
+    return usage(StoreError(f"{given}: a {what} inside the store {shown}, not its root: "
+                            f"give {shown}"))
+
+
+def _shown(given: Path, store: Path) -> str:
+    """``store`` (an ancestor of ``given``) as the user would type it: relative when
+    ``given`` was."""
+    if given.is_absolute():
+        return str(store)
+    up = len(given.resolve().relative_to(store).parts)
+    shown = given
+    for _ in range(up):
+        shown = shown.parent
+    return str(shown) if str(shown) != "." else "."
 
 
 def _is_offset_name(name: str) -> bool:
@@ -154,9 +186,10 @@ class Store(IndexFiles):
         """Open a store root read-only; ``root`` may also be the parent of ``store/``."""
         r = Path(root)
         if not r.exists():
-            raise StoreError(f"{r}: no such directory")
+            raise usage(StoreError(f"{r}: no such directory"))
         if not r.is_dir():
-            raise StoreError(f"{r}: not a directory (give the broker's store root)")
+            raise _outside_root(r, "file") or usage(
+                StoreError(f"{r}: not a directory (give the broker's store root)"))
         if not _has_log(r) and _has_log(r / "store"):
             r = r / "store"
         cl = r / "commitlog"
@@ -164,10 +197,10 @@ class Store(IndexFiles):
         if dledger and not (cl.is_dir() and any(_is_offset_name(p.name) for p in cl.iterdir())):
             cl = dledger[0]
         if not cl.is_dir():
-            raise StoreError(
+            raise _outside_root(r, "directory") or usage(StoreError(
                 f"{r}: not a RocketMQ store root (no commitlog/ directory; "
                 "expected commitlog/, consumequeue/, index/, checkpoint, config/)"
-            )
+            ))
         for name, want_dir in _ROOT_ENTRIES:
             p = r / name
             if p.exists() and p.is_dir() != want_dir:
@@ -464,15 +497,41 @@ class Store(IndexFiles):
         return self._data_end
 
     def _find_data_end(self) -> int:
-        from mqtool.integrity.at import file_end
-
         for f in reversed(self.commitlog_files):
-            end = self.walked_ends.get(f.path) or file_end(self, f)
+            end = self.walked_ends.get(f.path) or self._file_end(f)
             if end.kind == "blank":
                 return f.start + f.size
             if end.physical_offset > f.start or f is self.commitlog_files[0]:
                 return end.physical_offset
         return 0
+
+    def _file_end(self, f: CommitLogFile) -> FileEnd:
+        """How commitlog file ``f``'s data ends (the walk's findings noted): by the walker over
+        a file holding up to :data:`KERNEL_MIN_BYTES` on disk, else by :meth:`walk_fields`
+        (the compiled kernel's walk, which gives the walker's answers but costs loading numba
+        first; a DLedger file's own walk)."""
+        buf = self.mapped(f)
+        try:  # the descriptor lets the walker skip the holes of a sparse (pre-allocated) file
+            fd: int | None = os.open(f.path, os.O_RDONLY) if len(buf) else None
+        except OSError:
+            fd = None
+        end: FileEnd | None = None
+        try:
+            if self.dledger or disk_bytes(f.path) > KERNEL_MIN_BYTES:
+                items: Iterator[object] = self.walk_fields(f, fd=fd)
+            else:
+                items = walk(buf, file=f.rel, file_start=f.start, fd=fd)
+            for item in items:
+                if isinstance(item, Finding):
+                    self.note(item)
+                elif isinstance(item, FileEnd):
+                    end = item
+        finally:
+            if fd is not None:
+                os.close(fd)
+        if end is None:  # pragma: no cover - every walk ends a file with its FileEnd
+            raise MqtoolError(f"{f.rel}: the walk gave no end of the data")
+        return end
 
     # --- consume queues -------------------------------------------------------------------
     @property
@@ -641,8 +700,6 @@ class Store(IndexFiles):
     def queue_info(self, topic: str, queue_id: int) -> QueueInfo:
         """Min/max logical offsets of a queue (max = after the last unit that can name a record;
         impossible or dangling units are findings, not counted)."""
-        from mqtool.integrity.at import units_with_records
-
         if self.queue_kind(topic, queue_id) != "file":
             info = QueueInfo(topic, queue_id, [])
             info.min_offset, info.max_offset, info.last_commit_log_offset = \
@@ -670,7 +727,12 @@ class Store(IndexFiles):
             if not first_seen:
                 info.min_offset = base + int(written[0])
                 first_seen = True
-            ok = units_with_records(self, offs[written], sizes[written])
+            if written.size >= KERNEL_MIN_UNITS:
+                from mqtool.integrity.at import units_with_records
+
+                ok = units_with_records(self, offs[written], sizes[written])
+            else:  # the rule itself (below) for each: fewer than loading the kernel costs
+                ok = np.zeros(written.size, dtype=np.bool_)
             for i in np.flatnonzero(~ok).tolist():
                 w = int(written[i])
                 ok[i] = self._check_unit(rel, w * CQ_STORE_UNIT_SIZE,

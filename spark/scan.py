@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqtool.formats.errors import Finding
+from mqtool.formats.errors import Finding, usage
 from mqtool.formats.rules import SCHEDULE_TOPIC
 from mqtool.spark import splits
 from mqtool.spark.errors import SparkScanError
@@ -208,11 +208,12 @@ def run_scan(
 
     unknown = [a for a in audits if a not in AUDITS]
     if unknown:
-        raise SparkScanError(f"unknown audit(s) {', '.join(unknown)}; known: {', '.join(AUDITS)}")
+        raise usage(SparkScanError(
+            f"unknown audit(s) {', '.join(unknown)}; known: {', '.join(AUDITS)}"))
     if fmt not in FORMATS:
-        raise SparkScanError(f"unknown output format {fmt!r}; use parquet or json")
+        raise usage(SparkScanError(f"unknown output format {fmt!r}; use parquet or json"))
     if not stores:
-        raise SparkScanError("no store given")
+        raise usage(SparkScanError("no store given"))
     stores = [str(s) for s in stores]
     for s in stores:
         splits.find_store_root(s)  # StoreError (an MqtoolError) for a path that is no store
@@ -432,7 +433,7 @@ def run_scan(
             except AnalysisException as e:
                 from mqtool.spark.session import failure_message
 
-                raise SparkScanError(f"--sql: {failure_message(e)}") from e
+                raise usage(SparkScanError(f"--sql: {failure_message(e)}")) from e
         return result
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

@@ -1,45 +1,103 @@
-"""The mqtool command line (typer). Each command group lives in its own module."""
+"""The mqtool command line (typer). Each command group lives in its own module.
+
+A run builds the app with only the module of the command it runs (:func:`build_app`): typer
+builds every command it is given, each option through pydantic, before it parses a word. The
+command imports what it uses (numpy, numba, pyspark, matplotlib, the remoting stack) when it
+runs. ``app`` (every command) is built on first use, for tests and tools. Help is typer's plain
+(click) help; the top-level help is printed without typer at all (:mod:`mqtool.__main__`).
+"""
 
 from __future__ import annotations
 
+import os
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
 import typer
 
-app = typer.Typer(
-    name="mqtool",
-    help="Inspect, trace, verify, repair and audit Apache RocketMQ message stores offline; resend "
-    "dead-lettered messages into a store directory or a live cluster.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
+from mqtool import __version__
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+HELP = ("Inspect, trace, verify, repair and audit Apache RocketMQ message stores offline; resend "
+        "dead-lettered messages into a store directory or a live cluster.")
+EPILOG = ("Exit status: 0 ok; 1 findings (damage, or what was asked for is not there); 2 usage "
+          "(a bad option, value or path); 3 environment (no Java, a cluster that cannot be "
+          "reached, a store a broker holds, a full disk).")
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+"""Every command: ``-h`` is ``--help``."""
+
+COMMANDS = {
+    "inspect": "inspect_cmd", "messages": "read", "cq": "read", "msg": "read", "index": "read",
+    "trace": "trace", "dlq": "dlq", "verify": "verify", "repair": "repair", "store": "store",
+    "demo": "demo", "serve": "serve", "scan": "scan",
+}
+"""Each command (or group) and its module in ``mqtool.cli``; a module has ``register(app)``.
+Modules are registered in this order (their commands are listed in it)."""
 
 
-def _register_all() -> None:
-    """Each command group module exposes ``register(app)``; optional groups may be absent."""
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"mqtool {__version__}")
+        raise typer.Exit(0)
+
+
+def root(
+    version: Annotated[
+        bool, typer.Option("--version", help="Print mqtool's version and exit.",
+                           callback=_version, is_eager=True),
+    ] = False,
+    no_color: Annotated[
+        bool, typer.Option("--no-color", help="No colour in any output (as NO_COLOR=1 does).",
+                           show_default=False),
+    ] = False,
+) -> None:
+    """The options before the command."""
+    if no_color:
+        os.environ["NO_COLOR"] = "1"
+
+
+def build_app(command: str | None = None) -> typer.Typer:
+    """The app with the module of ``command`` only (one of :data:`COMMANDS`), or with every
+    command (``None``, or a word that names none: click then says so)."""
     import importlib
 
-    for name in (
-        "inspect_cmd", "read", "trace", "dlq", "verify", "repair", "store", "demo", "serve",
-        "scan",
-    ):
-        try:
-            mod = importlib.import_module(f"mqtool.cli.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"mqtool.cli.{name}":
-                raise
-            continue
-        mod.register(app)
     from mqtool.cli.common import tidy_help
 
+    app = typer.Typer(
+        name="mqtool", help=HELP, epilog=EPILOG, no_args_is_help=True,
+        pretty_exceptions_enable=False, rich_markup_mode=None, context_settings=CONTEXT,
+    )
+    app.callback()(root)
+    modules = [COMMANDS[command]] if command in COMMANDS else dict.fromkeys(COMMANDS.values())
+    for name in modules:
+        importlib.import_module(f"mqtool.cli.{name}").register(app)
     tidy_help(app)
+    return app
 
 
-_register_all()
+def command_of(args: Sequence[str]) -> str | None:
+    """The command a command line names: its first word that is not an option."""
+    return next((a for a in args if not a.startswith("-")), None)
+
+
+_APP: dict[str, typer.Typer] = {}
+
+
+def __getattr__(name: str) -> Any:
+    """``mqtool.cli.app``: the app with every command (built once, on first use)."""
+    if name == "app":
+        if "app" not in _APP:
+            _APP["app"] = build_app()
+        return _APP["app"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Run the command line (:func:`mqtool.__main__.main` is the installed entry point)."""
     from mqtool.cli.common import mark_one_shot
 
     mark_one_shot()
-    app()
+    complete = any(k.startswith("_MQTOOL_COMPLETE") for k in os.environ)
+    build_app(None if complete else command_of(sys.argv[1:]))(prog_name="mqtool")

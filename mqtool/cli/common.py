@@ -1,4 +1,8 @@
-"""Shared CLI plumbing: options defined once, output helpers, the one error handler."""
+"""Shared CLI plumbing: output helpers, argument rules, the one error handler.
+
+Imports only typer and the standard library at start-up (rich when a command prints); the
+options several commands share are in :mod:`mqtool.cli.options`.
+"""
 
 from __future__ import annotations
 
@@ -8,73 +12,19 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
-from rich.console import Console
 
-from mqtool.formats.errors import MqtoolError, failed_path
+from mqtool.formats.errors import EXIT_ENVIRONMENT, EXIT_FINDINGS, MqtoolError, failed_path
+from mqtool.timefmt import fmt_time as fmt_time
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from mqtool.store import Store
 
-StoreArg = Annotated[
-    Path,
-    typer.Argument(
-        help="Broker store root (the directory holding commitlog/, consumequeue/, index/), "
-        "e.g. ~/store", show_default=False,
-    ),
-]
-LimitOpt = Annotated[
-    int | None,
-    typer.Option("--limit", min=1, help="Stop after this many records (1 or more), e.g. 100."),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document to stdout.")]
-JsonlOpt = Annotated[
-    bool, typer.Option("--jsonl", help="Print one JSON object per line (streaming) to stdout.")
-]
-BodyOpt = Annotated[
-    str,
-    typer.Option(
-        "--body", help="Include message bodies: none|utf8|hex|base64 (utf8 inflates compressed).",
-        metavar="MODE",
-    ),
-]
-SinceOpt = Annotated[
-    str | None,
-    typer.Option(help="Only messages stored at or after this time: epoch ms or ISO-8601, "
-                 "e.g. 2026-11-21T21:00:00Z."),
-]
-UntilOpt = Annotated[
-    str | None,
-    typer.Option(help="Only messages stored before this time (epoch ms or ISO-8601)."),
-]
-
-DelayLevelsOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--delay-levels",
-        help="The broker's messageDelayLevel, e.g. \"1s 5s 10s 30s 1m ... 2h\". Default: what "
-        "the store shows (schedule units' deliver time - store time) and the broker's default "
-        "for levels it does not show. A contradiction with the store is a warning.",
-        metavar="LEVELS",
-    ),
-]
-BrokerConfOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--broker-conf",
-        help="Read messageDelayLevel from the broker's config file (Java properties, the "
-        "broker's -c file), e.g. conf/broker.conf.",
-        metavar="FILE",
-    ),
-]
-
-
-# Width of stdout when it is not a terminal and COLUMNS is unset: wide enough that no table
-# cell is ever wrapped, so piped output keeps ids and topic names whole on one line.
 _PROCESS = {"one_shot": False}
 
 
@@ -89,19 +39,62 @@ def one_shot() -> bool:
 
 
 PIPE_WIDTH = 100_000
+"""Width of a piped stdout (no COLUMNS): nothing is wrapped, ids and names stay whole."""
 
 
 def out_console() -> Console:
-    """Console for data on stdout (tables); no colour when NO_COLOR or not a terminal.
+    """Console for data on stdout (tables); no colour with NO_COLOR (or --no-color) or when
+    stdout is not a terminal.
 
-    On a terminal, tables fit its width. When stdout is a pipe or a file, lines are not
-    wrapped at all (unless COLUMNS says otherwise): ids, offsets and topic names stay whole.
+    On a terminal, tables fit its width. When stdout is a pipe or a file (and COLUMNS is
+    unset), a table becomes plain rows: its title, then its header and rows in columns two
+    spaces apart, no box, nothing wrapped (ids, offsets and topic names stay whole, for
+    ``grep`` and ``awk``).
     """
-    width = None
+    from rich.console import Console
+
     if "COLUMNS" not in os.environ and not _isatty(sys.stdout):
-        width = PIPE_WIDTH
-    return Console(no_color=bool(os.environ.get("NO_COLOR")) or None, soft_wrap=False,
-                   width=width)
+        return _plain_console()
+    return Console(soft_wrap=False)
+
+
+def _plain_console() -> Console:
+    from rich.console import Console
+    from rich.table import Table
+
+    class PlainRows(Console):
+        """Prints a :class:`rich.table.Table` as plain rows (see :func:`out_console`)."""
+
+        tables: int
+
+        def print(self, *objects: Any, **kwargs: Any) -> None:
+            if len(objects) == 1 and isinstance(objects[0], Table):
+                self._rows(objects[0])
+            else:
+                super().print(*objects, **kwargs)
+
+        def _rows(self, table: Table) -> None:
+            import io
+
+            from rich import box as _box
+
+            title, caption = table.title, table.caption
+            table.title = table.caption = None
+            table.box, table.show_edge, table.pad_edge = _box.SIMPLE_HEAD, False, False
+            table.padding = (0, 1, 0, 1)
+            buf = io.StringIO()
+            Console(file=buf, width=PIPE_WIDTH, no_color=True, soft_wrap=False).print(table)
+            lines = [ln.rstrip() for ln in buf.getvalue().splitlines()]
+            lines = [ln for ln in lines if ln.strip("─ ")]  # the rule under the header
+            out = ([str(title)] if title else []) + lines + ([str(caption)] if caption else [])
+            if self.tables:  # a blank line between tables
+                out.insert(0, "")
+            self.tables += 1
+            self.file.write("\n".join(out) + "\n")
+
+    con = PlainRows(soft_wrap=False, width=PIPE_WIDTH)
+    con.tables = 0
+    return con
 
 
 def _isatty(stream: Any) -> bool:
@@ -112,7 +105,10 @@ def _isatty(stream: Any) -> bool:
 
 
 def err_console() -> Console:
-    return Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")) or None, soft_wrap=True)
+    """Console for progress, warnings and errors on stderr (NO_COLOR honoured)."""
+    from rich.console import Console
+
+    return Console(stderr=True, soft_wrap=True)
 
 
 def parse_time(text: str | None, what: str = "time") -> int | None:
@@ -122,6 +118,8 @@ def parse_time(text: str | None, what: str = "time") -> int | None:
     t = text.strip()
     if t.lstrip("-").isdigit():
         return int(t)
+    from datetime import UTC, datetime
+
     try:
         dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
     except ValueError as e:
@@ -131,14 +129,16 @@ def parse_time(text: str | None, what: str = "time") -> int | None:
     return int(dt.timestamp() * 1000)
 
 
-def fmt_time(ms: int | None) -> str:
-    """Epoch ms as ``2026-11-21 21:02:52.375`` (UTC)."""
-    if ms is None or ms <= 0:
-        return "-"
-    try:
-        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-    except (OverflowError, OSError, ValueError):
-        return str(ms)
+def now_value(now: str) -> int | None:
+    """``--now``: None for ``store`` (the store's own time, judged by the command), this
+    machine's clock for ``wall``, else epoch ms or ISO-8601."""
+    if now == "store":
+        return None
+    if now == "wall":
+        import time
+
+        return int(time.time() * 1000)
+    return parse_time(now, "--now")
 
 
 def print_json(obj: Any) -> None:
@@ -157,14 +157,16 @@ def print_jsonl(rows: Iterable[dict[str, Any]]) -> int:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-_NO_ROOM = {errno.ENOSPC, errno.EDQUOT}
-"""The errors of a full disk or quota, which a command reports in one line (handle_errors)."""
+_OUTSIDE = {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS}
+"""The OSErrors of a full disk or quota, or of a file mqtool may not read or write: a command
+reports them in one line and exits 3 (environment), as mqtool's own errors (handle_errors)."""
 
 
 @contextmanager
 def handle_errors() -> Iterator[None]:
-    """Turn mqtool's own errors into one line on stderr and exit status 1, and a full disk
-    (or quota) too.
+    """Turn mqtool's own errors into one line on stderr and their exit status
+    (:attr:`MqtoolError.exit_status`: 1 findings, 2 usage, 3 environment); a full disk, a
+    quota or a permission refused: one line and exit 3.
 
     Anything else is a bug and keeps its traceback. A closed stdout (``| head``) ends quietly.
     """
@@ -178,18 +180,18 @@ def handle_errors() -> Iterator[None]:
                 if f.kind != "layout" and str(f) != str(e):
                     report_error(str(f))
         report_error(str(e))
-        raise typer.Exit(1) from None
+        raise typer.Exit(e.exit_status) from None
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         raise typer.Exit(0) from None
     except OSError as e:
-        if e.errno not in _NO_ROOM:
+        if e.errno not in _OUTSIDE:
             raise
-        sys.stdout.flush()  # a full disk is not a bug: one line, as mqtool's own errors
+        sys.stdout.flush()  # not a bug: one line, as mqtool's own errors
         where = failed_path(e)
         report_error(f"{where}: {e.strerror}" if where else str(e.strerror or e))
-        raise typer.Exit(1) from None
+        raise typer.Exit(EXIT_ENVIRONMENT) from None
     finally:
         del _OPENED[first:]
 
@@ -211,7 +213,7 @@ def exit_on_findings(store: Store) -> None:
         sys.stdout.flush()
         for f in bad:
             report_error(str(f))
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FINDINGS)
 
 
 def print_notes(notes: Iterable[Any]) -> None:
@@ -270,49 +272,31 @@ def exactly_one(what: str, given: dict[str, object]) -> None:
         raise typer.BadParameter(f"give {options}, not both")
 
 
-# --- help text: flags show no value placeholder; docstrings reflow instead of wrapping twice ---
-def _patch_flag_placeholders() -> None:
-    """typer's rich help prints a type placeholder after every option, flags included
-    (``--json <bool>``), as if they took a value. Flags take none: show nothing there."""
-    from typer.core import TyperOption
-
-    if getattr(TyperOption, "_mqtool_flags_plain", False):
-        return
-    original = TyperOption.display_type_rich
-
-    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
-        if self.is_flag or self.count:
-            return None
-        return original(self, ctx)
-
-    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
-    TyperOption._mqtool_flags_plain = True  # type: ignore[attr-defined]
-
-
-_patch_flag_placeholders()
-
-
+# --- help text: docstrings as click's plain help ------------------------------------------------
 def reflow(text: str) -> str:
-    """A docstring as help text: each paragraph on one line (the terminal wraps it once, at
-    its own width), except lines that start a list item (``- ``), an example (``Example``) or
-    are indented."""
+    """A docstring as help text. Click wraps every paragraph to the terminal, joining its
+    lines; a paragraph whose lines are separate things (list items ``- ``, examples
+    ``Example``, indented lines) is marked ``\\b`` so that click prints it line by line, each
+    example whole, to be copied."""
     import inspect
+    import re
 
+    example = re.compile(r"Examples?:")
     paragraphs = []
     for para in inspect.cleandoc(text).split("\n\n"):
         lines = para.split("\n")
-        out = [lines[0]]
-        for ln in lines[1:]:
-            if ln.startswith(("- ", "* ", " ", "\b", "Example")) or out[-1].startswith("\b"):
-                out.append(ln)
-            else:
-                out[-1] = f"{out[-1]} {ln.strip()}"
-        paragraphs.append("\n".join(out))
+        keep = para.startswith("\b") or bool(example.match(para)) or any(
+            ln.startswith(("- ", "* ", " ")) or example.match(ln) for ln in lines[1:])
+        if keep and not para.startswith("\b"):
+            para = "\b\n" + para
+        elif not keep:
+            para = " ".join(ln.strip() for ln in lines)
+        paragraphs.append(para)
     return "\n\n".join(paragraphs)
 
 
 def tidy_help(app: typer.Typer) -> None:
-    """Reflow the help of every registered command and group (see :func:`reflow`)."""
+    """The help of every registered command and group through :func:`reflow`."""
     import inspect
 
     for cmd in app.registered_commands:

@@ -9,15 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from mqtool.cli.common import (
-    BodyOpt,
-    JsonlOpt,
-    JsonOpt,
-    LimitOpt,
-    SinceOpt,
-    UntilOpt,
     check_body_mode,
     err_console,
     exit_on_findings,
@@ -30,21 +23,12 @@ from mqtool.cli.common import (
     print_jsonl,
     report_error,
 )
-from mqtool.dlq import (
-    DlqSelection,
-    csv_header,
-    csv_row,
-    export_dict,
-    list_groups,
-    origin_msg_id,
-    original_topic,
-    require_group,
-    select_dlq,
-)
-from mqtool.formats.errors import MqtoolError
-from mqtool.query import ProgressFn
+from mqtool.cli.options import BodyOpt, JsonlOpt, JsonOpt, LimitOpt, SinceOpt, UntilOpt
+from mqtool.formats.errors import EXIT_ENVIRONMENT, EXIT_FINDINGS, MqtoolError
 
 if TYPE_CHECKING:
+    from mqtool.dlq import DlqSelection
+    from mqtool.query import ProgressFn
     from mqtool.remoting.client import LiveClient
 
 JOURNAL_HELP = (
@@ -53,12 +37,8 @@ JOURNAL_HELP = (
     "(~/.local/state when unset); --journal chooses another place."
 )
 
-dlq_app = typer.Typer(
-    name="dlq",
-    help="Dead-letter queues (%DLQ%<group>): list, show, export and resend their messages. "
-    + JOURNAL_HELP,
-    no_args_is_help=True,
-)
+DLQ_HELP = ("Dead-letter queues: list, show, export and resend their records.\n\nEach group's "
+            "dead letters are in %DLQ%<group>. " + JOURNAL_HELP)
 
 GroupOpt = Annotated[
     str, typer.Option("--group", "-g", help="Consumer group whose %DLQ%<group> to read, "
@@ -138,6 +118,8 @@ def _where(store: Path | None, namesrv: str | None) -> str | None:
 
 def _selection(group: str, since: str | None, until: str | None, topic: str | None,
                msg_id: str | None, key: str | None, limit: int | None) -> DlqSelection:
+    from mqtool.dlq import DlqSelection
+
     return DlqSelection(
         group=group, since=parse_time(since, "--since"), until=parse_time(until, "--until"),
         topic=topic, msg_id=msg_id, key=key, limit=limit,
@@ -181,13 +163,16 @@ def list_cmd(
     json_: JsonOpt = False,
     progress: ProgressOpt = True,
 ) -> None:
-    """Every %DLQ%<group>: record count, store-time range, original topics (RETRY_TOPIC) and
+    """Every %DLQ%<group>: count, time range, original topics, resent.
+
+    Every %DLQ%<group>: record count, store-time range, original topics (RETRY_TOPIC) and
     how many were already resent (per the journals of STORE itself and every --target; for a
     live cluster, per its default journals and every --journal).
 
     Example: mqtool dlq list ~/store --target /data/replay-store --json
     Example: mqtool dlq list --namesrv 127.0.0.1:9876 --json
     """
+    from mqtool.dlq import list_groups
     from mqtool.dlq.journal import default_journal_path, live_journal_path, resent_checker
 
     ns = _where(store, namesrv)
@@ -212,6 +197,8 @@ def list_cmd(
         if json_:
             print_json([g.to_dict() for g in groups])
         else:
+            from rich.table import Table
+
             t = Table(title=f"dead-letter queues in {where}")
             for c in ("group", "count", "first stored (UTC)", "last stored (UTC)",
                       "original topics", "resent"):
@@ -232,6 +219,8 @@ def _records(store: Path | None, ns: str | None, sel: DlqSelection, access_key: 
              secret_key: str | None, timeout: float,
              progress: ProgressFn | None = None) -> Iterator[tuple[Iterator[Any], Any]]:
     """The selected DLQ records of STORE or of the live cluster, and the store (None live)."""
+    from mqtool.dlq import require_group, select_dlq
+
     if ns is None:
         assert store is not None
         st = open_store(store)
@@ -263,13 +252,17 @@ def show(
     secret_key: SecretKeyOpt = None,
     timeout: TimeoutOpt = 3.0,
 ) -> None:
-    """Show the DLQ records of a group: original topic and msgId, reconsume count, hosts,
+    """The DLQ records of a group, one table each.
+
+    Show the DLQ records of a group: original topic and msgId, reconsume count, hosts,
     times, properties and body. Live (--namesrv), the %DLQ% queues are read between their
     min and max offsets; no consumer offset is committed.
 
     Example: mqtool dlq show ~/store --group cg_journey --topic JourneyTopic --limit 10
     Example: mqtool dlq show --namesrv 127.0.0.1:9876 --group cg_journey --json
     """
+    from mqtool.dlq import export_dict, origin_msg_id, original_topic
+
     check_body_mode(body)
     sel = _selection(group, since, until, topic, msg_id, key, limit)
     ns = _where(store, namesrv)
@@ -279,6 +272,8 @@ def show(
         elif jsonl:
             print_jsonl(export_dict(m, body) for m in rows)
         else:
+            from rich.table import Table
+
             con = out_console()
             n = 0
             for m in rows:
@@ -316,8 +311,8 @@ def export(
     ] = "jsonl",
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", help="Write to this file instead of stdout, "
-                     "e.g. -o dlq.csv."),
+        typer.Option("--out", "--output", "-o", help="Write to this file instead of stdout, "
+                     "e.g. --out dlq.csv.", metavar="FILE"),
     ] = None,
     since: SinceOpt = None,
     until: UntilOpt = None,
@@ -332,12 +327,16 @@ def export(
     secret_key: SecretKeyOpt = None,
     timeout: TimeoutOpt = 3.0,
 ) -> None:
-    """Export DLQ records as JSON lines or CSV, streaming (constant memory), from STORE or a
+    """Export DLQ records as JSON lines or CSV.
+
+    Export DLQ records as JSON lines or CSV, streaming (constant memory), from STORE or a
     live cluster (--namesrv; no consumer offset is committed).
 
     Example: mqtool dlq export ~/store --group cg_journey --format csv -o dlq.csv
     Example: mqtool dlq export --namesrv 127.0.0.1:9876 --group cg_journey -o dlq.jsonl
     """
+    from mqtool.dlq import csv_header, csv_row, export_dict
+
     check_body_mode(body)
     if format_ not in ("jsonl", "csv"):
         raise typer.BadParameter(f"--format must be jsonl or csv, not {format_!r}")
@@ -437,7 +436,9 @@ def resend_cmd(
     body: BodyOpt = "utf8",
     json_: JsonOpt = False,
 ) -> None:
-    """Resend DLQ records into a live cluster or a store, exactly once per record and target.
+    """Resend DLQ records to a cluster or a store, once per record.
+
+    Resend DLQ records into a live cluster or a store, exactly once per record and target.
 
     Each resent copy keeps body, tags, keys, user properties and UNIQ_KEY, has its reconsume
     count reset, and carries MQTOOL_DLQ_TOPIC, MQTOOL_DLQ_MSG_ID and MQTOOL_RESEND_ID (also
@@ -445,12 +446,14 @@ def resend_cmd(
     intent, send, done; group-committed fsyncs): running the same command again sends nothing
     twice, and a killed run can simply be run again (a send whose outcome a crash left unknown
     is looked up on the broker, QUERY_MESSAGE by the resend id, before it is sent again).
-    Exit status 1, with one error line, when any record failed or the run stopped.
+    With one error line, exit status 1 when any record failed, 3 when the run stopped (the
+    cluster could not be reached or refused).
 
     Example: mqtool dlq resend --namesrv 127.0.0.1:9876 --group cg_journey --rate 100
     Example: mqtool dlq resend ~/dead-broker/store --group cg_journey --namesrv 10.0.0.5:9876
     Example: mqtool dlq resend ~/store --group cg_journey --target /data/replay --dry-run
     """
+    from mqtool.dlq import require_group, select_dlq
     from mqtool.dlq.journal import ResendJournal, default_journal_path, live_journal_path
     from mqtool.dlq.resend import Outcome, resend
     from mqtool.dlq.targets import RefStoreTarget, ResendTarget
@@ -529,32 +532,39 @@ def resend_cmd(
             d["committedOffsets"] = {str(k): v for k, v in committed.items()}
         if json_:
             print_json(d)
-        tail = f"; journal {jpath}"
-        if report.stopped is not None:
-            report_error(
-                f"{report.stopped} (sent {d['sent']}, failed {d['failed']}, not reached "
-                f"{d['notSent']}{tail}; run the same command again to go on)")
-            raise typer.Exit(1)
-        if not report.ok:
-            first = next(o for o in report.outcomes if o.status == "failed")
-            report_error(
-                f"{d['failed']} of {d['selected']} records not resent (first: {first.reason}); "
-                f"sent {d['sent']}, skipped {d['skipped']}{tail}; run the same command again "
-                "to retry them")
-            raise typer.Exit(1)
-        if not json_:
-            err_console().print(
-                f"selected {d['selected']}: sent {d['sent']}, skipped {d['skipped']}, "
-                f"failed {d['failed']}" + (f", would send {d['wouldSend']} (dry run)"
-                                           if dry_run else "")
-                + (f", committed {committed}" if committed else "")
-                + tail, highlight=False)
+        _resend_outcome(report, d, committed, f"; journal {jpath}", dry_run, json_)
         if st is not None:
             exit_on_findings(st)
 
 
+def _resend_outcome(report: Any, d: dict[str, Any], committed: Any, tail: str, dry_run: bool,
+                    json_: bool) -> None:
+    """The last line of a resend: why it stopped (exit 3: the cluster could not be reached or
+    refused), how many records failed (exit 1), or what it did."""
+    if report.stopped is not None:
+        report_error(
+            f"{report.stopped} (sent {d['sent']}, failed {d['failed']}, not reached "
+            f"{d['notSent']}{tail}; run the same command again to go on)")
+        raise typer.Exit(EXIT_ENVIRONMENT)
+    if not report.ok:
+        first = next(o for o in report.outcomes if o.status == "failed")
+        report_error(
+            f"{d['failed']} of {d['selected']} records not resent (first: {first.reason}); "
+            f"sent {d['sent']}, skipped {d['skipped']}{tail}; run the same command again "
+            "to retry them")
+        raise typer.Exit(EXIT_FINDINGS)
+    if not json_:
+        err_console().print(
+            f"selected {d['selected']}: sent {d['sent']}, skipped {d['skipped']}, "
+            f"failed {d['failed']}" + (f", would send {d['wouldSend']} (dry run)"
+                                       if dry_run else "")
+            + (f", committed {committed}" if committed else "")
+            + tail, highlight=False)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``dlq`` command group."""
+    dlq_app = typer.Typer(name="dlq", help=DLQ_HELP, no_args_is_help=True, rich_markup_mode=None)
     dlq_app.command("list")(list_cmd)
     dlq_app.command("show")(show)
     dlq_app.command("export")(export)

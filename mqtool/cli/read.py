@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Annotated, Any
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from mqtool.cli.common import (
-    BodyOpt,
-    JsonlOpt,
-    JsonOpt,
-    LimitOpt,
-    SinceOpt,
-    StoreArg,
-    UntilOpt,
     check_body_mode,
     exit_on_findings,
     fmt_time,
@@ -28,8 +20,19 @@ from mqtool.cli.common import (
     report_error,
     require_with,
 )
-from mqtool.jsonview import body_value, cq_dict, message_dict
-from mqtool.query import MessageFilter, select_messages
+from mqtool.cli.options import (
+    BodyOpt,
+    JsonlOpt,
+    JsonOpt,
+    LimitOpt,
+    SinceOpt,
+    StoreArg,
+    UntilOpt,
+)
+from mqtool.formats.errors import EXIT_FINDINGS
+
+if TYPE_CHECKING:
+    from mqtool.store import Store
 
 
 def _short(s: str | None, n: int = 40) -> str:
@@ -58,6 +61,8 @@ def messages(
 
     Example: mqtool messages ~/store --topic TopicA --since 2026-11-21T21:00:00Z --jsonl
     """
+    from mqtool.query import MessageFilter, select_messages
+
     check_body_mode(body)
     require_with(queue, topic, "--queue", "--topic")
     flt = MessageFilter(
@@ -68,30 +73,56 @@ def messages(
         st = open_store(store)
         rows = select_messages(st, flt)
         if jsonl or json_:
+            from mqtool.jsonview import message_dict
+
             dicts = (message_dict(m, body) for m in rows)
             if jsonl:
-                print_jsonl(dicts)
+                n = print_jsonl(dicts)
             else:
-                print_json(list(dicts))
+                listed = list(dicts)
+                print_json(listed)
+                n = len(listed)
         else:
-            t = Table(title=f"messages in {st.root}", show_lines=False)
-            for c in ("offset", "topic", "q", "qOffset", "stored (UTC)", "tags", "keys",
-                      "uniqKey", "size", "rc"):
-                t.add_column(c, overflow="fold")
-            if body != "none":
-                t.add_column("body", overflow="fold")
-            n = 0
-            for m in rows:
-                cells = [str(m.physical_offset), m.topic, str(m.queue_id), str(m.queue_offset),
-                         fmt_time(m.store_timestamp), _short(m.tags, 20), _short(m.keys, 30),
-                         m.uniq_key or "-", str(m.total_size), str(m.reconsume_times)]
-                if body != "none":
-                    cells.append(_short(body_value(m, body), 60))
-                t.add_row(*cells)
-                n += 1
-            t.caption = f"{n} messages"
-            out_console().print(t)
+            n = _message_table(st, rows, body)
         exit_on_findings(st)
+        if topic is not None and n == 0:
+            _no_such_topic(st, topic)
+
+
+def _message_table(st: Store, rows: Iterable[Any], body: str) -> int:
+    """The messages as a table on stdout; how many."""
+    from rich.table import Table
+
+    from mqtool.jsonview import body_value
+
+    t = Table(title=f"messages in {st.root}", show_lines=False)
+    for c in ("offset", "topic", "q", "qOffset", "stored (UTC)", "tags", "keys", "uniqKey",
+              "size", "rc"):
+        t.add_column(c, overflow="fold")
+    if body != "none":
+        t.add_column("body", overflow="fold")
+    n = 0
+    for m in rows:
+        cells = [str(m.physical_offset), m.topic, str(m.queue_id), str(m.queue_offset),
+                 fmt_time(m.store_timestamp), _short(m.tags, 20), _short(m.keys, 30),
+                 m.uniq_key or "-", str(m.total_size), str(m.reconsume_times)]
+        if body != "none":
+            cells.append(_short(body_value(m, body), 60))
+        t.add_row(*cells)
+        n += 1
+    t.caption = f"{n} messages"
+    out_console().print(t)
+    return n
+
+
+def _no_such_topic(st: Store, topic: str) -> None:
+    """Nothing of ``topic`` was read: when the store has no consume queue of it either, say
+    which topics it has (exit 1: what was asked for is not there)."""
+    topics = sorted({t for t, _ in st.queue_ids()})
+    if topic in topics:
+        return
+    report_error(f"no topic {topic!r} in {st.root}; its topics: {', '.join(topics) or 'none'}")
+    raise typer.Exit(EXIT_FINDINGS)
 
 
 def cq(
@@ -101,10 +132,12 @@ def cq(
     json_: JsonOpt = False,
     jsonl: JsonlOpt = False,
 ) -> None:
-    """Dump consume-queue entries (20-byte units) of every topic/queue or of one.
+    """Consume-queue units (20 bytes each) of every queue, or of one.
 
     Example: mqtool cq ~/store SCHEDULE_TOPIC_XXXX 2 --jsonl
     """
+    from mqtool.jsonview import cq_dict
+
     with handle_errors():
         st = open_store(store)
         queues = [(t, q) for t, q in st.queue_ids()
@@ -112,8 +145,11 @@ def cq(
         if topic is not None and not queues:
             from mqtool.store import StoreError
 
+            have = sorted({t for t, _ in st.queue_ids()} if queue is None else
+                          {f"{t}/{q}" for t, q in st.queue_ids() if t == topic})
             raise StoreError(f"{st.root}: no consume queue {topic}"
-                             + (f"/{queue}" if queue is not None else ""))
+                             + (f"/{queue}" if queue is not None else "")
+                             + f"; it has {', '.join(have) or 'none'}")
 
         def rows() -> Iterator[dict[str, Any]]:
             for t, q in queues:
@@ -125,6 +161,8 @@ def cq(
         elif json_:
             print_json(list(rows()))
         else:
+            from rich.table import Table
+
             tb = Table(title=f"consume queues in {st.root}")
             for c in ("topic", "queue", "qOffset", "commitLogOffset", "size", "tagsCode"):
                 tb.add_column(c)
@@ -147,25 +185,29 @@ def msg(
     body: BodyOpt = "utf8",
     json_: JsonOpt = False,
 ) -> None:
-    """Show every message an offsetMsgId, UNIQ_KEY or commitlog offset names.
+    """Every message an offsetMsgId, UNIQ_KEY or offset names.
 
     Example: mqtool msg ~/store C0A8010A00002A9F0000000000000000 --json
     """
+    from mqtool.formats.msgid import classify_id
+    from mqtool.jsonview import message_dict
+
     check_body_mode(body)
+    by_offset = msg_id.isdigit() and len(msg_id) < 20
+    if not by_offset and classify_id(msg_id) == "invalid":
+        raise typer.BadParameter(f"{msg_id!r} is not an offsetMsgId, UNIQ_KEY (32 or 56 hex "
+                                 "characters) or commitlog offset", param_hint="ID|OFFSET")
     with handle_errors():
         st = open_store(store)
-        if msg_id.isdigit() and len(msg_id) < 20:
+        if by_offset:
             found, how = [st.message_at(int(msg_id))], "commitlog offset"
         else:
-            from mqtool.formats.msgid import classify_id
-            from mqtool.store import StoreError
-
-            if classify_id(msg_id) == "invalid":
-                raise StoreError(f"{msg_id!r} is not an offsetMsgId, UNIQ_KEY or offset")
             found, how = st.find_id(msg_id)
         if json_:
             print_json([message_dict(m, body) for m in found])
         else:
+            from rich.table import Table
+
             con = out_console()
             for m in found:
                 t = Table(title=f"{m.topic} @ {m.physical_offset} (found by {how})",
@@ -183,7 +225,7 @@ def msg(
             report_error(f"no message for {msg_id} in {st.root} ({how})")
         exit_on_findings(st)  # damage met on the way: one line each, exit 1
         if not found:
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_FINDINGS)
 
 
 def index(
@@ -196,57 +238,73 @@ def index(
     ] = None,
     json_: JsonOpt = False,
 ) -> None:
-    """Index files: headers, or the messages a key finds (collisions filtered).
+    """Index files: headers, or the messages a key finds.
 
-    Examples: mqtool index ~/store;  mqtool index ~/store --key order-0 --topic TopicA --json
+    Hash collisions are filtered out: only messages whose key is the one asked for.
+
+    Example: mqtool index ~/store
+    Example: mqtool index ~/store --key order-0 --topic TopicA --json
     """
     with handle_errors():
         st = open_store(store)
         if key is None:
-            rows: list[dict[str, Any]] = []
-            for rel, r in st.index_files():
-                h = r.header
-                rows.append({
-                    "file": rel, "beginTimestamp": h.begin_timestamp,
-                    "endTimestamp": h.end_timestamp, "beginPhyOffset": h.begin_phy_offset,
-                    "endPhyOffset": h.end_phy_offset, "hashSlotCount": h.hash_slot_count,
-                    "indexCount": h.index_count, "hashSlotNum": r.geometry.hash_slot_num,
-                    "indexNum": r.geometry.index_num,
-                })
-            if json_:
-                print_json(rows)
-            else:
-                t = Table(title=f"index files in {st.root}")
-                for c in ("file", "begin (UTC)", "end (UTC)", "phy range", "slots used",
-                          "entries", "geometry"):
-                    t.add_column(c)
-                for r2 in rows:
-                    t.add_row(r2["file"], fmt_time(r2["beginTimestamp"]),
-                              fmt_time(r2["endTimestamp"]),
-                              f"{r2['beginPhyOffset']}..{r2['endPhyOffset']}",
-                              f"{r2['hashSlotCount']}/{r2['hashSlotNum']}",
-                              f"{r2['indexCount'] - 1}/{r2['indexNum']}",
-                              f"{r2['hashSlotNum']} slots x {r2['indexNum']}")
-                out_console().print(t)
+            _index_files(st, json_)
         else:
             found, via = st.find_by_key(key, topic=topic)
             uniq, via2 = st.find_by_key(key, topic=topic, uniq=True)
             seen = {m.physical_offset for m in found}
             found += [m for m in uniq if m.physical_offset not in seen]
             found.sort(key=lambda m: m.physical_offset)
-            if json_:
-                print_json({"key": key, "topic": topic, "via": via,
-                            "messages": [message_dict(m) for m in found]})
-            else:
-                t = Table(title=f"{key!r}: {len(found)} messages (via {via})")
-                for c in ("offset", "topic", "q", "qOffset", "stored (UTC)", "keys", "uniqKey"):
-                    t.add_column(c)
-                for m in found:
-                    t.add_row(str(m.physical_offset), m.topic, str(m.queue_id),
-                              str(m.queue_offset), fmt_time(m.store_timestamp), m.keys or "-",
-                              m.uniq_key or "-")
-                out_console().print(t)
+            _key_messages(key, topic, via, found, json_)
         exit_on_findings(st)
+
+
+def _index_files(st: Store, json_: bool) -> None:
+    rows: list[dict[str, Any]] = []
+    for rel, r in st.index_files():
+        h = r.header
+        rows.append({
+            "file": rel, "beginTimestamp": h.begin_timestamp,
+            "endTimestamp": h.end_timestamp, "beginPhyOffset": h.begin_phy_offset,
+            "endPhyOffset": h.end_phy_offset, "hashSlotCount": h.hash_slot_count,
+            "indexCount": h.index_count, "hashSlotNum": r.geometry.hash_slot_num,
+            "indexNum": r.geometry.index_num,
+        })
+    if json_:
+        print_json(rows)
+        return
+    from rich.table import Table
+
+    t = Table(title=f"index files in {st.root}")
+    for c in ("file", "begin (UTC)", "end (UTC)", "phy range", "slots used", "entries",
+              "geometry"):
+        t.add_column(c)
+    for r2 in rows:
+        t.add_row(r2["file"], fmt_time(r2["beginTimestamp"]), fmt_time(r2["endTimestamp"]),
+                  f"{r2['beginPhyOffset']}..{r2['endPhyOffset']}",
+                  f"{r2['hashSlotCount']}/{r2['hashSlotNum']}",
+                  f"{r2['indexCount'] - 1}/{r2['indexNum']}",
+                  f"{r2['hashSlotNum']} slots x {r2['indexNum']}")
+    out_console().print(t)
+
+
+def _key_messages(key: str, topic: str | None, via: str, found: list[Any], json_: bool) -> None:
+    if json_:
+        from mqtool.jsonview import message_dict
+
+        print_json({"key": key, "topic": topic, "via": via,
+                    "messages": [message_dict(m) for m in found]})
+    else:
+        from rich.table import Table
+
+        t = Table(title=f"{key!r}: {len(found)} messages (via {via})")
+        for c in ("offset", "topic", "q", "qOffset", "stored (UTC)", "keys", "uniqKey"):
+            t.add_column(c)
+        for m in found:
+            t.add_row(str(m.physical_offset), m.topic, str(m.queue_id),
+                      str(m.queue_offset), fmt_time(m.store_timestamp), m.keys or "-",
+                      m.uniq_key or "-")
+        out_console().print(t)
 
 
 def register(app: typer.Typer) -> None:

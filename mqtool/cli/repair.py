@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.text import Text
 
-from mqtool.cli.common import JsonOpt, StoreArg, err_console, handle_errors, out_console, print_json
+from mqtool.cli.common import err_console, handle_errors, out_console, print_json
+from mqtool.cli.options import JsonOpt, StoreArg
+from mqtool.formats.errors import EXIT_FINDINGS
 
 OutOpt = Annotated[
     Path | None,
@@ -23,7 +24,7 @@ DryRunOpt = Annotated[
 def repair(
     store: StoreArg, out: OutOpt = None, dry_run: DryRunOpt = False, json_: JsonOpt = False
 ) -> None:
-    """Write a repaired copy of a store: what RocketMQ's own recovery would leave.
+    """Write a repaired copy: what RocketMQ's recovery would leave.
 
     The copy's commitlog ends at the last record RocketMQ's recovery accepts (the torn tail is
     zeroed, later files left out), consume queues are cut to valid units (missing ones
@@ -34,14 +35,15 @@ def repair(
     only read; the copy is written to a temporary directory, fsynced, then renamed to --out.
     Every change is printed (file, offset, before -> after).
 
-    Examples: mqtool repair ~/store --out ~/store-repaired ; mqtool repair ~/store --dry-run
+    Example: mqtool repair ~/store --out ~/store-repaired
+    Example: mqtool repair ~/store --dry-run
     """
-    from mqtool.integrity.repair import RepairError
     from mqtool.integrity.repair import repair as run_repair
 
+    if out is None and not dry_run:
+        raise typer.BadParameter("give --out DIR for the repaired copy (or --dry-run)",
+                                 param_hint="--out")
     with handle_errors():
-        if out is None and not dry_run:
-            raise RepairError("give --out DIR for the repaired copy (or --dry-run)")
         res = run_repair(store, out, dry_run=dry_run)
         if json_:
             print_json(res.to_json())
@@ -55,11 +57,13 @@ def repair(
                           markup=False)
             for c in res.changes:
                 con.print(f"  {c}", markup=False, highlight=False, soft_wrap=True)
+            from rich.text import Text
+
             for n in res.not_repaired:
                 err_console().print(Text.assemble(("not repaired: ", "bold yellow"), n),
                                     highlight=False)
         if res.not_repaired:
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_FINDINGS)
 
 
 def register(app: typer.Typer) -> None:

@@ -8,21 +8,25 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from mqtool.cli.common import (
-    JsonOpt,
     err_console,
     fmt_time,
     handle_errors,
+    now_value,
+    one_shot,
     out_console,
-    parse_time,
     print_json,
     report_error,
 )
+from mqtool.cli.options import CrcOpt, HtmlOpt, JsonOpt, NowOpt
+from mqtool.formats.errors import EXIT_FINDINGS
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 AUDIT_NAMES = ("queues", "rate", "dlq", "retry", "schedule", "integrity", "lag")
 MAX_TABLE_ROWS = 200
@@ -104,20 +108,8 @@ def scan(
             metavar="QUERY",
         ),
     ] = None,
-    now: Annotated[
-        str | None,
-        typer.Option(
-            help="The time 'overdue' is judged against (epoch ms or ISO-8601; default: the "
-            "stores' own time, the latest store time they recorded, as trace does), "
-            "e.g. --now 2026-11-21T22:00:00Z",
-        ),
-    ] = None,
-    no_crc: Annotated[
-        bool,
-        typer.Option(
-            "--no-crc", help="Skip body CRC checks (faster; crcOk is null), e.g. --no-crc"
-        ),
-    ] = False,
+    now: NowOpt = "store",
+    crc: CrcOpt = True,
     split_mib: Annotated[
         int,
         typer.Option(
@@ -128,28 +120,24 @@ def scan(
         ),
     ] = 128,
     json_: JsonOpt = False,
-    report: Annotated[
-        Path | None,
-        typer.Option(
-            "--report",
-            help="Also write the audit as one self-contained HTML page with charts (no network "
-            "needed to view it; every store shown), e.g. --report report.html",
-            metavar="FILE",
-        ),
-    ] = None,
+    report: HtmlOpt = None,
 ) -> None:
-    """Audit whole stores with Apache Spark: queues, rates, DLQ, retries, schedule, integrity, lag.
+    """Audit whole stores with Spark: queues, DLQs, retries, lag.
 
-    Runs an embedded local Spark by default (--master for a cluster). Exits 1 on integrity findings.
+    The audits: queues, rate, dlq, retry, schedule, integrity and lag.
+
+    Runs an embedded local Spark by default (--master for a cluster). Prints a summary (the
+    per-minute rates as one row per topic); --out, --json and --html have every row. Exits 1
+    on integrity findings. Needs Java 17+. No --delay-levels: the schedule audit reads each
+    delayed message's due time from its consume-queue unit, whatever the levels.
 
     Example: mqtool scan ~/store --audits dlq,schedule --json
-
-    Example: mqtool scan /data/broker-a/store /data/broker-b/store --report report.html
+    Example: mqtool scan /data/broker-a/store /data/broker-b/store --html report.html
     """
     chosen = _audits(audit)
     if fmt not in ("parquet", "json"):
         raise typer.BadParameter("must be parquet or json", param_hint="--format")
-    now_ms = parse_time(now, "--now")
+    now_ms = now_value(now)
     with handle_errors():
         if report is not None:
             from mqtool.report.page import check_target
@@ -159,9 +147,8 @@ def scan(
         if now_ms is None:
             now_ms, now_source = _stores_time([str(s) for s in stores]), "store"
             if now_ms == 0:  # the stores recorded no time at all
-                import time
-
-                now_ms, now_source = int(time.time() * 1000), "wall clock"
+                now_ms, now_source = now_value("wall"), "wall clock"
+        assert now_ms is not None
         err_console().print(
             f"overdue judged against {fmt_time(now_ms)} ("
             + {"given": "--now", "store": "the stores' own time; --now to change",
@@ -180,14 +167,12 @@ def scan(
 
         settings = merge_conf(job_conf(master, [str(s) for s in stores]),
                               parse_conf(conf or []))
-        from mqtool.cli.common import one_shot
-
         with spark_failures(master), \
                 session_scope(master, settings, at_exit=one_shot()) as spark, \
                 stage_progress(spark, "scan"):
             result = run_scan(
                 spark, [str(s) for s in stores], audits=chosen, out=out, fmt=fmt, sql=sql,
-                now_ms=now_ms, check_crc=not no_crc, split_size=split_mib * 1024 * 1024,
+                now_ms=now_ms, check_crc=crc, split_size=split_mib * 1024 * 1024,
             )
         if report is not None:
             from mqtool.report.scan_report import write_scan_report
@@ -213,10 +198,12 @@ def scan(
                     report_error(line)
                 else:
                     err_console().print(f"{f.severity}: {line}", markup=False, highlight=False)
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_FINDINGS)
 
 
 def _table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
+    from rich.table import Table
+
     t = Table(title=title, title_justify="left")
     for c in columns:
         t.add_column(c, overflow="fold")
@@ -258,11 +245,13 @@ def render(
              for r in summary["queues"]],
         ))
     if "rate" in summary:
-        console.print(_table(
-            "rate (per minute of store time)", cols("topic", "minute (UTC)", "count", "msg/s"),
-            [pick(r, "topic") + [fmt_time(r["bucketStart"]), r["count"],
-                                 f"{r['perSecond']:.2f}"] for r in summary["rate"]],
-        ))
+        t = _table(
+            "rate (per minute of store time; every minute: --out, --json or --html)",
+            cols("topic", "from (UTC)", "to (UTC)", "minutes", "messages", "mean msg/s",
+                 "peak msg/s"),
+            [([r["store"]] if multi else []) + r["row"] for r in rate_by_topic(summary["rate"])],
+        )
+        console.print(t)
     if "dlq" in summary:
         console.print(_table(
             "dead-letter queues", cols("group", "count", "original topics"),
@@ -310,6 +299,22 @@ def render(
     for name, path in outputs.items():
         err_console().print(f"wrote {name}: {path}", highlight=False, markup=False)
     sys.stdout.flush()
+
+
+def rate_by_topic(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The per-minute rate rows of a scan summary as one row per store and topic: first and
+    last minute, minutes with messages, messages, mean and peak msg/s over those minutes."""
+    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        by.setdefault((r.get("store", ""), r["topic"]), []).append(r)
+    out = []
+    for (store, topic), rs in sorted(by.items()):
+        n = sum(r["count"] for r in rs)
+        out.append({"store": store, "row": [
+            topic, fmt_time(min(r["bucketStart"] for r in rs)),
+            fmt_time(max(r["bucketStart"] for r in rs)), len(rs), n,
+            f"{n / (60 * len(rs)):.2f}", f"{max(r['perSecond'] for r in rs):.2f}"]})
+    return out
 
 
 def register(app: typer.Typer) -> None:

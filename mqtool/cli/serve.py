@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from mqtool.cli.common import handle_errors
+from mqtool.cli.options import BrokerConfOpt
 
 
 def serve(
@@ -54,12 +55,13 @@ def serve(
         str | None,
         typer.Option(
             "--delay-levels",
-            help="messageDelayLevel for delayed messages and "
-            "retries, e.g. \"1s 2s 3s\" (default: the store's, else RocketMQ's "
-            '"1s 5s 10s 30s 1m ... 2h").',
-            show_default=False,
+            help="The broker's messageDelayLevel, for delayed messages and "
+            "retries, e.g. \"1s 2s 3s\" (default: --broker-conf's, else the store's, else "
+            'RocketMQ\'s "1s 5s 10s 30s 1m ... 2h").',
+            show_default=False, metavar="LEVELS",
         ),
     ] = None,
+    broker_conf: BrokerConfOpt = None,
     max_reconsume_times: Annotated[
         int | None,
         typer.Option(
@@ -72,7 +74,7 @@ def serve(
         ),
     ] = None,
 ) -> None:
-    """Serve a name server and a broker in one process over a reference store.
+    """A name server and a broker in one process, over a store.
 
     Real RocketMQ remoting clients (4.x protocol; tested with the C++ core and ali-ons)
     produce to and consume from it: sends (single, batch), pulls with long polling, offsets,
@@ -84,9 +86,15 @@ def serve(
 
     Example: mqtool serve ./live-store --namesrv-port 9876 --broker-port 10911
     """
+    from mqtool.delaylevels import check_levels, given_levels
     from mqtool.serve.server import ServeOptions
     from mqtool.serve.server import serve as run_serve
 
+    with handle_errors():
+        if broker_conf is not None:
+            delay_levels = given_levels(delay_levels, broker_conf)[0]
+        if delay_levels is not None:  # refused before the store is touched: a usage error
+            check_levels(delay_levels)
     opts = ServeOptions(
         store=store,
         host=host,
@@ -105,7 +113,12 @@ def serve(
         try:
             counts = run_serve(opts, ready)
         except OSError as e:  # a port in use, an address not on this machine
-            raise typer.BadParameter(f"cannot listen on {host}: {e.strerror or e}") from None
+            from mqtool.cli.common import report_error
+            from mqtool.formats.errors import EXIT_ENVIRONMENT
+
+            report_error(f"cannot listen on {host}: {e.strerror or e} (--namesrv-port, "
+                         "--broker-port, --host)")
+            raise typer.Exit(EXIT_ENVIRONMENT) from None
     typer.echo(
         f"mqtool serve: stopped after {counts['sent']} messages stored, "
         f"{counts['pulled']} delivered by pulls, {counts['sent_back']} sent back",

@@ -9,12 +9,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from mqtool.cli.common import (
-    JsonlOpt,
-    JsonOpt,
-    StoreArg,
     err_console,
     fmt_time,
     handle_errors,
@@ -23,13 +19,12 @@ from mqtool.cli.common import (
     print_json,
     print_jsonl,
 )
+from mqtool.cli.options import BrokerConfOpt, JsonlOpt, JsonOpt, StoreArg
 
-store_app = typer.Typer(
-    name="store",
-    help="Create and feed a reference store (mqtool's own RocketMQ-compatible store engine): "
-    "produce, consume with failures, advance the schedule clock. Writes lock the store; a "
-    "store locked by a running broker is refused.",
-    no_args_is_help=True,
+STORE_HELP = (
+    "Create and feed a reference store: produce, consume, tick.\n\nA reference store is written "
+    "by mqtool's own RocketMQ-compatible store engine: produce, consume with failures, advance "
+    "the schedule clock. Writes lock the store; a store locked by a running broker is refused."
 )
 
 CommitlogSizeOpt = Annotated[
@@ -52,10 +47,12 @@ IndexEntriesOpt = Annotated[
     typer.Option("--index-entries", help="Index entries per file for a new store "
                  "(default 20000000), e.g. 20000.", show_default=False),
 ]
-DelayLevelsOpt = Annotated[
+NewDelayLevelsOpt = Annotated[
     str | None,
-    typer.Option("--delay-levels", help='messageDelayLevel for a new store, e.g. "1s 5s 10s '
-                 '30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h".', show_default=False),
+    typer.Option("--delay-levels", help="The broker's messageDelayLevel, for a new store, "
+                 'e.g. "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h" '
+                 "(default: --broker-conf's, else RocketMQ's).", show_default=False,
+                 metavar="LEVELS"),
 ]
 DialectOpt = Annotated[
     str | None,
@@ -143,20 +140,26 @@ def init(
     cq_entries: CqEntriesOpt = None,
     index_slots: IndexSlotsOpt = None,
     index_entries: IndexEntriesOpt = None,
-    delay_levels: DelayLevelsOpt = None,
+    delay_levels: NewDelayLevelsOpt = None,
+    broker_conf: BrokerConfOpt = None,
     dialect: DialectOpt = None,
     prop_crc: PropCrcOpt = False,
     json_: JsonOpt = False,
 ) -> None:
-    """Create an empty store (or open an existing one) and print its settings.
+    """Create an empty store (or open one) and print its settings.
 
     Example: mqtool store init /tmp/store --commitlog-file-size 64MiB --cq-entries 1000
     """
+    from mqtool.delaylevels import check_levels, given_levels
     from mqtool.refstore.ops import status
 
+    with handle_errors():
+        levels = given_levels(delay_levels, broker_conf)[0]
+        if levels is not None:
+            check_levels(levels)
     with handle_errors(), _open(
         store, commitlog_file_size=commitlog_file_size, cq_entries=cq_entries,
-        index_slots=index_slots, index_entries=index_entries, delay_levels=delay_levels,
+        index_slots=index_slots, index_entries=index_entries, delay_levels=levels,
         dialect=dialect, prop_crc=prop_crc,
     ) as s:
         from mqtool.refstore.engine import RefStore
@@ -167,6 +170,8 @@ def init(
     if json_:
         print_json(d)
     else:
+        from rich.table import Table
+
         t = Table(title=f"store {store}", show_header=False)
         for k, v in d.items():
             if k != "status":
@@ -191,7 +196,7 @@ def produce(
         str, typer.Option("--body", help="Body text when not reading --file, e.g. hello.")
     ] = "hello",
     count: Annotated[
-        int, typer.Option("--count", "-n", help="How many copies of --body to put, e.g. 10.")
+        int, typer.Option("--count", help="How many copies of --body to put, e.g. 10.")
     ] = 1,
     tags: Annotated[
         str | None, typer.Option("--tags", help="TAGS of --body messages, e.g. TagA.",
@@ -208,7 +213,7 @@ def produce(
     json_: JsonOpt = False,
     jsonl: JsonlOpt = False,
 ) -> None:
-    """Put messages from a JSON-lines file (or --count copies of --body).
+    """Put messages from a JSON-lines file, or --count of --body.
 
     Prints each put's msgId (offsetMsgId), UNIQ_KEY, topic, queue and offsets.
 
@@ -238,6 +243,8 @@ def produce(
     elif json_:
         print_json(rows)
     else:
+        from rich.table import Table
+
         t = Table(title=f"{len(rows)} messages put")
         for col in ("msgId", "uniqKey", "topic", "queueId", "queueOffset", "physicalOffset"):
             t.add_column(col)
@@ -287,7 +294,9 @@ def consume(
     now: NowOpt = None,
     json_: JsonOpt = False,
 ) -> None:
-    """Consume TOPIC and %RETRY%<group> once, failing what the options say (send-back).
+    """Consume a topic and its retries once, failing as told.
+
+    Consume TOPIC and %RETRY%<group> once, failing what the options say (send-back).
 
     Failed messages go through SCHEDULE_TOPIC_XXXX to %RETRY%<group> (delay level 3 +
     reconsume times) or, past the group's retryMaxTimes, to %DLQ%<group>. A "behavior"
@@ -336,7 +345,7 @@ def send_back(
     now: NowOpt = None,
     json_: JsonOpt = False,
 ) -> None:
-    """CONSUMER_SEND_MSG_BACK for one message: store its retry (or DLQ) copy.
+    """Send one message back (CONSUMER_SEND_MSG_BACK): retry or DLQ.
 
     Example: mqtool store send-back /tmp/store -g cg_orders --offset 2631 --delay-level -1
     """
@@ -366,7 +375,7 @@ def tick(
     now: NowOpt = None,
     json_: JsonOpt = False,
 ) -> None:
-    """Run the schedule service: deliver every delayed message due by now.
+    """Run the schedule service: deliver what is due by now.
 
     Delivered copies go to their REAL_TOPIC/REAL_QID (retries to %RETRY%<group>);
     config/delayOffset.json records the progress.
@@ -396,7 +405,7 @@ def tick(
 
 
 def status(store: StoreArg, json_: JsonOpt = False) -> None:
-    """Queues, pending delayed messages per level, groups and consumer offsets.
+    """Queues, pending delayed messages, groups and offsets.
 
     Opens the store for writing (recovering it if needed); use `mqtool inspect` on a store a
     broker holds.
@@ -412,6 +421,8 @@ def status(store: StoreArg, json_: JsonOpt = False) -> None:
     if json_:
         print_json(d)
         return
+    from rich.table import Table
+
     con = out_console()
     t = Table(title=f"queues of {store}")
     for c in ("topic", "queueId", "maxOffset"):
@@ -425,6 +436,8 @@ def status(store: StoreArg, json_: JsonOpt = False) -> None:
 
 
 def register(app: typer.Typer) -> None:
+    store_app = typer.Typer(name="store", help=STORE_HELP, no_args_is_help=True,
+                            rich_markup_mode=None)
     store_app.command("init")(init)
     store_app.command("produce")(produce)
     store_app.command("consume")(consume)

@@ -2,36 +2,30 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.text import Text
-from rich.tree import Tree
 
 from mqtool.cli.common import (
-    BrokerConfOpt,
-    DelayLevelsOpt,
-    JsonOpt,
-    StoreArg,
     err_console,
     exactly_one,
     exit_on_findings,
     fmt_time,
     handle_errors,
+    now_value,
     open_store,
     out_console,
-    parse_time,
     print_json,
     print_notes,
 )
-from mqtool.formats.rules import fmt_delay
+from mqtool.cli.options import BrokerConfOpt, DelayLevelsOpt, HtmlOpt, JsonOpt, NowOpt, StoreArg
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.tree import Tree
+
     from mqtool.query import ProgressFn
     from mqtool.trace import Hop, Trace
 
@@ -72,6 +66,11 @@ def _fmt_ms(ms: int | None) -> str:
 
 
 def _hop_node(n: int, h: Hop) -> Tree:
+    from rich.text import Text
+    from rich.tree import Tree
+
+    from mqtool.formats.rules import fmt_delay
+
     head = Text.assemble(
         (f"{n}. ", "dim"),
         (f"{h.kind:<9}", _KIND_STYLE.get(h.kind, "")),
@@ -103,6 +102,9 @@ def _hop_node(n: int, h: Hop) -> Tree:
 
 def render_trace(tr: Trace, console: Console) -> None:
     """A trace for people: header lines, then the hops as a tree."""
+    from rich.text import Text
+    from rich.tree import Tree
+
     con = console
     con.print(Text.assemble(
         ("trace ", "bold"), tr.id,
@@ -115,6 +117,9 @@ def render_trace(tr: Trace, console: Console) -> None:
     if tr.resend_command:
         con.print(Text.assemble(("resend:  ", "bold"), tr.resend_command), highlight=False,
                   soft_wrap=True)  # one line: copy and paste
+    elif tr.resent_to:
+        con.print(Text.assemble(("resent:  ", "bold"), f"the copy is {tr.resent_to}"),
+                  highlight=False, soft_wrap=True)
     src = "store's latest store time" if tr.now_source == "store" else "given"
     con.print(Text(f"now:     {fmt_time(tr.now)} UTC ({src})"), highlight=False)
     for note in tr.notes:
@@ -160,14 +165,6 @@ def _scan_progress() -> Iterator[ProgressFn]:
             prog.stop()
 
 
-def _now_value(now: str) -> int | None:
-    if now == "store":
-        return None
-    if now == "wall":
-        return int(time.time() * 1000)
-    return parse_time(now, "--now")
-
-
 def trace(
     store: StoreArg,
     msg_id: Annotated[
@@ -189,26 +186,11 @@ def trace(
     ] = None,
     delay_levels: DelayLevelsOpt = None,
     broker_conf: BrokerConfOpt = None,
-    now: Annotated[
-        str,
-        typer.Option(
-            help="Time pending copies are measured against: 'store' (the store's latest store "
-            "time, default), 'wall' (this machine's clock), or epoch ms / ISO-8601, e.g. "
-            "2026-11-21T22:00:00Z.",
-        ),
-    ] = "store",
+    now: NowOpt = "store",
     json_: JsonOpt = False,
-    html: Annotated[
-        Path | None,
-        typer.Option(
-            "--html",
-            help="Also write the journey on a time axis as one self-contained HTML page "
-            "(no network needed to view it), e.g. --html journey.html.",
-            metavar="FILE",
-        ),
-    ] = None,
+    html: HtmlOpt = None,
 ) -> None:
-    """Follow one message through the store: original, schedule, retry, DLQ and resend copies.
+    """One message's journey: original, schedule, retry, DLQ, resend.
 
     Joins the copies by UNIQ_KEY (and ORIGIN_MESSAGE_ID / REAL_TOPIC / RETRY_TOPIC), using the
     index files when there are any, else one scan of the commitlog (progress on stderr). Says
@@ -223,7 +205,6 @@ def trace(
     (--delay-levels, --broker-conf, the store's evidence or the broker's default).
 
     Example: mqtool trace ~/store C000020247AB5FFD2B276B8361EB0006 --delay-levels "1s 5s 10s"
-
     Example: mqtool trace ~/store --key ORD-100006 --html journey.html
     """
     from mqtool.delaylevels import resolve_delay_levels
@@ -232,7 +213,7 @@ def trace(
     exactly_one("the message to trace", {"ID": msg_id, "--key KEY": key})
     if topic is not None and key is None:
         raise typer.BadParameter("--topic goes with --key")
-    now_ms = _now_value(now)
+    now_ms = now_value(now)
     with handle_errors():
         st = open_store(store)
         levels = resolve_delay_levels(st, delay_levels, broker_conf)

@@ -3,30 +3,13 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import Any
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
-from mqtool.cli.common import (
-    BrokerConfOpt,
-    DelayLevelsOpt,
-    JsonOpt,
-    StoreArg,
-    err_console,
-    handle_errors,
-    out_console,
-    print_json,
-    say_live,
-)
-from mqtool.formats.errors import Severity
-
-CrcOpt = Annotated[
-    bool,
-    typer.Option("--crc/--no-crc", help="Check the body CRC of every message (and the 5.x "
-                 "__CRC32# property). On by default; --no-crc reads faster."),
-]
+from mqtool.cli.common import err_console, handle_errors, out_console, print_json, say_live
+from mqtool.cli.options import BrokerConfOpt, CrcOpt, DelayLevelsOpt, JsonOpt, StoreArg
+from mqtool.formats.errors import EXIT_FINDINGS, Severity
 
 
 def _progress_bar(total: int) -> tuple[Any, Any]:
@@ -59,7 +42,7 @@ def verify(
     store: StoreArg, json_: JsonOpt = False, crc: CrcOpt = True,
     delay_levels: DelayLevelsOpt = None, broker_conf: BrokerConfOpt = None,
 ) -> None:
-    """Check a store's integrity without a JVM (read-only) and say what a restart would lose.
+    """Check a store's integrity; say what a restart would lose.
 
     Checks the commitlog record chain (magic, sizes, PHYSICALOFFSET, body CRC), consume-queue
     units and index entries against the commitlog, the checkpoint against the data, and the
@@ -69,7 +52,8 @@ def verify(
     (--delay-levels, --broker-conf, the store's evidence or the broker's default) and warns
     where the given levels contradict the store. Exits 1 when there is any error.
 
-    Examples: mqtool verify ~/store ; mqtool verify ~/store --json
+    Example: mqtool verify ~/store
+    Example: mqtool verify ~/store --json --no-crc
     """
     from mqtool.integrity.checks import verify as run_verify
     from mqtool.integrity.recovery import restart_loss
@@ -96,10 +80,13 @@ def verify(
         else:
             _print_human(report, loss)
         if errors:
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_FINDINGS)
 
 
 def _print_human(report: Any, loss: Any) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     con = out_console()
     s = report.summary
     t = Table(title=f"verify {s['store']}", show_header=False)

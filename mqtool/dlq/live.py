@@ -25,6 +25,7 @@ from mqtool.dlq.outgoing import (
 )
 from mqtool.dlq.selection import DlqError, DlqGroup, DlqSelection, group_of
 from mqtool.formats.commitlog import CommitLogMessage
+from mqtool.formats.errors import usage
 from mqtool.formats.rules import RETRY_GROUP_TOPIC_PREFIX, dlq_topic, retry_topic
 from mqtool.remoting.client import (
     ClientError,
@@ -63,7 +64,7 @@ class LiveDlq:
     def require_group(self) -> None:
         """DlqError unless the cluster knows the group (its %DLQ% or %RETRY% topic exists)."""
         if not self.group:
-            raise DlqError("--group must not be empty")
+            raise usage(DlqError("--group must not be empty"))
         topics = self.client.topics()
         if self.topic not in topics and retry_topic(self.group) not in topics:
             raise DlqError(

@@ -24,6 +24,7 @@ from mqtool.dlq.outgoing import (
 )
 from mqtool.dlq.targets import ResendTarget
 from mqtool.formats.commitlog import CommitLogMessage
+from mqtool.formats.errors import usage
 
 __all__ = ["DEFAULT_BATCH", "Outcome", "ResendReport", "resend"]
 
@@ -130,9 +131,9 @@ def resend(
     target are only read). ``rate`` limits sends per second.
     """
     if rate is not None and rate <= 0:
-        raise ResendError("--rate must be positive")
+        raise usage(ResendError("--rate must be positive"))
     if batch < 1:
-        raise ResendError("batch must be at least 1")
+        raise usage(ResendError("--batch must be at least 1"))
     report = ResendReport(dry_run, target.description, str(journal.path))
     todo = list(records)  # fixed before the first send
     start = time.monotonic()

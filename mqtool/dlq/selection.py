@@ -29,7 +29,7 @@ from mqtool.formats.commitlog import (
     PROPERTY_RETRY_TOPIC,
     CommitLogMessage,
 )
-from mqtool.formats.errors import MqtoolError
+from mqtool.formats.errors import MqtoolError, usage
 from mqtool.formats.pop import split_pop_retry_topic
 from mqtool.formats.rules import dlq_topic, retry_topic
 from mqtool.jsonview import body_value, message_dict
@@ -146,7 +146,7 @@ def require_group(store: Store, group: str) -> None:
     """Raise :class:`DlqError` when ``group`` is unknown to ``store`` (so that a typo is an
     error, not "0 records")."""
     if not group:
-        raise DlqError("--group must not be empty")
+        raise usage(DlqError("--group must not be empty"))
     if not _group_seen(store, group):
         raise DlqError(
             f"unknown consumer group {group!r} in {store.root}: no {dlq_topic(group)} or "

@@ -20,7 +20,7 @@ from mqtool.dlq.outgoing import (
     SendFailure,
     SendResult,
 )
-from mqtool.formats.errors import MqtoolError
+from mqtool.formats.errors import MqtoolError, environment, usage
 from mqtool.store import Store
 
 __all__ = [
@@ -104,28 +104,28 @@ def check_store_target(root: str | os.PathLike[str]) -> str:
     """
     p = Path(root)
     if p.exists() and not p.is_dir():
-        raise ResendError(f"--target {p}: not a directory (give a store root)")
+        raise usage(ResendError(f"--target {p}: not a directory (give a store root)"))
     if not p.exists() or _only_journal(p):
         base = _nearest_existing(p)
         if not os.access(base, os.W_OK | os.X_OK):
-            raise ResendError(f"--target {p}: cannot create a store there ({base} is not "
-                              "writable)")
+            raise environment(ResendError(f"--target {p}: cannot create a store there ({base} "
+                                          "is not writable)"))
         return "create a new store"
     if not (p / "commitlog").is_dir():
         hint = (f"; did you mean {p / 'store'}?" if (p / "store" / "commitlog").is_dir()
                 else "; give a store root or a new/empty directory")
-        raise ResendError(f"--target {p}: exists and is not a RocketMQ store (no commitlog/ "
-                          f"directory){hint}")
+        raise usage(ResendError(f"--target {p}: exists and is not a RocketMQ store (no "
+                                f"commitlog/ directory){hint}"))
     with Store.open(p) as st:
         lock = st.lock_state()
     if lock.locked:
         who = f" (pid {lock.holder_pid})" if lock.holder_pid else ""
-        raise ResendError(f"--target {p}: the store is locked by a running process{who}; a "
-                          "running broker's store cannot be written (resend through the "
-                          "broker: --namesrv)")
+        raise environment(ResendError(
+            f"--target {p}: the store is locked by a running process{who}; a running "
+            "broker's store cannot be written (resend through the broker: --namesrv)"))
     for sub in (p, p / "commitlog"):
         if not os.access(sub, os.W_OK | os.X_OK):
-            raise ResendError(f"--target {p}: {sub} is not writable")
+            raise environment(ResendError(f"--target {p}: {sub} is not writable"))
     return "existing store"
 
 

@@ -15,20 +15,19 @@ Python rule for those offsets only (:func:`message_at`).
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 import numba as nb
 import numpy as np
 
 from mqtool.formats import commitlog_fields, jit
-from mqtool.formats.commitlog import CommitLogMessage, FileEnd, parse_message
+from mqtool.formats.commitlog import CommitLogMessage, parse_message
 from mqtool.formats.commitlog_layout import MIN_RECORD_SIZE
-from mqtool.formats.errors import Finding, MqtoolError
+from mqtool.formats.errors import MqtoolError
 
 if TYPE_CHECKING:
     from mqtool.integrity.model import Messages
-    from mqtool.store import CommitLogFile, Store
+    from mqtool.store import Store
 
 
 @nb.njit(cache=True, nogil=True)
@@ -98,29 +97,6 @@ def units_with_records(store: Store, offs: np.ndarray, sizes: np.ndarray) -> np.
     _, ok, fields = records_at(store, np.where(fine, offs, -1))
     out: np.ndarray = fine & ok & (fields[commitlog_fields.F_SIZE] == sizes)
     return out
-
-
-def file_end(store: Store, f: CommitLogFile) -> FileEnd:
-    """How commitlog file ``f``'s data ends: :func:`walk_fields` over it (the kernel over
-    good records, the walker at every stop; its findings noted in ``store``)."""
-    buf = store.mapped(f)
-    try:  # the descriptor lets the walker skip the holes of a sparse (pre-allocated) file
-        fd: int | None = os.open(f.path, os.O_RDONLY) if len(buf) else None
-    except OSError:
-        fd = None
-    end: FileEnd | None = None
-    try:
-        for item in store.walk_fields(f, fd=fd):
-            if isinstance(item, Finding):
-                store.note(item)
-            elif isinstance(item, FileEnd):
-                end = item
-    finally:
-        if fd is not None:
-            os.close(fd)
-    if end is None:  # pragma: no cover - walk_fields always ends a file with its FileEnd
-        raise MqtoolError(f"{f.rel}: the walk gave no end of the data")
-    return end
 
 
 def message_at(store: Store, phy: int) -> CommitLogMessage | None:

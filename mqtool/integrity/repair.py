@@ -43,7 +43,7 @@ from mqtool.formats.checkpoint import build_checkpoint
 from mqtool.formats.config import build_consumer_offset, build_delay_offset
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from mqtool.formats.consumequeue import CQ_UNIT_STRUCT as _UNIT
-from mqtool.formats.errors import MqtoolError, Severity, failed_path
+from mqtool.formats.errors import MqtoolError, Severity, environment, failed_path, usage
 from mqtool.formats.indexfile import index_key_hash
 from mqtool.formats.rules import SCHEDULE_TOPIC, TIMER_TOPIC, schedule_unit_delay
 from mqtool.integrity import rules
@@ -103,16 +103,19 @@ def _refuse_special(src: Path) -> None:
 def _check_out(out: Path, src: Path) -> None:
     if out.exists():
         if not out.is_dir():
-            raise RepairError(f"{out}: exists and is not a directory (give a new directory)")
+            raise usage(RepairError(
+                f"--out {out}: exists and is not a directory (give a new directory)"))
         if any(out.iterdir()):
-            raise RepairError(f"{out}: exists and is not empty; repair never overwrites")
+            raise usage(RepairError(
+                f"--out {out}: exists and is not empty; repair never overwrites"))
     try:
         if out.resolve().is_relative_to(src.resolve()):
-            raise RepairError(f"{out}: inside the source store {src}; give a place outside it")
+            raise usage(RepairError(
+                f"--out {out}: inside the source store {src}; give a place outside it"))
     except OSError:
         pass
     if not out.parent.is_dir():
-        raise RepairError(f"{out.parent}: no such directory")
+        raise usage(RepairError(f"--out {out}: no such directory {out.parent}"))
 
 
 def _fsync_tree(root: Path) -> None:
@@ -550,11 +553,11 @@ def repair(src: str | Path, out: str | Path | None, *, dry_run: bool = False) ->
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(e, OSError):  # e.g. a full disk: one line, and nothing was left behind
             where = failed_path(e)
-            raise RepairError(
+            raise environment(RepairError(
                 f"{outp}: cannot write the repaired copy: {e.strerror or e}"
                 + (f" ({where})" if where else "")
                 + f"; nothing was written to {outp}, and {root} is untouched"
-            ) from None
+            )) from None
         raise
     result.out = outp
     return result

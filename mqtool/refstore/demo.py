@@ -1,6 +1,8 @@
 """A realistic demo store: producers, consumers that fail, the schedule service, DLQs.
 
-:func:`build_demo` writes, with a deterministic clock (the store's history ends "now"):
+:func:`build_demo` writes the same store on every run (same records, ids and offsets): its
+clock is a manual one, its history ends at :data:`DEMO_END` unless told otherwise, and every
+random choice comes from ``seed``:
 
 * ``OrderTopic`` (4 queues, group ``cg_orders``, maxReconsumeTimes 3),
   ``PaymentTopic`` (2 queues, group ``cg_payments``, maxReconsumeTimes 5),
@@ -14,6 +16,10 @@
   and ``demo-pending-0`` (a 1 h delayed message still in the schedule topic);
 * with ``size_bytes``, bulk ``BenchTopic`` traffic (1 KiB bodies) until the commitlog holds that
   many bytes.
+
+The schedule service runs until the traffic ends: what is still pending at the end is due after
+it (the retries of the last failures, the 1 h / 2 h notifications); the demo's clock stops
+there, so nothing is overdue against the store's own time.
 """
 
 from __future__ import annotations
@@ -27,9 +33,17 @@ from pathlib import Path
 from typing import Any
 
 from mqtool.formats.commitlog import CommitLogMessage
+from mqtool.formats.errors import usage
 from mqtool.formats.rules import topic_kind
 from mqtool.refstore.engine import ManualClock, Message, RefStore, StoreConfig
 from mqtool.refstore.ops import tick_until
+
+DEMO_END = 1795296900000
+"""2026-11-21 21:35:00 UTC: where the demo store's history ends by default."""
+
+LAST_PUTS_BEFORE_END = 5_000
+"""The last puts (the pending notifications and fresh failures) start this many ms before the
+end: a failure's first retry (10 s later) is due after it."""
 
 BEHAVIORS = ("OK", "FAIL_ONCE", "FAIL_TWICE", "FAIL_ALWAYS", "DLQ_DIRECT")
 _WEIGHTS = (70, 10, 8, 7, 5)
@@ -55,6 +69,7 @@ class DemoSummary:
     dlq: dict[str, int] = field(default_factory=dict)
     sample_dlq_uniq_key: str | None = None
     sample_retried_uniq_key: str | None = None
+    end_time: int = 0  # epoch ms: where the demo's clock stopped
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -63,7 +78,8 @@ class DemoSummary:
             "bytes": self.bytes, "behaviors": self.behaviors, "topics": self.topics,
             "pendingDelayed": {str(k): v for k, v in self.pending_delayed.items()},
             "dlq": self.dlq, "sampleDlqUniqKey": self.sample_dlq_uniq_key,
-            "sampleRetriedUniqKey": self.sample_retried_uniq_key, "seconds": self.seconds,
+            "sampleRetriedUniqKey": self.sample_retried_uniq_key, "endTime": self.end_time,
+            "seconds": self.seconds,
         }
 
 
@@ -97,13 +113,13 @@ def build_demo(
     if (rootp / "commitlog").exists():
         from mqtool.refstore.engine import RefStoreError
 
-        raise RefStoreError(f"{rootp} already holds a store; pick an empty directory")
+        raise usage(RefStoreError(f"{rootp} already holds a store; pick an empty directory"))
     rnd = random.Random(seed)
-    end = end_time if end_time is not None else time.time_ns() // 1_000_000
+    end = end_time if end_time is not None else DEMO_END
     span = 30 * 60 * 1000  # the traffic happens over the last half hour
     clock = ManualClock(end - span)
     cfg = config or StoreConfig(store_host="192.168.0.10:10911", broker_name="broker-demo")
-    summary = DemoSummary(str(rootp))
+    summary = DemoSummary(str(rootp), end_time=end)
     behaviors: Counter[str] = Counter()
     with RefStore.open(rootp, cfg, clock=clock, seed=seed) as s:
         for topic, (group, max_times, queues) in GROUPS.items():
@@ -150,17 +166,17 @@ def build_demo(
                 tick_until(s, clock.now)
                 if progress:
                     progress(i + 1, messages)
-        # let the retries run their course (levels 3.. = 10s, 30s, 1m, 2m ...), consuming
-        for _ in range(40):
-            _consume_all(s)
-            due = s.next_due()
-            if due is None or due > end - 60_000:
-                break
+        # let the retries run their course (levels 3.. = 10s, 30s, 1m, 2m ...), consuming,
+        # until the last puts below, shortly before the end
+        last = end - LAST_PUTS_BEFORE_END
+        _consume_all(s)
+        while (due := s.next_due()) is not None and due <= last:
             clock.set(max(clock.now, due))
             tick_until(s, clock.now)
-        _consume_all(s)
-        # still pending at the end: 1 h / 2 h delayed notifications and fresh failures
-        clock.set(max(clock.now, end - 30_000))
+            _consume_all(s)
+        # still pending at the end: 1 h / 2 h delayed notifications and fresh failures (their
+        # first retry, delay level 3 = 10 s, is due after the end)
+        clock.set(max(clock.now, last))
         for i in range(max(2, messages // 500)):
             clock.advance(100)
             s.put(Message.create(
@@ -180,6 +196,7 @@ def build_demo(
         if size_bytes:
             _fill(s, clock, size_bytes, rnd, progress)
         clock.set(max(clock.now, end))
+        tick_until(s, clock.now)  # the clock stops here: nothing due by then is undelivered
         s.flush()
         summary.pending_delayed = s.pending_delayed()
         summary.bytes = s.write_position

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 from mqtool.formats.commitlog import (
     CommitLogMessage,
 )
+from mqtool.formats.errors import EXIT_ENVIRONMENT
 from mqtool.refstore import broker
 from mqtool.refstore.mapped import (
     RefStoreError,
@@ -18,7 +19,10 @@ from mqtool.refstore.mapped import (
 
 
 class StoreLockedError(RefStoreError):
-    """The store's ``lock`` file is held by another writer (a running broker or refstore)."""
+    """The store's ``lock`` file is held by another writer (a running broker or refstore):
+    a command it ends exits 3 (environment)."""
+
+    exit_status = EXIT_ENVIRONMENT
 
 
 # ---------------------------------------------------------------------------------------------

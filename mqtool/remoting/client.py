@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from mqtool.formats.commitlog import BlankRecord, CommitLogMessage, encode_properties, parse_message
-from mqtool.formats.errors import FormatError
+from mqtool.formats.errors import FormatError, usage
 from mqtool.formats.rules import AUTO_CREATE_TOPIC, RETRY_GROUP_TOPIC_PREFIX
 from mqtool.remoting.acl import AclCredentials, sign
 from mqtool.remoting.bodies import BodyError, TopicRouteData, parse_cluster_info, parse_route
@@ -119,12 +119,12 @@ def parse_namesrv(text: str) -> list[str]:
             continue
         host, sep, port = part.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ClientError(f"name server address {part!r} is not host:port "
-                              "(several: host:port;host:port)", fatal=True)
+            raise usage(ClientError(f"--namesrv: name server address {part!r} is not "
+                                    "host:port (several: host:port;host:port)", fatal=True))
         out.append(f"{host}:{int(port)}")
     if not out:
-        raise ClientError("no name server address given (--namesrv host:port or "
-                          f"{NAMESRV_ENV})", fatal=True)
+        raise usage(ClientError("no name server address given (--namesrv host:port or "
+                                f"{NAMESRV_ENV})", fatal=True))
     return out
 
 

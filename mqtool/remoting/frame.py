@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mqtool.formats.errors import MqtoolError
+from mqtool.formats.errors import EXIT_ENVIRONMENT, MqtoolError
 from mqtool.remoting.codes import (
     FLAG_ONEWAY,
     FLAG_RESPONSE,
@@ -56,7 +56,9 @@ _HEADER_MAX = 0xFFFFFF
 
 
 class RemotingError(MqtoolError):
-    """Anything wrong on a remoting connection."""
+    """Anything wrong on a remoting connection (a command it ends exits 3: environment)."""
+
+    exit_status = EXIT_ENVIRONMENT
 
 
 class FrameError(RemotingError):

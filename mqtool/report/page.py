@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from mqtool.formats.errors import MqtoolError
+from mqtool.formats.errors import MqtoolError, environment, usage
 
 DATA_ELEMENT_ID = "mqtool-data"
 """The id of the ``<script type="application/json">`` element holding the page's data."""
@@ -223,9 +223,9 @@ def check_target(path: Path) -> Path:
     target = Path(path)
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
-        raise ReportError(f"{target}: directory {parent} does not exist")
+        raise usage(ReportError(f"{target}: directory {parent} does not exist"))
     if target.is_dir():
-        raise ReportError(f"{target}: is a directory")
+        raise usage(ReportError(f"{target}: is a directory"))
     return parent
 
 
@@ -236,7 +236,7 @@ def write_page(path: Path, text: str) -> None:
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
     except OSError as e:
-        raise ReportError(f"{target}: cannot write: {e.strerror or e}") from e
+        raise environment(ReportError(f"{target}: cannot write: {e.strerror or e}")) from e
     try:
         umask = os.umask(0o022)
         os.umask(umask)
@@ -248,7 +248,7 @@ def write_page(path: Path, text: str) -> None:
         os.replace(tmp, target)
     except OSError as e:
         Path(tmp).unlink(missing_ok=True)
-        raise ReportError(f"{target}: cannot write: {e.strerror or e}") from e
+        raise environment(ReportError(f"{target}: cannot write: {e.strerror or e}")) from e
 
 
 def read_page_data(text: str) -> Any:

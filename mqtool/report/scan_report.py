@@ -16,10 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqtool.cli.common import fmt_time as utc  # the one way mqtool shows a time
 from mqtool.formats.rules import SCHEDULE_TOPIC
 from mqtool.report import charts
 from mqtool.report.page import Cell, Page, esc, write_page
+from mqtool.timefmt import fmt_time as utc  # the one way mqtool shows a time
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -39,6 +39,7 @@ def store_facts(store: str) -> dict[str, Any]:
     from mqtool.formats.errors import FormatError, MqtoolError
     from mqtool.overview import load_delay_offsets
     from mqtool.store import Store
+    from mqtool.storefiles import disk_bytes
 
     try:
         st = Store.open(store)
@@ -58,6 +59,7 @@ def store_facts(store: str) -> dict[str, Any]:
         geometry: dict[str, Any] = {
             "commitlogFiles": len(cl),
             "commitlogBytes": sum(f.size for f in cl),
+            "commitlogDiskBytes": sum(disk_bytes(f.path) for f in cl),
             "mappedFileSize": st.mapped_file_size,
             "minOffset": cl[0].start if cl else 0,
             "topics": len({t for t, _ in queues}),
@@ -347,7 +349,9 @@ def _store_section(page: Page, summary: dict[str, Any], facts: dict[str, Any] | 
         page.table(["what", "value"], [
             ["commitlog files", g["commitlogFiles"]],
             ["commitlog file size (mappedFileSizeCommitLog)", g["mappedFileSize"]],
-            ["commitlog bytes on disk", g["commitlogBytes"]],
+            ["commitlog files' length", g["commitlogBytes"]],
+            ["commitlog bytes on disk (allocated: a pre-allocated file's holes take none)",
+             g.get("commitlogDiskBytes", "-")],
             ["first commitlog offset", g["minOffset"]],
             ["topics / queues (consumequeue/)", f"{g['topics']} / {g['queues']}"],
             ["consume-queue files / bytes", f"{g['consumeQueueFiles']} / "

@@ -12,9 +12,9 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from mqtool.cli.common import fmt_time as utc  # the one way mqtool shows a time
 from mqtool.report import charts
 from mqtool.report.page import Page, esc, write_page
+from mqtool.timefmt import fmt_time as utc  # the one way mqtool shows a time
 
 __all__ = ["trace_page", "traces_of", "timeline_svg", "write_page"]
 
@@ -187,12 +187,16 @@ def _trace_section(page: Page, tr: dict[str, Any], number: int, total: int) -> N
     )
     if tr.get("resendCommand"):
         page.raw(f'<p>Resend it:</p><pre class="cmd">{esc(tr["resendCommand"])}</pre>')
+    elif tr.get("resentTo"):
+        page.raw(f'<p>Resent already: the copy is {esc(tr["resentTo"])}.</p>')
     for note in tr.get("notes") or []:
         page.note(note)
     if hops:
         page.figure(timeline_svg(tr))
     rows: list[list[Any]] = []
     classes: list[list[str]] = []
+    day = utc(hops[0]["storeTimestamp"])[:10] if hops else ""
+    with_consumers = any(h.get("consumers") for h in hops)
     for i, h in enumerate(hops, 1):
         delay = ""
         if h.get("delayLevel") is not None and h["kind"] in (
@@ -201,32 +205,37 @@ def _trace_section(page: Page, tr: dict[str, Any], number: int, total: int) -> N
             delay = f"level {h['delayLevel']}"
             if h.get("delayMs") is not None:
                 delay += f" ({_fmt_ms(h['delayMs'])})"
-        consumers = ", ".join(
-            f"{c['group']}@{c['offset']}{' ✓' if c['consumed'] else ''}"
-            for c in h.get("consumers") or []
-        )
+        if h.get("deliverTimestamp") is not None:
+            delay += (", " if delay else "") + "due " + _on(day, h["deliverTimestamp"])
+        stored = _on(day, h["storeTimestamp"])
+        if h.get("sincePreviousMs") is not None:
+            stored += f" (+{_fmt_ms(h['sincePreviousMs'])})"
         detail = h.get("stateDetail") or ""
         if h.get("note"):
             detail += f" · {h['note']}"
-        rows.append([
-            i, h["kind"], h["topic"], f"q{h['queueId']}@{h['queueOffset']}",
-            utc(h["storeTimestamp"]),
-            "" if h.get("sincePreviousMs") is None else "+" + _fmt_ms(h["sincePreviousMs"]),
-            h["reconsumeTimes"], delay, utc(h.get("deliverTimestamp")) if h.get(
-                "deliverTimestamp") is not None else "", h.get("state"), detail,
-            consumers, h.get("offsetMsgId"),
-        ])
-        row_cls = [""] * len(rows[-1])
-        row_cls[3] = row_cls[5] = row_cls[7] = "nowrap"
-        row_cls[9] = f"state-{h.get('state')}"
-        row_cls[10] = "wide"
-        row_cls[12] = "mono id"
-        classes.append(row_cls)
+        row = [i, h["kind"], h["topic"], f"q{h['queueId']}@{h['queueOffset']}", stored,
+               h["reconsumeTimes"], delay, h.get("state"), detail]
+        cls = ["", "", "", "nowrap", "", "", "", f"state-{h.get('state')}", ""]
+        if with_consumers:
+            row.append(", ".join(f"{c['group']}@{c['offset']}{' ✓' if c['consumed'] else ''}"
+                                 for c in h.get("consumers") or []))
+            cls.append("")
+        row.append(h.get("offsetMsgId"))
+        cls.append("mono id")
+        rows.append(row)
+        classes.append(cls)
     page.table(
-        ["#", "kind", "topic", "queue@offset", "stored (UTC)", "gap", "reconsume",
-         "delay", "due (UTC)", "state", "detail", "consumers", "offsetMsgId"],
+        ["#", "kind", "topic", "queue@offset", f"stored (UTC, {day})", "reconsume",
+         "delay, due (UTC)", "state", "detail"] + (["consumers"] if with_consumers else [])
+        + ["offsetMsgId"],
         rows, cell_class=classes,
     )
+
+
+def _on(day: str, ms: int) -> str:
+    """A time of the journey: the time of day alone on the journey's first ``day``."""
+    text = utc(ms)
+    return text[11:] if text.startswith(day) else text
 
 
 def trace_page(doc: dict[str, Any], problems: list[str] | None = None) -> str:

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 
 from mqtool.backlog import timer_read_ms
 from mqtool.formats.commitlog import CommitLogMessage
+from mqtool.formats.errors import usage
 from mqtool.formats.msgid import classify_id
 from mqtool.formats.rules import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -300,10 +301,9 @@ def _resolve(
     t = msg_id.strip()
     kind = classify_id(t)
     if kind == "invalid":
-        raise TraceError(
+        raise usage(TraceError(
             f"{msg_id!r} is not a message id (offsetMsgId or UNIQ_KEY: 32 or 56 hex characters; "
-            "5.x id: 34 characters starting 01)"
-        )
+            "5.x id: 34 characters starting 01)"))
     if kind != "v5":
         m = store.find_by_offset_msg_id(t)
         if m is not None and m.offset_msg_id == t.upper():
@@ -336,10 +336,18 @@ def _make_trace(
         d = dlqs[-1]
         tr.dlq_group = d.group
         tr.dlq_msg_id = d.offset_msg_id  # exact even when the message was dead-lettered twice
-        tr.resend_command = (
-            f"mqtool dlq resend {shlex.quote(store_label)} --group {shlex.quote(d.group or '')} "
-            f"--msg-id {tr.dlq_msg_id} --target {RESEND_TARGET_PLACEHOLDER}"
-        )
+        copies = [h for h in hops if h.kind == "resend"
+                  and h.commit_log_offset > d.commit_log_offset]
+        if copies:  # resent already: where the copy went, not a command to resend it again
+            c = copies[0]
+            tr.resent_to = (f"{c.topic} q{c.queue_id}@{c.queue_offset} at "
+                            f"{_utc(c.store_timestamp)} (offsetMsgId {c.offset_msg_id})")
+        else:
+            tr.resend_command = (
+                f"mqtool dlq resend {shlex.quote(store_label)} --group "
+                f"{shlex.quote(d.group or '')} --msg-id {tr.dlq_msg_id} --target "
+                f"{RESEND_TARGET_PLACEHOLDER}"
+            )
     tr.notes.extend(tx_notes)
     if finder.via == "index" and finder.tail_bytes:
         tr.notes.append(f"scanned {finder.tail_bytes} bytes written after the last indexed record")

@@ -132,7 +132,8 @@ class Trace:
     now_source: str
     dlq_group: str | None = None
     dlq_msg_id: str | None = None
-    resend_command: str | None = None
+    resend_command: str | None = None  # dead-lettered and not resent: how to resend it
+    resent_to: str | None = None  # resent into this store: where its first copy is
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -146,6 +147,7 @@ class Trace:
             "nowSource": self.now_source,
             "dlqGroup": self.dlq_group,
             "resendCommand": self.resend_command,
+            "resentTo": self.resent_to,
             "notes": list(self.notes),
             "hops": [h.to_json() for h in self.hops],
         }

@@ -113,3 +113,39 @@ def test_store_time_reads_index_headers_only() -> None:
         assert not st._index_entries_checked
         ends = [r.header.end_timestamp for _, r in st.index_files()]
         assert st._index_entries_checked and ends and now >= max(ends) > 0
+
+
+def test_small_stores_are_read_without_the_kernel_and_say_the_same(
+    store_copy, monkeypatch  # type: ignore[no-untyped-def]
+) -> None:
+    """A small store's data end and queue bounds come from the walker and the unit rule (no
+    numba to load); the compiled kernel's walk gives the same answers and findings, damage
+    included: a torn last record, a unit pointing past the data, a unit naming no record."""
+    import struct
+
+    import mqtool.store as store_mod
+
+    root: Path = store_copy("4.9.7/journey")
+    last = root / "commitlog" / "00000000000000016384"
+    data = bytearray(last.read_bytes())
+    cut = 18754 - 16384 + 60
+    data[cut:] = b"\x00" * (len(data) - cut)
+    last.write_bytes(bytes(data))
+    cq = root / "consumequeue" / "JourneyTopic" / "0" / "00000000000000000000"
+    with open(cq, "r+b") as f:
+        f.seek(20)
+        f.write(struct.pack(">qiq", 10**9, 300, 0) + struct.pack(">qiq", 7, 300, 0))
+
+    def read() -> tuple[int, list[tuple[int, int]], list[str]]:
+        with Store.open(root) as st:
+            end = st.max_physical_offset()
+            bounds = [(st.queue_info(t, q).min_offset, st.queue_info(t, q).max_offset)
+                      for t, q in st.queue_ids()]
+            return end, bounds, [str(f) for f in st.findings]
+
+    small = read()
+    assert small[0] == 18754 and len(small[2]) >= 3, small
+    monkeypatch.setattr(store_mod, "KERNEL_MIN_BYTES", -1)
+    monkeypatch.setattr(store_mod, "KERNEL_MIN_UNITS", 0)
+    assert read() == small
+    assert "numba" in sys.modules  # the kernel did the second read

@@ -167,15 +167,15 @@ def test_broker_conf(tmp_path: Path) -> None:
     doc = json.loads(res.stdout)
     assert doc["summary"]["delayLevels"]["origin"].startswith("default (")
     assert len(_warnings(doc["findings"])) == 1  # level 2: 5s by default, 2s in the store
-    # bad input: one line, exit 1
+    # bad input: one line, exit 2 (usage)
     res = run("inspect", V5, "--broker-conf", tmp_path / "nope.conf")
-    assert res.returncode == 1 and res.stderr.startswith("error:")
+    assert res.returncode == 2 and res.stderr.startswith("error:")
     assert len(res.stderr.strip().splitlines()) == 1
     conf.write_text("messageDelayLevel=1s  2s\n")
     res = run("trace", V5, "--key", "x", "--broker-conf", conf)
-    assert res.returncode == 1 and "bad delay level 2" in res.stderr
+    assert res.returncode == 2 and "bad delay level 2" in res.stderr
     res = run("verify", V5, "--broker-conf", conf, "--delay-levels", "1s")
-    assert res.returncode == 1 and "not both" in res.stderr
+    assert res.returncode == 2 and "not both" in res.stderr
 
 
 def _refstore(root: Path, levels: str, clock: ManualClock) -> RefStore:

@@ -90,8 +90,10 @@ def mqtool(*args: str, env: dict[str, str] | None = None,
                           text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
-def one_line_error(res: subprocess.CompletedProcess[str], *words: str) -> str:
-    assert res.returncode == 1, (res.stdout[-2000:], res.stderr)
+def one_line_error(res: subprocess.CompletedProcess[str], *words: str, code: int) -> str:
+    """One ``error:`` line with ``words``, and exit status ``code`` (1 findings, 2 usage,
+    3 environment)."""
+    assert res.returncode == code, (res.returncode, res.stdout[-2000:], res.stderr)
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:"), res.stderr
     for w in words:

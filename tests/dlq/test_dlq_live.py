@@ -65,7 +65,7 @@ def test_live_reads_give_the_offline_shapes(cluster: Served, env: dict[str, str]
     res = mqtool("dlq", "list", "--json", env={**env, "NAMESRV_ADDR": ns})
     assert json.loads(res.stdout)[0]["count"] == N
     one_line_error(mqtool("dlq", "show", "-g", "nope", "--namesrv", ns, env=env),
-                   "unknown consumer group 'nope'")
+                   "unknown consumer group 'nope'", code=1)
 
 
 def test_resend_reaches_a_real_cpp_consumer_exactly_once(

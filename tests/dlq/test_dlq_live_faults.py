@@ -70,22 +70,23 @@ def test_unreachable_name_server(tmp_path: Path, source: Path) -> None:
     ns = f"127.0.0.1:{free_port()};127.0.0.1:{free_port()}"
     j = tmp_path / "j.jsonl"
     for args in (["list"], ["show", "-g", GROUP], ["export", "-g", GROUP]):
-        one_line_error(mqtool("dlq", *args, "--namesrv", ns), "no name server reachable")
-    one_line_error(resend(ns, j), "no name server reachable")
+        one_line_error(mqtool("dlq", *args, "--namesrv", ns), "no name server reachable",
+                       code=3)
+    one_line_error(resend(ns, j), "no name server reachable", code=3)
     res = mqtool("dlq", "resend", str(source), "-g", GROUP, "--namesrv", ns, "--journal",
                  str(j))
-    one_line_error(res, "no name server reachable", f"failed {N}")
+    one_line_error(res, "no name server reachable", f"failed {N}", code=3)
     assert not journal_consistent(j).done_ids()
-    one_line_error(mqtool("dlq", "list", "--namesrv", "nohost"), "not host:port")
+    one_line_error(mqtool("dlq", "list", "--namesrv", "nohost"), "not host:port", code=2)
 
 
 def test_topic_that_does_not_exist(cluster: Served, tmp_path: Path) -> None:
     j = tmp_path / "j.jsonl"
     one_line_error(resend(cluster.namesrv, j, "--to", "NoSuchTopic", "--dry-run"),
-                   "NoSuchTopic does not exist")
+                   "NoSuchTopic does not exist", code=3)
     assert not j.exists()
     one_line_error(resend(cluster.namesrv, j, "--to", "NoSuchTopic"),
-                   "NoSuchTopic does not exist")
+                   "NoSuchTopic does not exist", code=3)
     assert not journal_consistent(j).done_ids()
     assert not copies(cluster.store)
 
@@ -113,7 +114,8 @@ def test_send_failed_answers_are_retried_then_reported(
     j2 = tmp_path / "j2.jsonl"
     proxy.rule = lambda c: c.response(1, "[store error] SEND_FAILED") if c.code == 310 else None
     res = resend(proxy.namesrv, j2)  # a fresh journal: every record is tried again
-    line = one_line_error(res, f"{N} of {N} records not resent", "SEND_FAILED", "failed 3 times")
+    line = one_line_error(res, f"{N} of {N} records not resent", "SEND_FAILED", "failed 3 times",
+                          code=1)
     assert str(j2) in line
     assert not journal_consistent(j2).done_ids()
     assert copies(cluster.store) == Counter(dict.fromkeys(want_ids(source), 1))  # none stored
@@ -134,7 +136,7 @@ def test_stored_but_not_durable_answers_are_resolved_on_the_broker(
         return resp
 
     proxy.after = not_durable
-    one_line_error(resend(proxy.namesrv, j), f"{N} of {N} records not resent", name)
+    one_line_error(resend(proxy.namesrv, j), f"{N} of {N} records not resent", name, code=1)
     assert not journal_consistent(j).done_ids()
     assert copies(cluster.store) == Counter(dict.fromkeys(want_ids(source), 1))  # stored once
     proxy.after = lambda req, resp: resp
@@ -159,11 +161,11 @@ def test_acl_refusal_and_signed_requests(
 
     proxy.rule = check
     j = tmp_path / "j.jsonl"
-    one_line_error(resend(proxy.namesrv, j), "refused the request (ACL)", "signature")
+    one_line_error(resend(proxy.namesrv, j), "refused the request (ACL)", "signature", code=3)
     one_line_error(resend(proxy.namesrv, j, "--access-key", "rocketmq2", "--secret-key",
-                          "wrong"), "refused the request (ACL)")
+                          "wrong"), "refused the request (ACL)", code=3)
     one_line_error(mqtool("dlq", "show", "-g", GROUP, "--namesrv", proxy.namesrv),
-                   "refused the request (ACL)")
+                   "refused the request (ACL)", code=3)
     assert not copies(cluster.store)
     res = resend(proxy.namesrv, j, "--access-key", "rocketmq2", "--secret-key", "12345678",
                  "--json")
@@ -174,7 +176,7 @@ def test_acl_refusal_and_signed_requests(
 
 
 def test_broker_dying_mid_run(cluster: Served, source: Path, tmp_path: Path) -> None:
-    """kill -9 of the whole cluster while a rate-limited resend runs: one error line, exit 1;
+    """kill -9 of the whole cluster while a rate-limited resend runs: one error line, exit 3;
     after a restart on the same store and ports the rerun completes, exactly once."""
     j = tmp_path / "j.jsonl"
     p = subprocess.Popen(
@@ -185,7 +187,7 @@ def test_broker_dying_mid_run(cluster: Served, source: Path, tmp_path: Path) -> 
     cluster.kill()
     out, err = p.communicate(timeout=60)
     one_line_error(subprocess.CompletedProcess(p.args, p.returncode, out, err),
-                   "run the same command again")
+                   "run the same command again", code=3)
     journal_consistent(j)
     restarted = Served(cluster.store, tmp_path / "serve2.log", cluster.ns_port,
                        cluster.broker_port).start()

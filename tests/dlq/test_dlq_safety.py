@@ -20,8 +20,10 @@ def mqtool(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120)
 
 
-def one_line_error(res: subprocess.CompletedProcess[str], *words: str) -> None:
-    assert res.returncode == 1, (res.stdout, res.stderr)
+def one_line_error(res: subprocess.CompletedProcess[str], *words: str, code: int) -> None:
+    """One ``error:`` line with ``words``, and exit status ``code`` (1 findings, 2 usage,
+    3 environment)."""
+    assert res.returncode == code, (res.returncode, res.stdout, res.stderr)
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:"), res.stderr
     assert "Traceback" not in res.stderr
@@ -45,7 +47,7 @@ def test_existing_directory_that_is_not_a_store_is_refused(
     before = tree_digest(home, src)
     res = mqtool("dlq", "resend", str(src), "-g", "g", "--target", str(home),
                  *(["--dry-run"] if dry else []))
-    one_line_error(res, "not a RocketMQ store", str(home))
+    one_line_error(res, "not a RocketMQ store", str(home), code=2)
     assert tree_digest(home, src) == before  # nothing created inside it, not even a journal
     assert "would-send" not in res.stdout
 
@@ -58,11 +60,11 @@ def test_a_file_and_a_brokers_parent_directory_are_refused(
     f.write_text("x")
     flag = ["--dry-run"] if dry else []
     one_line_error(mqtool("dlq", "resend", str(src), "-g", "g", "--target", str(f), *flag),
-                   "not a directory")
+                   "not a directory", code=2)
     parent = tmp_path / "broker"
     make_target(parent / "store")
     res = mqtool("dlq", "resend", str(src), "-g", "g", "--target", str(parent), *flag)
-    one_line_error(res, "not a RocketMQ store", f"did you mean {parent / 'store'}")
+    one_line_error(res, "not a RocketMQ store", f"did you mean {parent / 'store'}", code=2)
     assert sorted(p.name for p in parent.iterdir()) == ["store"]
 
 
@@ -82,7 +84,7 @@ def test_store_locked_by_a_running_process_is_refused_in_dry_run_too(
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         for flag in ([], ["--dry-run"]):
             res = mqtool("dlq", "resend", str(src), "-g", "g", "--target", str(target), *flag)
-            one_line_error(res, "locked", f"pid {holder.pid}")
+            one_line_error(res, "locked", f"pid {holder.pid}", code=3)
     finally:
         assert holder.stdin is not None
         holder.stdin.close()
@@ -114,7 +116,7 @@ def test_unknown_group_is_an_error_not_zero_records(src: Path, tmp_path: Path) -
                  ["resend", str(src), "-g", "nope", "--target", str(target), "--dry-run"],
                  ["resend", str(src), "-g", "nope", "--target", str(target)]):
         res = mqtool("dlq", *args)
-        one_line_error(res, "unknown consumer group 'nope'")
+        one_line_error(res, "unknown consumer group 'nope'", code=1)
         assert res.stdout == ""
     assert not target.exists()
 

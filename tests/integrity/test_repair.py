@@ -94,10 +94,10 @@ def test_refuses_non_empty_out_and_dry_run_writes_nothing(tmp_path: Path) -> Non
     out.mkdir()
     (out / "x").write_text("keep me")
     res = run("repair", src, "--out", out)
-    assert res.returncode == 1 and "not empty" in res.stderr and "Traceback" not in res.stderr
+    assert res.returncode == 2 and "not empty" in res.stderr and "Traceback" not in res.stderr
     assert (out / "x").read_text() == "keep me"
     res = run("repair", src, "--dry-run")
     assert res.returncode == 0 and "zeroed" in res.stdout
     assert not any(p.name.startswith(".") for p in tmp_path.iterdir())
     res = run("repair", src)
-    assert res.returncode == 1 and "--out" in res.stderr
+    assert res.returncode == 2 and "--out" in res.stderr

@@ -140,5 +140,5 @@ def test_delay_offset_finding_names_the_level(tmp_path: Path) -> None:
 
 def test_not_a_store_is_one_line(tmp_path: Path) -> None:
     res = run("verify", tmp_path)
-    assert res.returncode == 1
+    assert res.returncode == 2
     assert res.stderr.startswith("error:") and "Traceback" not in res.stderr

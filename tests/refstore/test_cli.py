@@ -62,9 +62,9 @@ def test_second_writer_refused_by_cli(tmp_path: Path) -> None:
     root = tmp_path / "s"
     with RefStore.open(root):
         # same process: refused by the in-process registry (other processes: fcntl lock,
-        # see test_engine); the message is one line, exit status 1
+        # see test_engine); the message is one line, exit status 3 (environment)
         r = runner.invoke(app, ["store", "produce", str(root), "-t", "T"])
-        assert r.exit_code == 1
+        assert r.exit_code == 3
         assert "already open for writing" in r.output
         # read commands still work on the locked store
         r = runner.invoke(app, ["messages", str(root)])
@@ -94,4 +94,4 @@ def test_demo_builds_a_realistic_store(tmp_path: Path) -> None:
     text = _run("demo", str(tmp_path / "demo2"), "--messages", "200")
     assert "try next:" in text and "mqtool dlq list" in text
     r = runner.invoke(app, ["demo", str(root)])
-    assert r.exit_code == 1  # refuses to overwrite a store
+    assert r.exit_code == 2  # refuses to overwrite a store

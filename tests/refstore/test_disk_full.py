@@ -34,7 +34,7 @@ def mqtool(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def one_error_line(p: subprocess.CompletedProcess[str]) -> str:
-    assert p.returncode == 1, (p.returncode, p.stderr[-2000:])
+    assert p.returncode == 3, (p.returncode, p.stderr[-2000:])  # environment: a full disk
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), p.stderr[-2000:]
     assert NO_SPACE in lines[0] and "Traceback" not in p.stderr
@@ -127,11 +127,16 @@ def test_dlq_export_onto_a_full_disk_is_one_error_line_and_no_partial_file(
 
 
 def test_any_command_reports_a_full_disk_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    """The CLI's one error handler: ENOSPC/EDQUOT from any write is one line and exit 1 (any
-    other OSError is a bug and keeps its traceback)."""
+    """The CLI's one error handler: ENOSPC/EDQUOT from any write is one line and exit 3
+    (environment; an OSError other than a full disk or a refused permission is a bug and keeps
+    its traceback)."""
     with pytest.raises(typer.Exit) as ex, handle_errors():
         raise OSError(errno.ENOSPC, "No space left on device", "/data/out.html")
-    assert ex.value.exit_code == 1
+    assert ex.value.exit_code == 3
     assert capsys.readouterr().err.strip() == "error: /data/out.html: No space left on device"
-    with pytest.raises(PermissionError), handle_errors():
+    with pytest.raises(typer.Exit) as ex, handle_errors():  # a file this user may not write
         raise PermissionError(errno.EACCES, "Permission denied", "/data/out.html")
+    assert ex.value.exit_code == 3
+    assert capsys.readouterr().err.strip() == "error: /data/out.html: Permission denied"
+    with pytest.raises(OSError), handle_errors():
+        raise OSError(errno.EIO, "Input/output error", "/data/out.html")

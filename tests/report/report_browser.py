@@ -28,6 +28,7 @@ class Rendered:
     requests: list[str] = field(default_factory=list)  # every URL the page asked for
     title: str = ""
     sorted_column: list[str] = field(default_factory=list)
+    cut: list[int] = field(default_factory=list)  # px of each table hidden past its box
 
 
 def render(
@@ -59,6 +60,9 @@ def render(
             page.route("**/*", refuse)
             page.goto(page_path.resolve().as_uri(), wait_until="load")
             out.title = page.title()
+            out.cut = page.evaluate(  # a table wider than its box needs a sideways scroll
+                "Array.from(document.querySelectorAll('.scroll'))"
+                ".map(d => d.scrollWidth - d.clientWidth)")
             if sort_table:  # click a header of that table twice (descending), read the column
                 th = page.locator(f"{sort_table} thead th").nth(sort_column)
                 th.click()

@@ -134,6 +134,6 @@ def test_page_renders_in_chromium_and_sorts(scanned: dict[str, Any], tmp_path: P
 
 def test_bad_report_path_fails_before_spark(tmp_path: Path) -> None:
     res = _mqtool("scan", str(PLAIN), "--report", str(tmp_path / "missing" / "r.html"))
-    assert res.returncode == 1
+    assert res.returncode == 2
     assert res.stderr.startswith("error: ") and "does not exist" in res.stderr
     assert "Traceback" not in res.stderr and res.stdout == ""

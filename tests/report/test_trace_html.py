@@ -79,12 +79,18 @@ def test_trace_page_numbers_equal_json_and_render(
     if case == "pending":
         assert "pending: due 22:02:52.491" in text  # the due time at the end of the span
         assert "still pending" in text
-    if case == "resent":
+    if case == "resent":  # where the copy went, not a command to resend it again
         assert "resent from DLQ record" in text
+        assert "Resend it" not in text and traces[0]["resendCommand"] is None
+        assert f"Resent already: the copy is {traces[0]['resentTo']}" in text
+        assert traces[0]["resentTo"].startswith("%RETRY%cg_journey q0@13 at ")
+    if case in ("dead-lettered", "by-id"):
+        assert "Resend it:" in text and traces[0]["resentTo"] is None
 
     png = shot_path(tmp_path, f"trace-{case}.png")
     seen = render(tmp_path / f"{case}.html", png)
     assert seen.page_errors == []
+    assert seen.cut and not any(seen.cut), seen.cut  # every table fits a 1280 px window
     assert [c for c in seen.console if c[0] in ("error", "warning")] == []
     assert seen.requests == [(tmp_path / f"{case}.html").resolve().as_uri()]
     assert seen.title.startswith("mqtool trace")
@@ -94,7 +100,7 @@ def test_trace_page_numbers_equal_json_and_render(
 def test_trace_html_bad_output_path(tmp_path: Path) -> None:
     res = _mqtool("trace", str(store_dir("4.9.7/journey")), "--key", "j-ok-0",
                   "--html", str(tmp_path / "no-such-dir" / "x.html"))
-    assert res.returncode == 1
+    assert res.returncode == 2
     assert res.stderr.startswith("error: ") and "does not exist" in res.stderr
     assert "Traceback" not in res.stderr
     assert list(tmp_path.iterdir()) == []

@@ -229,7 +229,7 @@ def test_cli_reports_bad_sql_and_bad_stores_in_one_line(spark, damaged, tmp_path
     res = CliRunner().invoke(
         app, ["scan", str(damaged[0]), "--audit", "queues", "--sql", "select nope from nowhere"]
     )
-    assert res.exit_code == 1 and "error: --sql" in res.stderr
+    assert res.exit_code == 2 and "error: --sql" in res.stderr
     res = CliRunner().invoke(app, ["scan", str(tmp_path)])
     assert res.exit_code == 1 and "not a RocketMQ store root" in res.stderr
     res = CliRunner().invoke(app, ["scan", str(damaged[0]), "--audit", "bogus"])

@@ -306,7 +306,7 @@ def test_cli_json_equals_library(journey: Store) -> None:
 
 def test_cli_errors(journey: Store) -> None:
     res = _cli(["trace", str(journey.root), "nothex"])
-    assert res.exit_code == 1 and "error: 'nothex' is not a message id" in res.stderr
+    assert res.exit_code == 2 and "error: 'nothex' is not a message id" in res.stderr
     assert res.stdout == ""
     res = _cli(["trace", str(journey.root)])
     assert res.exit_code == 2
