@@ -77,6 +77,24 @@ def build_app(command: str | None = None) -> typer.Typer:
     return app
 
 
+def command_paths(app: typer.Typer) -> list[list[str]]:
+    """Every command of ``app`` as the words that run it (``["dlq", "list"]``, ...)."""
+    from typer.main import get_command
+
+    out: list[list[str]] = []
+
+    def walk(cmd: object, path: list[str]) -> None:
+        subs = getattr(cmd, "commands", None)
+        if subs:
+            for name, sub in subs.items():
+                walk(sub, [*path, name])
+        else:
+            out.append(path)
+
+    walk(get_command(app), [])
+    return out
+
+
 def command_of(args: Sequence[str]) -> str | None:
     """The command a command line names: its first word that is not an option."""
     return next((a for a in args if not a.startswith("-")), None)

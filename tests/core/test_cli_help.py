@@ -17,19 +17,9 @@ from mqtool.cli import app
 
 
 def _commands() -> list[list[str]]:
-    root = get_command(app)
-    out: list[list[str]] = []
+    from mqtool.cli import app, command_paths
 
-    def walk(cmd: object, path: list[str]) -> None:
-        subs = getattr(cmd, "commands", None)
-        if subs:
-            for name, sub in subs.items():
-                walk(sub, [*path, name])
-        else:
-            out.append(path)
-
-    walk(root, [])
-    return out
+    return command_paths(app)
 
 
 def test_every_command_has_help_with_an_example() -> None:

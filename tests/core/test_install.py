@@ -38,22 +38,9 @@ def _packages() -> set[str]:
 
 
 def _commands() -> list[list[str]]:
-    from typer.main import get_command
+    from mqtool.cli import app, command_paths
 
-    from mqtool.cli import app
-
-    out: list[list[str]] = []
-
-    def walk(cmd: object, path: list[str]) -> None:
-        subs = getattr(cmd, "commands", None)
-        if subs:
-            for name, sub in subs.items():
-                walk(sub, [*path, name])
-        else:
-            out.append(path)
-
-    walk(get_command(app), [])
-    return out
+    return command_paths(app)
 
 
 @pytest.fixture(scope="module")

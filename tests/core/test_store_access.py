@@ -65,15 +65,20 @@ def test_message_filters_match_manifest() -> None:
         assert len(list(select_messages(st, MessageFilter(limit=7)))) == 7
 
 
-def test_torn_last_record_ends_with_finding_and_exit_1(store_copy) -> None:  # type: ignore[no-untyped-def]
-    root: Path = store_copy("4.9.7/journey")
+def _tear_last_record(root: Path) -> None:
+    """A torn write: the journey store's last record (at 18754, 368 bytes) keeps TOTALSIZE and
+    magic, the rest of it is zeros (zeros inside the properties alone would be undetectable, as
+    in RocketMQ)."""
     last = root / "commitlog" / "00000000000000016384"
     data = bytearray(last.read_bytes())
-    # a torn write: the last record (at 18754, 368 bytes) keeps TOTALSIZE and magic, the rest
-    # of it is zeros (zeros inside the properties alone would be undetectable, as in RocketMQ)
     cut = 18754 - 16384 + 60
     data[cut:] = b"\x00" * (len(data) - cut)
     last.write_bytes(bytes(data))
+
+
+def test_torn_last_record_ends_with_finding_and_exit_1(store_copy) -> None:  # type: ignore[no-untyped-def]
+    root: Path = store_copy("4.9.7/journey")
+    _tear_last_record(root)
     with Store.open(root) as st:
         msgs = list(st.messages())
         assert len(msgs) == 49
@@ -126,11 +131,7 @@ def test_small_stores_are_read_without_the_kernel_and_say_the_same(
     import mqtool.store as store_mod
 
     root: Path = store_copy("4.9.7/journey")
-    last = root / "commitlog" / "00000000000000016384"
-    data = bytearray(last.read_bytes())
-    cut = 18754 - 16384 + 60
-    data[cut:] = b"\x00" * (len(data) - cut)
-    last.write_bytes(bytes(data))
+    _tear_last_record(root)
     cq = root / "consumequeue" / "JourneyTopic" / "0" / "00000000000000000000"
     with open(cq, "r+b") as f:
         f.seek(20)
