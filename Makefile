@@ -16,10 +16,13 @@ JAVA_SRC := $(wildcard spark/java/mqtool/spark/*.java)
 # points to, so it shadows nothing; the warning is silenced for this one install, nothing else.
 EDITABLE_QUIET := PYTHONWARNINGS=ignore:::setuptools.command.editable_wheel
 
+# The first install downloads about 700 MB from PyPI (pyspark alone 450 MB): pip shows its
+# progress; later installs (pyproject.toml changed) come from pip's cache.
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	@echo "== installing mqtool and its dependencies into $(VENV) (the first time: minutes)"
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(EDITABLE_QUIET) $(BIN)/python -m pip install -q -e '.[dev]'
+	$(EDITABLE_QUIET) $(BIN)/python -m pip install --progress-bar on -e '.[dev]'
 	touch $@
 
 dev: $(BIN)/.installed $(SPARK_JAR) $(CLASS_ARCHIVE)
@@ -45,6 +48,7 @@ $(SPARK_JAR): $(BIN)/.installed $(JAVA_SRC) spark/java/mqtool/spark/RecordLayout
 # store in a JVM that writes it as it exits, about 30 s): sessions start about 2.4 s sooner.
 # Without it (no JDK, or the build failed: said on stderr) Spark starts as it is.
 $(CLASS_ARCHIVE): $(BIN)/.installed $(SPARK_JAR)
+	@echo "== Spark's class-data archive: one scan in a JVM that writes it (about 30 s)"
 	$(BIN)/python -m mqtool.spark.classarchive
 
 # The wheel and the sdist users install (dist/): both carry the Spark reader's jar built above.

@@ -274,6 +274,12 @@ def render(
                 "YES" if r["beyondMax"] else "", fmt_time(r["nextDeliverTimestamp"])]
              for r in summary["schedule"]],
         ))
+    if any(r.get("overdue") for r in summary.get("schedule", [])):
+        err_console().print(
+            "note: overdue = due before the stores' own time (their latest record) and not "
+            "delivered yet: no schedule service has run on the store since (a stopped broker, "
+            "a copy, a demo whose clock stopped); --now judges at another time, and `mqtool "
+            "store tick` runs the service on a reference store", highlight=False, markup=False)
     if "lag" in summary:
         console.print(_table(
             "consumer lag (consumerOffset.json)",
