@@ -175,6 +175,11 @@ def test_resent_copy_is_a_resend_hop(store_copy: Callable[[str], Path]) -> None:
     assert hop.message.properties["MQTOOL_DLQ_MSG_ID"] == recs[-1]["offsetMsgId"]
     assert hop.note == f"resent from DLQ record {recs[-1]['offsetMsgId']}"
     assert after.verdict.startswith("resent from %DLQ%cg_journey at ")
+    # where the copy went, instead of the command that would resend it again
+    assert after.resend_command is None
+    assert after.resent_to is not None and after.resent_to.startswith(
+        f"{R} q{hop.queue_id}@{hop.queue_offset} at ")
+    assert after.resent_to.endswith(f"(offsetMsgId {hop.offset_msg_id})")
     assert after.verdict.endswith("; delivered; consumption unknown (no consumerOffset.json)")
     assert after.via == "index"
 
