@@ -76,16 +76,13 @@ def _plain_console() -> Console:
         def _rows(self, table: Table) -> None:
             import io
 
-            from rich import box as _box
-
             title, caption = table.title, table.caption
             table.title = table.caption = None
-            table.box, table.show_edge, table.pad_edge = _box.SIMPLE_HEAD, False, False
-            table.padding = (0, 1, 0, 1)
+            table.box, table.show_edge, table.pad_edge = None, False, False
+            table.padding = (0, 2, 0, 0)  # two spaces after each column
             buf = io.StringIO()
             Console(file=buf, width=PIPE_WIDTH, no_color=True, soft_wrap=False).print(table)
             lines = [ln.rstrip() for ln in buf.getvalue().splitlines()]
-            lines = [ln for ln in lines if ln.strip("─ ")]  # the rule under the header
             out = ([str(title)] if title else []) + lines + ([str(caption)] if caption else [])
             if self.tables:  # a blank line between tables
                 out.insert(0, "")

@@ -24,7 +24,7 @@ from mqtool.cli.common import (
     report_error,
 )
 from mqtool.cli.options import BodyOpt, JsonlOpt, JsonOpt, LimitOpt, SinceOpt, UntilOpt
-from mqtool.formats.errors import EXIT_ENVIRONMENT, EXIT_FINDINGS, MqtoolError
+from mqtool.formats.errors import EXIT_ENVIRONMENT, EXIT_FINDINGS, MqtoolError, environment
 
 if TYPE_CHECKING:
     from mqtool.dlq import DlqSelection
@@ -365,10 +365,10 @@ def export(
             if not output or isinstance(e, BrokenPipeError):
                 raise
             Path(output).unlink(missing_ok=True)
-            raise MqtoolError(
+            raise environment(MqtoolError(
                 f"{output}: cannot write the export: {e.strerror or e} (after {n} records); "
                 "the partial file was removed"
-            ) from None
+            )) from None
         if output:
             err_console().print(f"{n} records written to {output}", highlight=False)
         if st is not None:

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.config import SubscriptionGroupConfig, TopicConfig
-from mqtool.formats.errors import Finding, failed_path
+from mqtool.formats.errors import Finding, environment, failed_path
 from mqtool.refstore import broker
 from mqtool.refstore.configs import BrokerConfigs
 from mqtool.refstore.consumer import Consumers
@@ -164,15 +164,16 @@ class RefStore:
         try:
             store._lock.acquire()
         except OSError as e:
-            raise RefStoreError(f"{rootp}: cannot open the lock file: {e.strerror}") from e
+            raise environment(RefStoreError(
+                f"{rootp}: cannot open the lock file: {e.strerror}")) from e
         try:
             store._load()
         except OSError as e:
             store._lock.release(abort_file=True)
             where = failed_path(e)
-            raise RefStoreError(
+            raise environment(RefStoreError(  # a disk that is full, read-only, refused
                 f"{rootp}: {e.strerror or e}" + (f": {where}" if where else "")
-            ) from e
+            )) from e
         except BaseException:
             store._lock.release(abort_file=True)
             raise

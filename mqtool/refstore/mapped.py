@@ -26,7 +26,7 @@ from mqtool.formats.checkpoint import (
 )
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from mqtool.formats.consumequeue import CQ_UNIT_STRUCT as _CQ
-from mqtool.formats.errors import FormatError, MqtoolError
+from mqtool.formats.errors import FormatError, MqtoolError, environment
 from mqtool.formats.indexfile import (
     HASH_SLOT_SIZE,
     INDEX_HEADER_SIZE,
@@ -153,10 +153,10 @@ class MappedFile:
         return self._fd
 
     def _no_room(self, start: int, end: int, e: OSError) -> RefStoreError:
-        return RefStoreError(
+        return environment(RefStoreError(  # a full disk or quota: exit status 3
             f"{self.path}: cannot write {end - start} bytes at offset {start}: "
             f"{e.strerror or e} (nothing was written there)"
-        )
+        ))
 
     def flush(self) -> None:
         """msync the mapping (durability against power loss; not needed against kill -9)."""

@@ -199,9 +199,14 @@ def test_no_color_and_NO_COLOR() -> None:  # noqa: N802 - the variable's name
     assert not colour.search(run("--no-color"))
 
 
-def test_shell_completion_is_offered() -> None:
+def test_shell_completion_is_offered_and_completes() -> None:
     res = CliRunner().invoke(app, ["--help"])
     assert "--install-completion" in res.stdout and "--show-completion" in res.stdout
+    for words, cword, want in (("mqtool ins", "1", "inspect"), ("mqtool dlq re", "2", "resend")):
+        run = subprocess.run([sys.executable, "-m", "mqtool"], capture_output=True, text=True,
+                             env={**os.environ, "_MQTOOL_COMPLETE": "complete_bash",
+                                  "COMP_WORDS": words, "COMP_CWORD": cword})
+        assert run.returncode == 0 and run.stdout.split() == [want], (words, run)
 
 
 def test_piped_tables_keep_ids_and_topic_names_whole() -> None:

@@ -84,8 +84,8 @@ def test_piped_tables_are_plain_rows() -> None:
     res = CliRunner().invoke(app, ["dlq", "list", str(JOURNEY)], env=env)
     assert res.stdout.splitlines()[:2] == [
         f"dead-letter queues in {JOURNEY}",
-        "group        count   first stored (UTC)        last stored (UTC)         "
-        "original topics    resent"]
+        "group       count  first stored (UTC)       last stored (UTC)        "
+        "original topics   resent"]
 
 
 def test_an_unknown_topic_names_the_topics_there() -> None:
