@@ -74,16 +74,22 @@ def _plain_console() -> Console:
                 super().print(*objects, **kwargs)
 
         def _rows(self, table: Table) -> None:
-            import io
+            from rich.cells import cell_len
+            from rich.text import Text
 
+            def plain(cell: Any) -> str:
+                text = cell.plain if isinstance(cell, Text) else str(cell)
+                return text.replace("\n", " ")
+
+            cols = [([plain(c.header)] if table.show_header else [])
+                    + [plain(v) for v in c.cells] for c in table.columns]
+            widths = [max((cell_len(v) for v in col), default=0) for col in cols]
+            right = [c.justify == "right" for c in table.columns]
+            lines = ["  ".join((" " * (w - cell_len(v)) + v) if r else (v + " " * (w - cell_len(v)))
+                               for v, w, r in zip(row, widths, right, strict=True)).rstrip()
+                     for row in zip(*cols, strict=True)]
             title, caption = table.title, table.caption
-            table.title = table.caption = None
-            table.box, table.show_edge, table.pad_edge = None, False, False
-            table.padding = (0, 2, 0, 0)  # two spaces after each column
-            buf = io.StringIO()
-            Console(file=buf, width=PIPE_WIDTH, no_color=True, soft_wrap=False).print(table)
-            lines = [ln.rstrip() for ln in buf.getvalue().splitlines()]
-            out = ([str(title)] if title else []) + lines + ([str(caption)] if caption else [])
+            out = ([plain(title)] if title else []) + lines + ([plain(caption)] if caption else [])
             if self.tables:  # a blank line between tables
                 out.insert(0, "")
             self.tables += 1
