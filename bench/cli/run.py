@@ -6,11 +6,12 @@ Usage (from the repo root):
     .venv/bin/python bench/cli/run.py --rounds 31 --scans 5
 
 The wheel is built from this tree and installed into a virtual environment of its own
-(``bench/out/cli/venv``: created with the wheel's dependencies on the first run, then only
-mqtool is reinstalled), so that every process starts as a user's does: no editable-install
-finder, no source tree on the path. Each command runs from ``bench/out/cli`` with a cache
-directory of its own (``XDG_CACHE_HOME``), warm: every command runs twice before the timed
-rounds (page cache, ``__pycache__``, numba's kernels, the Spark jar).
+(``bench/out/cli/venv``: created with the wheel's dependencies on the first run; later runs
+bring the dependencies to what the wheel asks for and reinstall mqtool), so that every process
+starts as a user's does: no editable-install finder, no source tree on the path. Each command
+runs from ``bench/out/cli`` with a cache directory of its own (``XDG_CACHE_HOME``), warm: every
+command runs twice before the timed rounds (page cache, ``__pycache__``, numba's kernels, the
+Spark jar).
 
 Timed, interleaved (one of each per round, medians over the rounds):
 
@@ -23,7 +24,7 @@ Timed, interleaved (one of each per round, medians over the rounds):
   journey store with the same master: the scan's figure is its wall time less the bare
   session's.
 
-Targets (issue 27): ``--help`` and ``inspect`` at most 3x ``python -c pass``, ``trace`` and
+Targets: ``--help`` and ``inspect`` at most 3x ``python -c pass``, ``trace`` and
 ``msg`` at most 5x; the tiny-store scan at most the bare session + 1 s. Prints a table and
 writes ``bench/cli/last-run.json`` (see bench/figures.py).
 """
@@ -67,8 +68,9 @@ def _venv() -> tuple[Path, Path]:
     if fresh:
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(VENV)], check=True)
     pip = [sys.executable, "-m", "pip", "--python", str(py), "install", "-q"]
-    subprocess.run([*pip, str(wheel)] if fresh else
-                   [*pip, "--no-deps", "--force-reinstall", str(wheel)], check=True)
+    subprocess.run([*pip, str(wheel)], check=True)  # the dependencies as the wheel pins them
+    if not fresh:  # the same version number: mqtool itself again, from this tree's wheel
+        subprocess.run([*pip, "--no-deps", "--force-reinstall", str(wheel)], check=True)
     return py, VENV / "bin" / "mqtool"
 
 
@@ -161,7 +163,7 @@ def main() -> None:
             "own (no editable install), warm, with the commands interleaved round by round; "
             "medians. `python -c 'import typer'` is the floor of any command that parses its "
             "options with typer; --help is printed without typer.",
-            f"Targets of issue 27 in this run: {verdict}.",
+            f"Targets in this run: {verdict}.",
         ],
     })
     print(f"{'what':<64}{'median':>12}{'x pass':>9}")
