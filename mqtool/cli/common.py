@@ -254,7 +254,7 @@ def check_body_mode(mode: str) -> str:
     return mode
 
 
-# --- argument rules shared by the commands (issue 9: say what is wrong, accept nothing silly) ---
+# --- argument rules shared by the commands: say what is wrong, accept nothing silly ----------
 def require_with(value: object, needed: object, flag: str, needs: str) -> None:
     """``flag`` only makes sense together with ``needs`` (e.g. --queue with --topic)."""
     if value is not None and needed is None:
