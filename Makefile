@@ -51,9 +51,10 @@ $(CLASS_ARCHIVE): $(BIN)/.installed $(SPARK_JAR)
 	@echo "== Spark's class-data archive: one scan in a JVM that writes it (about 30 s)"
 	$(BIN)/python -m mqtool.spark.classarchive
 
-# The wheel and the sdist users install (dist/): both carry the Spark reader's jar built above.
+# The wheel and the sdist users install (dist/): both carry the Spark reader's jar built above
+# (only the build tools and the jar are needed: not the class-data archive or real RocketMQ).
 # `pipx install dist/mqtool-*.whl` installs the mqtool command for a user.
-dist: dev
+dist: $(BIN)/.installed $(SPARK_JAR)
 	rm -rf dist
 	$(BIN)/python -m build --outdir dist .
 

@@ -346,7 +346,7 @@ def spark_failures(master: str | None = None) -> Iterator[None]:
                 reasons = []
             if reasons:
                 said = reasons[-1]
-        where = f" ({master})" if master else ""
+        where = f" (--master {master})" if master else ""
         raise SparkScanError(f"Spark{where} failed: {said} (driver log: {log})") from e
 
 

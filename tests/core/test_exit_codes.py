@@ -126,7 +126,7 @@ def test_a_scan_without_java_is_environment(tmp_path: Path) -> None:
                           "local[1]"], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 3, (run.returncode, run.stderr[-2000:])
     lines = run.stderr.strip().splitlines()
-    assert lines[-1].startswith("error: Spark (local[1]) failed: "), run.stderr[-2000:]
+    assert lines[-1].startswith("error: Spark (--master local[1]) failed: "), run.stderr[-2000:]
     assert "Traceback" not in run.stderr
 
 

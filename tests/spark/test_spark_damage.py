@@ -296,8 +296,8 @@ def test_a_context_spark_stopped_is_reported_with_its_reason(tmp_path: Path, mon
         raise Py4JError("An error occurred while calling None.SparkSession.\n"
                         ": java.lang.IllegalStateException: Cannot call methods on a stopped "
                         "SparkContext.\nThis stopped SparkContext was created at:\n")
-    assert str(e.value) == ("Spark (spark://127.0.0.1:1) failed: All masters are unresponsive! "
-                            f"Giving up. (driver log: {log})")
+    assert str(e.value) == ("Spark (--master spark://127.0.0.1:1) failed: All masters are "
+                            f"unresponsive! Giving up. (driver log: {log})")
 
 
 def test_cli_out_json_tables(spark, tmp_path: Path) -> None:  # noqa: F811
