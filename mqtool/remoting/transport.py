@@ -470,6 +470,7 @@ class RemotingServer:
         self._retry: asyncio.TimerHandle | None = None
         self._retry_delay = 0.0  # > 0 while an out-of-descriptors episode lasts
         self._os_errors_said: dict[int, float] = {}
+        self._unsupported_said: set[int] = set()  # request codes said not served
 
     async def start(self, host: str, port: int) -> int:
         """Listen; return the bound port (``port`` 0 picks a free one)."""
@@ -540,6 +541,12 @@ class RemotingServer:
 
     def _error_response(self, cmd: RemotingCommand, peer: Peer, e: Exception) -> RemotingCommand:
         if isinstance(e, UnsupportedCode):
+            if cmd.code not in self._unsupported_said:
+                self._unsupported_said.add(cmd.code)
+                self.log(
+                    f"{self.name}: request code {cmd.code} is not served (answered "
+                    "REQUEST_CODE_NOT_SUPPORTED; said once per code)"
+                )
             return cmd.response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported"
             )

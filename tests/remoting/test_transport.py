@@ -40,6 +40,16 @@ def test_opaque_matching_and_unknown_code() -> None:
         assert (await slow).ext_fields["echo"] == "slow"
         unk = await conn.invoke(RemotingCommand.request(9999))
         assert unk.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and unk.is_response
+        assert unk.remark == " request type 9999 not supported"  # NettyRemotingAbstract's
+        await conn.invoke(RemotingCommand.request(9999))
+        await conn.invoke(RemotingCommand.request(9998))
+        said = [ln for ln in logs if "is not served" in ln]  # once per code on stderr
+        assert said == [
+            "test: request code 9999 is not served (answered REQUEST_CODE_NOT_SUPPORTED; "
+            "said once per code)",
+            "test: request code 9998 is not served (answered REQUEST_CODE_NOT_SUPPORTED; "
+            "said once per code)",
+        ]
         await conn.close()
         await srv.close()
 
