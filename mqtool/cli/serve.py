@@ -73,21 +73,32 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    dialect: Annotated[
+        str | None,
+        typer.Option(
+            "--dialect",
+            help="Serve and write as RocketMQ 4.9.7 or 5.3.3, e.g. 5.3.3 (default: the "
+            "store's; a new store: 4.9.7).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """A name server and a broker in one process, over a store.
 
-    Real RocketMQ remoting clients (4.x protocol; tested with the C++ core and ali-ons)
-    produce to and consume from it: sends (single, batch), pulls with long polling, offsets,
-    retries through SCHEDULE_TOPIC_XXXX and %RETRY%<group> to %DLQ%<group>, orderly locks,
-    queries by key and id. Unknown topics are created on their first route lookup. Prints one
-    line when ready: "mqtool serve: ready namesrv HOST:PORT broker NAME HOST:PORT ...".
+    Real RocketMQ remoting clients (4.x protocol; tested with the official Java client, the C++
+    core and ali-ons) produce to and consume from it: sends (single, batch), transactions,
+    pulls with long polling, offsets, retries through SCHEDULE_TOPIC_XXXX and %RETRY%<group>
+    to %DLQ%<group>, orderly locks, queries by key and id. An unknown topic has no route; a
+    send with TBW102 creates it (autoCreateTopicEnable), as on a real broker. --broker-conf
+    also sets the broker keys serve honours (autoCreateTopicEnable, maxMessageSize,
+    transaction*, ...) and names the others once on stderr. Prints one line when ready: "mqtool serve: ready namesrv HOST:PORT broker NAME HOST:PORT ...".
     SIGTERM or Ctrl-C stops it cleanly (offsets, delayOffset.json and checkpoint written, lock
     released, exit 0).
 
     Example: mqtool serve ./live-store --namesrv-port 9876 --broker-port 10911
     """
     from mqtool.delaylevels import check_levels, given_levels
-    from mqtool.serve.server import ServeOptions
+    from mqtool.serve.server import ServeOptions, serve_options
     from mqtool.serve.server import serve as run_serve
 
     with handle_errors():
@@ -110,6 +121,7 @@ def serve(
         print(line, flush=True)
 
     with handle_errors():
+        opts = serve_options(broker_conf, dialect, opts)
         try:
             counts = run_serve(opts, ready)
         except OSError as e:  # a port in use, an address not on this machine

@@ -144,11 +144,18 @@ V2_FIELDS = {
     "m": "batch",
     "n": "brokerName",
 }
-_V1_TO_V2 = {v: k for k, v in V2_FIELDS.items()}
+V1_TO_V2 = {v: k for k, v in V2_FIELDS.items()}
 
 
 def send_header_from_v2(ext: dict[str, str]) -> SendMessageRequestHeader:
-    """Parse a SEND_MESSAGE_V2 header (one-letter names)."""
+    """Parse a SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE header (one-letter names); a missing
+    required field is named by its letter, as the broker names it."""
+    for name, kind, required in SendMessageRequestHeader._spec():
+        letter = V1_TO_V2[name]
+        if required and ext.get(letter) is None:
+            raise HeaderFieldError(f"the custom field <{letter}> is null")
+        if letter in ext and kind != "str":
+            _parse(kind, letter, ext[letter])
     return decode_header(
         SendMessageRequestHeader, {V2_FIELDS[k]: v for k, v in ext.items() if k in V2_FIELDS}
     )
@@ -156,7 +163,7 @@ def send_header_from_v2(ext: dict[str, str]) -> SendMessageRequestHeader:
 
 def send_header_to_v2(h: SendMessageRequestHeader) -> dict[str, str]:
     """The one-letter extFields of SEND_MESSAGE_V2."""
-    return {_V1_TO_V2[k]: v for k, v in h.to_ext().items()}
+    return {V1_TO_V2[k]: v for k, v in h.to_ext().items()}
 
 
 @dataclass
@@ -167,6 +174,34 @@ class SendMessageResponseHeader(Header):
     queueId: int = _f("int")
     queueOffset: int = _f("long")
     transactionId: str | None = _f("str", required=False)
+
+
+# -- transactions ----------------------------------------------------------------------------
+
+
+@dataclass
+class EndTransactionRequestHeader(Header):
+    """END_TRANSACTION (37, oneway): ``commitOrRollback`` is the sysFlag transaction type
+    (0 unknown, 8 commit, 12 rollback)."""
+
+    producerGroup: str = _f("str")
+    tranStateTableOffset: int = _f("long")
+    commitLogOffset: int = _f("long")
+    commitOrRollback: int = _f("int")
+    msgId: str = _f("str")
+    fromTransactionCheck: bool | None = _f("bool", required=False)
+    transactionId: str | None = _f("str", required=False)
+
+
+@dataclass
+class CheckTransactionStateRequestHeader(Header):
+    """CHECK_TRANSACTION_STATE (39), broker to producer: the half message to decide on."""
+
+    tranStateTableOffset: int = _f("long")
+    commitLogOffset: int = _f("long")
+    msgId: str | None = _f("str", required=False)
+    transactionId: str | None = _f("str", required=False)
+    offsetMsgId: str | None = _f("str", required=False)
 
 
 # -- clients -----------------------------------------------------------------------------------

@@ -14,30 +14,28 @@ from __future__ import annotations
 import asyncio
 import heapq
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from mqtool.formats.commitlog import (
-    COMPRESSED_FLAG,
     CommitLogMessage,
     build_message,
-    decompress,
-    parse_properties,
 )
 from mqtool.formats.errors import MqtoolError
 from mqtool.formats.rules import (
     group_refusal,
-    is_not_allowed_send_topic,
-    not_allowed_send_remark,
-    topic_refusal,
 )
 from mqtool.refstore import broker as B
-from mqtool.refstore.engine import Message, PutResult, RefStore
+from mqtool.refstore.engine import PutResult, RefStore
 from mqtool.remoting import bodies
 from mqtool.remoting import headers as H
 from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.frame import RemotingCommand
 from mqtool.remoting.transport import Peer, UnsupportedCode
+from mqtool.serve import send as S
+from mqtool.serve.config import BrokerSettings
+from mqtool.serve.send import suggest_todo
+from mqtool.serve.transaction import Transactions
 
 #: ``RebalanceLockManager.REBALANCE_LOCK_MAX_LIVE_TIME`` (60 s).
 LOCK_MAX_LIVE_MS = 60_000
@@ -53,29 +51,6 @@ MAX_QUERY_RESULTS = 32
 #: answers at most 32 messages and stops adding once 256 KiB are reached.
 MAX_TRANSFER_COUNT = 32
 MAX_TRANSFER_BYTES = 256 * 1024
-
-
-#: ``FAQUrl.APPLY_TOPIC_URL`` / ``SUBSCRIPTION_GROUP_NOT_EXIST`` (one page in each version).
-FAQ_URL_4 = "http://rocketmq.apache.org/docs/faq/"
-FAQ_URL_5 = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
-
-
-def suggest_todo(v5: bool) -> str:
-    """``FAQUrl.suggestTodo`` of the FAQ page, as the broker appends it to a remark."""
-    return f"\nSee {FAQ_URL_5 if v5 else FAQ_URL_4} for further details."
-
-
-def send_topic_refusal(cmd: RemotingCommand, topic: str, *, v5: bool) -> RemotingCommand | None:
-    """``AbstractSendMessageProcessor#msgCheck``'s name checks: ``TopicValidator#validateTopic``
-    (SYSTEM_ERROR in 4.9.7, INVALID_PARAMETER in 5.3.3) then ``isNotAllowedSendTopic``
-    (NO_PERMISSION); None when the topic may be sent to."""
-    why = topic_refusal(topic)
-    if why is not None:
-        code = ResponseCode.INVALID_PARAMETER if v5 else ResponseCode.SYSTEM_ERROR
-        return cmd.response(code, why)
-    if is_not_allowed_send_topic(topic):
-        return cmd.response(ResponseCode.NO_PERMISSION, not_allowed_send_remark(topic))
-    return None
 
 
 _PULL_REMARKS: dict[int, str] = {
@@ -140,9 +115,20 @@ class ClientInfo:
 class Broker:
     """Request handler of the broker port."""
 
-    def __init__(self, store: RefStore, *, broker_name: str, on_schedule: asyncio.Event) -> None:
+    def __init__(
+        self,
+        store: RefStore,
+        *,
+        broker_name: str,
+        on_schedule: asyncio.Event,
+        settings: BrokerSettings | None = None,
+        log: Callable[[str], None] = print,
+    ) -> None:
         self.store = store
         self.broker_name = broker_name
+        self.settings = settings or BrokerSettings()
+        self.host = store.config.store_host.rpartition(":")[0]  # brokerIP1
+        self.transactions = Transactions(self, log)
         self.waiters = PullWaiters()
         self.on_schedule = on_schedule  # set when a message entered SCHEDULE_TOPIC_XXXX
         self.consumers: dict[str, dict[str, ClientInfo]] = {}
@@ -166,6 +152,7 @@ class Broker:
             RequestCode.GET_MAX_OFFSET: self.max_offset,
             RequestCode.GET_MIN_OFFSET: self.min_offset,
             RequestCode.CONSUMER_SEND_MSG_BACK: self.send_back,
+            RequestCode.END_TRANSACTION: self.transactions.end_transaction,
             RequestCode.LOCK_BATCH_MQ: self.lock_batch,
             RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch,
         }
@@ -189,72 +176,9 @@ class Broker:
     # -- sending ------------------------------------------------------------------------------
 
     async def send_message(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
-        if cmd.code == RequestCode.SEND_MESSAGE_V2:
-            h = H.send_header_from_v2(cmd.ext_fields)
-        else:
-            h = H.decode_header(H.SendMessageRequestHeader, cmd.ext_fields)
-        store = self.store
-        refused = send_topic_refusal(cmd, h.topic, v5=store.config.v5)
-        if refused is not None:
-            return refused
-        if h.topic not in store.topics:  # autoCreateTopicEnable
-            nums = max(1, min(h.defaultTopicQueueNums, store.config.default_queue_nums))
-            store.create_topic(h.topic, nums)
-        prop_map = parse_properties(h.properties or "")
-        if h.topic.startswith(B.RETRY_GROUP_TOPIC_PREFIX):
-            h = self._retry_or_dlq(h, prop_map)
-        props = tuple(prop_map.items())
-        if cmd.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
-            raw = cmd.body
-            sys_flag = h.sysFlag
-            if sys_flag & COMPRESSED_FLAG:  # librocketmq 1.0.1 zlib-compresses a batch > 4 KiB
-                raw = decompress(raw, "ZLIB", 32 * store.config.max_message_size)
-                sys_flag &= ~COMPRESSED_FLAG
-            batch = bodies.decode_batch(raw)
-            msgs = [
-                Message(
-                    h.topic,
-                    m.body,
-                    tuple(parse_properties(m.properties).items()),
-                    h.queueId,
-                    m.flag,
-                    sys_flag,
-                    h.bornTimestamp,
-                    peer.address,
-                    h.reconsumeTimes or 0,
-                )
-                for m in batch
-            ]
-            results = store.put_batch(msgs, queue_id=h.queueId, batch_properties=props)
-            msg_id = ",".join(r.msg_id for r in results)
-        else:
-            r = store.put(
-                Message(
-                    h.topic,
-                    cmd.body,
-                    props,
-                    h.queueId,
-                    h.flag,
-                    h.sysFlag,
-                    h.bornTimestamp,
-                    peer.address,
-                    h.reconsumeTimes or 0,
-                )
-            )
-            results = [r]
-            msg_id = r.msg_id
-        self.counts["sent"] += len(results)
-        self.notify_put(results)
-        first = results[0]
-        return cmd.response(
-            ext=H.SendMessageResponseHeader(
-                msgId=msg_id,
-                queueId=first.queue_id if first.topic == h.topic else h.queueId,
-                queueOffset=first.queue_offset,
-            ).to_ext()
-        )
+        return await S.send_message(self, cmd, peer)
 
-    def _retry_or_dlq(
+    def retry_or_dlq(
         self, h: H.SendMessageRequestHeader, props: dict[str, str]
     ) -> H.SendMessageRequestHeader:
         """A client's own send to ``%RETRY%<group>`` (an orderly consumer's send-back): the

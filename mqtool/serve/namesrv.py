@@ -1,32 +1,33 @@
 """The name server side of ``mqtool serve`` (``DefaultRequestProcessor`` of a RocketMQ
 namesrv), answering from the one broker it fronts.
 
-GET_ROUTEINFO_BY_TOPIC creates an unknown topic in the store first, as a broker with
-``autoCreateTopicEnable`` would on the first send (clients that cannot fall back to TBW102,
-like the C++ 1.0.1 core, need a route up front). Never created this way: ``%DLQ%`` topics, and
-any topic the broker would refuse a send to (``TopicValidator``: a blank name, characters
-outside ``^[%|a-zA-Z0-9_-]+$``, longer than 127, a not-allowed system topic); those are
-answered as the name server answers any topic it has no route for.
+GET_ROUTEINFO_BY_TOPIC answers the route of a topic the broker has, and TOPIC_NOT_EXIST for any
+other (the name server creates nothing): a producer then sends with the route of TBW102, which
+the broker has while ``autoCreateTopicEnable`` is on, and the broker creates the topic on that
+send (:mod:`mqtool.serve.send`). A topic is routed with the broker's perm (TBW102 without
+inherit while auto-creation is off, as the broker registers it).
 """
 
 from __future__ import annotations
 
-from mqtool.formats.rules import is_not_allowed_send_topic, topic_refusal
-from mqtool.refstore import broker as B
+from mqtool.formats.rules import AUTO_CREATE_TOPIC
 from mqtool.refstore.engine import RefStore
 from mqtool.remoting import bodies
 from mqtool.remoting import headers as H
 from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.frame import RemotingCommand
 from mqtool.remoting.transport import Peer, UnsupportedCode
-from mqtool.serve.broker import suggest_todo
+from mqtool.serve.config import BrokerSettings
+from mqtool.serve.send import PERM_INHERIT, suggest_todo
 
 
 class NameServer:
     """Request handler of the name server port."""
 
-    def __init__(self, store: RefStore, *, cluster: str, broker_name: str, broker_addr: str):
+    def __init__(self, store: RefStore, *, cluster: str, broker_name: str, broker_addr: str,
+                 settings: BrokerSettings | None = None):
         self.store = store
+        self.settings = settings or BrokerSettings()
         self.cluster = cluster
         self.broker_name = broker_name
         self.broker_addr = broker_addr
@@ -44,22 +45,16 @@ class NameServer:
             return cmd.response(body=bodies.build_topic_list(self.store.topics))
         raise UnsupportedCode(str(cmd.code))
 
+    def perm(self, topic: str, perm: int) -> int:
+        """The perm the broker registers: TBW102 loses inherit while auto-creation is off."""
+        if topic == AUTO_CREATE_TOPIC and not self.settings.autoCreateTopicEnable:
+            return perm & ~PERM_INHERIT
+        return perm
+
     def route(self, cmd: RemotingCommand) -> RemotingCommand:
         h = H.decode_header(H.GetRouteInfoRequestHeader, cmd.ext_fields)
         topic = h.topic
         tc = self.store.topics.get(topic)
-        if (
-            tc is None
-            and topic_refusal(topic) is None
-            and not is_not_allowed_send_topic(topic)
-            and not topic.startswith(B.DLQ_GROUP_TOPIC_PREFIX)
-        ):
-            if topic.startswith(B.RETRY_GROUP_TOPIC_PREFIX):
-                group = topic[len(B.RETRY_GROUP_TOPIC_PREFIX) :]
-                cfg = self.store.groups.get(group)
-                tc = self.store.create_topic(topic, max(1, cfg.retry_queue_nums) if cfg else 1)
-            else:
-                tc = self.store.create_topic(topic)
         if tc is None:
             return cmd.response(
                 ResponseCode.TOPIC_NOT_EXIST,
@@ -73,7 +68,7 @@ class NameServer:
                     self.broker_name,
                     tc.read_queue_nums,
                     tc.write_queue_nums,
-                    tc.perm,
+                    self.perm(tc.topic_name, tc.perm),
                     tc.topic_sys_flag,
                 )
             ],

@@ -27,6 +27,7 @@ from mqtool.remoting.codes import RequestCode
 from mqtool.remoting.frame import RemotingCommand
 from mqtool.remoting.transport import Peer, RemotingServer
 from mqtool.serve.broker import Broker
+from mqtool.serve.config import BrokerConfError, BrokerSettings, read_broker_conf
 from mqtool.serve.namesrv import NameServer
 
 #: ``flushConsumerOffsetInterval`` (5 s).
@@ -49,9 +50,32 @@ class ServeOptions:
     cluster: str = "DefaultCluster"
     delay_levels: str | None = None
     max_reconsume_times: int | None = None
+    #: The RocketMQ version the store is written as (``4.9.7`` or ``5.3.3``); None: the
+    #: store's own (a new store: 4.9.7).
+    dialect: str | None = None
+    #: What ``--broker-conf`` says (the broker's defaults when not given).
+    settings: BrokerSettings = BrokerSettings()
 
 
 _T = TypeVar("_T")
+
+DIALECTS = ("4.9.7", "5.3.3")
+
+
+def serve_options(
+    broker_conf: Path | None, dialect: str | None, opts: ServeOptions,
+    log: Callable[[str], None] | None = None,
+) -> ServeOptions:
+    """``opts`` with the settings of ``broker_conf`` and the ``dialect``; the keys of the file
+    serve does not honour are said once (``log``, default stderr)."""
+    if dialect is not None and dialect not in DIALECTS:
+        raise BrokerConfError(f"--dialect {dialect}: not one of {', '.join(DIALECTS)}")
+    if broker_conf is None:
+        return replace(opts, dialect=dialect)
+    settings, ignored = read_broker_conf(broker_conf)
+    if ignored:
+        (log or _log)(f"{broker_conf}: not honoured by mqtool serve: {', '.join(ignored)}")
+    return replace(opts, dialect=dialect, settings=settings)
 
 
 def _log(msg: str) -> None:
@@ -64,8 +88,9 @@ def open_store(opts: ServeOptions, broker_port: int) -> RefStore:
     The store's saved settings are kept except those the options name; when they differ the
     store is reopened with them (and they are saved, as the broker's config would be).
     """
-    if opts.delay_levels is not None:
-        B.parse_delay_levels(opts.delay_levels)  # refused before the store is touched
+    levels = opts.delay_levels or opts.settings.messageDelayLevel
+    if levels is not None:
+        B.parse_delay_levels(levels)  # refused before the store is touched
     store = RefStore.open(opts.store)
     try:
         want = replace(
@@ -73,7 +98,9 @@ def open_store(opts: ServeOptions, broker_port: int) -> RefStore:
             store_host=f"{opts.host}:{broker_port}",
             broker_name=opts.broker_name,
             cluster_name=opts.cluster,
-            message_delay_level=opts.delay_levels or store.config.message_delay_level,
+            message_delay_level=levels or store.config.message_delay_level,
+            max_message_size=opts.settings.maxMessageSize,
+            dialect=opts.dialect or store.config.dialect,
             default_max_reconsume_times=(
                 opts.max_reconsume_times
                 if opts.max_reconsume_times is not None
@@ -149,7 +176,11 @@ class Service:
         self.broker_addr = f"{opts.host}:{bport}"
         self.namesrv_addr = f"{opts.host}:{nport}"
         self.broker = Broker(
-            self.store, broker_name=opts.broker_name, on_schedule=self._schedule_event
+            self.store,
+            broker_name=opts.broker_name,
+            on_schedule=self._schedule_event,
+            settings=opts.settings,
+            log=self.log,
         )
         holder["broker"] = self.broker
         holder["ns"] = NameServer(
@@ -157,10 +188,12 @@ class Service:
             cluster=opts.cluster,
             broker_name=opts.broker_name,
             broker_addr=self.broker_addr,
+            settings=opts.settings,
         )
         self._tasks = [
             asyncio.create_task(self._schedule_loop()),
             asyncio.create_task(self._flush_loop()),
+            asyncio.create_task(self._check_loop()),
         ]
 
     def ready_line(self) -> str:
@@ -186,6 +219,16 @@ class Service:
                 await asyncio.wait_for(self._schedule_event.wait(), sleep)
             except TimeoutError:
                 pass
+
+    async def _check_loop(self) -> None:
+        """The transaction check service: a round every ``transactionCheckInterval``."""
+        assert self.store is not None and self.broker is not None
+        interval = self.opts.settings.check_interval(self.store.config.v5) / 1000
+        transactions = self.broker.transactions
+        while True:
+            await asyncio.sleep(interval)
+            for peer, request in self._round("transaction check", transactions.check_round) or []:
+                await peer.send(request)
 
     async def _flush_loop(self) -> None:
         assert self.store is not None
@@ -257,4 +300,4 @@ def serve(opts: ServeOptions, ready: Callable[[str], None]) -> dict[str, int]:
     return asyncio.run(run(opts, ready))
 
 
-__all__ = ["ServeOptions", "Service", "open_store", "run", "serve"]
+__all__ = ["ServeOptions", "Service", "open_store", "run", "serve", "serve_options"]

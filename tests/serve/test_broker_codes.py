@@ -15,6 +15,7 @@ from typing import Any
 
 from mqtool.formats.commitlog import parse_message
 from mqtool.remoting import bodies, frame
+from mqtool.remoting import headers as H
 from mqtool.remoting.codes import RequestCode as R
 from mqtool.remoting.codes import ResponseCode as C
 from mqtool.remoting.codes import SerializeType
@@ -62,9 +63,22 @@ def _records(body: bytes) -> list[Any]:
 
 def test_namesrv_codes(tmp_path: Path) -> None:
     async def body(svc: Service, ns: Connection, br: Connection) -> None:
-        r = await ns.invoke(RemotingCommand.request(R.GET_ROUTEINFO_BY_TOPIC, {"topic": "NewT"}))
+        # the name server creates nothing: an unknown topic has no route, TBW102 has one (8
+        # queues, perm RWX) and a send with it as defaultTopic creates the topic on the broker
+        route_new = RemotingCommand.request(R.GET_ROUTEINFO_BY_TOPIC, {"topic": "NewT"})
+        r = await ns.invoke(route_new)
+        assert (r.code, r.remark) == (C.TOPIC_NOT_EXIST, "No topic route info in name server "
+                                      "for the topic: NewT\nSee http://rocketmq.apache.org/"
+                                      "docs/faq/ for further details.")
+        r = await ns.invoke(RemotingCommand.request(R.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"}))
+        qd = bodies.parse_route(r.body).queue_datas[0]
+        assert (qd.write_queue_nums, qd.perm) == (8, 7)
+        r = await br.invoke(RemotingCommand.request(R.SEND_MESSAGE, _send_ext("NewT", 0, ""), b"x"))
+        assert r.code == C.SUCCESS
+        r = await ns.invoke(route_new)
         route = bodies.parse_route(r.body)
         assert r.code == C.SUCCESS and route.queue_datas[0].write_queue_nums == 4
+        assert route.queue_datas[0].perm == 6
         assert route.broker_datas[0].addrs == {0: svc.broker_addr}
         r = await ns.invoke(RemotingCommand.request(R.GET_ROUTEINFO_BY_TOPIC, {"topic": "%DLQ%g"}))
         assert r.code == C.TOPIC_NOT_EXIST
@@ -89,15 +103,19 @@ def test_send_pull_offsets_queries_locks(tmp_path: Path) -> None:
         assert r.code == C.SUCCESS and r.serialize_type == SerializeType.ROCKETMQ
         assert (r.ext_fields["queueId"], r.ext_fields["queueOffset"]) == ("1", "0")
         first_id = r.ext_fields["msgId"]
-        # batch: code 320 and code 10 with batch "1"
+        # batch: code 320 (the Java client's: the V2 header, batch "m") and code 10 with
+        # batch "true"; 320 with the long names is refused as the broker does
         batch = bodies.encode_batch([bodies.BatchMessage(0, f"b{i}".encode(),
                                                          f"KEYS\x01kb{i}\x02TAGS\x01B\x02")
                                      for i in range(3)])
-        r = await br.invoke(RemotingCommand.request(
-            R.SEND_BATCH_MESSAGE, _send_ext("T", 1, "WAIT\x01true\x02"), batch))
+        long_names = _send_ext("T", 1, "WAIT\x01true\x02", batch="true")
+        r = await br.invoke(RemotingCommand.request(R.SEND_BATCH_MESSAGE, long_names, batch))
+        assert (r.code, r.remark) == (C.SYSTEM_ERROR, "the custom field <a> is null")
+        v2 = {H.V1_TO_V2[k]: v for k, v in long_names.items()}
+        r = await br.invoke(RemotingCommand.request(R.SEND_BATCH_MESSAGE, v2, batch))
         assert r.code == C.SUCCESS and len(r.ext_fields["msgId"].split(",")) == 3
         r = await br.invoke(RemotingCommand.request(
-            R.SEND_MESSAGE, _send_ext("T", 1, "WAIT\x01true\x02", batch="1"), batch))
+            R.SEND_MESSAGE, _send_ext("T", 1, "WAIT\x01true\x02", batch="true"), batch))
         assert r.code == C.SUCCESS and r.ext_fields["queueOffset"] == "4"
         # offsets
         for code, want in ((R.GET_MAX_OFFSET, "7"), (R.GET_MIN_OFFSET, "0")):
@@ -185,7 +203,10 @@ def test_clients_and_errors_keep_the_connection(tmp_path: Path) -> None:
         r = await br.invoke(RemotingCommand.request(R.HEART_BEAT, {}, b"{not json"))
         assert r.code == C.SYSTEM_ERROR and "not valid JSON" in (r.remark or "")
         r = await br.invoke(RemotingCommand.request(R.SEND_MESSAGE, _send_ext("T", 99, ""), b"x"))
-        assert r.code == C.SYSTEM_ERROR and "queue 99" in (r.remark or "")
+        assert r.code == C.SYSTEM_ERROR and (r.remark or "").startswith(
+            "request queueId[99] is illegal, TopicConfig [topicName=T, readQueueNums=4, "
+            "writeQueueNums=4, perm=RW-, topicFilterType=SINGLE_TAG, topicSysFlag=0, "
+            "order=false] Producer: 127.0.0.1:")
         r = await br.invoke(RemotingCommand.request(4242))
         assert r.code == C.REQUEST_CODE_NOT_SUPPORTED
         r = await br.invoke(RemotingCommand.request(R.GET_MAX_OFFSET, {"topic": "T", "queueId": 0}))
