@@ -1,0 +1,54 @@
+"""The official Java client against ``mqtool serve`` and against the real broker of the same
+version, flow by flow (``Flow.java``), then the two stores through mqtool's read commands.
+
+Each side is started once for the module, on 127.0.0.1, over a fresh store, with the same
+broker.conf (:data:`harness.BROKER_CONF`). Every flow uses topics and groups of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.serve.differential import harness as H
+
+pytestmark = pytest.mark.slow
+
+Obs = dict[str, list[dict[str, Any]]]
+
+
+@pytest.fixture(scope="module", params=["4.9.7"])
+def sides(request: pytest.FixtureRequest,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[H.Sides]:
+    s = H.Sides(str(request.param), tmp_path_factory.mktemp(f"diff-{request.param}"))
+    s.start()
+    try:
+        yield s
+    finally:
+        s.kill()
+
+
+def steps(obs: list[dict[str, Any]], *names: str) -> list[dict[str, Any]]:
+    return [o for o in obs if o["step"] in names]
+
+
+def test_produce(sides: H.Sides) -> None:
+    """Sync, async, oneway, batch, orderly, delayed and oversize sends; a route lookup of an
+    unknown topic; a send that creates its topic."""
+    obs = sides.flow("produce", "P")
+    H.compare_flow("produce", obs)
+    for side in obs.values():  # what the flow is about holds on both sides
+        batch = steps(side, "batch")
+        assert [b["status"] for b in batch] == ["SEND_OK"] and batch[0]["msgIds"] == 8
+        assert [o["code"] for o in steps(side, "oversize", "oversize.record")] == [13, 13]
+
+
+def test_stores_agree(sides: H.Sides) -> None:
+    """After every flow: the same topics with the same message counts, the same DLQs."""
+    codes = sides.stop()
+    assert codes["serve"] == 0, sides.serve.stderr()
+    real, serve = sides.stores["real"], sides.stores["serve"]
+    H.assert_same("topics (inspect)", H.topics_view(real), H.topics_view(serve))
+    H.assert_same("dead letters (dlq list)", H.dlq_view(real), H.dlq_view(serve))
