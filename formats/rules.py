@@ -78,6 +78,19 @@ NOT_ALLOWED_SEND_TOPICS = frozenset({
 })
 """``TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`` (the same in 4.9.7 and 5.3.3)."""
 
+SYSTEM_TOPICS = NOT_ALLOWED_SEND_TOPICS | {
+    AUTO_CREATE_TOPIC, "BenchmarkTest", "RMQ_SYS_TRACE_TOPIC",
+}
+"""``TopicValidator.SYSTEM_TOPIC_SET`` (the same in 4.9.7 and 5.3.3), without the cluster's
+and brokers' own names the broker adds at start."""
+
+
+def is_validator_system_topic(topic: str) -> bool:
+    """``TopicValidator#isSystemTopic``: a topic ``mqadmin updateTopic`` may not change (unlike
+    :func:`is_system_topic`, ``%RETRY%``/``%DLQ%`` topics are not system topics here)."""
+    return topic in SYSTEM_TOPICS or topic.startswith("rmq_sys_")
+
+
 _LEGAL_NAME = re.compile(r"[%|a-zA-Z0-9_-]*\Z")
 #: Characters Python's ``str.isspace`` counts and Java's ``Character.isWhitespace`` does not.
 _NOT_JAVA_WHITESPACE = frozenset("\u0085\u00a0\u2007\u202f")

@@ -176,6 +176,23 @@ class SendMessageResponseHeader(Header):
     transactionId: str | None = _f("str", required=False)
 
 
+# -- administration --------------------------------------------------------------------------
+
+
+@dataclass
+class CreateTopicRequestHeader(Header):
+    """UPDATE_AND_CREATE_TOPIC (17, ``mqadmin updateTopic``)."""
+
+    topic: str = _f("str")
+    defaultTopic: str = _f("str")
+    readQueueNums: int = _f("int")
+    writeQueueNums: int = _f("int")
+    perm: int = _f("int")
+    topicFilterType: str = _f("str")
+    topicSysFlag: int | None = _f("int", required=False)
+    order: bool = _f("bool", required=False, default=False)
+
+
 # -- transactions ----------------------------------------------------------------------------
 
 

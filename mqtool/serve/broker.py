@@ -33,6 +33,7 @@ from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.frame import RemotingCommand
 from mqtool.remoting.transport import Peer, UnsupportedCode
 from mqtool.serve import send as S
+from mqtool.serve.admin import Admin
 from mqtool.serve.config import BrokerSettings
 from mqtool.serve.send import suggest_todo
 from mqtool.serve.transaction import Transactions
@@ -129,6 +130,7 @@ class Broker:
         self.settings = settings or BrokerSettings()
         self.host = store.config.store_host.rpartition(":")[0]  # brokerIP1
         self.transactions = Transactions(self, log)
+        self.admin = Admin(self)
         self.waiters = PullWaiters()
         self.on_schedule = on_schedule  # set when a message entered SCHEDULE_TOPIC_XXXX
         self.consumers: dict[str, dict[str, ClientInfo]] = {}
@@ -155,6 +157,7 @@ class Broker:
             RequestCode.END_TRANSACTION: self.transactions.end_transaction,
             RequestCode.LOCK_BATCH_MQ: self.lock_batch,
             RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch,
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self.admin.update_topic,
         }
 
     async def handle(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand | None:

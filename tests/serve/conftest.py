@@ -187,3 +187,13 @@ def ask(addr: str, cmd: RemotingCommand) -> RemotingCommand:
     """One request on its own connection; its answer."""
     with connect(addr) as s:
         return call(s, cmd)
+
+
+def create_topic(broker: str, topic: str, queues: int = 4) -> None:
+    """``mqadmin updateTopic`` as one request (UPDATE_AND_CREATE_TOPIC): a client that cannot
+    fall back to TBW102 (ali-ons) needs its topic before it sends, as with a real broker."""
+    ext = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues,
+           "writeQueueNums": queues, "perm": 6, "topicFilterType": "SINGLE_TAG",
+           "topicSysFlag": 0, "order": "false"}
+    r = ask(broker, RemotingCommand.request(17, ext))
+    assert r.code == 0, r.remark

@@ -80,6 +80,22 @@ def test_namesrv_codes(tmp_path: Path) -> None:
         assert r.code == C.SUCCESS and route.queue_datas[0].write_queue_nums == 4
         assert route.queue_datas[0].perm == 6
         assert route.broker_datas[0].addrs == {0: svc.broker_addr}
+        # UPDATE_AND_CREATE_TOPIC (mqadmin updateTopic): created or changed, routed at once
+        upd = {"topic": "Upd", "defaultTopic": "TBW102", "readQueueNums": 2,
+               "writeQueueNums": 2, "perm": 6, "topicFilterType": "SINGLE_TAG",
+               "topicSysFlag": 0, "order": "false"}
+        for queues in (2, 3):
+            upd.update(readQueueNums=queues, writeQueueNums=queues)
+            r = await br.invoke(RemotingCommand.request(R.UPDATE_AND_CREATE_TOPIC, upd))
+            assert r.code == C.SUCCESS, r.remark
+            r = await ns.invoke(RemotingCommand.request(R.GET_ROUTEINFO_BY_TOPIC, {"topic": "Upd"}))
+            assert bodies.parse_route(r.body).queue_datas[0].write_queue_nums == queues
+        for topic, remark in (("TBW102", "The topic[TBW102] is conflict with system topic."),
+                              ("a b", "The specified topic contains illegal characters, "
+                               "allowing only ^[%|a-zA-Z0-9_-]+$")):
+            r = await br.invoke(RemotingCommand.request(R.UPDATE_AND_CREATE_TOPIC,
+                                                        {**upd, "topic": topic}))
+            assert (r.code, r.remark) == (C.SYSTEM_ERROR, remark)
         r = await ns.invoke(RemotingCommand.request(R.GET_ROUTEINFO_BY_TOPIC, {"topic": "%DLQ%g"}))
         assert r.code == C.TOPIC_NOT_EXIST
         r = await ns.invoke(RemotingCommand.request(R.GET_BROKER_CLUSTER_INFO))

@@ -267,8 +267,8 @@ def test_real_client_orderly_send_back_matches_the_reference_store(
     from tests.serve.conftest import run_js
 
     srv = tmp_path / "srv"
-    with RefStore.open(srv, _config(dialect)):  # a store that emulates ``dialect``
-        pass
+    with RefStore.open(srv, _config(dialect)) as s:  # a store that emulates ``dialect``
+        s.create_topic(TOPIC)  # ali-ons needs a route: the topic exists, as on a real broker
     served = serve_factory(srv, "--delay-levels", DELAYS, "--max-reconsume-times", str(MAX))
     home = tmp_path / "home"
     rc, ev, err = run_js(home, "produce", served.namesrv, TOPIC, "ord", "1")

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from mqtool.formats.config import parse_consumer_offset
-from tests.serve.conftest import mqtool, run_cpp, run_js
+from tests.serve.conftest import create_topic, mqtool, run_cpp, run_js
 
 DELAYS = "1s 1s 1s 1s 1s 1s"
 
@@ -55,6 +55,7 @@ def test_cpp_client_produces_and_consumes(tmp_path: Path, serve_factory: Any) ->
 def test_js_client_produces_and_consumes(tmp_path: Path, serve_factory: Any) -> None:
     store = tmp_path / "store"
     srv = serve_factory(store)
+    create_topic(srv.broker, "TopicJs")
     rc, ev, err = run_js(tmp_path / "home", "produce", srv.namesrv, "TopicJs", "j",
                          "6", "3", "2", "1")
     assert rc == 0, err
@@ -109,6 +110,7 @@ def test_js_consumer_failures_go_through_retry_to_dlq(tmp_path: Path, serve_fact
     store = tmp_path / "store"
     srv = serve_factory(store, "--delay-levels", DELAYS)
     home = tmp_path / "home"
+    create_topic(srv.broker, "TopicJsDlq")
     assert run_js(home, "produce", srv.namesrv, "TopicJsDlq", "bad", "1")[0] == 0
     # the client's maxReconsumeTimes header (2) wins over the group's default (16)
     rc, ev, err = run_js(

@@ -23,6 +23,7 @@ from tests.serve.conftest import (
     NODE_MODULES,
     call,
     connect,
+    create_topic,
     mqtool,
     run_cpp,
 )
@@ -139,6 +140,7 @@ def test_eight_producers_both_clients(tmp_path: Path, serve_factory: Any) -> Non
     n = int(os.environ.get("MQTOOL_SERVE_LOAD_N", "10000"))
     store = tmp_path / "store"
     srv = serve_factory(store)
+    create_topic(srv.broker, "TopicLoad")  # ali-ons needs its route before it sends
     procs = []
     for i in range(8):
         home = tmp_path / f"home{i}"
