@@ -10,7 +10,6 @@ and ``DefaultMQAdminExt`` send them.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from mqtool.formats.config.topics import TopicConfig
 from mqtool.formats.rules import is_validator_system_topic, topic_refusal
@@ -19,15 +18,13 @@ from mqtool.remoting import headers as H
 from mqtool.remoting.codes import ResponseCode
 from mqtool.remoting.frame import RemotingCommand
 from mqtool.remoting.transport import Peer
-
-if TYPE_CHECKING:
-    from mqtool.serve.broker import Broker
+from mqtool.serve.core import BrokerCore
 
 
 class Admin:
     """The admin request handlers of one broker."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerCore) -> None:
         self.broker = broker
 
     async def update_topic(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
