@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from mqtool.formats.commitlog import COMPRESSED_FLAG, decompress, parse_properties
 from mqtool.formats.config.topics import TopicConfig
+from mqtool.formats.encoder import record_size
 from mqtool.formats.rules import (
     AUTO_CREATE_TOPIC,
+    PROPERTY_CLUSTER,
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_TRANSACTION_PREPARED,
     is_not_allowed_send_topic,
@@ -36,9 +37,7 @@ from mqtool.remoting import headers as H
 from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.frame import RemotingCommand
 from mqtool.remoting.transport import Peer
-
-if TYPE_CHECKING:
-    from mqtool.serve.broker import Broker
+from mqtool.serve.core import BrokerCore
 
 #: PermName bits.
 PERM_INHERIT = 0x1
@@ -88,7 +87,7 @@ def send_topic_refusal(cmd: RemotingCommand, topic: str, *, v5: bool) -> Remotin
     return None
 
 
-def create_from_default(broker: Broker, topic: str, default_topic: str,
+def create_from_default(broker: BrokerCore, topic: str, default_topic: str,
                         client_queue_nums: int) -> TopicConfig | None:
     """``TopicConfigManager#createTopicInSendMessageMethod``: a new topic like
     ``default_topic`` when its perm may be inherited; None when it may not."""
@@ -105,7 +104,7 @@ def create_from_default(broker: Broker, topic: str, default_topic: str,
     return store.create_topic(topic, nums, perm=perm & ~PERM_INHERIT)
 
 
-def send_topic(broker: Broker, cmd: RemotingCommand, h: H.SendMessageRequestHeader,
+def send_topic(broker: BrokerCore, cmd: RemotingCommand, h: H.SendMessageRequestHeader,
                producer: str) -> TopicConfig | RemotingCommand:
     """The topic config a send goes to (created when the broker would), or the refusal."""
     store = broker.store
@@ -130,13 +129,23 @@ def send_topic(broker: Broker, cmd: RemotingCommand, h: H.SendMessageRequestHead
     return tc
 
 
-def illegal(broker: Broker, cmd: RemotingCommand, body: bytes,
-            properties: str) -> RemotingCommand | None:
-    """MESSAGE_ILLEGAL for a body over ``maxMessageSize`` or properties over 32767 bytes
-    (``MessageExtEncoder#encode``: MESSAGE_ILLEGAL / PROPERTIES_SIZE_EXCEEDED, answered alike);
+#: ``MessageExtEncoder``: a record may be this much larger than ``maxMessageSize``.
+RECORD_SLACK = 64 * 1024
+
+
+def illegal(broker: BrokerCore, cmd: RemotingCommand, h: H.SendMessageRequestHeader,
+            body: bytes) -> RemotingCommand | None:
+    """MESSAGE_ILLEGAL as ``MessageExtEncoder#encode`` refuses a record: a body (as sent,
+    compressed or not) over ``maxMessageSize``, properties (with the broker's ``CLUSTER``) over
+    32767 bytes, or the whole record (``calMsgLength``) over ``maxMessageSize`` + 64 KiB;
     None when the message may be stored."""
-    limit = broker.store.config.max_message_size
-    if len(body) <= limit and len(properties.encode("utf-8")) <= PROPERTIES_MAX:
+    config = broker.store.config
+    limit = config.max_message_size
+    props_len = len((h.properties or "").encode("utf-8"))
+    if config.cluster_name:
+        props_len += len(f"{PROPERTY_CLUSTER}\x01{config.cluster_name}\x02".encode())
+    size = record_size(h.sysFlag, len(body), len(h.topic.encode("utf-8")), props_len)
+    if len(body) <= limit and props_len <= PROPERTIES_MAX and size <= limit + RECORD_SLACK:
         return None
     return cmd.response(
         ResponseCode.MESSAGE_ILLEGAL,
@@ -152,7 +161,7 @@ def parse_send_header(cmd: RemotingCommand) -> H.SendMessageRequestHeader:
     return H.decode_header(H.SendMessageRequestHeader, cmd.ext_fields)
 
 
-async def send_message(broker: Broker, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+async def send_message(broker: BrokerCore, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
     h = parse_send_header(cmd)
     store = broker.store
     tc = send_topic(broker, cmd, h, peer.address)
@@ -168,7 +177,7 @@ async def send_message(broker: Broker, cmd: RemotingCommand, peer: Peer) -> Remo
         results = put_batch(broker, h, cmd.body, prop_map, peer)
         msg_id = ",".join(r.msg_id for r in results)
     else:
-        refused = illegal(broker, cmd, cmd.body, h.properties or "")
+        refused = illegal(broker, cmd, h, cmd.body)
         if refused is not None:
             return refused
         msg = Message(h.topic, cmd.body, tuple(prop_map.items()), h.queueId, h.flag,
@@ -181,7 +190,7 @@ async def send_message(broker: Broker, cmd: RemotingCommand, peer: Peer) -> Remo
                     f"the broker[{broker.host}] sending transaction message is forbidden")
             group = prop_map.get(PROPERTY_PRODUCER_GROUP) or h.producerGroup
             r = T.send_half(store, msg, group)
-            broker.transactions.half_put()
+            broker.half_put()
         else:
             r = store.put(msg)
         results = [r]
@@ -201,7 +210,7 @@ async def send_message(broker: Broker, cmd: RemotingCommand, peer: Peer) -> Remo
     )
 
 
-def put_batch(broker: Broker, h: H.SendMessageRequestHeader, body: bytes,
+def put_batch(broker: BrokerCore, h: H.SendMessageRequestHeader, body: bytes,
               prop_map: dict[str, str], peer: Peer) -> list[PutResult]:
     """A ``MessageBatch``: every message its own record, the batch's properties appended."""
     store = broker.store
