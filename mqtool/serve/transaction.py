@@ -25,9 +25,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
-from mqtool.formats.commitlog import CommitLogMessage, build_message
+from mqtool.formats.commitlog import CommitLogMessage, build_message, encode_properties
 from mqtool.formats.errors import MqtoolError
 from mqtool.formats.rules import (
     PROPERTY_PRODUCER_GROUP,
@@ -35,6 +34,7 @@ from mqtool.formats.rules import (
     PROPERTY_REAL_TOPIC,
     PROPERTY_TRANSACTION_CHECK_TIMES,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_WAIT_STORE_MSG_OK,
     TRANS_CHECK_GROUP,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
@@ -49,9 +49,7 @@ from mqtool.remoting import headers as H
 from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.frame import RemotingCommand
 from mqtool.remoting.transport import Peer
-
-if TYPE_CHECKING:
-    from mqtool.serve.broker import Broker
+from mqtool.serve.core import BrokerCore
 
 #: ``MessageConst.PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS``.
 PROPERTY_CHECK_IMMUNITY_TIME = "CHECK_IMMUNITY_TIME_IN_SECONDS"
@@ -89,7 +87,7 @@ def immunity_ms(m: CommitLogMessage, timeout_ms: int) -> int:
 class Transactions:
     """END_TRANSACTION and the check service of one broker."""
 
-    def __init__(self, broker: Broker, log: Callable[[str], None]) -> None:
+    def __init__(self, broker: BrokerCore, log: Callable[[str], None]) -> None:
         self.broker = broker
         self.log = log
         self.counts = {"committed": 0, "rolled_back": 0, "checked": 0, "discarded": 0}
@@ -214,8 +212,15 @@ class Transactions:
             tranStateTableOffset=half.queue_offset, commitLogOffset=half.physical_offset,
             msgId=uniq, transactionId=uniq, offsetMsgId=half.offset_msg_id,
         )
+        # renewHalfMessageInner shares the half's property map and sets WAIT=false on it after
+        # the re-put record's properties were written: the producer is shown WAIT=false
+        shown_props = dict(props)
+        shown_props[PROPERTY_WAIT_STORE_MSG_OK] = "false"
         shown = replace(half, topic=props.get(PROPERTY_REAL_TOPIC, half.topic),
-                        queue_id=_int(props.get(PROPERTY_REAL_QUEUE_ID, "0")))
+                        queue_id=_int(props.get(PROPERTY_REAL_QUEUE_ID, "0")),
+                        properties_raw=encode_properties(
+                            shown_props.items(), self.broker.store.config.v5),
+                        _props=None)
         return who.peer, RemotingCommand.request(
             RequestCode.CHECK_TRANSACTION_STATE, header.to_ext(), build_message(shown),
             oneway=True)
