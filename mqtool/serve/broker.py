@@ -15,7 +15,7 @@ import asyncio
 import heapq
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from mqtool.formats.commitlog import (
     CommitLogMessage,
@@ -35,6 +35,7 @@ from mqtool.remoting.transport import Peer, UnsupportedCode
 from mqtool.serve import send as S
 from mqtool.serve.admin import Admin
 from mqtool.serve.config import BrokerSettings
+from mqtool.serve.core import ClientInfo
 from mqtool.serve.send import suggest_todo
 from mqtool.serve.transaction import Transactions
 
@@ -105,14 +106,6 @@ class PullWaiters:
             self.notify(key)
 
 
-@dataclass
-class ClientInfo:
-    """A client that sent HEART_BEAT on a connection."""
-
-    client_id: str
-    peer: Peer
-
-
 class Broker:
     """Request handler of the broker port."""
 
@@ -137,6 +130,7 @@ class Broker:
         self.producers: dict[str, dict[str, ClientInfo]] = {}
         self.locks: dict[tuple[str, str, int], tuple[str, float]] = {}
         self.stopping = False
+        self._tasks: set[asyncio.Task[None]] = set()  # notifications under way
         self.counts = {"sent": 0, "pulled": 0, "sent_back": 0}
         self._handlers = {
             RequestCode.SEND_MESSAGE: self.send_message,
@@ -167,6 +161,9 @@ class Broker:
             raise UnsupportedCode(str(cmd.code))
         result: RemotingCommand | None = await fn(cmd, peer)
         return result
+
+    def half_put(self) -> None:
+        self.transactions.half_put()
 
     def notify_put(self, results: Iterable[PutResult]) -> None:
         """Wake held pulls of the queues just written; poke the schedule service."""
@@ -310,13 +307,16 @@ class Broker:
             known = hb.client_id in members
             members[hb.client_id] = ClientInfo(hb.client_id, peer)
             if not known:
-                await self._notify_ids_changed(c.group, skip=hb.client_id)
+                await self._notify_ids_changed(c.group)
         return cmd.response()
 
-    async def _notify_ids_changed(self, group: str, skip: str | None = None) -> None:
-        """NOTIFY_CONSUMER_IDS_CHANGED (oneway) to the group's other consumers: rebalance now."""
-        for cid, info in list(self.consumers.get(group, {}).items()):
-            if cid != skip:
+    async def _notify_ids_changed(self, group: str) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED (oneway) to every consumer of the group, the one that
+        just joined too (``DefaultConsumerIdsChangeListener``, CHANGE): rebalance now."""
+        if not self.settings.notifyConsumerIdsChangedEnable:
+            return
+        for info in list(self.consumers.get(group, {}).values()):
+            if not info.peer.closed:
                 await info.peer.send(
                     RemotingCommand.request(
                         RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
@@ -334,11 +334,18 @@ class Broker:
         return cmd.response()
 
     def disconnected(self, peer: Peer) -> None:
-        """A connection closed: forget the clients that spoke on it (``doChannelCloseEvent``)."""
+        """A connection closed: forget the clients that spoke on it (``doChannelCloseEvent``);
+        the groups that lost a consumer are told (NOTIFY_CONSUMER_IDS_CHANGED)."""
         for table in (self.consumers, self.producers):
-            for members in table.values():
-                for cid in [c for c, info in members.items() if info.peer is peer]:
+            for group, members in table.items():
+                gone = [c for c, info in members.items() if info.peer is peer]
+                for cid in gone:
                     del members[cid]
+                if gone and table is self.consumers and members:
+                    task = asyncio.get_running_loop().create_task(
+                        self._notify_ids_changed(group))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
 
     async def consumer_list(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
         h = H.decode_header(H.GetConsumerListByGroupRequestHeader, cmd.ext_fields)

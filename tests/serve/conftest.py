@@ -173,14 +173,21 @@ def connect(addr: str) -> socket.socket:
 
 
 def call(s: socket.socket, cmd: RemotingCommand) -> RemotingCommand:
-    """One request on an open connection; its answer."""
+    """One request on an open connection; its answer (requests the server sends meanwhile,
+    such as NOTIFY_CONSUMER_IDS_CHANGED to a consumer, are passed over)."""
     s.sendall(frame.encode(cmd))
     data = b""
-    while len(data) < 4 or len(data) < 4 + frame.length_of(data):
-        chunk = s.recv(65536)
-        assert chunk, f"connection closed after {len(data)} bytes"
-        data += chunk
-    return frame.decode(data)
+    while True:
+        while len(data) < 4 or len(data) < 4 + frame.length_of(data):
+            chunk = s.recv(65536)
+            assert chunk, f"connection closed after {len(data)} bytes"
+            data += chunk
+        end = 4 + frame.length_of(data)
+        got = frame.decode(data[:end])
+        data = data[end:]
+        if got.is_response:
+            assert not data, f"{len(data)} bytes after the answer"
+            return got
 
 
 def ask(addr: str, cmd: RemotingCommand) -> RemotingCommand:
