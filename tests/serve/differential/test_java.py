@@ -42,7 +42,28 @@ def test_produce(sides: H.Sides) -> None:
     for side in obs.values():  # what the flow is about holds on both sides
         batch = steps(side, "batch")
         assert [b["status"] for b in batch] == ["SEND_OK"] and batch[0]["msgIds"] == 8
+        # the body as sent (compressed) over maxMessageSize: 13 (once: the client does not
+        # retry it); the record may be larger than maxMessageSize
         assert [o["code"] for o in steps(side, "oversize", "oversize.record")] == [13, 13]
+        assert [o["status"] for o in steps(side, "oversize.plain", "fits.plain")] == [
+            "SEND_OK", "SEND_OK"]
+        # the name server knows no unknown topic; a send creates one from TBW102
+        assert [o["error"] for o in steps(side, "route.unknown")] == ["MQClientException"]
+        assert [o["queues"] for o in steps(side, "route.autocreated")] == [4]
+
+
+def test_transaction(sides: H.Sides) -> None:
+    """Commit and rollback (END_TRANSACTION), unknown then checked back
+    (CHECK_TRANSACTION_STATE) and committed or rolled back: the same checks, the same
+    deliveries."""
+    obs = sides.flow("transaction", "X")
+    H.compare_flow("transaction", obs)
+    for side in obs.values():
+        assert sorted(o["key"] for o in steps(side, "check")) == [
+            "tx-unknown-commit", "tx-unknown-rollback"]
+        assert sorted(o["m"]["keys"] for o in steps(side, "deliver")) == [
+            "tx-commit", "tx-unknown-commit"]
+        assert [o["both"] for o in steps(side, "checked", "delivered")] == [True, True]
 
 
 def test_stores_agree(sides: H.Sides) -> None:

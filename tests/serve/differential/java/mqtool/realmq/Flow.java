@@ -282,6 +282,21 @@ public final class Flow {
             } catch (Exception e) {
                 error("oversize.record", e);
             }
+            // uncompressed: a body just under maxMessageSize is stored, its record larger
+            p.setCompressMsgBodyOverHowmuch(Integer.MAX_VALUE);
+            try {
+                sent("oversize.plain", p.send(new Message(t, "TagX", "big-2", near)));
+            } catch (Exception e) {
+                error("oversize.plain", e);
+            }
+            byte[] fits = new byte[4 * 1024 * 1024 - 2048];
+            new Random(9).nextBytes(fits);
+            try {
+                sent("fits.plain", p.send(new Message(t, "TagX", "big-3", fits)));
+            } catch (Exception e) {
+                error("fits.plain", e);
+            }
+            p.setCompressMsgBodyOverHowmuch(4096);
             try {
                 out("route.unknown", "queues", p.fetchPublishMessageQueues(prefix + "Nope").size());
             } catch (Exception e) {
