@@ -6,8 +6,8 @@
   offline commands read, so ``list``/``show``/``export`` print the same fields. Nothing is
   committed unless asked (:meth:`LiveDlq.commit`, ``--commit``).
 * :class:`BrokerTarget`: a :class:`~mqtool.dlq.targets.ResendTarget` that sends over the wire.
-  Whether a copy is already in the cluster is asked with QUERY_MESSAGE by its resend id (the id
-  is one of the copy's KEYS, see :mod:`mqtool.dlq.outgoing`).
+  Whether a copy is already in the cluster is asked with QUERY_MESSAGE by its ``UNIQ_KEY``;
+  a copy is an answer carrying its resend id (see :mod:`mqtool.dlq.outgoing`).
 """
 
 from __future__ import annotations
@@ -201,7 +201,7 @@ class BrokerTarget:
 
     def contains(self, message: OutgoingMessage, since: int | None = None) -> bool:
         try:
-            found = self.client.query(message.topic, message.resend_id)
+            found = self.client.query(message.topic, message.uniq_key or message.resend_id)
         except ClientError as e:
             raise ResendError(f"cannot ask the cluster whether {message.resend_id} was sent "
                               f"by the interrupted run: {e}") from None

@@ -18,9 +18,10 @@ Tie properties (what ``mqtool trace`` reads to show the resend as a hop)
   a resent copy is not);
 * ``MQTOOL_RESEND_ID`` (:data:`RESEND_ID_PROPERTY`) = a 32-hex id derived only from the DLQ
   record (:func:`resend_id`): the same record always gets the same id, which is what makes a
-  resend idempotent and checkable in the target. The id is also appended to ``KEYS`` (after
-  the record's own keys, which are kept in order), so the broker indexes it: a live broker is
-  asked "do you hold it?" with QUERY_MESSAGE by that key.
+  resend idempotent and checkable in the target. ``KEYS`` stay exactly the record's: a live
+  broker is asked "do you hold it?" with QUERY_MESSAGE by the copy's ``UNIQ_KEY`` (which the
+  broker indexes), and the answers carrying this id are the copies. A record without
+  ``UNIQ_KEY`` gives its copy the resend id as ``UNIQ_KEY``.
 
 Destinations (``--to``)
 -----------------------
@@ -46,6 +47,7 @@ from mqtool.formats.rules import (
     KEY_SEPARATOR,
     PROPERTY_KEYS,
     PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     SCHEDULE_TOPIC,
 )
 
@@ -179,12 +181,15 @@ def build_outgoing(m: CommitLogMessage, group: str, to: str = TO_RETRY) -> Outgo
     old_rid = m.properties.get(RESEND_ID_PROPERTY)
     props = [(k, v) for k, v in m.properties.items() if k not in DROPPED_PROPERTIES
              and k not in (RESEND_DLQ_TOPIC, RESEND_DLQ_MSG_ID, RESEND_ID_PROPERTY)]
-    keys = [k for k in (m.properties.get(PROPERTY_KEYS) or "").split(KEY_SEPARATOR)
-            if k and k != old_rid] + [rid]
-    if any(k == PROPERTY_KEYS for k, _ in props):
-        props = [(k, KEY_SEPARATOR.join(keys) if k == PROPERTY_KEYS else v) for k, v in props]
-    else:
-        props.append((PROPERTY_KEYS, rid))
+    if old_rid is not None and m.properties.get(PROPERTY_KEYS) is not None:
+        # a copy an older mqtool resent had the id appended to KEYS: the user's keys are kept
+        keys = [k for k in m.properties[PROPERTY_KEYS].split(KEY_SEPARATOR) if k != old_rid]
+        props = [(k, KEY_SEPARATOR.join(keys) if k == PROPERTY_KEYS else v) for k, v in props
+                 if k != PROPERTY_KEYS or keys]
+    uniq_key = m.uniq_key
+    if uniq_key is None:
+        uniq_key = rid
+        props.append((PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, rid))
     props += [
         (RESEND_DLQ_TOPIC, m.topic),
         (RESEND_DLQ_MSG_ID, m.offset_msg_id),
@@ -194,7 +199,7 @@ def build_outgoing(m: CommitLogMessage, group: str, to: str = TO_RETRY) -> Outgo
         resend_id=rid, topic=topic, body=m.body, properties=tuple(props), flag=m.flag,
         sys_flag=m.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG),
         born_timestamp=m.born_timestamp, born_host=str(m.born_host), dlq_topic=m.topic,
-        dlq_msg_id=m.offset_msg_id, dlq_offset=m.physical_offset, uniq_key=m.uniq_key,
+        dlq_msg_id=m.offset_msg_id, dlq_offset=m.physical_offset, uniq_key=uniq_key,
         origin_msg_id=m.properties.get(PROPERTY_ORIGIN_MESSAGE_ID),
         original_topic=original_topic(m),
     )
