@@ -141,8 +141,8 @@ Rule = Callable[[RemotingCommand], RemotingCommand | None]
 class FaultProxy:
     """A name server + broker front for a served cluster, on its own event loop thread.
 
-    Routes it answers point to the proxy's broker port. Every request passes through
-    ``rule(request)`` first: a command returned is the answer (the request never reaches the
+    Routes and cluster info it answers point to the proxy's broker port. Every request passes
+    through ``rule(request)`` first: a command returned is the answer (the request never reaches the
     broker), None forwards it. ``after(request, response)`` may replace a forwarded answer.
     Requests seen are kept in ``seen``.
     """
@@ -194,6 +194,12 @@ class FaultProxy:
                                          {k: f"127.0.0.1:{self.broker_port}"
                                           for k in b.addrs}) for b in route.broker_datas]
             resp.body = bodies.build_route(bodies.TopicRouteData(route.queue_datas, brokers))
+        if ns and cmd.code == 106 and resp.code == 0:  # a %RETRY% topic no broker has yet
+            brokers = [bodies.BrokerData(b.cluster, b.broker_name,
+                                         {k: f"127.0.0.1:{self.broker_port}"
+                                          for k in b.addrs})
+                       for b in bodies.parse_cluster_info(resp.body)]
+            resp.body = bodies.build_cluster_info(brokers[0].cluster, brokers)
         return self.after(cmd, resp)
 
     def close(self) -> None:

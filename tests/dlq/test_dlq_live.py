@@ -27,6 +27,7 @@ from mqtool.dlq.journal import ResendJournal, live_journal_path
 from mqtool.dlq.outgoing import RESEND_ID_PROPERTY, resend_id
 from mqtool.remoting.frame import decode
 from mqtool.store import Store
+from tests.serve.conftest import create_topic
 
 FRAMES = json.loads((Path(__file__).parent / "fixtures" / "peer_frames.json").read_text())["frames"]
 
@@ -132,6 +133,7 @@ def test_resend_from_a_store_to_a_real_ali_ons_consumer(
 ) -> None:
     """Source: a store on disk (a dead broker's), target: the live cluster, --to original."""
     ns = cluster.namesrv
+    create_topic(cluster.broker, "Orders")  # --to original: the topic exists, as on a cluster
     consumer = Consumer("js", tmp_path / "home-js", ns, "cid-js", "Orders", N)
     res = mqtool("dlq", "resend", str(source), "-g", GROUP, "--namesrv", ns, "--to",
                  "original", "--json", env=env)
@@ -142,10 +144,13 @@ def test_resend_from_a_store_to_a_real_ali_ons_consumer(
     got = [e for e in events if "props" in e]
     by_id = Counter(e["props"]["MQTOOL_RESEND_ID"] for e in got)
     assert set(by_id) == want_ids(source) and max(by_id.values()) == 1
+    with Store.open(source) as st:
+        originals = {resend_id(m): m for m in select_dlq(st, DlqSelection(GROUP))}
     for e in got:
         assert e["topic"] == "Orders" and e["tags"] == "T"
         keys = e["keys"] if isinstance(e["keys"], list) else e["keys"].split()
-        assert len(keys) == 1 and keys[0].startswith("k")  # the dead letter's own key only
+        # exactly the dead letter's keys
+        assert " ".join(keys) == originals[e["props"]["MQTOOL_RESEND_ID"]].keys
         assert e["body"].startswith("body ") and e["props"]["user"].startswith("u")
 
 
