@@ -91,9 +91,9 @@ def serve(
     to %DLQ%<group>, orderly locks, queries by key and id. An unknown topic has no route; a
     send with TBW102 creates it (autoCreateTopicEnable), as on a real broker. --broker-conf
     also sets the broker keys serve honours (autoCreateTopicEnable, maxMessageSize,
-    transaction*, ...) and names the others once on stderr. Prints one line when ready: "mqtool serve: ready namesrv HOST:PORT broker NAME HOST:PORT ...".
-    SIGTERM or Ctrl-C stops it cleanly (offsets, delayOffset.json and checkpoint written, lock
-    released, exit 0).
+    transaction*, ...) and names the others once on stderr. Prints one line when ready:
+    "mqtool serve: ready namesrv HOST:PORT broker NAME HOST:PORT ...". SIGTERM or Ctrl-C
+    stops it cleanly (offsets, delayOffset.json and checkpoint written, lock released, exit 0).
 
     Example: mqtool serve ./live-store --namesrv-port 9876 --broker-port 10911
     """
