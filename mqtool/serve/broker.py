@@ -24,6 +24,8 @@ from mqtool.formats.commitlog import (
 from mqtool.formats.errors import MqtoolError
 from mqtool.formats.rules import (
     group_refusal,
+    retry_topic,
+    store_name_refusal,
 )
 from mqtool.refstore import broker as B
 from mqtool.refstore.engine import PutResult, RefStore
@@ -53,6 +55,15 @@ MAX_QUERY_RESULTS = 32
 #: answers at most 32 messages and stops adding once 256 KiB are reached.
 MAX_TRANSFER_COUNT = 32
 MAX_TRANSFER_BYTES = 256 * 1024
+
+
+def no_such_group(group: str) -> bool:
+    """A group the broker would not have: ``Validators#checkGroup`` refuses its name (5.3.3's
+    ``findSubscriptionGroupConfig`` gives null), or it is so long that the store cannot hold
+    its ``%RETRY%`` topic as a directory."""
+    return group_refusal(group) is not None or (
+        store_name_refusal("topic", retry_topic(group)) is not None
+    )
 
 
 _PULL_REMARKS: dict[int, str] = {
@@ -257,7 +268,7 @@ class Broker:
     async def pull_message(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
         h = H.decode_header(H.PullMessageRequestHeader, cmd.ext_fields)
         v5 = self.store.config.v5
-        if group_refusal(h.consumerGroup) is not None:  # findSubscriptionGroupConfig: null
+        if no_such_group(h.consumerGroup):  # findSubscriptionGroupConfig: null
             return cmd.response(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                 f"subscription group [{h.consumerGroup}] does not exist, {suggest_todo(v5)}",
@@ -297,7 +308,7 @@ class Broker:
         for g in hb.producer_groups:
             self.producers.setdefault(g, {})[hb.client_id] = ClientInfo(hb.client_id, peer)
         for c in hb.consumers:
-            if group_refusal(c.group) is not None:
+            if no_such_group(c.group):
                 continue  # 5.3.3 ClientManageProcessor#heartBeat: no group config, not registered
             if c.group not in self.store.groups:  # autoCreateSubscriptionGroup
                 self.store.create_group(c.group)
@@ -384,7 +395,7 @@ class Broker:
         """5.3.3 ``ConsumerManageProcessor#updateConsumerOffset``'s checks, so that an offset
         key (``topic@group``) is only ever made of names the store holds: a group the broker
         could not have (its name refused) and a topic the store does not have are refused."""
-        if group_refusal(group) is not None:
+        if no_such_group(group):
             return cmd.response(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {group} not exist!"
             )
@@ -422,7 +433,7 @@ class Broker:
     async def send_back(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
         """CONSUMER_SEND_MSG_BACK: the engine applies the broker's delay/retry/DLQ rules."""
         h = H.decode_header(H.ConsumerSendMsgBackRequestHeader, cmd.ext_fields)
-        if group_refusal(h.group) is not None:  # findSubscriptionGroupConfig: null
+        if no_such_group(h.group):  # findSubscriptionGroupConfig: null
             return cmd.response(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                 f"subscription group not exist, {h.group} {suggest_todo(self.store.config.v5)}",
