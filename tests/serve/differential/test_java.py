@@ -66,6 +66,19 @@ def test_transaction(sides: H.Sides) -> None:
         assert [o["both"] for o in steps(side, "checked", "delivered")] == [True, True]
 
 
+def test_rebalance(sides: H.Sides) -> None:
+    """Consumers join and leave a group (NOTIFY_CONSUMER_IDS_CHANGED): the queues each holds
+    after each change."""
+    obs = sides.flow("rebalance", "R")
+    # which consumer got which message is timing: the deliveries are counted, not compared
+    H.compare_flow("rebalance", {side: [o for o in got if o["step"] != "deliver"]
+                                 for side, got in obs.items()})
+    for side in obs.values():
+        assert [o["got"] for o in steps(side, "first")] == [True]
+        assert [o["queues"] for o in steps(side, "held")] == [[4], [2, 2], [4]]
+        assert {o["m"]["keys"] for o in steps(side, "deliver")} == {f"rb-{i}" for i in range(8)}
+
+
 def test_stores_agree(sides: H.Sides) -> None:
     """After every flow: the same topics with the same message counts, the same DLQs."""
     codes = sides.stop()
