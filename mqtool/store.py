@@ -28,6 +28,7 @@ import bisect
 import mmap
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +51,14 @@ from mqtool.formats.consumequeue import (
     CqEntry,
     iter_cq,
 )
-from mqtool.formats.errors import BadFieldError, Finding, FormatError, MqtoolError, usage
+from mqtool.formats.errors import (
+    BadFieldError,
+    Finding,
+    FormatError,
+    MqtoolError,
+    Severity,
+    usage,
+)
 from mqtool.formats.indexfile import IndexReader
 from mqtool.formats.msgid import decode_offset_msg_id
 from mqtool.formats.rules import (  # re-exported: the broker's names live in formats/rules.py
@@ -216,7 +224,8 @@ class Store(IndexFiles):
                 continue
             if not _is_offset_name(p.name):
                 findings.append(Finding("layout", f"{cl.relative_to(r)}/{p.name}", None,
-                                        "not a commitlog file name (20 digits); skipped"))
+                                        "not a commitlog file name (20 digits); skipped",
+                                        severity=Severity.WARNING))
                 continue
             size = _size_now(p)
             if size is not None:
@@ -229,6 +238,7 @@ class Store(IndexFiles):
                 "layout", files[-1].rel, 0, "new commitlog file, still being made (0 bytes)"))
             files.pop()
         store._starts = [f.start for f in files]
+        findings.extend(store._size_findings())
         return store
 
     def close(self) -> None:
@@ -313,9 +323,31 @@ class Store(IndexFiles):
     # --- commitlog ------------------------------------------------------------------------
     @property
     def mapped_file_size(self) -> int | None:
-        """The commitlog file size (``mappedFileSizeCommitLog``), from the files present."""
-        sizes = [f.size for f in self.commitlog_files if f.size]
-        return max(set(sizes), key=sizes.count) if sizes else None
+        """The commitlog file size (``mappedFileSizeCommitLog``), from the files present: the
+        most common size, the larger of equally common ones (files are cut short, not grown)."""
+        sizes = Counter(f.size for f in self.commitlog_files if f.size)
+        return max(sizes, key=lambda s: (sizes[s], s)) if sizes else None
+
+    def _size_findings(self) -> list[Finding]:
+        """Commitlog files whose size is not the others' (``MappedFileQueue.load`` refuses a
+        store with one, except 5.x an empty last file, which it deletes)."""
+        mfs = self.mapped_file_size
+        out = []
+        for f in self.commitlog_files:
+            if mfs is None or f.size == mfs:
+                continue
+            if f.size == 0 and f is self.commitlog_files[-1]:
+                out.append(Finding(
+                    "layout", f.rel, None, "empty last commitlog file (0 bytes): RocketMQ 5.x "
+                    "deletes it when it loads the store, 4.9.7 refuses to load the store",
+                    severity=Severity.WARNING))
+                continue
+            out.append(Finding(
+                "layout", f.rel, None,
+                f"{f.size:,} bytes where the other commitlog files have {mfs:,} "
+                f"({'cut short' if f.size < mfs else 'too long'}): RocketMQ refuses to load "
+                "the store (MappedFileQueue.load)", expected=str(mfs), found=str(f.size)))
+        return out
 
     def file_for(self, offset: int) -> CommitLogFile | None:
         i = bisect.bisect_right(self._starts, offset) - 1

@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from mqtool.formats.errors import EXIT_ENVIRONMENT, EXIT_FINDINGS, MqtoolError, failed_path
+from mqtool.formats.errors import (
+    EXIT_ENVIRONMENT,
+    EXIT_FINDINGS,
+    Finding,
+    MqtoolError,
+    Severity,
+    failed_path,
+)
 from mqtool.timefmt import fmt_time as fmt_time
 
 if TYPE_CHECKING:
@@ -180,7 +187,7 @@ def handle_errors() -> Iterator[None]:
         sys.stdout.flush()
         for st in _OPENED[first:]:  # damage met before the error is not hidden by it
             for f in st.findings:
-                if f.kind != "layout" and str(f) != str(e):
+                if is_damage(f) and str(f) != str(e):
                     report_error(str(f))
         report_error(str(e))
         raise typer.Exit(e.exit_status) from None
@@ -206,11 +213,17 @@ def report_error(text: str) -> None:
     err_console().print(Text.assemble(("error: ", "bold red"), text), highlight=False)
 
 
+def is_damage(f: Finding) -> bool:
+    """Whether a store finding is damage (an error line, exit 1); the others are layout notes
+    (a warning line)."""
+    return f.kind != "layout" or f.severity == Severity.ERROR
+
+
 def exit_on_findings(store: Store) -> None:
     """After a read: damage found in the store is an error (one line each), exit 1."""
-    bad = [f for f in store.findings if f.kind != "layout"]
+    bad = [f for f in store.findings if is_damage(f)]
     for f in store.findings:
-        if f.kind == "layout":
+        if not is_damage(f):
             err_console().print(f"warning: {f}", markup=False, highlight=False)
     if bad:
         sys.stdout.flush()
