@@ -142,23 +142,17 @@ def _opened(r: Report, store: Store | None) -> Iterator[Store]:
         yield st
 
 
-def cut_position(
-    r: Report, store: Store | None = None, *, repair: bool = False
-) -> tuple[int, int]:
-    """(start file index, processOffset) of RocketMQ's commitlog recovery on this store.
-
-    ``repair``: where a repaired copy ends instead, also at damage the broker reads past (a
-    record with torn properties), so that the copy verifies clean."""
+def cut_position(r: Report, store: Store | None = None) -> tuple[int, int]:
+    """(start file index, processOffset) of RocketMQ's commitlog recovery on this store (a
+    record with torn properties does not stop it: see the module doc)."""
     if not r.files:
         return 0, 0
     with _opened(r, store) as st:
         start = _start_file(r, st)
     cut = r.files[start].file.start
     for s in r.files[start:]:
-        stops = [x for x in (s.first_break, s.first_kept_damage if repair else None)
-                 if x is not None]
-        if stops:
-            return start, min(stops)
+        if s.first_break is not None:
+            return start, s.first_break
         cut = s.data_end  # a BLANK end: on to the next file
     return start, cut
 

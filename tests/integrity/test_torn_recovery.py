@@ -1,9 +1,9 @@
 """A record with torn properties (formats.commitlog.properties_torn) is an error finding at the
 record, but RocketMQ's recovery reads past it: ``checkMessageAndReturnSize`` checks the body CRC
 and, only with ``forceVerifyPropCRC`` (default false, 5.x), the property CRC; 4.9.7 checks no
-property bytes. So verify's "restart would lose" loses nothing for it, while ``repair`` cuts
-the copy there (the records after it are reported), so the copy verifies clean: on 5.3.3 the
-timer files too (their units point past the cut; tests/integrity/test_timer_repair.py)."""
+property bytes. So verify's "restart would lose" loses nothing for it, and ``repair`` keeps it
+and every record after it, as the broker does: the record is reported as not repaired (exit 1),
+the copy holds every message of the damaged store (on 5.3.3 the timer files are left whole)."""
 
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ def _tear_middle_record(root: Path) -> tuple[str, int]:
 
 
 @pytest.mark.parametrize("name", ["4.9.7/journey", "5.3.3/plain"])
-def test_torn_properties_are_kept_by_recovery_and_cut_by_repair(name: str,
-                                                                tmp_path: Path) -> None:
+def test_torn_properties_are_kept_by_recovery_and_by_repair(name: str,
+                                                           tmp_path: Path) -> None:
     src = copy_store(name, tmp_path)
     rel, pos = _tear_middle_record(src)
     rc, doc = verify_json(src)
@@ -50,16 +50,17 @@ def test_torn_properties_are_kept_by_recovery_and_cut_by_repair(name: str,
     assert ("timer" in doc["restartWouldLose"]) == name.startswith("5.")
     out = tmp_path / "repaired"
     res = run("repair", src, "--out", out, "--json")
-    assert res.returncode == 0, res.stderr
-    changes = json.loads(res.stdout)["changes"]
-    assert any(c["file"] == rel and c["offset"] == pos for c in changes), changes
-    if name.startswith("5."):
-        # every timer record is after the torn one: the timerlog is truncated to nothing, the
-        # wheel's slots emptied, the timer checkpoint follows
-        files = {c["file"] for c in changes}
-        assert {"timerlog/00000000000000000000", "timerwheel", "config/timercheck"} <= files
-        assert any(c["file"] == "timerlog/00000000000000000000" and c["offset"] == 0
-                   for c in changes), changes
+    assert res.returncode == 1, res.stderr
+    rep = json.loads(res.stdout)
+    assert any(n.startswith(f"{rel} @ {pos:#x}: a record whose properties are torn")
+               for n in rep["notRepaired"]), rep["notRepaired"]
+    assert not any(c["file"] == rel for c in rep["changes"]), rep["changes"]
+    assert not any(c["file"].startswith(("timerlog/", "timerwheel")) for c in rep["changes"])
     rc2, vdoc = verify_json(out)
-    bad = [f for f in vdoc["findings"] if f["severity"] in ("error", "warning")]
-    assert rc2 == 0 and bad == [], bad
+    assert rc2 == 1
+    assert vdoc["summary"]["messages"] == doc["summary"]["messages"]
+    assert vdoc["summary"]["consumeQueueUnits"] == doc["summary"]["consumeQueueUnits"]
+    # what verify says of the damaged store (the record, the unit pointing at it), of the copy
+    errors = [[(f["file"], f["offset"]) for f in d["findings"] if f["severity"] == "error"]
+              for d in (doc, vdoc)]
+    assert errors[1] == errors[0] and (rel, pos) in errors[1]

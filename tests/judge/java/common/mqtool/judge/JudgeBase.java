@@ -157,7 +157,7 @@ public abstract class JudgeBase {
 
     private static String usage() {
         return "usage: Judge --store COPY_DIR [--hash-slots N] [--index-num N] [--delay-levels \"1s 5s ...\"]"
-            + " [--keys FILE] [--no-start]";
+            + " [--keys FILE] [--commitlog-file-size N] [--no-start]";
     }
 
     /** The drivers' main: parse args, judge, print the JSON verdict, exit 0/1/2. */
@@ -271,7 +271,10 @@ public abstract class JudgeBase {
 
         // ---- before: what is on disk ----
         File[] clFiles = sortedFiles(clDir);
-        int clSize = commonSize(clFiles, "commitlog");
+        // --commitlog-file-size: the broker's mappedFileSizeCommitLog when the files' sizes differ
+        // (RocketMQ's own load then decides about them)
+        int clSize = opt.containsKey("--commitlog-file-size")
+            ? Integer.parseInt(opt.get("--commitlog-file-size")) : commonSize(clFiles, "commitlog");
         if (clSize <= 0) {
             throw new UsageError("no commitlog files in " + clDir);
         }
