@@ -354,10 +354,10 @@ class _Plan:
                     "the copy")
         # a record whose properties are torn: the recovery reads past it (it checks the body
         # CRC, and no property byte unless 5.x forceVerifyPropCRC), the broker keeps it
-        for f in r.findings:
-            if f.kind == TornPropertiesError.kind and f.phy is not None and f.phy < cut:
+        for x in r.findings:
+            if x.kind == TornPropertiesError.kind and x.phy is not None and x.phy < cut:
                 self.not_repaired.append(
-                    f"{f.file} @ {f.offset or 0:#x}: a record whose properties are torn; "
+                    f"{x.file} @ {x.offset or 0:#x}: a record whose properties are torn; "
                     "RocketMQ's recovery reads past it and keeps it, so does the copy")
 
     # -- consume queues ----------------------------------------------------------------

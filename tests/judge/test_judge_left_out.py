@@ -1,25 +1,43 @@
 """A consume-queue file none of whose units survives a repair is left out of the copy, as
 RocketMQ's own recovery deletes it: written back all zero, RocketMQ 4.9.7 and 5.3.3 would serve a
 phantom unit 0 (phy 0, size 0) from it (tests/judge/test_rocketmq_judge.py pins that behaviour).
-Found by the judge on torn-properties copies, where the cut drops every unit of a queue."""
+Found by the judge on copies cut in the middle of the data, where the cut drops every unit of a
+queue."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 from rocketmq_judge import damage, geometry, judge_copy, problems, queue_max
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integrity"))
-from test_torn_recovery import _tear_middle_record  # noqa: E402
+from mqtool.store import Store
+
+
+def _flip_middle_body(root: Path) -> None:
+    """Flip the first body byte of a record in the middle of the last multi-record file (inside
+    the files RocketMQ's recovery reads): its body CRC no longer matches, and the recovery
+    (checkCRCOnRecover) ends the log there."""
+    with Store.open(root) as st:
+        for f in reversed(st.commitlog_files):
+            msgs = [m for m in st.messages() if f.start <= m.physical_offset < f.start + f.size]
+            if len(msgs) >= 3:
+                m = msgs[len(msgs) // 2]
+                tail = (2 if m.is_v2 else 1) + len(m.topic.encode()) + 2 + len(
+                    m.properties_raw.encode())
+                at = m.physical_offset - f.start + m.total_size - tail - len(m.body)
+                path = f.path
+                break
+        else:  # pragma: no cover
+            raise AssertionError("no file with three records")
+    damage.patch(path, at, bytes([damage.read_at(path, at, 1)[0] ^ 0xFF]))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["4.9.7/journey", "5.3.3/plain"])
 def test_queue_emptied_by_repair_is_left_out(name: str, tmp_path: Path) -> None:
     src = damage.copy_store(name, tmp_path)
-    _tear_middle_record(src)
+    _flip_middle_body(src)
     out = tmp_path / "repaired"
     res = damage.run("repair", src, "--out", out, "--json")
     assert res.returncode == 0, res.stderr
