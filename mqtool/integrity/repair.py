@@ -273,14 +273,14 @@ def _layout_view(root: Path, layout: Layout, near: Path | None) -> Iterator[Path
             if rel_dir.parts[:1] == ("commitlog",):
                 continue
             (view / rel_dir).mkdir(parents=True, exist_ok=True)
-            for name in files:
-                os.symlink(Path(dirpath) / name, view / rel_dir / name)
+            for name in files:  # absolute targets: the view lives elsewhere
+                os.symlink(Path(dirpath, name).absolute(), view / rel_dir / name)
         cl = view / "commitlog"
         cl.mkdir(exist_ok=True)
         for f in layout.files:
             dst = view / f.rel
             if f.copied_as_is:
-                os.symlink(f.path, dst)
+                os.symlink(f.path.absolute(), dst)
                 continue
             _copy_sparse(f.path, dst)
             if f.cut_to is not None:

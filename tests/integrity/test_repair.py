@@ -101,3 +101,22 @@ def test_refuses_non_empty_out_and_dry_run_writes_nothing(tmp_path: Path) -> Non
     assert not any(p.name.startswith(".") for p in tmp_path.iterdir())
     res = run("repair", src)
     assert res.returncode == 2 and "--out" in res.stderr
+
+
+def test_misnamed_file_repairs_from_a_relative_store_path(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store given as a relative path: the renamed file's copy is written and verifies
+    clean, and the dry run lists the same (the whole log, not an empty one)."""
+    src = copy_store(JOURNEY, tmp_path)
+    cl = src / "commitlog"
+    (cl / "00000000000000008192").rename(cl / "00000000000000010240")
+    monkeypatch.chdir(src.parent)
+    dry = run("repair", "store", "--dry-run", "--json")
+    res = run("repair", "store", "--out", "repaired", "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(dry.stdout)["cutAt"] == json.loads(res.stdout)["cutAt"] > 16384
+    rc, doc = verify_json(src.parent / "repaired")
+    assert rc == 0, [f for f in doc["findings"] if f["severity"] == "error"]
+    assert sorted(p.name for p in (src.parent / "repaired" / "commitlog").iterdir()) == [
+        f"{i * 4096:020d}" for i in range(5)]
+    assert [p.name for p in src.parent.iterdir() if p.name.startswith(".")] == []
