@@ -36,10 +36,11 @@ def repair(
     is past the cut, and the timerwheel slots, config/timercheck and config/timermetrics follow
     it. What RocketMQ keeps although it is damaged (a unit whose tagsCode or an index entry
     whose key hash disagrees with the record's properties, units pointing into a missing file)
-    is kept and listed as not repaired (exit 1). When no copy RocketMQ would start on can be
-    written, one error line says why and nothing is written. STORE is only read; the copy is
-    written to a temporary directory, fsynced, then renamed to --out (sparse: holes and zero
-    runs take no space). Every change is printed (file, offset, before -> after).
+    is kept and listed as not repaired (exit 1), as are the records a file cut short lost.
+    When no copy RocketMQ would start on can be written, one error line says why and nothing
+    is written. STORE is only read; the copy is written to a temporary directory, fsynced,
+    then renamed to --out (sparse: holes and zero runs take no space). Every change is printed
+    (file, offset, before -> after).
 
     Example: mqtool repair ~/store --out ~/store-repaired
     Example: mqtool repair ~/store --dry-run

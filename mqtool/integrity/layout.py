@@ -34,7 +34,8 @@ So the records say where they belong and repair puts them there (:func:`plan_lay
   the records differ repair cannot tell which is the store's and refuses;
 * a file cut short that is the last one holding data is padded with zeros to the file size
   (RocketMQ's recovery then ends the log after its last whole record, as the rest of repair
-  does); one before other data gets a BLANK end record after its last whole record when no
+  does), and the records it lost are reported when units point at them (:class:`Layout`
+  ``lost``); one before other data gets a BLANK end record after its last whole record when no
   consume-queue unit points into the part it lost, else repair refuses (a copy RocketMQ loads
   would serve zeros for those units);
 * an empty file, and an entry of ``commitlog/`` that is not a file named by an offset, are left
@@ -105,6 +106,7 @@ class Layout:
     files: list[Placement] = field(default_factory=list)  # in commitlog order
     changes: list[tuple[str, str, str]] = field(default_factory=list)  # (file, before, after)
     refusals: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)  # records the damage destroyed (not repaired)
     gaps: list[tuple[int, int]] = field(default_factory=list)  # [start, end) no file holds
 
     @property
@@ -286,6 +288,8 @@ def plan_layout(store: Store) -> Layout:
                 lay.changes.append((rel, f"{x.size:,} bytes, zeros past {size:,}",
                                     f"cut to {size:,} bytes (the other files' size)"))
         elif size is not None and x.size < size:
+            whole = _whole_records_end(x.path, start)
+            lost = _units_into(root, start + whole, start + size)
             if i >= last_data:
                 place = Placement(x.path, start, x.size, pad_to=size)
                 lay.changes.append((
@@ -293,25 +297,29 @@ def plan_layout(store: Store) -> Layout:
                     "(cut short; RocketMQ refuses to load the store)",
                     f"padded with zeros to {size:,} bytes (recovery ends the log after its "
                     "last whole record)"))
-            else:
-                whole = _whole_records_end(x.path, start)
-                lost = _units_into(root, start + whole, start + size)
                 if lost:
-                    lay.refusals.append(
-                        f"{rel} is {x.size:,} bytes where the other commitlog files have "
-                        f"{size:,} (cut short; RocketMQ refuses to load the store) and {lost:,} "
-                        f"consume-queue units point into its missing part (commitlog offset "
-                        f"{start + whole:,} to {start + size:,}): a copy RocketMQ would load "
-                        "would serve zeros for them; restore the file (a slave or a backup "
-                        "holds it); nothing written")
-                else:
-                    place = Placement(x.path, start, x.size, blank_at=whole, pad_to=size)
-                    lay.changes.append((
-                        rel, f"{x.size:,} bytes where the other commitlog files have {size:,} "
-                        "(cut short; RocketMQ refuses to load the store); no unit points into "
-                        "its missing part",
-                        f"a BLANK end record at {whole:#x}, padded with zeros to {size:,} "
-                        "bytes"))
+                    lay.lost.append(
+                        f"{rel}: cut short at {x.size:,} bytes, and {lost:,} consume-queue "
+                        f"unit{'s' * (lost != 1)} point past its last whole record (commitlog "
+                        f"offset {start + whole:,} on): those records are lost (a slave or a "
+                        "backup may hold the file); the copy ends the log at its last whole "
+                        "record, as RocketMQ's recovery would")
+            elif lost:
+                lay.refusals.append(
+                    f"{rel} is {x.size:,} bytes where the other commitlog files have "
+                    f"{size:,} (cut short; RocketMQ refuses to load the store) and {lost:,} "
+                    f"consume-queue units point into its missing part (commitlog offset "
+                    f"{start + whole:,} to {start + size:,}): a copy RocketMQ would load "
+                    "would serve zeros for them; restore the file (a slave or a backup "
+                    "holds it); nothing written")
+            else:
+                place = Placement(x.path, start, x.size, blank_at=whole, pad_to=size)
+                lay.changes.append((
+                    rel, f"{x.size:,} bytes where the other commitlog files have {size:,} "
+                    "(cut short; RocketMQ refuses to load the store); no unit points into "
+                    "its missing part",
+                    f"a BLANK end record at {whole:#x}, padded with zeros to {size:,} "
+                    "bytes"))
         lay.files.append(place)
     if size is not None:
         for a, b in zip(lay.files, lay.files[1:], strict=False):

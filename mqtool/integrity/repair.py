@@ -770,6 +770,7 @@ def _plan(view: Path, layout: Layout) -> _Plan:
     plan = _Plan(report, layout)
     for file, before, after in layout.changes:
         plan.note(file, None, before, after)
+    plan.not_repaired.extend(layout.lost)
     plan.commitlog()
     plan.queues()
     with Store.open(view) as st:
