@@ -417,3 +417,17 @@ def encode_batch(msgs: Iterable[BatchMessage]) -> bytes:
             + props
         )
     return b"".join(parts)
+
+
+def build_queue_table(name: str, rows: Iterable[tuple[MessageQueue, Mapping[str, object]]],
+                      **fields: object) -> bytes:
+    """An object with a ``Map<MessageQueue, V>`` field ``name`` as fastjson writes it (each key
+    the queue as an object, which ``JSON.parseObject`` reads back) and the other ``fields``,
+    in fastjson's (alphabetical) order: ``TopicStatsTable``, ``ConsumeStats``."""
+    table = ",".join(
+        json.dumps(mq.to_json(), sort_keys=True, separators=(",", ":")) + ":"
+        + json.dumps(dict(v), sort_keys=True, separators=(",", ":"))
+        for mq, v in rows)
+    parts = {k: json.dumps(v, sort_keys=True, separators=(",", ":")) for k, v in fields.items()}
+    parts[name] = "{" + table + "}"
+    return ("{" + ",".join(f"{json.dumps(k)}:{parts[k]}" for k in sorted(parts)) + "}").encode()

@@ -1,24 +1,59 @@
 """The administration requests of the broker port (``AdminBrokerProcessor``), as ``mqadmin``
 and ``DefaultMQAdminExt`` send them.
 
-* UPDATE_AND_CREATE_TOPIC (17, ``mqadmin updateTopic``): the topic's config is replaced by the
-  header's queue numbers, perm, filter type and sysFlag (created when new), after
+* UPDATE_AND_CREATE_TOPIC (17, ``updateTopic``): the topic's config is replaced by the header's
+  queue numbers, perm, filter type and sysFlag (created when new), after
   ``TopicValidator#validateTopic`` and ``isSystemTopic`` (SYSTEM_ERROR in 4.9.7,
   INVALID_PARAMETER in 5.3.3, with the broker's remark).
+* DELETE_TOPIC_IN_BROKER (215, ``deleteTopic``): the topic's config is removed (so is its
+  route); its consume queues stay on disk until the topic is created again, where they go on.
+* UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200, ``updateSubGroup``): the body's
+  ``SubscriptionGroupConfig`` replaces the group's.
+* GET_BROKER_CONFIG (26, ``getBrokerConfig``): the settings serve runs with, as
+  ``key=value`` lines (only the keys serve has; a real broker lists every bean field).
+* GET_BROKER_RUNTIME_INFO (28, ``brokerStatus``, ``clusterList``): the ``KVTable`` of what
+  serve counts (puts and gets since it started, the commitlog's offsets, the disk) with the
+  broker's key names; thread pool and latency keys are zero (serve has no such pools).
+* GET_TOPIC_STATS_INFO (202, ``topicStatus``): per queue min and max offset and the store time
+  of the last message.
+* GET_CONSUMER_CONNECTION_LIST (203, ``consumerConnection``) and GET_PRODUCER_CONNECTION_LIST
+  (204, ``producerConnection``): the group's connections (address, client id, language,
+  version) and, for consumers, how they consume and their subscriptions.
+* GET_CONSUME_STATS (208, ``consumerProgress``): per queue of the group's topics (the one
+  asked, else those it has offsets for) the broker's max offset, the group's offset and the
+  store time of the last message it consumed.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
+import time
 from dataclasses import replace
 
+from mqtool.formats.config.subscription_group import SubscriptionGroupConfig
 from mqtool.formats.config.topics import TopicConfig
+from mqtool.formats.errors import MqtoolError
 from mqtool.formats.rules import is_validator_system_topic, topic_refusal
 from mqtool.refstore.configs import check_store_name
+from mqtool.remoting import bodies
 from mqtool.remoting import headers as H
 from mqtool.remoting.codes import ResponseCode
-from mqtool.remoting.frame import RemotingCommand
+from mqtool.remoting.frame import HeaderFieldError, RemotingCommand
 from mqtool.remoting.transport import Peer
-from mqtool.serve.core import BrokerCore
+from mqtool.serve.core import BrokerCore, ClientInfo
+
+#: ``MQVersion.Version`` ordinal and name of each dialect's broker.
+BROKER_VERSIONS = {"4.9.7": (407, "V4_9_7")}
+
+
+def _field(cmd: RemotingCommand, name: str, required: bool = True) -> str:
+    value = cmd.ext_fields.get(name)
+    if value is None:
+        if required:
+            raise HeaderFieldError(f"the custom field <{name}> is null")
+        return ""
+    return str(value)
 
 
 class Admin:
@@ -26,6 +61,8 @@ class Admin:
 
     def __init__(self, broker: BrokerCore) -> None:
         self.broker = broker
+
+    # -- topics and groups --------------------------------------------------------------------
 
     async def update_topic(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
         h = H.decode_header(H.CreateTopicRequestHeader, cmd.ext_fields)
@@ -50,3 +87,204 @@ class Admin:
             store.topics[h.topic] = new
             store.configs.persist_topics()
         return cmd.response()
+
+    async def delete_topic(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        topic = _field(cmd, "topic")
+        store = self.broker.store
+        if store.topics.pop(topic, None) is not None:
+            store.configs.persist_topics()
+        return cmd.response()
+
+    async def update_group(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        obj = bodies.parse_json_body(cmd.body, "subscription group")
+        name = obj.get("groupName")
+        if not isinstance(name, str):
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "the body has no groupName")
+        check_store_name("group", name)
+        store = self.broker.store
+        store.groups[name] = SubscriptionGroupConfig({k: obj[k] for k in sorted(obj)})
+        store.configs.persist_groups()
+        return cmd.response()
+
+    # -- the broker ---------------------------------------------------------------------------
+
+    def settings_table(self) -> dict[str, str]:
+        """The settings serve runs with, by the broker's key names."""
+        b = self.broker
+        config = b.store.config
+        host, _, port = config.store_host.rpartition(":")
+        out = {
+            "brokerName": config.broker_name,
+            "brokerClusterName": config.cluster_name or "",
+            "brokerId": "0",
+            "brokerIP1": host,
+            "listenPort": port,
+            "storePathRootDir": str(b.store.root),
+            "storePathCommitLog": str(b.store.root / "commitlog"),
+            "mappedFileSizeCommitLog": str(config.commitlog_file_size),
+            "mappedFileSizeConsumeQueue": str(config.cq_entries_per_file * 20),
+            "messageIndexEnable": _bool(config.message_index_enable),
+            "messageDelayLevel": config.message_delay_level,
+            "maxMessageSize": str(config.max_message_size),
+        }
+        s = b.settings
+        out.update({
+            "autoCreateTopicEnable": _bool(s.autoCreateTopicEnable),
+            "autoCreateSubscriptionGroup": _bool(s.autoCreateSubscriptionGroup),
+            "defaultTopicQueueNums": str(s.defaultTopicQueueNums),
+            "enablePropertyFilter": _bool(s.enablePropertyFilter),
+            "notifyConsumerIdsChangedEnable": _bool(s.notifyConsumerIdsChangedEnable),
+            "rejectTransactionMessage": _bool(s.rejectTransactionMessage),
+            "transactionTimeOut": str(s.transactionTimeOut),
+            "transactionCheckMax": str(s.transactionCheckMax),
+            "transactionCheckInterval": str(s.check_interval(config.v5)),
+        })
+        return out
+
+    async def broker_config(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        text = "".join(f"{k}={v}\n" for k, v in self.settings_table().items())
+        version = json.dumps({"counter": 0, "timestamp": self.broker.boot_ms})
+        return cmd.response(ext={"version": version}, body=text.encode("utf-8"))
+
+    def runtime_table(self, now_ms: int) -> dict[str, str]:
+        """``prepareRuntimeInfo`` for what serve has."""
+        b = self.broker
+        store = b.store
+        config = store.config
+        ordinal, desc = BROKER_VERSIONS.get(config.dialect, (0, "V" + config.dialect.replace(
+            ".", "_")))
+        up_s = max(1, (now_ms - b.boot_ms) // 1000)
+        disk = shutil.disk_usage(store.root)
+        ratio = f"{(disk.total - disk.free) / disk.total:.2f}" if disk.total else "0.00"
+        puts, gets = b.counts["sent"], b.counts["pulled"]
+        earliest = -1
+        try:
+            earliest = store.read_message(0).store_timestamp if store.write_position else -1
+        except MqtoolError:
+            earliest = -1
+        days, rest = divmod(up_s, 86400)
+        hours, rest = divmod(rest, 3600)
+        minutes, seconds = divmod(rest, 60)
+        table = {
+            "brokerVersionDesc": desc,
+            "brokerVersion": str(ordinal),
+            "bootTimestamp": str(b.boot_ms),
+            "runtime": f"[ {days} days, {hours} hours, {minutes} minutes, {seconds} seconds ]",
+            "msgPutTotalYesterdayMorning": "0",
+            "msgPutTotalTodayMorning": "0",
+            "msgPutTotalTodayNow": str(puts),
+            "msgGetTotalYesterdayMorning": "0",
+            "msgGetTotalTodayMorning": "0",
+            "msgGetTotalTodayNow": str(gets),
+            "putMessageTimesTotal": str(puts),
+            "putTps": f"{puts / up_s}",
+            "getTransferedTps": f"{gets / up_s}",
+            "commitLogMinOffset": "0",
+            "commitLogMaxOffset": str(store.write_position),
+            "commitLogDiskRatio": ratio,
+            "consumeQueueDiskRatio": ratio,
+            "commitLogDirCapacity": f"Total : {_gib(disk.total)}, Free : {_gib(disk.free)}.",
+            "earliestMessageTimeStamp": str(earliest),
+            "dispatchBehindBytes": "0",
+            "remainHowManyDataToFlush": "0 B",
+            "pageCacheLockTimeMills": "0",
+        }
+        for pool in ("send", "pull", "query"):
+            table[f"{pool}ThreadPoolQueueSize"] = "0"
+            table[f"{pool}ThreadPoolQueueHeadWaitTimeMills"] = "0"
+        return table
+
+    async def runtime_info(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        table = self.runtime_table(int(time.time() * 1000))
+        return cmd.response(body=bodies.json_body({"table": table}))
+
+    # -- stats --------------------------------------------------------------------------------
+
+    def _last_store_time(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store time of the message at ``offset - 1`` of a queue (0 when there is none)."""
+        if offset <= 0:
+            return 0
+        for _, m in self.broker.store.iter_queue(topic, queue_id, offset - 1):
+            return m.store_timestamp
+        return 0
+
+    async def topic_stats(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        topic = _field(cmd, "topic")
+        b = self.broker
+        tc = b.store.topics.get(topic)
+        if tc is None:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        rows = []
+        for qid in range(tc.write_queue_nums):
+            lo, hi = b.queue_bounds(topic, qid)
+            rows.append((bodies.MessageQueue(topic, b.store.config.broker_name, qid), {
+                "minOffset": lo, "maxOffset": hi,
+                "lastUpdateTimestamp": self._last_store_time(topic, qid, hi)}))
+        return cmd.response(body=bodies.build_queue_table("offsetTable", rows))
+
+    async def consume_stats(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        group = _field(cmd, "consumerGroup")
+        asked = _field(cmd, "topic", required=False)
+        b = self.broker
+        store = b.store
+        topics = [asked] if asked else sorted({
+            key.split("@", 1)[0] for key in store.consumer_offsets
+            if key.split("@", 1)[1:] == [group]})
+        online = b.consumers.get(group, {})
+        subscribed = {s.topic for info in online.values() if info.consumer is not None
+                      for s in info.consumer.subscriptions}
+        rows = []
+        for topic in topics:
+            tc = store.topics.get(topic)
+            if tc is None or (online and topic not in subscribed):
+                continue
+            for qid in range(tc.write_queue_nums):
+                _, hi = b.queue_bounds(topic, qid)
+                off = store.get_consumer_offset(group, topic, qid)
+                rows.append((bodies.MessageQueue(topic, store.config.broker_name, qid), {
+                    "brokerOffset": hi, "consumerOffset": off,
+                    "lastTimestamp": self._last_store_time(topic, qid, off)}))
+        return cmd.response(body=bodies.build_queue_table("offsetTable", rows, consumeTps=0.0))
+
+    # -- connections --------------------------------------------------------------------------
+
+    @staticmethod
+    def _connections(members: dict[str, ClientInfo]) -> list[dict[str, object]]:
+        return [{"clientAddr": info.peer.address, "clientId": cid,
+                 "language": info.language, "version": info.version}
+                for cid, info in sorted(members.items()) if not info.peer.closed]
+
+    async def consumer_connections(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        group = _field(cmd, "consumerGroup")
+        members = self.broker.consumers.get(group, {})
+        conns = self._connections(members)
+        if not conns:
+            return cmd.response(ResponseCode.CONSUMER_NOT_ONLINE,
+                                f"the consumer group[{group}] not online")
+        data = next(info.consumer for info in members.values() if info.consumer is not None)
+        assert data is not None
+        subs = {s.topic: {"classFilterMode": False, "codeSet": [], "expressionType": "TAG",
+                          "subString": s.sub_string, "subVersion": 0,
+                          "tagsSet": list(s.tags), "topic": s.topic}
+                for info in members.values() if info.consumer is not None
+                for s in info.consumer.subscriptions}
+        return cmd.response(body=bodies.json_body({
+            "connectionSet": conns, "consumeFromWhere": data.consume_from_where,
+            "consumeType": data.consume_type, "messageModel": data.message_model,
+            "subscriptionTable": subs}))
+
+    async def producer_connections(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        group = _field(cmd, "producerGroup")
+        conns = self._connections(self.broker.producers.get(group, {}))
+        if not conns:
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                f"the producer group[{group}] not exist")
+        return cmd.response(body=bodies.json_body({"connectionSet": conns}))
+
+
+def _bool(v: bool) -> str:
+    return "true" if v else "false"
+
+
+def _gib(n: int) -> str:
+    return f"{n / 1024 ** 3:.1f} GiB"

@@ -143,6 +143,7 @@ class Broker:
         self.stopping = False
         self._tasks: set[asyncio.Task[None]] = set()  # notifications under way
         self.counts = {"sent": 0, "pulled": 0, "sent_back": 0}
+        self.boot_ms = int(time.time() * 1000)
         self._handlers = {
             RequestCode.SEND_MESSAGE: self.send_message,
             RequestCode.SEND_MESSAGE_V2: self.send_message,
@@ -163,6 +164,14 @@ class Broker:
             RequestCode.LOCK_BATCH_MQ: self.lock_batch,
             RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch,
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.admin.update_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: self.admin.delete_topic,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.admin.update_group,
+            RequestCode.GET_BROKER_CONFIG: self.admin.broker_config,
+            RequestCode.GET_BROKER_RUNTIME_INFO: self.admin.runtime_info,
+            RequestCode.GET_TOPIC_STATS_INFO: self.admin.topic_stats,
+            RequestCode.GET_CONSUME_STATS: self.admin.consume_stats,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.admin.consumer_connections,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: self.admin.producer_connections,
         }
 
     async def handle(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand | None:
@@ -228,7 +237,7 @@ class Broker:
 
     # -- pulling ------------------------------------------------------------------------------
 
-    def _queue_bounds(self, topic: str, queue_id: int) -> tuple[int, int]:
+    def queue_bounds(self, topic: str, queue_id: int) -> tuple[int, int]:
         first = next(iter(self.store.iter_queue(topic, queue_id, 0)), None)
         mx = self.store.max_offset(topic, queue_id)
         return (first[0] if first is not None else mx), mx
@@ -237,7 +246,7 @@ class Broker:
         self, h: H.PullMessageRequestHeader, offset: int, tags: frozenset[str] | None
     ) -> tuple[int, int, int, int, list[CommitLogMessage]]:
         """(response code, next offset, min, max, messages) for one look at the queue."""
-        lo, hi = self._queue_bounds(h.topic, h.queueId)
+        lo, hi = self.queue_bounds(h.topic, h.queueId)
         if hi == 0:
             return ResponseCode.PULL_NOT_FOUND, 0, 0, 0, []
         if offset < lo:
@@ -306,7 +315,8 @@ class Broker:
     async def heart_beat(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
         hb = bodies.parse_heartbeat(cmd.body)
         for g in hb.producer_groups:
-            self.producers.setdefault(g, {})[hb.client_id] = ClientInfo(hb.client_id, peer)
+            self.producers.setdefault(g, {})[hb.client_id] = ClientInfo(
+                hb.client_id, peer, cmd.language, cmd.version)
         for c in hb.consumers:
             if no_such_group(c.group):
                 continue  # 5.3.3 ClientManageProcessor#heartBeat: no group config, not registered
@@ -316,7 +326,7 @@ class Broker:
             self.store.create_topic(B.retry_topic(c.group), max(1, cfg.retry_queue_nums))
             members = self.consumers.setdefault(c.group, {})
             known = hb.client_id in members
-            members[hb.client_id] = ClientInfo(hb.client_id, peer)
+            members[hb.client_id] = ClientInfo(hb.client_id, peer, cmd.language, cmd.version, c)
             if not known:
                 await self._notify_ids_changed(c.group)
         return cmd.response()
@@ -373,7 +383,7 @@ class Broker:
         h = H.decode_header(H.QueryConsumerOffsetRequestHeader, cmd.ext_fields)
         off = self.store.get_consumer_offset(h.consumerGroup, h.topic, h.queueId)
         if off < 0:
-            lo, _ = self._queue_bounds(h.topic, h.queueId)
+            lo, _ = self.queue_bounds(h.topic, h.queueId)
             if lo > 0:  # the first message is gone: the client decides where to start
                 return cmd.response(
                     ResponseCode.QUERY_NOT_FOUND, "Not found, maybe this group consumer boot first"
@@ -406,7 +416,7 @@ class Broker:
     async def search_offset(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
         """First queue offset whose store time is >= the timestamp (max offset when none)."""
         h = H.decode_header(H.SearchOffsetRequestHeader, cmd.ext_fields)
-        lo, hi = self._queue_bounds(h.topic, h.queueId)
+        lo, hi = self.queue_bounds(h.topic, h.queueId)
         a, b = lo, hi
         while a < b:
             mid = (a + b) // 2
@@ -425,7 +435,7 @@ class Broker:
 
     async def min_offset(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
         h = H.decode_header(H.GetMinOffsetRequestHeader, cmd.ext_fields)
-        lo, _ = self._queue_bounds(h.topic, h.queueId)
+        lo, _ = self.queue_bounds(h.topic, h.queueId)
         return cmd.response(ext=H.OffsetResponseHeader(offset=lo).to_ext())
 
     # -- retry --------------------------------------------------------------------------------

@@ -9,16 +9,21 @@ from typing import Protocol
 
 from mqtool.refstore.engine import PutResult, RefStore
 from mqtool.remoting import headers as H
+from mqtool.remoting.bodies import ConsumerData
 from mqtool.remoting.transport import Peer
 from mqtool.serve.config import BrokerSettings
 
 
 @dataclass
 class ClientInfo:
-    """A client that sent HEART_BEAT on a connection."""
+    """A client that sent HEART_BEAT on a connection (its frame's language and version; for a
+    consumer, what it said about its group)."""
 
     client_id: str
     peer: Peer
+    language: str = "JAVA"
+    version: int = 0
+    consumer: ConsumerData | None = None
 
 
 class BrokerCore(Protocol):
@@ -28,6 +33,7 @@ class BrokerCore(Protocol):
     settings: BrokerSettings
     host: str  #: brokerIP1
     counts: dict[str, int]
+    boot_ms: int  #: when serve started (epoch ms)
     consumers: dict[str, dict[str, ClientInfo]]  #: group -> client id -> connection
     producers: dict[str, dict[str, ClientInfo]]
 
@@ -41,3 +47,6 @@ class BrokerCore(Protocol):
 
     def half_put(self) -> None:
         """A half message was stored (the check service has work)."""
+
+    def queue_bounds(self, topic: str, queue_id: int) -> tuple[int, int]:
+        """(min offset, max offset) of a consume queue."""

@@ -43,6 +43,8 @@ class NameServer:
             return cmd.response(body=bodies.build_cluster_info(self.cluster, [self.broker_data]))
         if cmd.code == RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER:
             return cmd.response(body=bodies.build_topic_list(self.store.topics))
+        if cmd.code == RequestCode.DELETE_TOPIC_IN_NAMESRV:
+            return cmd.response()  # routes are the broker's topics: DELETE_TOPIC_IN_BROKER did it
         raise UnsupportedCode(str(cmd.code))
 
     def perm(self, topic: str, perm: int) -> int:
