@@ -75,5 +75,7 @@ def test_resend_to_retry_on_a_cluster_that_never_saw_the_group(
                              home=tmp_path / "consumer")
     keys = Counter(str(g["keys"]).split()[0] for g in got)
     assert keys == Counter(f"k{i}" for i in range(N))  # each record once
+    # a consumer's getKeys() is exactly the dead letter's KEYS (the resend id is a property)
+    assert {g["keys"] for g in got} == {f"k{i} order-{i % 7}" for i in range(N)}
     assert {g["body"] for g in got} == {f"body {i}" for i in range(N)}
     assert {g["topic"] for g in got} == {"Orders"} and {g["reconsumeTimes"] for g in got} == {0}
