@@ -15,12 +15,15 @@ Python rule for those offsets only (:func:`message_at`).
 
 from __future__ import annotations
 
+# isort: off
+from mqtool.formats import jit  # first: it sets NUMBA_CACHE_DIR for numba
+# isort: on
 from typing import TYPE_CHECKING
 
 import numba as nb
 import numpy as np
 
-from mqtool.formats import commitlog_fields, jit
+from mqtool.formats import commitlog_fields
 from mqtool.formats.commitlog import CommitLogMessage, parse_message
 from mqtool.formats.commitlog_layout import MIN_RECORD_SIZE
 from mqtool.formats.errors import MqtoolError
