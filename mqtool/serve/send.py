@@ -25,6 +25,7 @@ from mqtool.formats.rules import (
     PROPERTY_CLUSTER,
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_WAIT_STORE_MSG_OK,
     is_not_allowed_send_topic,
     not_allowed_send_remark,
     topic_refusal,
@@ -192,7 +193,10 @@ async def send_message(broker: BrokerCore, cmd: RemotingCommand, peer: Peer) -> 
             r = T.send_half(store, msg, group)
             broker.half_put()
         else:
-            r = store.put(msg)
+            # SendMessageProcessor#sendMessage writes the properties without WAIT ("no need
+            # to store WAIT=true"); a half message's are written again later, with it
+            r = store.put(replace(msg, properties=tuple(
+                (k, v) for k, v in msg.properties if k != PROPERTY_WAIT_STORE_MSG_OK)))
         results = [r]
         msg_id = r.msg_id
         if store.config.v5:

@@ -87,7 +87,9 @@ def _refstore_side(root: Path, dialect: str) -> None:
     with RefStore.open(root, _config(dialect), clock=clock, seed=1) as s:
         s.create_group(GROUP, retry_max_times=MAX, consume_orderly=True)
         s.create_topic(TOPIC, 1)
-        m = s.put(Message.create(TOPIC, b"ordered", tags="O", keys=KEY, queue_id=0))
+        # the broker's send processor stores the client's message without WAIT
+        m = s.put(Message.create(TOPIC, b"ordered", tags="O", keys=KEY, queue_id=0,
+                                 wait_store_msg_ok=None))
         # MAX + 1 failed attempts: MAX local retries, then the client sends it back
         s.send_back_orderly(GROUP, m.physical_offset, reconsume_times=MAX,
                             max_reconsume_times=MAX)
