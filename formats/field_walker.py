@@ -8,8 +8,11 @@ except that runs of good records come as the compiled kernel's field tables
 The kernel never judges damage. Wherever it stops, the walk is handed to the one walker
 (:mod:`.walker`) from the last record known to be good: the walker says what is there (a
 BLANK, the zero tail, an unreadable region and where records start again) and the kernel
-resumes at the next record. A CRC mismatch the kernel sees is turned into the walker's own
-finding by walking that one record. So damage gets the walker's kinds, offsets and texts.
+resumes at the next record. Where the walker finds a record the kernel has just refused and
+now accepts, a writer is appending to the file (a running broker): the walk ends there, at
+the data as it was when the walk reached it. A CRC mismatch the kernel sees is turned into
+the walker's own finding by walking that one record. So damage gets the walker's kinds,
+offsets and texts.
 """
 
 from __future__ import annotations
@@ -50,6 +53,12 @@ def _crc_split(
         lo = i
     if lo < fields.shape[1]:
         yield fields[:, lo:]
+
+
+def _accepts(buf: Buffer, pos: int, file_start: int) -> bool:
+    """Whether the kernel accepts a record at ``pos`` now."""
+    fields, _, _ = commitlog_fields.scan_buffer(buf, pos, len(buf), file_start=file_start, cap=1)
+    return bool(fields.shape[1] == 1)
 
 
 def walk_fields(
@@ -101,6 +110,12 @@ def walk_fields(
                 if resume is not None:  # records again after an unreadable region
                     p = anchor = pos
                     break
+                if pos == q and _accepts(buf, q, file_start):
+                    # refused by the kernel a moment ago, taken now: a writer (a running
+                    # broker) is appending to the file. The walk ends where its data ended,
+                    # rather than chase the writer.
+                    yield FileEnd(file_start + q, "zeros", "the file was being written")
+                    return
                 if check_crc:  # the kernel refused what the walker accepts: take its record
                     crc_item = next(walk(buf, file=file, file_start=file_start, start=pos,
                                          stop=pos + 1, check_crc=True))

@@ -288,7 +288,8 @@ class Store(IndexFiles):
     def written_since(self, f: Finding) -> bool:
         """Whether the commitlog finding ``f`` (a walk's: the data breaks off or ends there,
         or a body CRC) is about bytes a live store's broker is still writing."""
-        if not self.live or not f.file.startswith("commitlog/") or f.offset is None:
+        if (not self.live or f.severity == Severity.INFO or not f.file.startswith("commitlog/")
+                or f.offset is None):
             return False
         cf = next((c for c in self.commitlog_files if c.rel == f.file), None)
         if cf is None:
@@ -310,14 +311,24 @@ class Store(IndexFiles):
         if not self.live:
             return False
         buf = self.mapped(f)
+        if looks_like_record_at(buf, pos, f.start):
+            return True
         later = [g for g in self.commitlog_files if g.start > f.start]
-        for _ in range(SETTLE_TRIES):
-            if looks_like_record_at(buf, pos, f.start):
-                return True
-            if next_record(buf, pos + 1, f.start) is None and not any(
+        try:  # the descriptor lets the search skip the holes of a sparse (pre-allocated) file
+            fd: int | None = os.open(f.path, os.O_RDONLY)
+        except OSError:
+            fd = None
+        try:
+            if next_record(buf, pos + 1, f.start, fd=fd) is None and not any(
                     looks_like_record_at(self.mapped(g), 0, g.start) for g in later):
                 return True
+        finally:
+            if fd is not None:
+                os.close(fd)
+        for _ in range(SETTLE_TRIES):
             time.sleep(0.01)
+            if looks_like_record_at(buf, pos, f.start):
+                return True
         return False
 
     # --- commitlog ------------------------------------------------------------------------
@@ -720,9 +731,11 @@ class Store(IndexFiles):
         return CqEntry(*CQ_UNIT_STRUCT.unpack(raw))
 
     def _check_cq_size(self, rel: str, size: int) -> None:
-        """An empty consume-queue file, or one that is not whole units, is damage."""
+        """An empty consume-queue file, or one that is not whole units, is damage (on a live
+        store an empty file is one the broker is making)."""
         if size == 0:
-            self._note(Finding("cq", rel, 0, "empty consume-queue file (0 bytes)"))
+            if not self.live:
+                self._note(Finding("cq", rel, 0, "empty consume-queue file (0 bytes)"))
         elif size % CQ_STORE_UNIT_SIZE:
             self._note(Finding(
                 "cq", rel, size - size % CQ_STORE_UNIT_SIZE,

@@ -90,22 +90,29 @@ def queue_shape(
     if store.queue_kind(topic, qid) != "file":
         return MemQueueScan.of(store, topic, qid)
     qdir = store.consumequeue_dir / topic / str(qid)
-    names = sorted((p for p in qdir.iterdir() if p.is_file() and p.name.isdigit()
-                    and len(p.name) == 20), key=lambda p: int(p.name))
+    try:
+        names = sorted((p for p in qdir.iterdir() if p.is_file() and p.name.isdigit()
+                        and len(p.name) == 20), key=lambda p: int(p.name))
+        listed = [(p, p.stat().st_size) for p in names]
+    except FileNotFoundError:  # deleted since the listing (a running broker's cleanup)
+        names, listed = [], []
     qs = QueueScan(topic, qid, [])
-    sizes = Counter(p.stat().st_size for p in names)
+    sizes = Counter(size for _, size in listed)
     qs.file_size = sizes.most_common(1)[0][0] if sizes else 0
     ended = False
-    for p in names:
+    for p, size in listed:
         rel = f"consumequeue/{topic}/{qid}/{p.name}"
         base = int(p.name)
-        arr = np.fromfile(p, dtype=CQ_DTYPE)
-        size = p.stat().st_size
+        try:
+            arr = np.fromfile(p, dtype=CQ_DTYPE, count=size // CQ_STORE_UNIT_SIZE)
+        except FileNotFoundError:
+            continue  # deleted since the listing
         qs.files.append((rel, base, size))
         if progress is not None:
             progress(size)
         if size == 0:
-            sink.add(Finding("cq", rel, 0, "empty consume-queue file (0 bytes)"))
+            if not (store.live and p == names[-1]):  # live: a file the broker is making
+                sink.add(Finding("cq", rel, 0, "empty consume-queue file (0 bytes)"))
             continue
         if size % CQ_STORE_UNIT_SIZE:
             sink.add(Finding(
@@ -131,7 +138,7 @@ def queue_shape(
         if n < len(zero) or size < qs.file_size:
             ended = True
         if n == 0:
-            if p == names[-1]:
+            if p == names[-1] and not store.live:  # live: its first unit is being written
                 # RocketMQ 4.9.7 and 5.3.3 ConsumeQueue#truncateDirtyLogicFiles (run at load
                 # whenever a queue reaches the log's end) accepts unit 0 of a queue's last file
                 # whenever its offset is below the log's end, whatever its size
