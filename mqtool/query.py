@@ -19,10 +19,14 @@ from mqtool.formats.buffers import Buffer
 from mqtool.formats.commitlog import CommitLogMessage, FileEnd, parse_message
 from mqtool.formats.errors import Finding, FormatError
 from mqtool.formats.walker import Unreadable
+from mqtool.integrity.records import RecordCheck
 from mqtool.store import CommitLogFile, Store
 
 ProgressFn = Callable[[int, int], None]
 """``progress(bytes done, bytes total)`` over the commitlog."""
+
+CHECK_BATCH = 4096
+"""Selected messages checked together against their units and index entries."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,14 +174,26 @@ def scan_messages(
 def select_messages(
     store: Store, flt: MessageFilter, *, progress: ProgressFn | None = None
 ) -> Iterator[CommitLogMessage]:
-    """Messages matching ``flt`` in commitlog order (files before ``since`` are skipped)."""
+    """Messages matching ``flt`` in commitlog order (files before ``since`` are skipped); the
+    damage around each (its consume-queue unit, its index entries:
+    :class:`mqtool.integrity.records.RecordCheck`) is noted in the store's findings."""
     n = 0
     if flt.limit is not None and flt.limit <= 0:
         return
-    for m in kernel_messages(store, flt.start_offset, since=flt.since, flt=flt,
-                             progress=progress):
-        if flt.matches(m):
-            yield m
-            n += 1
-            if flt.limit is not None and n >= flt.limit:
-                return
+    check = RecordCheck(store)
+    shown: list[CommitLogMessage] = []  # checked a batch at a time
+    try:
+        for m in kernel_messages(store, flt.start_offset, since=flt.since, flt=flt,
+                                 progress=progress):
+            if flt.matches(m):
+                yield m
+                shown.append(m)
+                if len(shown) >= CHECK_BATCH:
+                    check.check(shown)
+                    shown.clear()
+                n += 1
+                if flt.limit is not None and n >= flt.limit:
+                    return
+    finally:
+        if shown:
+            check.check(shown)

@@ -25,6 +25,7 @@ from mqtool.formats.rules import (
     PROPERTY_ORIGIN_MESSAGE_ID,
     RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
+    index_keys,
 )
 from mqtool.formats.rules import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as PROPERTY_UNIQ_KEY
 from mqtool.formats.walker import Unreadable
@@ -142,6 +143,7 @@ class Finder:
             self.via = "scan"
         self._tail: list[CommitLogMessage] | None = None
         self.tail_bytes = 0
+        self.walked: list[CommitLogMessage] = []  # records read as candidates (collisions too)
 
     @property
     def by_index(self) -> bool:
@@ -180,6 +182,18 @@ class Finder:
                 out.append(m)
             else:
                 self.unresolved(off, *entries[off])
+        self.walked.extend(out)
+        return out
+
+    def not_carrying(self, key: str) -> list[CommitLogMessage]:
+        """Records the index named for ``key`` (read by a lookup) that neither carry ``key``
+        nor any index key of the same hash: the record's key does not match its entry."""
+        out = []
+        for m in self.walked:
+            h = index_key_hash(build_key(m.topic, key))
+            own = index_keys(m.topic, m.properties)
+            if build_key(m.topic, key) not in own and all(index_key_hash(k) != h for k in own):
+                out.append(m)
         return out
 
     def unresolved(self, off: int, rel: str, pos: int, n: int) -> None:

@@ -49,7 +49,6 @@ from mqtool.formats.consumequeue import (
     CQ_STORE_UNIT_SIZE,
     CQ_UNIT_STRUCT,
     CqEntry,
-    iter_cq,
 )
 from mqtool.formats.errors import (
     BadFieldError,
@@ -99,8 +98,9 @@ KERNEL_MIN_BYTES = 8 << 20
 ones by the Python walker, which reads them sooner than numba and the kernel load (about 0.3 s
 on an idle machine; the walker takes about 6 us per record)."""
 KERNEL_MIN_UNITS = 4096
-"""Consume queues with this many units or more are checked against the commitlog by the
-compiled kernel; fewer by the rule itself, unit by unit (:meth:`Store.unit_problem`)."""
+"""Records at this many commitlog offsets or more (a batch of consume-queue units or of index
+entries) are read by the compiled kernel; fewer by the Python rule, one by one
+(:func:`mqtool.integrity.at.messages_at`)."""
 
 # names at a store root that, when present, must be a directory (True) or a file (False)
 _ROOT_ENTRIES = (
@@ -633,7 +633,9 @@ class Store(IndexFiles):
     def queue_entries(
         self, topic: str, queue_id: int, start: int = 0
     ) -> Iterator[QueueEntry]:
-        """Consume-queue units of one queue in queue order from logical offset ``start``."""
+        """Consume-queue units of one queue in queue order from logical offset ``start`` (each
+        file's up to its first all-zero unit), each checked against its record by verify's
+        unit rule (:meth:`units_ok`: the findings are noted)."""
         if self.queue_kind(topic, queue_id) != "file":
             for qe in self.queue_sources.entries(topic, queue_id, start):
                 if qe.file_offset >= 0:
@@ -650,27 +652,76 @@ class Store(IndexFiles):
             if size is None:
                 continue  # deleted since the listing (the broker's cleanup)
             self._check_cq_size(rel, size)
-            if (base + size) // CQ_STORE_UNIT_SIZE <= start:
+            units = size // CQ_STORE_UNIT_SIZE
+            first = max(0, start * CQ_STORE_UNIT_SIZE - base) // CQ_STORE_UNIT_SIZE
+            chunk = 64  # a lookup of one unit reads few; a listing reads more at a time
+            while first < units:
+                k = min(chunk, units - first)
+                try:
+                    u = np.fromfile(p, dtype=CQ_DTYPE, count=k, offset=first * CQ_STORE_UNIT_SIZE)
+                except FileNotFoundError:
+                    break  # deleted since the listing
+                offs, sizes, tags = (u[c].astype(np.int64) for c in ("offset", "size", "tags"))
+                zero = np.flatnonzero((offs == 0) & (sizes == 0) & (tags == 0))
+                n = int(zero[0]) if zero.size else len(u)
+                pos = (first + np.arange(n, dtype=np.int64)) * CQ_STORE_UNIT_SIZE
+                self.units_ok(topic, queue_id, rel, base, pos, offs[:n], sizes[:n], tags[:n])
+                for j in range(n):
+                    at = int(pos[j])
+                    yield QueueEntry(topic, queue_id, (base + at) // CQ_STORE_UNIT_SIZE,
+                                     CqEntry(int(offs[j]), int(sizes[j]), int(tags[j])), rel, at)
+                if n < len(u):
+                    break  # the file's written units end here
+                first += k
+                chunk = min(chunk * 4, 1 << 14)
+
+    def units_ok(
+        self, topic: str, queue_id: int, rel: str, base: int, pos: np.ndarray,
+        offs: np.ndarray, sizes: np.ndarray, tags: np.ndarray,
+    ) -> np.ndarray:
+        """Verify's unit rule (:func:`mqtool.integrity.at.unit_findings`) for units of
+        consume-queue file ``rel`` (named ``base``) at in-file byte positions ``pos``: their
+        findings are noted (on a live store, a unit read while the broker wrote it is read
+        again). True where a unit is no finding."""
+        from mqtool.integrity.at import unit_findings
+
+        ok = np.ones(len(pos), bool)
+        if not len(pos):
+            return ok
+        first = self.commitlog_files[0].start if self.commitlog_files else 0
+
+        def where(logical: int) -> tuple[str, int]:
+            return rel, logical * CQ_STORE_UNIT_SIZE - base
+
+        data_end = self.max_physical_offset()
+        for i, f in unit_findings(self, topic, queue_id, (base + pos) // CQ_STORE_UNIT_SIZE,
+                                  offs, sizes, tags, where, first, data_end):
+            if self.live and self._unit_settled(
+                    topic, queue_id, rel, base, int(pos[i]),
+                    CqEntry(int(offs[i]), int(sizes[i]), int(tags[i]))):
                 continue
-            try:
-                buf = map_readonly(p, size)
-            except FileNotFoundError:
-                continue
-            first = max(0, start * CQ_STORE_UNIT_SIZE - base)
-            first -= first % CQ_STORE_UNIT_SIZE
-            view = memoryview(buf)[first:]
-            try:
-                for pos, e in iter_cq(view, file=rel, file_start=first):
-                    in_file = first + pos
-                    qoff = (base + in_file) // CQ_STORE_UNIT_SIZE
-                    self._check_unit(rel, in_file, e)
-                    yield QueueEntry(topic, queue_id, qoff, e, rel, in_file)
-            except FormatError as e:
-                self._note(Finding("cq", rel, e.offset, e.detail))
-            finally:  # release the view first: closing a map with a live view is a BufferError
-                view.release()
-                if isinstance(buf, mmap.mmap):
-                    buf.close()
+            ok[i] = False
+            self.note(f)
+        return ok
+
+    def _unit_settled(
+        self, topic: str, queue_id: int, rel: str, base: int, pos: int, unit: CqEntry
+    ) -> bool:
+        """On a live store: whether a unit that is a finding was read while the broker wrote
+        it (read again, it is another unit, and that one is no finding)."""
+        from mqtool.integrity.at import unit_findings
+
+        first = self.commitlog_files[0].start if self.commitlog_files else 0
+        for _ in range(SETTLE_TRIES):
+            now = self._unit_now(rel, pos)
+            if now is not None and now != unit:
+                lo, phy, size, tags = (np.array([v], np.int64) for v in (
+                    (base + pos) // CQ_STORE_UNIT_SIZE, now.commit_log_offset, now.size,
+                    now.tags_code))
+                return not unit_findings(self, topic, queue_id, lo, phy, size, tags,
+                                         lambda _: (rel, pos), first, self.max_physical_offset())
+            time.sleep(0.01)
+        return False
 
     def unit_problem(self, e: CqEntry) -> str | None:
         """Why a consume-queue unit cannot name a record: impossible values (RocketMQ never
@@ -743,8 +794,8 @@ class Store(IndexFiles):
             ))
 
     def queue_info(self, topic: str, queue_id: int) -> QueueInfo:
-        """Min/max logical offsets of a queue (max = after the last unit that can name a record;
-        impossible or dangling units are findings, not counted)."""
+        """Min/max logical offsets of a queue (max = after the last written unit that is no
+        finding of verify's unit rule, :meth:`units_ok`; the findings are noted)."""
         if self.queue_kind(topic, queue_id) != "file":
             info = QueueInfo(topic, queue_id, [])
             info.min_offset, info.max_offset, info.last_commit_log_offset = \
@@ -772,16 +823,8 @@ class Store(IndexFiles):
             if not first_seen:
                 info.min_offset = base + int(written[0])
                 first_seen = True
-            if written.size >= KERNEL_MIN_UNITS:
-                from mqtool.integrity.at import units_with_records
-
-                ok = units_with_records(self, offs[written], sizes[written])
-            else:  # the rule itself (below) for each: fewer than loading the kernel costs
-                ok = np.zeros(written.size, dtype=np.bool_)
-            for i in np.flatnonzero(~ok).tolist():
-                w = int(written[i])
-                ok[i] = self._check_unit(rel, w * CQ_STORE_UNIT_SIZE,
-                                         CqEntry(int(offs[w]), int(sizes[w]), int(tags[w])))
+            ok = self.units_ok(topic, queue_id, rel, int(p.name), written * CQ_STORE_UNIT_SIZE,
+                               offs[written], sizes[written], tags[written])
             if ok.any():
                 last = int(written[np.flatnonzero(ok)[-1]])
                 info.max_offset = base + last + 1

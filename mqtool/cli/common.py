@@ -215,15 +215,16 @@ def report_error(text: str) -> None:
 
 def is_damage(f: Finding) -> bool:
     """Whether a store finding is damage (an error line, exit 1); the others are layout notes
-    (a warning line)."""
-    return f.kind != "layout" or f.severity == Severity.ERROR
+    and warnings (a warning line) or information."""
+    return f.severity == Severity.ERROR
 
 
 def exit_on_findings(store: Store) -> None:
-    """After a read: damage found in the store is an error (one line each), exit 1."""
+    """After a read: damage found in the store is an error (one line each), exit 1; layout
+    notes and warnings are one ``warning:`` line each (info findings are not printed)."""
     bad = [f for f in store.findings if is_damage(f)]
     for f in store.findings:
-        if not is_damage(f):
+        if not is_damage(f) and (f.kind == "layout" or f.severity == Severity.WARNING):
             err_console().print(f"warning: {f}", markup=False, highlight=False)
     if bad:
         sys.stdout.flush()

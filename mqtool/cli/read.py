@@ -190,6 +190,7 @@ def msg(
     Example: mqtool msg ~/store C0A8010A00002A9F0000000000000000 --json
     """
     from mqtool.formats.msgid import classify_id
+    from mqtool.integrity.records import records_named
     from mqtool.jsonview import message_dict
 
     check_body_mode(body)
@@ -199,10 +200,7 @@ def msg(
                                  "characters) or commitlog offset", param_hint="ID|OFFSET")
     with handle_errors():
         st = open_store(store)
-        if by_offset:
-            found, how = [st.message_at(int(msg_id))], "commitlog offset"
-        else:
-            found, how = st.find_id(msg_id)
+        found, how = records_named(st, msg_id, by_offset=by_offset)
         if json_:
             print_json([message_dict(m, body) for m in found])
         else:
@@ -250,11 +248,9 @@ def index(
         if key is None:
             _index_files(st, json_)
         else:
-            found, via = st.find_by_key(key, topic=topic)
-            uniq, via2 = st.find_by_key(key, topic=topic, uniq=True)
-            seen = {m.physical_offset for m in found}
-            found += [m for m in uniq if m.physical_offset not in seen]
-            found.sort(key=lambda m: m.physical_offset)
+            from mqtool.integrity.records import records_keyed
+
+            found, via = records_keyed(st, key, topic)
             _key_messages(key, topic, via, found, json_)
         exit_on_findings(st)
 

@@ -11,6 +11,10 @@ entries to their records needs memory for one batch, not for every message of th
 The kernel never judges damage: where it does not accept the bytes, callers that need the
 walker's verdict (the record may still be one the walker reads) ask :mod:`mqtool.formats`'s
 Python rule for those offsets only (:func:`message_at`).
+
+:func:`unit_findings` is verify's rule for consume-queue units against the records they name;
+``verify`` (:mod:`.queues`) and every read of a queue (:meth:`mqtool.store.Store.units_ok`)
+apply it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 # isort: off
 from mqtool.formats import jit  # first: it sets NUMBA_CACHE_DIR for numba
 # isort: on
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numba as nb
@@ -25,8 +30,10 @@ import numpy as np
 
 from mqtool.formats import commitlog_fields
 from mqtool.formats.commitlog import CommitLogMessage, parse_message
-from mqtool.formats.commitlog_layout import MIN_RECORD_SIZE
-from mqtool.formats.errors import MqtoolError
+from mqtool.formats.consumequeue import MAX_ADDR
+from mqtool.formats.errors import Finding, MqtoolError
+from mqtool.integrity import rules
+from mqtool.integrity.lmq import is_lmq, lmq_finding, lmq_unit_problem
 
 if TYPE_CHECKING:
     from mqtool.integrity.model import Messages
@@ -90,18 +97,6 @@ def records_at(store: Store, phys: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     return fi, ok, fields
 
 
-def units_with_records(store: Store, offs: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """Per consume-queue unit (commitlog offset, size): whether the kernel accepts a record of
-    that size at that offset, inside the store's written data. True means the unit can name a
-    record (:meth:`Store.unit_problem` says None); False: ask that rule."""
-    fine = (offs >= 0) & (sizes >= MIN_RECORD_SIZE)
-    # a live store's records are read as they are now (those written since the walk too)
-    fine &= offs + sizes <= (store.listed_end() if store.live else store.max_physical_offset())
-    _, ok, fields = records_at(store, np.where(fine, offs, -1))
-    out: np.ndarray = fine & ok & (fields[commitlog_fields.F_SIZE] == sizes)
-    return out
-
-
 def message_at(store: Store, phy: int) -> CommitLogMessage | None:
     """The record the Python rule (:func:`parse_message`) reads at commitlog offset ``phy``
     when its PHYSICALOFFSET says ``phy``, else None (no findings are noted)."""
@@ -125,10 +120,17 @@ def messages_at(
     only the Python rule reads (:func:`message_at`). Offsets where no record starts are not in
     the table. ``keys``: also the index key hashes; ``tags``: the tagsCodes (else 0)."""
     from mqtool.integrity.scan import MessagesBuilder
+    from mqtool.store import KERNEL_MIN_UNITS
 
     at = np.unique(np.asarray(phys, dtype=np.int64))
-    fi, ok, fields = records_at(store, at)
     cols = MessagesBuilder(keys=keys, tags=tags)
+    if len(at) < KERNEL_MIN_UNITS:  # the Python rule for each: fewer than loading the kernel costs
+        for p in at.tolist():
+            m = message_at(store, int(p))
+            if m is not None:
+                cols.add_message(m, True)
+        return cols.messages()
+    fi, ok, fields = records_at(store, at)
     files = store.commitlog_files
     for j in np.unique(fi[ok]).tolist():
         sel = np.flatnonzero(ok & (fi == j))
@@ -145,3 +147,91 @@ def messages_at(
     if extra:
         msgs = msgs.take(np.argsort(msgs.phy, kind="stable"))
     return msgs
+
+
+def unit_findings(
+    store: Store, topic: str, qid: int, offsets: np.ndarray, phys: np.ndarray,
+    sizes: np.ndarray, tags: np.ndarray, where: Callable[[int], tuple[str, int | None]],
+    first_start: int, data_end: int,
+) -> list[tuple[int, Finding]]:
+    """The rule for consume-queue units of ``topic``/``qid`` (logical ``offsets`` and their
+    commitlog offsets, sizes and tagsCodes; ``where`` gives a unit's file and in-file offset),
+    each checked against the record at its commitlog offset (read in place,
+    :func:`mqtool.integrity.at.messages_at`): impossible values, a record past the valid
+    data (``data_end``), no record there, another queue's record (topic, queueId,
+    queueOffset, size; an LMQ's unit must name a record dispatched to it,
+    :mod:`mqtool.integrity.lmq`), a tagsCode that is not the record's tag hash. Units below
+    ``first_start`` (commitlog files deleted first) are no findings; on a live store, neither
+    are units of records past the files it was opened with (written since), and records past
+    ``data_end`` are read as they are now. Returns (index into the arrays, finding) for each
+    unit that is a finding."""
+    tag_hash = rules.tags_code_is_tag_hash(topic)
+    impossible = (phys < 0) | (sizes <= 0)
+    below = (~impossible) & (phys < first_start)
+    n = len(phys)
+    if store.live:  # records written since the pass are read as they are now
+        later = (~impossible) & (~below) & (phys >= store.listed_end())
+        past = np.zeros(n, bool)
+    else:
+        later = np.zeros(n, bool)
+        past = (~impossible) & (~below) & (phys + sizes > data_end)
+    check = ~(impossible | below | past | later)
+    msgs = messages_at(store, phys[check], tags=tag_hash)
+    if len(msgs):
+        idx_c = np.minimum(np.searchsorted(msgs.phy, phys), len(msgs) - 1)
+        hit = msgs.phy[idx_c] == phys
+    else:
+        idx_c = np.zeros(n, np.int64)
+        hit = np.zeros(n, bool)
+    dangling = check & ~hit
+    matched = check & hit
+    wrong = np.zeros(n, bool)
+    wrong_tags = np.zeros(n, bool)
+    lmq_why: dict[int, str] = {}
+    if matched.any() and is_lmq(topic):  # units naming another topic's records
+        for i in np.flatnonzero(matched).tolist():
+            why = lmq_unit_problem(store, topic, int(offsets[i]), int(phys[i]), int(sizes[i]))
+            if why is not None:
+                lmq_why[i] = why
+                wrong[i] = True
+        if tag_hash:
+            wrong_tags = matched & ~wrong & (tags > MAX_ADDR) & (msgs.tags_code[idx_c] != tags)
+    elif matched.any():
+        topic_idx = msgs.topics.index(topic) if topic in msgs.topics else -1
+        same = (
+            (msgs.topic[idx_c] == topic_idx) & (msgs.queue_id[idx_c] == qid)
+            & (msgs.queue_offset[idx_c] == offsets) & (msgs.size[idx_c] == sizes)
+        )
+        wrong = matched & ~same
+        if tag_hash:
+            wrong_tags = (matched & same & (tags > MAX_ADDR)
+                          & (msgs.tags_code[idx_c] != tags))
+    out: list[tuple[int, Finding]] = []
+    for i in np.flatnonzero(impossible | past | dangling | wrong | wrong_tags).tolist():
+        lo = int(offsets[i])
+        rel, pos = where(lo)
+        phy, size, tag = int(phys[i]), int(sizes[i]), int(tags[i])
+        unit = f"unit {topic}/{qid}@{lo} -> commitlog offset {phy} size {size}"
+        r = int(idx_c[i])
+        if impossible[i]:
+            f = Finding("bad-field", rel, pos, f"{unit}: impossible values (RocketMQ's "
+                        "ConsumeQueue.recover stops at this unit)")
+        elif past[i]:
+            f = Finding("cq", rel, pos, f"{unit}: points past the valid commitlog data "
+                        f"(ends at {data_end})", phy=phy)
+        elif dangling[i]:
+            f = Finding("cq", rel, pos, f"{unit}: no readable message starts there", phy=phy)
+        elif i in lmq_why:
+            f = lmq_finding(rel, pos, unit, lmq_why[i], phy)
+        elif wrong[i]:
+            f = Finding(
+                "cq", rel, pos,
+                f"{unit}: the message there is {msgs.topics[int(msgs.topic[r])]}/"
+                f"{int(msgs.queue_id[r])}@{int(msgs.queue_offset[r])} size "
+                f"{int(msgs.size[r])}", phy=phy,
+            )
+        else:
+            f = Finding("cq", rel, pos, f"{unit}: tagsCode is not the message's tag hash",
+                        expected=str(int(msgs.tags_code[r])), found=str(tag), phy=phy)
+        out.append((i, f))
+    return out

@@ -50,13 +50,13 @@ class IndexCheck:
 
     def __init__(
         self, store: Store, first_start: int, sink: FindingSink, progress: ProgressFn | None,
-        keep: bool,
+        keep: bool, *, open_files: bool = True,
     ) -> None:
         self.store, self.first_start, self.sink, self.keep = store, first_start, sink, keep
         self.indexes: list[IndexScan] = []
         self.files: list[_File] = []
         d = store.index_dir
-        if not d.is_dir():
+        if not open_files or not d.is_dir():
             return
         names = sorted(p for p in d.iterdir() if p.is_file())
         for p in names:  # a running broker writes its newest file only
@@ -70,26 +70,21 @@ class IndexCheck:
             return  # deleted since the listing (a running broker's cleanup)
         if not buf and self.store.live:
             return  # a file a running broker is making: no entries yet
-        ix = IndexScan(rel, path=p)
-        self.indexes.append(ix)
         try:
             if progress is not None:
                 progress(len(buf))
             try:
                 reader = IndexReader(buf, file=rel, live=live)
             except FormatError as e:
-                ix.readable = False
+                self.indexes.append(IndexScan(rel, path=p, readable=False))
                 self.sink.add(Finding("index", rel, e.offset,
                                       f"unreadable index file: {e.detail}"))
                 return
-            h, g = reader.header, reader.geometry
+            g = reader.geometry
             for pr in reader.problems(entries=False):  # header and slot table
                 if pr.offset is not None and pr.offset < g.entry_pos(0):
                     self.sink.add(Finding("index", rel, pr.offset, pr.detail))
-            ix.entries = max(0, h.index_count - 1)
-            ix.end_timestamp, ix.begin_timestamp = h.end_timestamp, h.begin_timestamp
-            ix.hash_slot_num, ix.index_num = g.hash_slot_num, g.index_num
-            ix.entry_start = g.entry_pos(1)
+            self._add(rel, p, reader)
             del reader
         finally:
             if isinstance(buf, mmap.mmap):
@@ -97,8 +92,53 @@ class IndexCheck:
                     buf.close()
                 except BufferError:  # pragma: no cover - views released above
                     pass
+
+    def _add(self, rel: str, path: Path, reader: IndexReader) -> None:
+        """The scan of an index file that opened (its header as ``reader`` read it)."""
+        h, g = reader.header, reader.geometry
+        ix = IndexScan(rel, path=path)
+        ix.entries = max(0, h.index_count - 1)
+        ix.end_timestamp, ix.begin_timestamp = h.end_timestamp, h.begin_timestamp
+        ix.hash_slot_num, ix.index_num = g.hash_slot_num, g.index_num
+        ix.entry_start = g.entry_pos(1)
+        self.indexes.append(ix)
         if ix.entries:
             self.files.append(_File(ix, g))
+
+    @classmethod
+    def of_store(cls, store: Store, sink: FindingSink) -> IndexCheck:
+        """The index files as the store's key lookups opened them
+        (:meth:`Store.index_files`: their header and slot table checked, damaged ones left
+        out), for :meth:`records`."""
+        first = store.commitlog_files[0].start if store.commitlog_files else 0
+        check = cls(store, first, sink, None, False, open_files=False)
+        for rel, reader in store.index_files(entries=False):
+            check._add(rel, store.root / rel, reader)
+        return check
+
+    def records(self, msgs: Messages) -> None:
+        """Check the entries that point at the records ``msgs`` (any records of the store,
+        with their index keys): each file's entries are in commitlog order, so those from
+        the first record to the last are found by a binary search and read together."""
+        if not len(msgs):
+            return
+        lo, hi = int(msgs.phy[0]), int(msgs.phy[-1])
+        for f in self.files:
+            a, b = self._first_at(f, lo), self._first_at(f, hi + 1)
+            if a < b:
+                block = self._read(f, a, b - a)
+                self._check(f, a, block, msgs, np.isin(block[1], msgs.phy))
+
+    def _first_at(self, f: _File, phy: int) -> int:
+        """The first entry (0-based) whose commitlog offset is ``phy`` or more."""
+        a, b = 0, f.ix.entries
+        while a < b:
+            mid = (a + b) // 2
+            if int(self._read(f, mid, 1)[1][0]) < phy:
+                a = mid + 1
+            else:
+                b = mid
+        return a
 
     def _read(self, f: _File, first: int, count: int) -> _Block:
         assert f.ix.path is not None

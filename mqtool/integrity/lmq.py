@@ -10,13 +10,21 @@ unit's queue offset for it; its tagsCode is the record's tag hash like any unit'
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.errors import Finding
 from mqtool.formats.rules import is_lmq as is_lmq
 from mqtool.formats.rules import lmq_dispatch
-from mqtool.store import Store
 
 
-def lmq_unit_problem(store: Store, topic: str, queue_offset: int, phy: int, size: int
+class RecordReader(Protocol):
+    """What the rule reads of a store (:class:`mqtool.store.Store`)."""
+
+    def try_message_at(self, offset: int) -> CommitLogMessage | None: ...
+
+
+def lmq_unit_problem(store: RecordReader, topic: str, queue_offset: int, phy: int, size: int
                      ) -> str | None:
     """Why the LMQ unit ``topic/0@queue_offset -> phy size`` names no record dispatched to it,
     or None."""

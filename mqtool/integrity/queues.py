@@ -29,8 +29,7 @@ import numpy as np
 from mqtool.formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, MAX_ADDR
 from mqtool.formats.errors import Finding, Severity
 from mqtool.integrity import rules
-from mqtool.integrity.at import messages_at
-from mqtool.integrity.lmq import is_lmq, lmq_finding, lmq_unit_problem
+from mqtool.integrity.at import unit_findings
 from mqtool.integrity.model import FindingSink, Messages, ProgressFn, QueueChunk, QueueScan
 from mqtool.store import Store
 
@@ -164,10 +163,8 @@ def queue_shape(
 def check_units(
     store: Store, qs: QueueScan, first_start: int, data_end: int, sink: FindingSink, keep: bool,
 ) -> None:
-    """Every written unit of ``qs`` not marked good against its record (see the module doc);
+    """Every written unit of ``qs`` not marked good against its record (:func:`unit_findings`);
     ``keep``: also keep the units in ``qs`` (for repair)."""
-    topic, qid = qs.topic, qs.queue_id
-    tag_hash = rules.tags_code_is_tag_hash(topic)
     kept: list[tuple[np.ndarray, ...]] = []
     place = 0
     for offsets, phys, sizes, tags in qs.chunks():
@@ -177,93 +174,61 @@ def check_units(
         place += len(offsets)
         if not todo.size:
             continue  # every unit was seen to point at its own message
-        offsets, phys, sizes, tags = offsets[todo], phys[todo], sizes[todo], tags[todo]
-        impossible = (phys < 0) | (sizes <= 0)
-        below = (~impossible) & (phys < first_start)
-        if store.live:  # records written since the pass are read as they are now
-            later = (~impossible) & (~below) & (phys >= store.listed_end())
-            past = np.zeros(len(phys), bool)
-        else:
-            later = np.zeros(len(phys), bool)
-            past = (~impossible) & (~below) & (phys + sizes > data_end)
-        check = ~(impossible | below | past | later)
-        msgs = messages_at(store, phys[check], tags=tag_hash)
-        n = len(phys)
-        if len(msgs):
-            idx_c = np.minimum(np.searchsorted(msgs.phy, phys), len(msgs) - 1)
-            hit = msgs.phy[idx_c] == phys
-        else:
-            idx_c = np.zeros(n, np.int64)
-            hit = np.zeros(n, bool)
-        dangling = check & ~hit
-        matched = check & hit
-        wrong = np.zeros(n, bool)
-        wrong_tags = np.zeros(n, bool)
-        lmq_why: dict[int, str] = {}
-        if matched.any() and is_lmq(topic):  # units naming another topic's records
-            for i in np.flatnonzero(matched).tolist():
-                why = lmq_unit_problem(store, topic, int(offsets[i]), int(phys[i]),
-                                       int(sizes[i]))
-                if why is not None:
-                    lmq_why[i] = why
-                    wrong[i] = True
-            if tag_hash:
-                wrong_tags = matched & ~wrong & (tags > MAX_ADDR) & (msgs.tags_code[idx_c] != tags)
-        elif matched.any():
-            topic_idx = msgs.topics.index(topic) if topic in msgs.topics else -1
-            same = (
-                (msgs.topic[idx_c] == topic_idx) & (msgs.queue_id[idx_c] == qid)
-                & (msgs.queue_offset[idx_c] == offsets) & (msgs.size[idx_c] == sizes)
-            )
-            wrong = matched & ~same
-            if tag_hash:
-                wrong_tags = (matched & same & (tags > MAX_ADDR)
-                              & (msgs.tags_code[idx_c] != tags))
-        for i in np.flatnonzero(impossible | past | dangling | wrong | wrong_tags).tolist():
-            lo = int(offsets[i])
-            rel, pos = qs.where(lo)
-            phy, size, tag = int(phys[i]), int(sizes[i]), int(tags[i])
-            qs.bad.add(lo)
-            unit = f"unit {topic}/{qid}@{lo} -> commitlog offset {phy} size {size}"
-            r = int(idx_c[i])
-            if impossible[i]:
-                sink.add(Finding("bad-field", rel, pos, f"{unit}: impossible values (RocketMQ's "
-                                 "ConsumeQueue.recover stops at this unit)"))
-            elif past[i]:
-                sink.add(Finding("cq", rel, pos, f"{unit}: points past the valid commitlog data "
-                                 f"(ends at {data_end})", phy=phy))
-            elif dangling[i]:
-                sink.add(Finding("cq", rel, pos, f"{unit}: no readable message starts there",
-                                 phy=phy))
-            elif i in lmq_why:
-                sink.add(lmq_finding(rel, pos, unit, lmq_why[i], phy))
-            elif wrong[i]:
-                sink.add(Finding(
-                    "cq", rel, pos,
-                    f"{unit}: the message there is {msgs.topics[int(msgs.topic[r])]}/"
-                    f"{int(msgs.queue_id[r])}@{int(msgs.queue_offset[r])} size "
-                    f"{int(msgs.size[r])}", phy=phy,
-                ))
-            else:
-                sink.add(Finding(
-                    "cq", rel, pos, f"{unit}: tagsCode is not the message's tag hash",
-                    expected=str(int(msgs.tags_code[r])), found=str(tag), phy=phy,
-                ))
+        for i, f in unit_findings(store, qs.topic, qs.queue_id, offsets[todo], phys[todo],
+                                  sizes[todo], tags[todo], qs.where, first_start, data_end):
+            qs.bad.add(int(offsets[todo[i]]))
+            sink.add(f)
     if keep and kept:
         qs.offsets, qs.phys, qs.sizes, qs.tags = (np.concatenate(c) for c in zip(*kept,
                                                                                  strict=True))
 
 
+def check_places(
+    store: Store, msgs: Messages, queues: dict[tuple[str, int], QueueScan], abort: bool,
+    first_start: int, data_end: int, sink: FindingSink,
+) -> set[int]:
+    """The consume-queue units at the places of the records ``msgs`` (a read command's,
+    any subset of the store): :func:`check_window` (the unit at a record's place must be
+    its own), then :func:`unit_findings` for each unit there that is not. ``queues`` caches
+    the queues read (:func:`queue_shape`, its file findings added too). Returns the commitlog
+    offsets of the records whose place holds another unit (no consumer reads them)."""
+    for t_idx, topic in enumerate(msgs.topics):
+        for qid in np.unique(msgs.queue_id[msgs.topic == t_idx]).tolist():
+            if (topic, qid) not in queues and (store.consumequeue_dir / topic / str(qid)).is_dir():
+                queues[(topic, qid)] = queue_shape(store, topic, qid, sink, None)
+    unreached = check_window(store, msgs, queues, abort, sink)
+    for t_idx, topic in enumerate(msgs.topics):
+        sel = np.flatnonzero(msgs.topic == t_idx)
+        for qid in np.unique(msgs.queue_id[sel]).tolist():
+            qs = queues.get((topic, qid))
+            if qs is None:
+                continue
+            qoffs = np.unique(msgs.queue_offset[sel[msgs.queue_id[sel] == qid]])
+            place, at, size, tags = qs.units_at(qoffs)
+            has = place >= 0
+            good = np.zeros(len(qoffs), bool)
+            if len(qs.good):
+                p = place[has]
+                good[has] = ((qs.good[p >> 3] >> (p & 7)) & 1).astype(bool)
+            todo = np.flatnonzero(has & ~good)
+            for _, f in unit_findings(store, topic, qid, qoffs[todo], at[todo], size[todo],
+                                      tags[todo], qs.where, first_start, data_end):
+                sink.add(f)
+    return unreached
+
+
 def check_window(
     store: Store, msgs: Messages, queues: dict[tuple[str, int], QueueScan], abort: bool,
     sink: FindingSink,
-) -> None:
+) -> set[int]:
     """One window of the commitlog pass against the consume queues: the unit at each
     message's queue offset that points at it, with its size and tagsCode, is marked good
     (:func:`check_units` looks again only at the others); messages that must have a unit and
-    have none are findings."""
+    have none are findings. Returns the commitlog offsets of those messages whose place in
+    the queue holds another unit (not those still to be dispatched)."""
+    unreached: set[int] = set()
     if not len(msgs):
-        return
+        return unreached
     for t_idx, topic in enumerate(msgs.topics):
         sel = np.flatnonzero(msgs.topic == t_idx)
         tag_hash = rules.tags_code_is_tag_hash(topic)
@@ -291,6 +256,8 @@ def check_window(
                     continue
                 qoff = int(msgs.queue_offset[r])
                 tail = qoff >= qmax
+                if not tail:
+                    unreached.add(phy)
                 sink.add(Finding(
                     "cq", f.rel, phy - f.start,
                     f"message {topic}/{qid}@{qoff} has no consume-queue unit"
@@ -299,3 +266,4 @@ def check_window(
                         Severity.WARNING if tail else Severity.ERROR),
                     phy=phy,
                 ))
+    return unreached

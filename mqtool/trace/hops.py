@@ -34,6 +34,8 @@ class _Context:
     consumer_offsets: dict[tuple[str, str], dict[int, int]] | None
     timer_read_ms: int | None
     now: int
+    # records whose place in their queue holds another unit (RecordCheck.check)
+    unreached: frozenset[int] = frozenset()
 
 
 def fmt_duration(ms: int) -> str:
@@ -101,6 +103,9 @@ def _consumption_state(
     ctx: _Context, m: CommitLogMessage, only: str | None
 ) -> tuple[str, str, tuple[ConsumerState, ...]]:
     cons = _consumers(ctx, m, only)
+    if m.physical_offset in ctx.unreached:
+        return "unreachable", (f"its place in {m.topic} queue {m.queue_id} holds another "
+                               "consume-queue unit: no consumer reads it"), cons
     if ctx.consumer_offsets is None:
         return "unknown", "consumption unknown (no consumerOffset.json)", cons
     if not cons:

@@ -24,6 +24,7 @@ from mqtool.formats.rules import (
     parse_delay_levels,
 )
 from mqtool.formats.walker import Unreadable
+from mqtool.integrity.records import RecordCheck
 from mqtool.overview import (
     DEFAULT_DELAY_LEVELS,
     load_consumer_offsets,
@@ -278,7 +279,8 @@ def _store_now(store: Store, msgs: list[CommitLogMessage]) -> int:
 
 
 def _context(
-    store: Store, levels: DelayLevelsArg, now: int | None, msgs: list[CommitLogMessage]
+    store: Store, levels: DelayLevelsArg, now: int | None, msgs: list[CommitLogMessage],
+    unreached: set[int],
 ) -> tuple[_Context, str]:
     if now is None:
         now_v, src = _store_now(store, msgs), "store"
@@ -291,6 +293,7 @@ def _context(
         consumer_offsets=load_consumer_offsets(store),
         timer_read_ms=timer_read_ms(store),
         now=now_v,
+        unreached=frozenset(unreached),
     )
     return ctx, src
 
@@ -319,12 +322,15 @@ def _resolve(
 def _make_trace(
     store: Store, finder: Finder, ident: str, seeds: list[CommitLogMessage],
     searched: set[str], *, delay_levels: DelayLevelsArg, now: int | None, store_label: str,
+    check: RecordCheck,
 ) -> Trace:
     msgs = _collect(store, finder, seeds, searched)
     extra, tx_notes = transaction_records(store, finder, msgs)
     if extra:
         msgs = sorted(msgs + extra, key=lambda m: m.physical_offset)
-    ctx, src = _context(store, delay_levels, now, msgs)
+    # the damage around the journey's records (and those the search read on the way)
+    unreached = check.check([*msgs, *finder.walked])
+    ctx, src = _context(store, delay_levels, now, msgs, unreached)
     hops = _build_hops(ctx, msgs)
     uniq = next((m.uniq_key for m in msgs if m.uniq_key), None)
     verdict, vkind = _verdict(ctx, hops)
@@ -363,6 +369,15 @@ def _make_trace(
     return tr
 
 
+def _key_mismatch(finder: Finder, key: str) -> str:
+    """What the index named for ``key`` that does not carry it (:meth:`Finder.not_carrying`),
+    as the end of a not-found error."""
+    return "".join(
+        f"; the index names commitlog offset {m.physical_offset} for it, whose record's "
+        f"UNIQ_KEY is {m.uniq_key} and KEYS {' '.join(m.key_list)!r}: the record's "
+        "key does not match" for m in finder.not_carrying(key))
+
+
 def trace_id(
     store: Store,
     msg_id: str,
@@ -381,14 +396,17 @@ def trace_id(
     the suggested ``dlq resend`` command. Raises :class:`TraceError` when nothing matches.
     """
     finder = store.finder(progress)
+    check = RecordCheck(store)
     seeds, searched = _resolve(store, finder, msg_id)
     if not seeds:
+        check.check(finder.walked)  # what the search read may say why
         raise TraceError(
             f"no record with offsetMsgId or UNIQ_KEY {msg_id} (searched by {finder.via})"
+            + _key_mismatch(finder, msg_id.strip())
         )
     return _make_trace(store, finder, msg_id.strip(), seeds, searched,
                        delay_levels=delay_levels, now=now,
-                       store_label=store_label or str(store.root))
+                       store_label=store_label or str(store.root), check=check)
 
 
 def trace_key(
@@ -404,10 +422,13 @@ def trace_key(
     """Every journey whose records carry the business key ``key`` (KEYS), optionally only
     those with a record in ``topic``; one :class:`Trace` per message (UNIQ_KEY)."""
     finder = store.finder(progress)
+    check = RecordCheck(store)
     found = finder.find(set(), set(), {key}, topic)
     if not found:
+        check.check(finder.walked)  # what the search read may say why
         where = f" in topic {topic}" if topic else ""
-        raise TraceError(f"no record with key {key!r}{where} (searched by {finder.via})")
+        raise TraceError(f"no record with key {key!r}{where} (searched by {finder.via})"
+                         + _key_mismatch(finder, key))
     traces: list[Trace] = []
     covered: set[int] = set()
     for m in found:
@@ -418,7 +439,7 @@ def trace_key(
         searched = {m.uniq_key} if m.uniq_key and topic is None else set()
         tr = _make_trace(store, finder, m.uniq_key or m.offset_msg_id, same, searched,
                          delay_levels=delay_levels, now=now,
-                         store_label=store_label or str(store.root))
+                         store_label=store_label or str(store.root), check=check)
         covered.update(h.commit_log_offset for h in tr.hops)
         traces.append(tr)
     return KeyTrace(key, topic, finder.via, traces)

@@ -392,7 +392,8 @@ def test_gap_between_commitlog_files_is_an_error_not_a_warning(tmp_path: Path) -
     # the consume-queue units whose records were in the emptied file name no record now
     run = run_inproc(["cq", str(root), "--jsonl"])
     assert_clean_failure(run, file="consumequeue/")
-    assert "(phy 4930): unit names no record" in run.stderr
+    assert ("(phy 4930): unit %DLQ%cg_journey/0@0 -> commitlog offset 4930 size 359: no "
+            "readable message starts there") in run.stderr
 
 
 # --- real processes: memory cap, timeout, and the exit status the shell sees ------------------
@@ -482,8 +483,11 @@ def test_impossible_and_dangling_cq_units_are_findings_and_not_counted(tmp_path:
     run = run_inproc(["cq", str(root), "JourneyTopic", "0", "--json"])
     assert run.exit_code == 1
     rel = _rel(p, root)
-    assert f"error: {rel} @ {units * 20:#x}: impossible unit" in run.stderr
-    assert f"error: {rel} @ {(units + 1) * 20:#x} (phy 1000000000): unit points past" in run.stderr
+    assert (f"error: {rel} @ {units * 20:#x}: unit JourneyTopic/0@{units} -> commitlog offset "
+            "-1 size -1: impossible values") in run.stderr
+    assert (f"error: {rel} @ {(units + 1) * 20:#x} (phy 1000000000): unit JourneyTopic/0@"
+            f"{units + 1} -> commitlog offset 1000000000 size 300: points past the valid "
+            "commitlog data") in run.stderr
     run = run_inproc(["inspect", str(root), "--json"])
     assert run.exit_code == 1
 
