@@ -106,11 +106,13 @@ def run_subprocess(
     return Run(proc.returncode, proc.stdout, proc.stderr)
 
 
-def assert_clean_failure(run: Run, *, file: str | None = None, offset: bool = True) -> None:
-    """Exit 1 with one well-formed line per finding (no traceback), one of them naming ``file``
-    (with a byte offset inside it when ``offset``)."""
+def assert_clean_failure(run: Run, *, file: str | None = None, offset: bool = True,
+                         exit_code: int = 1) -> None:
+    """Exit ``exit_code`` (1: findings; 2: a path that names no store) with one well-formed
+    line per finding (no traceback), one of them naming ``file`` (with a byte offset inside it
+    when ``offset``)."""
     assert "Traceback" not in run.stderr, run.stderr
-    assert run.exit_code == 1, (run.exit_code, run.stdout[-500:], run.stderr)
+    assert run.exit_code == exit_code, (run.exit_code, run.stdout[-500:], run.stderr)
     lines = run.error_lines
     assert lines, run.stderr
     errors = []

@@ -62,6 +62,7 @@ class Damage:
     file: str
     record_offset: int = 0  # commitlog position of the damaged record
     offset_known: bool = True
+    exit_code: int = 1  # 2 when the path names no store (usage, the README's exit table)
 
     @property
     def where(self) -> str:
@@ -273,18 +274,18 @@ def queue_dir_is_a_file(root: Path) -> Damage:
 def commitlog_dir_is_a_file(root: Path) -> Damage:
     shutil.rmtree(root / "commitlog")
     (root / "commitlog").write_bytes(b"")
-    return Damage(root.name, offset_known=False)
+    return Damage(root.name, offset_known=False, exit_code=2)
 
 
 def store_missing(root: Path) -> Damage:
     shutil.rmtree(root)
-    return Damage(root.name, offset_known=False)
+    return Damage(root.name, offset_known=False, exit_code=2)
 
 
 def store_is_a_file(root: Path) -> Damage:
     shutil.rmtree(root)
     root.write_bytes(b"")
-    return Damage(root.name, offset_known=False)
+    return Damage(root.name, offset_known=False, exit_code=2)
 
 
 SCENARIOS: list[tuple[str, Callable[[Path], Damage], set[str]]] = [
@@ -336,7 +337,7 @@ def _args(cmd: str, root: Path, damage: Damage) -> list[str]:
 def _check(cmd: str, run: Run, damage: Damage, must_fail: set[str]) -> None:
     assert_no_crash(run)
     if cmd in must_fail:
-        assert_clean_failure(run, file=damage.file,
+        assert_clean_failure(run, file=damage.file, exit_code=damage.exit_code,
                              offset=damage.offset_known and not cmd.startswith("msg"))
 
 
@@ -431,7 +432,7 @@ def test_damaged_store_subprocess(
     root = copy_store(store, tmp_path)
     damage = damage_fn(root)
     run = run_subprocess(_args(cmd, root, damage))
-    assert_clean_failure(run, file=damage.file,
+    assert_clean_failure(run, file=damage.file, exit_code=damage.exit_code,
                          offset=damage.offset_known and not cmd.startswith("msg"))
 
 

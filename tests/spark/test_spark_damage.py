@@ -231,16 +231,17 @@ def test_cli_reports_bad_sql_and_bad_stores_in_one_line(spark, damaged, tmp_path
     )
     assert res.exit_code == 2 and "error: --sql" in res.stderr
     res = CliRunner().invoke(app, ["scan", str(tmp_path)])
-    assert res.exit_code == 1 and "not a RocketMQ store root" in res.stderr
+    assert res.exit_code == 2 and "not a RocketMQ store root" in res.stderr  # usage
     res = CliRunner().invoke(app, ["scan", str(damaged[0]), "--audit", "bogus"])
     assert res.exit_code == 2
     res = CliRunner().invoke(app, ["scan", str(damaged[0]), "--conf", "novalue"])
-    assert res.exit_code == 1 and "key=value" in res.stderr
+    assert res.exit_code == 2 and "key=value" in res.stderr  # a bad value: usage
 
 
 def test_cli_reports_a_spark_failure_in_one_line(damaged) -> None:
     """A setting Spark refuses fails the scan in a fresh process (the session of this test
-    run would ignore it) with one line naming the setting and the driver's log, exit 1."""
+    run would ignore it) with one line naming the setting and the driver's log, exit 3 (the
+    environment: Spark failed)."""
     import subprocess
     import sys
 
@@ -249,7 +250,7 @@ def test_cli_reports_a_spark_failure_in_one_line(damaged) -> None:
          "--conf", "spark.sql.shuffle.partitions=many"],
         capture_output=True, text=True, timeout=600,
     )
-    assert res.returncode == 1, res.stderr
+    assert res.returncode == 3, res.stderr
     errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1 and "Traceback" not in res.stderr, res.stderr
     assert "spark.sql.shuffle.partitions" in errors[0] and "'many'" in errors[0]
