@@ -172,8 +172,8 @@ class BrokerTarget:
         try:
             self.check_topic(message.topic)
             self.client.write_queues(message.topic)
-        except ClientError as e:
-            raise ResendError(str(e)) from None
+        except ClientError as e:  # fatal: a real send would stop the run here too
+            raise SendFailure(str(e), fatal=e.fatal) from None
 
     def position(self) -> int | None:
         return None

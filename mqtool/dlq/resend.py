@@ -232,6 +232,11 @@ def resend(
                 target.check(out)
             except ResendError as e:
                 items.append(Outcome("failed", *base, str(e)))
+                if isinstance(e, SendFailure) and e.fatal:  # as the real run stops
+                    run_batch()
+                    settle([])
+                    report.stopped, report.not_sent = str(e), len(todo) - n - 1
+                    return report
                 continue
             items.append(Outcome("would-send", *base, message=out))
             continue
