@@ -58,8 +58,10 @@ dist: $(BIN)/.installed $(SPARK_JAR)
 	rm -rf dist
 	$(BIN)/python -m build --outdir dist .
 
+# Two worker processes (one per core), each taking whole test files, so a module's broker or
+# Spark session starts once; the 25 slowest steps are listed at the end.
 test: dev peers chromium realmq
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=25
 
 # Real Apache RocketMQ 4.9.7 and 5.3.3 for the tests (tests/realmq.py, tests/judge): the official
 # broker, namesrv, tools, client and store artifacts resolved from Maven Central with mvn into
