@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqtool.formats.errors import BadFieldError
-from mqtool.formats.rules import RETRY_GROUP_TOPIC_PREFIX as _RETRY
+from mqtool.formats.rules import RETRY_GROUP_TOPIC_PREFIX, retry_topic
 
 __all__ = [
     "ACK_TAG",
@@ -145,7 +145,7 @@ def parse_revive_body(
 
 def pop_retry_topic(group: str, topic: str, *, v2: bool = False) -> str:
     """``KeyBuilder.buildPopRetryTopic``: the retry topic of a POP group on ``topic``."""
-    return _RETRY + group + (RETRY_V2_SEPARATOR if v2 else RETRY_V1_SEPARATOR) + topic
+    return retry_topic(group) + (RETRY_V2_SEPARATOR if v2 else RETRY_V1_SEPARATOR) + topic
 
 
 def split_pop_retry_topic(retry_topic: str, groups: set[str] | None = None
@@ -153,9 +153,9 @@ def split_pop_retry_topic(retry_topic: str, groups: set[str] | None = None
     """(group, original topic) of a POP retry topic, else None. A V2 name splits at its
     ``+`` (neither groups nor topics may hold one); a V1 name is ambiguous when the group holds
     ``_``: with ``groups`` given, the known group that prefixes it wins."""
-    if not retry_topic.startswith(_RETRY):
+    if not retry_topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
         return None
-    rest = retry_topic[len(_RETRY):]
+    rest = retry_topic[len(RETRY_GROUP_TOPIC_PREFIX):]
     if RETRY_V2_SEPARATOR in rest:
         g, _, t = rest.partition(RETRY_V2_SEPARATOR)
         return (g, t) if g and t else None
