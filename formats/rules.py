@@ -40,6 +40,7 @@ TRANS_CHECK_GROUP = "CID_RMQ_SYS_TRANS"  # MixAll.CID_SYS_RMQ_TRANS: the check s
 TRANS_CHECK_MAX_TIME_QUEUE_NUMS = 1  # AbstractTransactionalMessageCheckListener.TCMT_QUEUE_NUMS
 AUTO_CREATE_TOPIC = "TBW102"  # TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"  # TopicValidator.RMQ_SYS_SELF_TEST_TOPIC
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"  # TopicValidator.RMQ_SYS_TRACE_TOPIC (client trace records)
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"  # TopicValidator.RMQ_SYS_OFFSET_MOVED_EVENT
 SYSTEM_TOPIC_PREFIXES = ("rmq_sys_", "RMQ_SYS_")
 DLQ_NUMS_PER_GROUP = 1  # MixAll / SubscriptionGroupConfig: one DLQ queue per group
@@ -79,7 +80,7 @@ NOT_ALLOWED_SEND_TOPICS = frozenset({
 """``TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`` (the same in 4.9.7 and 5.3.3)."""
 
 SYSTEM_TOPICS = NOT_ALLOWED_SEND_TOPICS | {
-    AUTO_CREATE_TOPIC, "BenchmarkTest", "RMQ_SYS_TRACE_TOPIC",
+    AUTO_CREATE_TOPIC, "BenchmarkTest", TRACE_TOPIC,
 }
 """``TopicValidator.SYSTEM_TOPIC_SET`` (the same in 4.9.7 and 5.3.3), without the cluster's
 and brokers' own names the broker adds at start."""

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from rich.tree import Tree
 
     from mqtool.query import ProgressFn
-    from mqtool.trace import Hop, Trace
+    from mqtool.trace import ClientEvent, Hop, Trace
 
 _KIND_STYLE = {
     "original": "bold",
@@ -100,6 +100,12 @@ def _hop_node(n: int, h: Hop) -> Tree:
     return node
 
 
+def client_event_line(e: ClientEvent) -> str:
+    """One client trace event in a line: when, what, who, how long, the outcome."""
+    when = fmt_time(e.context.timestamp) if e.context.timestamp is not None else "-" * 23
+    return f"{when}  {e.what:<9}  {e.summary}  · trace record at commitlog {e.record}"
+
+
 def render_trace(tr: Trace, console: Console) -> None:
     """A trace for people: header lines, then the hops as a tree."""
     from rich.text import Text
@@ -128,6 +134,12 @@ def render_trace(tr: Trace, console: Console) -> None:
     for i, h in enumerate(tr.hops, 1):
         tree.add(_hop_node(i, h))
     con.print(tree, highlight=False)
+    if tr.client:
+        con.print(Text(f"client trace: {len(tr.client)} event{'s' if len(tr.client) != 1 else ''}"
+                       " reported by the clients (RMQ_SYS_TRACE_TOPIC; the clients' clocks)"),
+                  highlight=False)
+        for e in tr.client:
+            con.print(Text("  " + client_event_line(e)), highlight=False, soft_wrap=True)
 
 
 @contextmanager

@@ -230,6 +230,14 @@ def _trace_section(page: Page, tr: dict[str, Any], number: int, total: int) -> N
         + ["offsetMsgId"],
         rows, cell_class=classes,
     )
+    client = tr.get("clientTrace") or []
+    if client:
+        page.raw(f"<p>What the clients reported ({len(client)} events in RMQ_SYS_TRACE_TOPIC, "
+                 "by the clients' clocks):</p>")
+        page.table(["client time (UTC)", "event", "detail", "trace record"],
+                   [[_on(day, e["timestamp"]) if e.get("timestamp") is not None else "",
+                     e["what"], e["summary"], f"commitlog {e['traceRecordOffset']}"]
+                    for e in client])
 
 
 def _on(day: str, ms: int) -> str:

@@ -22,6 +22,7 @@ from mqtool.trace.journey import trace_key as trace_key
 from mqtool.trace.model import RESEND_PROPERTY_NAMES as RESEND_PROPERTY_NAMES
 from mqtool.trace.model import RESEND_PROPERTY_PREFIX as RESEND_PROPERTY_PREFIX
 from mqtool.trace.model import RESEND_TARGET_PLACEHOLDER as RESEND_TARGET_PLACEHOLDER
+from mqtool.trace.model import ClientEvent as ClientEvent
 from mqtool.trace.model import ConsumerState as ConsumerState
 from mqtool.trace.model import Hop as Hop
 from mqtool.trace.model import KeyTrace as KeyTrace

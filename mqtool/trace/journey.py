@@ -34,6 +34,7 @@ from mqtool.overview import (
 from mqtool.query import ProgressFn
 from mqtool.search import Finder
 from mqtool.store import Store
+from mqtool.trace.client import client_events
 from mqtool.trace.hops import (
     _consumers,
     _consumption_state,
@@ -328,13 +329,16 @@ def _make_trace(
     extra, tx_notes = transaction_records(store, finder, msgs)
     if extra:
         msgs = sorted(msgs + extra, key=lambda m: m.physical_offset)
+    # a client names the message by its UNIQ_KEY (by its offsetMsgId when it has none)
+    client = client_events(store, finder, {m.uniq_key for m in msgs if m.uniq_key}
+                           or {m.offset_msg_id for m in msgs})
     # the damage around the journey's records (and those the search read on the way)
     unreached = check.check([*msgs, *finder.walked])
     ctx, src = _context(store, delay_levels, now, msgs, unreached)
     hops = _build_hops(ctx, msgs)
     uniq = next((m.uniq_key for m in msgs if m.uniq_key), None)
     verdict, vkind = _verdict(ctx, hops)
-    tr = Trace(ident, uniq, hops, verdict, vkind, finder.via, ctx.now, src)
+    tr = Trace(ident, uniq, hops, verdict, vkind, finder.via, ctx.now, src, client=client)
     dlqs = [h for h in hops if h.kind == "dlq"]
     if dlqs:
         import shlex

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mqtool.formats.clienttrace import TraceContext
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.errors import MqtoolError
 from mqtool.formats.rules import (
@@ -118,6 +119,55 @@ class Hop:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class ClientEvent:
+    """One event a client reported about the message (send, consume start, consume result,
+    transaction end), from the trace record at commitlog offset ``record``. Its timestamp is
+    the client's clock."""
+
+    context: TraceContext
+    record: int
+
+    @property
+    def what(self) -> str:
+        """The event in a word: sent, consuming, consumed, tx end (else the client's type)."""
+        return {"Pub": "sent", "SubBefore": "consuming", "SubAfter": "consumed",
+                "EndTransaction": "tx end"}.get(self.context.type, self.context.type)
+
+    @property
+    def summary(self) -> str:
+        """Who, from and to where, how long, the outcome, in a line."""
+        c = self.context
+        d = dict(c.detail)
+        bits = []
+        if c.group:
+            bits.append(f"by {c.group}")
+        if "clientHost" in d:
+            bits.append(f"from {d['clientHost']}")
+        if c.type == "Pub":
+            bits.append(f"to {d.get('storeHost', '?')}")
+        if "retryTimes" in d:
+            bits.append(f"attempt {int(d['retryTimes']) + 1}")
+        if "transactionState" in d:
+            check = " (answering a check)" if d.get("fromTransactionCheck") == "true" else ""
+            bits.append(f"{d['transactionState']}{check}")
+        if c.cost_ms is not None:
+            bits.append(f"{c.cost_ms} ms")
+        if c.success is not None:
+            code = d.get("contextCode")
+            bits.append(("ok" if c.success else "FAILED")
+                        + (f" ({code})" if code and code != "SUCCESS" else ""))
+        return "  ".join(bits)
+
+    def to_json(self) -> dict[str, Any]:
+        c = self.context
+        return {"what": self.what, "summary": self.summary, "type": c.type,
+                "timestamp": c.timestamp, "group": c.group,
+                "topic": c.topic or None, "tags": c.tags or None, "keys": c.keys or None,
+                "costMs": c.cost_ms, "success": c.success, "detail": dict(c.detail),
+                "traceRecordOffset": self.record}
+
+
 @dataclass
 class Trace:
     """A message's journey: hops in commitlog (write) order and the verdict."""
@@ -135,6 +185,7 @@ class Trace:
     resend_command: str | None = None  # dead-lettered and not resent: how to resend it
     resent_to: str | None = None  # resent into this store: where its first copy is
     notes: list[str] = field(default_factory=list)
+    client: list[ClientEvent] = field(default_factory=list)  # the clients' trace records
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -150,6 +201,7 @@ class Trace:
             "resentTo": self.resent_to,
             "notes": list(self.notes),
             "hops": [h.to_json() for h in self.hops],
+            "clientTrace": [e.to_json() for e in self.client],
         }
 
 
