@@ -316,7 +316,7 @@ def run_scan(
         if java:  # the facts in the Java reader's own job (no SQL plan: FactsJob.java)
             rules = A.fact_rules(rate_bucket_ms,
                                  None if spans is None else integ.message_tally_rules(spans))
-            java_facts = source.java_facts(spark, stores, rules, **narrow_kw)
+            java_facts = source.java_facts(spark, stores, rules, check_crc=check_crc, **opts)
 
         def tallies() -> dict[str, Any] | None:
             return None if spans is None else integ.message_tallies(spans)

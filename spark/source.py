@@ -260,24 +260,21 @@ def java_records(
 
 def java_facts(
     spark: SparkSession, stores: Sequence[str], rules: Mapping[str, Any], *,
-    columns: Sequence[str], check_crc: bool = True, properties_for: Sequence[str] = (),
-    split_size: int = splits.DEFAULT_SPLIT_SIZE,
+    check_crc: bool = True, split_size: int = splits.DEFAULT_SPLIT_SIZE,
     partition_bytes: int | None = None,
 ) -> list[dict[str, Any]] | None:
-    """:func:`mqtool.spark.audits.message_facts`' rows over :func:`java_records`' output
-    (``columns`` read), computed by ``FactsJob.java`` in one Spark job with no SQL plan: the
-    reader's record loop aggregates (``rules``: :func:`mqtool.spark.audits.fact_rules`).
-    None when the names cannot be handed over."""
+    """:func:`mqtool.spark.audits.message_facts`' rows over the commitlog of ``stores`` (what
+    :func:`java_records` reads), computed by ``FactsJob.java`` in one Spark job with no SQL
+    plan: the reader folds each record as it accepts it (``rules``:
+    :func:`mqtool.spark.audits.fact_rules`). None when the names cannot be handed over."""
     from mqtool.spark.audits import java_fact_rows
 
     lines = _commitlog_lines(spark, stores, split_size, partition_bytes)
     if lines is None:
         return None
-    schema = spark_schema(record_schema(frozenset(columns)))
-    reader = {"checkCrc": "true" if check_crc else "false",
-              "propertiesFor": ",".join(properties_for)}
+    reader = {"checkCrc": "true" if check_crc else "false"}
     answer = _facts_job(spark).run(
-        spark.sparkContext._jsc, lines, schema.json(),  # noqa: SLF001 - the JavaSparkContext
+        spark.sparkContext._jsc, lines,  # noqa: SLF001 - the JavaSparkContext
         json.dumps(reader), json.dumps(dict(rules)))
     return java_fact_rows(answer)
 
@@ -359,13 +356,11 @@ def java_aux_facts(
     if lines is None:
         return None
     job = _facts_job(spark)
-    schema = spark_schema(TABLES[table][0]).json()
     jsc = spark.sparkContext._jsc  # noqa: SLF001 - pyspark's handle on the JavaSparkContext
     if table == "index":
-        return json.loads(job.index(jsc, lines, schema, json.dumps(dict(rules))))
+        return json.loads(job.index(jsc, lines, json.dumps(dict(rules))))
     return [{"store": k[0], "topic": k[1], "queueId": k[2], **aggregates}
-            for k, aggregates in json.loads(job.queues(jsc, lines, schema,
-                                                       json.dumps(dict(rules))))]
+            for k, aggregates in json.loads(job.queues(jsc, lines, json.dumps(dict(rules))))]
 
 
 def _facts_job(spark: SparkSession) -> Any:

@@ -37,7 +37,7 @@ def _both(spark: Any, stores: list[str], split: int, bucket_ms: int,  # noqa: F8
     rules = A.fact_rules(bucket_ms, integ.message_tally_rules(spans) if tallies else None)
     if fine_max is not None:  # a task folds its groups into the sets this often
         rules["fineMax"] = fine_max
-    java = source.java_facts(spark, stores, rules, **kw)
+    java = source.java_facts(spark, stores, rules, split_size=split, partition_bytes=1 << 20)
     raw = source.java_records(spark, stores, **kw)
     assert java is not None and raw is not None
     sql = [r.asDict() for r in A.message_facts(

@@ -20,14 +20,14 @@ import java.util.List;
 
 import org.apache.spark.sql.types.StructType;
 
-final class AuxDecoder extends SplitReader {
+class AuxDecoder extends SplitReader {
     static final int UNIT = 20;
 
     private final boolean index;
     private final int cStore, cFile, cFileOffset, cTopic, cQueueId, cQueueOffset, cClOffset;
     private final int cSize, cTags, cEntry, cKeyHash, cTimeDiff, cPrev, cBegin;
 
-    private byte[] topicBytes;
+    byte[] topicBytes;
     private final ByteBuffer buf;
     private FileChannel ch;
     private long pos;      // file position of the next unit
@@ -86,7 +86,8 @@ final class AuxDecoder extends SplitReader {
             int at = k * UNIT;
             long fileOffset = pos + at;
             if (index) {
-                indexRow(n++, at, fileOffset);
+                entry(n++, fileOffset, buf.getInt(at), buf.getLong(at + 4), buf.getInt(at + 12),
+                    buf.getInt(at + 16));
                 entry++;
             } else {
                 long off = buf.getLong(at);
@@ -96,14 +97,7 @@ final class AuxDecoder extends SplitReader {
                     done = true;
                     return n;
                 }
-                putCommon(n, fileOffset);
-                putString(cTopic, n, topicBytes);
-                putInt(cQueueId, n, (int) cur.base2);
-                putLong(cQueueOffset, n, (cur.base + fileOffset) / UNIT);
-                putLong(cClOffset, n, off);
-                putInt(cSize, n, size);
-                putLong(cTags, n, tags);
-                n++;
+                unit(n++, fileOffset, (cur.base + fileOffset) / UNIT, off, size, tags);
             }
         }
         pos += (long) got * UNIT;
@@ -113,13 +107,26 @@ final class AuxDecoder extends SplitReader {
         return n;
     }
 
-    private void indexRow(int row, int at, long fileOffset) {
+    /** Row ``row``: the consume-queue unit at fileOffset (queue offset qo) of the split's
+     * queue (cur.topic, queueId cur.base2). */
+    void unit(int row, long fileOffset, long qo, long off, int size, long tags) {
+        putCommon(row, fileOffset);
+        putString(cTopic, row, topicBytes);
+        putInt(cQueueId, row, (int) cur.base2);
+        putLong(cQueueOffset, row, qo);
+        putLong(cClOffset, row, off);
+        putInt(cSize, row, size);
+        putLong(cTags, row, tags);
+    }
+
+    /** Row ``row``: index entry number ``entry`` at fileOffset. */
+    void entry(int row, long fileOffset, int keyHash, long phyOffset, int timeDiff, int prev) {
         putCommon(row, fileOffset);
         putInt(cEntry, row, (int) entry);
-        putInt(cKeyHash, row, buf.getInt(at));
-        putLong(cClOffset, row, buf.getLong(at + 4));
-        putInt(cTimeDiff, row, buf.getInt(at + 12));
-        putInt(cPrev, row, buf.getInt(at + 16));
+        putInt(cKeyHash, row, keyHash);
+        putLong(cClOffset, row, phyOffset);
+        putInt(cTimeDiff, row, timeDiff);
+        putInt(cPrev, row, prev);
         putLong(cBegin, row, cur.base2);
     }
 

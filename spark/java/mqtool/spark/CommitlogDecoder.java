@@ -38,6 +38,7 @@ import static mqtool.spark.RecordLayout.TOPICLEN_V2_WIDTH;
 import static mqtool.spark.RecordLayout.TOTALSIZE_AT;
 
 import java.io.IOException;
+import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.MappedByteBuffer;
 import java.nio.channels.FileChannel;
@@ -45,8 +46,9 @@ import java.util.List;
 import java.util.zip.CRC32;
 
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.Platform;
 
-final class CommitlogDecoder extends SplitReader {
+class CommitlogDecoder extends SplitReader {
     static final int MAGIC_V1 = RecordLayout.MESSAGE_MAGIC_CODE;
     static final int MAGIC_V2 = RecordLayout.MESSAGE_MAGIC_CODE_V2;
     static final int MAGIC_BLANK = RecordLayout.BLANK_MAGIC_CODE;
@@ -68,12 +70,12 @@ final class CommitlogDecoder extends SplitReader {
         }
     }
     static final byte[][] PICK = {bytes("TAGS"), bytes("KEYS"), bytes("UNIQ_KEY")};
-    // the picked keys as big-endian words (properties() compares a key of their length so)
-    static final int PICK_TAGS = java.nio.ByteBuffer.wrap(PICK[0]).getInt();
-    static final int PICK_KEYS = java.nio.ByteBuffer.wrap(PICK[1]).getInt();
-    static final long PICK_UNIQ = java.nio.ByteBuffer.wrap(PICK[2]).getLong();
+    // the picked keys as words in the machine's order (pick() compares a key of their length so)
+    static final int PICK_TAGS = Platform.getInt(PICK[0], Platform.BYTE_ARRAY_OFFSET);
+    static final int PICK_KEYS = Platform.getInt(PICK[1], Platform.BYTE_ARRAY_OFFSET);
+    static final long PICK_UNIQ = Platform.getLong(PICK[2], Platform.BYTE_ARRAY_OFFSET);
 
-    private final CommitlogSource.Options opt;
+    final CommitlogSource.Options opt;
     // column indexes in the read schema (-1: not read)
     private final int cType, cDetail, cStore, cFile, cFileOffset, cClOffset, cSize, cMagic, cTopic;
     private final int cQueueId, cQueueOffset, cFlag, cSysFlag, cBodyCrc, cBornTs, cBornHost;
@@ -83,14 +85,15 @@ final class CommitlogDecoder extends SplitReader {
     private final boolean propsOnlyFor;
 
     // the split being read (SplitReader opens its file)
-    private MappedByteBuffer b;
+    MappedByteBuffer b;
     private long p;
 
-    private int[] pairs = new int[64 * 4];
-    private final int[] picked = new int[3];
+    int[] pairs = new int[64 * 4];
+    final int[] picked = new int[3];  // pick(): TAGS, KEYS, UNIQ_KEY
     private final int[] pickedCols;
     private final byte[][] propsFor;  // opt.propertiesFor as bytes
     private final CRC32 crc = new CRC32();
+    private ByteBuffer bodies;  // b's view for the CRC (its position and limit move)
     private long hostKeyB = Long.MIN_VALUE, hostKeyS = Long.MIN_VALUE;
     private byte[] hostB, hostS;
 
@@ -151,6 +154,7 @@ final class CommitlogDecoder extends SplitReader {
         }
         b = raf.getChannel().map(FileChannel.MapMode.READ_ONLY, 0, size);
         b.order(ByteOrder.BIG_ENDIAN);
+        bodies = b.duplicate();
         p = s.start == 0 ? 0 : resync(s.start);
     }
 
@@ -255,17 +259,19 @@ final class CommitlogDecoder extends SplitReader {
     }
 
     // --- the record rule (mqtool.formats.commitlog_fields.scan's checks) --------------------------------
-    private int tlw, sysFlag, bornLen, storeLen, bornPos, storeTsPos, storePos, reconPos;
-    private int bodyPos, bodyLen, topicPos, topicLen, propsPos, propsLen;
+    int tlw, sysFlag, bornLen, storeLen, bornPos, storeTsPos, storePos, reconPos;
+    int bodyPos, bodyLen, topicPos, topicLen, propsPos, propsLen;
     // accept() copies the record's topic .. end into the arena at used (kept by message())
     private int tail;            // bytes copied
-    private int rTopic, rProps;  // topic and properties inside the arena
-    private static final java.lang.invoke.VarHandle LONGS =
-        java.lang.invoke.MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.BIG_ENDIAN);
-    private static final java.lang.invoke.VarHandle INTS =
-        java.lang.invoke.MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.BIG_ENDIAN);
-    private static final java.lang.invoke.VarHandle LONGS_LE =
-        java.lang.invoke.MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
+    int rTopic, rProps;  // topic and properties inside the arena
+    private static final boolean BIG = ByteOrder.nativeOrder() == ByteOrder.BIG_ENDIAN;
+
+    /** The 8 bytes of a from i (in bounds: the caller's check) as a word in the machine's
+     * order: Unsafe, which the C1 compiler (a scan's JIT, session.job_conf) makes one load,
+     * where a VarHandle stays a call. */
+    static long word(byte[] a, int i) {
+        return Platform.getLong(a, Platform.BYTE_ARRAY_OFFSET + i);
+    }
 
     /** TOTALSIZE of the message record at p when every check holds, else 0. */
     private int accept(int p) {
@@ -347,7 +353,7 @@ final class CommitlogDecoder extends SplitReader {
     private static boolean utf8(byte[] a, int start, int len) {
         int q = start;
         int end = start + len;
-        while (q + 8 <= end && ((long) LONGS.get(a, q) & 0x8080808080808080L) == 0) {
+        while (q + 8 <= end && (word(a, q) & 0x8080808080808080L) == 0) {
             q += 8;
         }
         while (q < end) {
@@ -391,7 +397,8 @@ final class CommitlogDecoder extends SplitReader {
     }
 
     // --- rows --------------------------------------------------------------------------------
-    private void special(int row, String kind, String detail, long offset, long length) {
+    /** Row ``row``: what is not a message (kind "blank" or "deferred"). */
+    void special(int row, String kind, String detail, long offset, long length) {
         for (int i = 0; i < columns.length; i++) {
             if (i != cType && i != cDetail && i != cStore && i != cFile && i != cFileOffset
                     && i != cClOffset && i != cSize) {
@@ -411,7 +418,8 @@ final class CommitlogDecoder extends SplitReader {
     private static final byte[] MAGIC1 = bytes("0xdaa320a7");
     private static final byte[] MAGIC2 = bytes("0xdaa320ab");
 
-    private void message(int row, int p, int size) {
+    /** Row ``row``: the message accept() took at p (its fields in this reader's state). */
+    void message(int row, int p, int size) {
         used += tail;  // the topic and properties stay in the arena
         putString(cType, row, MSG);
         putNull(cDetail, row);
@@ -449,9 +457,7 @@ final class CommitlogDecoder extends SplitReader {
         }
         if (cCrcOk >= 0) {
             if (opt.checkCrc) {
-                crc.reset();
-                crc.update(b.slice(bodyPos, bodyLen));
-                fixed[cCrcOk].putBoolean(row, ((int) crc.getValue() & 0x7FFFFFFF) == bodyCrc);
+                fixed[cCrcOk].putBoolean(row, crcOk(bodyCrc));
             } else {
                 putNull(cCrcOk, row);
             }
@@ -461,6 +467,15 @@ final class CommitlogDecoder extends SplitReader {
         } else {
             putNull(cCompression, row);
         }
+    }
+
+    /** Whether the body of the message accept() took has BODYCRC ``bodyCrc``
+     * (MessageDecoder's check: the CRC32 of the body, its upper bit cleared). */
+    boolean crcOk(int bodyCrc) {
+        crc.reset();
+        bodies.limit(bodyPos + bodyLen).position(bodyPos);
+        crc.update(bodies);
+        return ((int) crc.getValue() & 0x7FFFFFFF) == bodyCrc;
     }
 
     /** "a.b.c.d:port" / "[v6]:port" (arrowcols.host_strings), the last one remembered. */
@@ -575,6 +590,35 @@ final class CommitlogDecoder extends SplitReader {
             }
             return;
         }
+        int m = pairs();
+        if (cProps >= 0) {
+            m = dedup(m);
+            MapColumn map = maps[cProps];
+            int first = map.begin(m);
+            for (int j = 0; j < m; j++) {
+                map.keys.put(first + j, rec, pairs[4 * j], pairs[4 * j + 1]);
+                map.values.put(first + j, rec, pairs[4 * j + 2], pairs[4 * j + 3]);
+            }
+            map.put(row, m);
+        }
+        pick(m);
+        for (int t = 0; t < 3; t++) {
+            int j = picked[t];
+            if (j < 0) {
+                putNull(pickedCols[t], row);
+            } else {
+                putSpan(pickedCols[t], row, rec, pairs[4 * j + 2], pairs[4 * j + 3]);
+            }
+        }
+    }
+
+    /** The properties of the message accept() took as string2messageProperties reads them
+     * (kernel.split_properties): pairs split at byte 2, name and value at the pair's first
+     * byte 1, kept when both are non-empty. Into pairs, in order and duplicates kept (the last
+     * of a name is the one a map keeps: dedup()): the arena positions of name, its length,
+     * value, its length. Returns their number. */
+    int pairs() {
+        byte[] rec = arena;
         int m = 0;
         int seg = rProps;
         int e = rProps + propsLen;
@@ -583,10 +627,10 @@ final class CommitlogDecoder extends SplitReader {
             // to the next byte below 3 (a separator, 1 or 2, or a 0), eight bytes at a time:
             // the lowest flag of hasless(w, 3) is exact (a borrow only runs upwards)
             while (q + 8 <= e) {
-                long w = (long) LONGS_LE.get(rec, q);
+                long w = BIG ? Long.reverseBytes(word(rec, q)) : word(rec, q);  // little-endian
                 long t = (w - 0x0303030303030303L) & ~w & 0x8080808080808080L;
-                if (t != 0) {
-                    q += Long.numberOfTrailingZeros(t) >>> 3;
+                if (t != 0) {  // its byte: a multiply (no call in C1, unlike trailing zeros)
+                    q += (int) ((((t & -t) >>> 7) * 0x0001020304050607L) >>> 56);
                     break;
                 }
                 q += 8;
@@ -598,19 +642,11 @@ final class CommitlogDecoder extends SplitReader {
                 }
             } else if (c == 2) {
                 if (kv > seg && kv < q - 1) {
-                    int klen = kv - seg;
-                    for (int j = 0; j < m; j++) {
-                        if (pairs[4 * j + 1] == klen && sameSpan(rec, pairs[4 * j], seg, klen)) {
-                            System.arraycopy(pairs, 4 * (j + 1), pairs, 4 * j, 4 * (m - j - 1));
-                            m--;
-                            break;
-                        }
-                    }
                     if (4 * (m + 1) > pairs.length) {
                         pairs = java.util.Arrays.copyOf(pairs, pairs.length * 2);
                     }
                     pairs[4 * m] = seg;
-                    pairs[4 * m + 1] = klen;
+                    pairs[4 * m + 1] = kv - seg;
                     pairs[4 * m + 2] = kv + 1;
                     pairs[4 * m + 3] = q - kv - 1;
                     m++;
@@ -619,40 +655,60 @@ final class CommitlogDecoder extends SplitReader {
                 kv = -1;
             }
         }
+        return m;
+    }
+
+    /** The first m pairs less those a later pair of the same name replaces, in order (the
+     * order of the last occurrences, as the map keeps them); returns how many stay. */
+    private int dedup(int m) {
+        byte[] rec = arena;
+        int k = 0;
+        for (int j = 0; j < m; j++) {
+            int at = pairs[4 * j];
+            int len = pairs[4 * j + 1];
+            boolean replaced = false;
+            for (int i = j + 1; i < m && !replaced; i++) {
+                replaced = pairs[4 * i + 1] == len && sameSpan(rec, pairs[4 * i], at, len);
+            }
+            if (!replaced) {
+                System.arraycopy(pairs, 4 * j, pairs, 4 * k, 4);
+                k++;
+            }
+        }
+        return k;
+    }
+
+    /** picked: the last of the first m pairs named TAGS, KEYS, UNIQ_KEY (-1: none), each
+     * name compared as one int or long. */
+    void pick(int m) {
+        byte[] rec = arena;
         picked[0] = picked[1] = picked[2] = -1;
         for (int j = 0; j < m; j++) {
             int klen = pairs[4 * j + 1];
-            if (klen == 4) {  // TAGS, KEYS: one int compare each
-                int k = (int) INTS.get(rec, pairs[4 * j]);
+            if (klen == 4) {
+                int k = Platform.getInt(rec, Platform.BYTE_ARRAY_OFFSET + pairs[4 * j]);
                 if (k == PICK_TAGS) {
                     picked[0] = j;
                 } else if (k == PICK_KEYS) {
                     picked[1] = j;
                 }
-            } else if (klen == 8 && (long) LONGS.get(rec, pairs[4 * j]) == PICK_UNIQ) {
+            } else if (klen == 8 && word(rec, pairs[4 * j]) == PICK_UNIQ) {
                 picked[2] = j;
-            }
-        }
-        if (cProps >= 0) {
-            MapColumn map = maps[cProps];
-            int first = map.begin(m);
-            for (int j = 0; j < m; j++) {
-                map.keys.put(first + j, rec, pairs[4 * j], pairs[4 * j + 1]);
-                map.values.put(first + j, rec, pairs[4 * j + 2], pairs[4 * j + 3]);
-            }
-            map.put(row, m);
-        }
-        for (int t = 0; t < 3; t++) {
-            int j = picked[t];
-            if (j < 0) {
-                putNull(pickedCols[t], row);
-            } else {
-                putSpan(pickedCols[t], row, rec, pairs[4 * j + 2], pairs[4 * j + 3]);
             }
         }
     }
 
-    private static boolean same(byte[] a, int pos, byte[] want) {
+    /** The last of the first m pairs named ``name`` (-1: none). */
+    int last(int m, byte[] name) {
+        for (int j = m - 1; j >= 0; j--) {
+            if (pairs[4 * j + 1] == name.length && same(arena, pairs[4 * j], name)) {
+                return j;
+            }
+        }
+        return -1;
+    }
+
+    static boolean same(byte[] a, int pos, byte[] want) {
         for (int k = 0; k < want.length; k++) {
             if (a[pos + k] != want[k]) {
                 return false;

@@ -4,12 +4,16 @@
 //   audits.FACT_SETS, the tallies of integrity.message_tallies);
 // - queues: the consume queue's, audits.queue_facts (with integrity.unit_tallies);
 // - index: the index entries' tallies, integrity.index_tallies.
-// Each is one job: an RDD of the reader's partitions, one task per partition folding the
-// reader's batches into a hash aggregation, the partitions' groups merged on the driver.
+// Each is one job: an RDD of the reader's partitions, one task per partition folding each
+// record or unit into a hash aggregation as the reader reads it (CommitlogFacts, QueueFacts,
+// IndexFacts: the readers' record rules, no column written), the partitions' groups merged on
+// the driver.
 //
 // Why: a cold JVM pays for Catalyst (analysis, optimisation, whole-stage code generation, the
 // adaptive re-planning of each stage) and for compiling the generated code, seconds that no
-// store size amortises for a scan that runs once (spark/README.md).
+// store size amortises for a scan that runs once; and the scan's JVM compiles with C1 alone
+// (mqtool.spark.session.job_conf), where every layer between a record and its aggregate
+// (a column vector written, then read) is a call (spark/README.md).
 //
 // One home per rule: every constant (record kinds, topic prefixes, property names, sysFlag
 // masks, the key separator, index spans, first commitlog offsets, tally names) comes from the
@@ -34,14 +38,8 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.catalyst.expressions.XXH64;
-import org.apache.spark.sql.types.DataType;
-import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
-import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
-import org.apache.spark.sql.vectorized.ColumnVector;
-import org.apache.spark.sql.vectorized.ColumnarBatch;
-import org.apache.spark.sql.vectorized.ColumnarMap;
 import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.types.UTF8String;
 
@@ -132,16 +130,16 @@ public final class FactsJob {
         }
     }
 
-    /** integrity._unit_hash of row ``r``: xxhash64(commitLogOffset, topic, queueId,
-     * queueOffset, storeSize) as Spark computes it (a null column skipped); the same over a
-     * message and over its consume-queue unit. */
-    static long unitHash(ColumnVector off, ColumnVector topic, ColumnVector qid, ColumnVector qo,
-                         ColumnVector size, int r) {
-        long h = XXH64.hashLong(off.getLong(r), SEED);
-        h = topic.isNullAt(r) ? h : XXH64.hashUTF8String(topic.getUTF8String(r), h);
-        h = qid.isNullAt(r) ? h : XXH64.hashInt(qid.getInt(r), h);
-        h = qo.isNullAt(r) ? h : XXH64.hashLong(qo.getLong(r), h);
-        return size.isNullAt(r) ? h : XXH64.hashInt(size.getInt(r), h);
+    /** integrity._unit_hash: xxhash64(commitLogOffset, topic, queueId, queueOffset,
+     * storeSize) as Spark computes it, the topic's bytes ``topicLen`` long at ``topicAt`` of
+     * ``topic``; the same over a message and over its consume-queue unit. */
+    static long unitHash(long off, byte[] topic, int topicAt, int topicLen, int qid, long qo,
+                         int size) {
+        long h = XXH64.hashLong(off, SEED);
+        h = XXH64.hashUnsafeBytes(topic, Platform.BYTE_ARRAY_OFFSET + topicAt, topicLen, h);
+        h = XXH64.hashInt(qid, h);
+        h = XXH64.hashLong(qo, h);
+        return XXH64.hashInt(size, h);
     }
 
     /** The units' tallies of a group (integrity._UNIT_TALLIES): their count and the XOR of
@@ -233,11 +231,10 @@ public final class FactsJob {
         }
     }
 
-    /** One record's grouping keys (audits.message_facts' "keyed" projection): a mutable probe
-     * in the record loop, copied when it starts a group. */
+    /** A group's keys by every key at once (audits.message_facts' "keyed" projection). */
     static final class Key {
         UTF8String store;
-        int storeHash;  // store.hashCode(), which the record loop keeps per store
+        int storeHash;  // store.hashCode(), which CommitlogFacts keeps per store
         UTF8String kind;
         UTF8String topic;  // qTopic = rTopic: the topic of a message
         boolean hasQueueId;  // qQueueId
@@ -250,29 +247,6 @@ public final class FactsJob {
         boolean hasReconsume;
         int reconsumeTimes;
         Object[] x;  // the rare row's kind and Rules.rareColumns, or null
-
-        Key copy() {
-            Key k = new Key();
-            k.store = clone(store);
-            k.storeHash = storeHash;
-            k.kind = clone(kind);
-            k.topic = clone(topic);
-            k.hasQueueId = hasQueueId;
-            k.queueId = queueId;
-            k.hasBucket = hasBucket;
-            k.bucket = bucket;
-            k.dlqGroup = clone(dlqGroup);
-            k.originalTopic = clone(originalTopic);
-            k.retryGroup = clone(retryGroup);
-            k.hasReconsume = hasReconsume;
-            k.reconsumeTimes = reconsumeTimes;
-            k.x = x;
-            return k;
-        }
-
-        private static UTF8String clone(UTF8String s) {
-            return s == null ? null : s.clone();  // the reader's strings point into its arena
-        }
 
         @Override
         public int hashCode() {
@@ -333,232 +307,29 @@ public final class FactsJob {
         }
     }
 
-    /** One partition's record loop: the records of ``part`` grouped by every key at once (as
-     * message_facts' first aggregation), then folded into the grouping sets. */
-    static final class Loop implements Folder<List<Object[]>> {
-        final Rules rules;
-        final HashMap<Key, Acc> fine = new HashMap<>();  // by every key at once
-        final List<HashMap<List<Object>, Acc>> sets = new ArrayList<>();  // by SETS[i]
-        final Key probe = new Key();
-        int cType, cStore, cTopic, cQueueId, cQueueOffset, cSize, cStoreTs, cReconsume, cCrcOk;
-        int cSysFlag, cClOffset, cProps, cKeys, cUniq;
-        final int[] cX;
-        final DataType[] tX;
-        private UTF8String lastStore;
-        private int lastStoreHash;
-        private UTF8String spanStore;  // the last store whose index span was looked up
-        private long[] span;
+    /** The grouping sets of audits.FACT_SETS over groups by every key at once (what
+     * CommitlogFacts folds a partition's records into): set -> key -> aggregates. */
+    static final class Sets {
+        private final Rules rules;
+        private final List<HashMap<List<Object>, Acc>> sets = new ArrayList<>();  // by SETS[i]
 
-        Loop(Rules rules, StructType schema) {
+        Sets(Rules rules) {
             this.rules = rules;
             for (int s = 0; s < SETS.length; s++) {
                 sets.add(new HashMap<>());
             }
-            cType = schema.fieldIndex("recordType");
-            cStore = schema.fieldIndex("store");
-            cTopic = schema.fieldIndex("topic");
-            cQueueId = schema.fieldIndex("queueId");
-            cQueueOffset = schema.fieldIndex("queueOffset");
-            cSize = schema.fieldIndex("storeSize");
-            cStoreTs = schema.fieldIndex("storeTimestamp");
-            cReconsume = schema.fieldIndex("reconsumeTimes");
-            cCrcOk = schema.fieldIndex("crcOk");
-            cSysFlag = schema.fieldIndex("sysFlag");
-            cClOffset = schema.fieldIndex("commitLogOffset");
-            cProps = schema.fieldIndex("properties");
-            cKeys = rules.tallies() ? schema.fieldIndex("keys") : -1;
-            cUniq = rules.tallies() ? schema.fieldIndex("uniqKey") : -1;
-            cX = new int[rules.rareColumns.length];
-            tX = new DataType[cX.length];
-            for (int i = 0; i < cX.length; i++) {
-                cX[i] = schema.fieldIndex(rules.rareColumns[i]);
-                tX[i] = schema.fields()[cX[i]].dataType();
+        }
+
+        /** The group of key ``k`` (by every key at once) and its aggregates ``a``. */
+        void add(Key k, Acc a) {
+            for (int s = 0; s < SETS.length; s++) {
+                sets.get(s).computeIfAbsent(k.of(s, rules.rareColumns.length), x -> new Acc())
+                    .merge(a);
             }
         }
 
-        @Override
-        public void add(ColumnarBatch b) {
-            ColumnVector type = b.column(cType), store = b.column(cStore), topic = b.column(cTopic);
-            ColumnVector qid = b.column(cQueueId), qo = b.column(cQueueOffset);
-            ColumnVector size = b.column(cSize), ts = b.column(cStoreTs);
-            ColumnVector rt = b.column(cReconsume), crcOk = b.column(cCrcOk);
-            ColumnVector sys = b.column(cSysFlag), off = b.column(cClOffset);
-            ColumnVector props = b.column(cProps);
-            int n = b.numRows();
-            Key k = probe;
-            for (int r = 0; r < n; r++) {
-                UTF8String kind = type.getUTF8String(r);
-                boolean isMsg = kind.equals(rules.kindMessage);
-                UTF8String t = topic.isNullAt(r) ? null : topic.getUTF8String(r);
-                k.store = store.isNullAt(r) ? null : store.getUTF8String(r);
-                if (k.store == null || !k.store.equals(lastStore)) {  // murmur once per store
-                    lastStore = k.store == null ? null : k.store.clone();
-                    lastStoreHash = k.store == null ? 0 : k.store.hashCode();
-                }
-                k.storeHash = lastStoreHash;
-                k.kind = kind;
-                k.topic = isMsg ? t : null;
-                k.hasQueueId = isMsg && !qid.isNullAt(r);
-                k.queueId = k.hasQueueId ? qid.getInt(r) : 0;
-                boolean hasTs = !ts.isNullAt(r);
-                long tsv = hasTs ? ts.getLong(r) : 0;
-                k.hasBucket = isMsg && hasTs;
-                k.bucket = k.hasBucket ? Math.floorDiv(tsv, rules.bucketMs) * rules.bucketMs : 0;
-                boolean dlq = isMsg && t != null && t.startsWith(rules.dlqPrefix);
-                boolean retry = isMsg && t != null && t.startsWith(rules.retryPrefix);
-                k.dlqGroup = dlq ? t.substring(rules.dlqPrefix.numChars(), t.numChars()) : null;
-                k.originalTopic = dlq ? originalTopic(props, r) : null;
-                k.retryGroup = retry
-                    ? t.substring(rules.retryPrefix.numChars(), t.numChars()) : null;
-                k.hasReconsume = retry && !rt.isNullAt(r);
-                k.reconsumeTimes = k.hasReconsume ? rt.getInt(r) : 0;
-                String xKind = null;
-                if (kind.equals(rules.kindUnreadable) || kind.equals(rules.kindDeferred)) {
-                    xKind = kind.toString();
-                } else if (isMsg && !crcOk.isNullAt(r) && !crcOk.getBoolean(r)) {
-                    xKind = rules.crcRow;
-                }
-                k.x = xKind == null ? null : rare(b, r, xKind);
-                Acc a = fine.get(k);
-                if (a == null) {
-                    a = new Acc();
-                    if (fine.size() >= rules.fineMax) {
-                        flush();
-                    }
-                    fine.put(k.copy(), a);
-                }
-                a.count++;
-                if (isMsg && !size.isNullAt(r)) {
-                    a.bytes(size.getInt(r));
-                }
-                if (hasTs) {
-                    a.ts(tsv);
-                }
-                if (!qo.isNullAt(r)) {
-                    a.qo(qo.getLong(r));
-                }
-                if (rules.tallies() && isMsg) {
-                    tally(a, b, r, topic, sys, off, qid, qo, size);
-                }
-            }
-        }
-
-        /** coalesce(properties[RETRY_TOPIC], properties[REAL_TOPIC], ""): the first pair of a
-         * name, as Spark's map lookup. */
-        private UTF8String originalTopic(ColumnVector props, int r) {
-            if (!props.isNullAt(r)) {
-                ColumnarMap m = props.getMap(r);
-                for (UTF8String name : rules.originalTopicFrom) {
-                    for (int i = 0; i < m.numElements(); i++) {
-                        if (m.keyArray().getUTF8String(i).equals(name)) {
-                            if (!m.valueArray().isNullAt(i)) {
-                                return m.valueArray().getUTF8String(i);
-                            }
-                            break;
-                        }
-                    }
-                }
-            }
-            return UTF8String.EMPTY_UTF8;
-        }
-
-        private Object[] rare(ColumnarBatch b, int r, String xKind) {
-            Object[] x = new Object[cX.length + 1];
-            x[0] = xKind;
-            for (int i = 0; i < cX.length; i++) {
-                ColumnVector c = b.column(cX[i]);
-                if (c.isNullAt(r)) {
-                    continue;
-                }
-                DataType t = tX[i];
-                if (t.equals(DataTypes.IntegerType)) {
-                    x[i + 1] = c.getInt(r);
-                } else if (t.equals(DataTypes.LongType)) {
-                    x[i + 1] = c.getLong(r);
-                } else if (t.equals(DataTypes.StringType)) {
-                    x[i + 1] = c.getUTF8String(r).toString();
-                } else {
-                    throw new IllegalArgumentException("rare-row column of type " + t);
-                }
-            }
-            return x;
-        }
-
-        /** integrity.message_tallies for one message. */
-        private void tally(Acc a, ColumnarBatch b, int r, ColumnVector topic, ColumnVector sys,
-                           ColumnVector off, ColumnVector qid, ColumnVector qo, ColumnVector size) {
-            int txn = sys.getInt(r) & rules.txnMask;
-            boolean getsUnit = true;
-            for (int v : rules.notInConsumeQueue) {
-                getsUnit &= txn != v;
-            }
-            long offset = off.getLong(r);
-            if (getsUnit) {
-                a.units.add(1, unitHash(off, topic, qid, qo, size, r));
-            }
-            long[] span = span(b, r);
-            if (txn != rules.txnRollback && span != null && offset >= span[0]
-                    && offset <= span[1]) {
-                long w = keyCount(b, r);
-                long h = XXH64.hashLong(offset, SEED);
-                long mask = (1L << CHUNK_BITS) - 1;
-                a.entries(w, (h & mask) * w, ((h >>> CHUNK_BITS) & mask) * w,
-                    (h >>> (2 * CHUNK_BITS)) * w);
-            }
-        }
-
-        /** The index span of the row's store (integrity.index_spans), or null. */
-        private long[] span(ColumnarBatch b, int r) {
-            ColumnVector s = b.column(cStore);
-            if (s.isNullAt(r)) {
-                return null;
-            }
-            UTF8String store = s.getUTF8String(r);
-            if (!store.equals(spanStore)) {
-                spanStore = store.clone();
-                span = rules.indexSpans.get(store.toString());
-            }
-            return span;
-        }
-
-        /** integrity.index_key_count: one for a UNIQ_KEY, one per non-empty KEYS token. */
-        private long keyCount(ColumnarBatch b, int r) {
-            long n = b.column(cUniq).isNullAt(r) ? 0 : 1;
-            ColumnVector keys = b.column(cKeys);
-            if (keys.isNullAt(r)) {
-                return n;
-            }
-            UTF8String v = keys.getUTF8String(r);  // its bytes where they are, not a copy
-            Object base = v.getBaseObject();
-            long at = v.getBaseOffset();
-            int run = 0;
-            for (int i = 0; i < v.numBytes(); i++) {
-                if (Platform.getByte(base, at + i) == rules.keySeparator) {
-                    n += run > 0 ? 1 : 0;
-                    run = 0;
-                } else {
-                    run++;
-                }
-            }
-            return n + (run > 0 ? 1 : 0);
-        }
-
-        /** The fine groups folded into the grouping sets (set -> key -> aggregates), and
-         * emptied: their number is bounded (Rules.fineMax), so what a task keeps grows only
-         * with the sets' own groups (queues, topics x minutes, ...). */
-        private void flush() {
-            for (Map.Entry<Key, Acc> e : fine.entrySet()) {
-                for (int s = 0; s < SETS.length; s++) {
-                    sets.get(s).computeIfAbsent(e.getKey().of(s, rules.rareColumns.length), x -> new Acc())
-                        .merge(e.getValue());
-                }
-            }
-            fine.clear();
-        }
-
-        @Override
-        public List<Object[]> result() {
-            flush();
+        /** [set, key values, aggregates] per group of each set. */
+        List<Object[]> result() {
             List<Object[]> out = new ArrayList<>();
             for (int s = 0; s < SETS.length; s++) {
                 for (Map.Entry<List<Object>, Acc> e : sets.get(s).entrySet()) {
@@ -569,51 +340,27 @@ public final class FactsJob {
         }
     }
 
-    /** One partition's fold of its batches into a result the driver merges. */
-    interface Folder<R> {
-        void add(ColumnarBatch b);
-
-        R result();
+    /** What one task does with its partition's splits: a result the driver merges. */
+    interface Task<R> extends Serializable {
+        R run(List<CommitlogSource.SplitSpec> splits) throws java.io.IOException;
     }
 
-    interface Open extends Serializable {
-        PartitionReader<ColumnarBatch> open(List<CommitlogSource.SplitSpec> splits)
-            throws java.io.IOException;
-    }
-
-    interface NewFolder<R> extends Serializable {
-        Folder<R> make();
-    }
-
-    /** One Spark job, a task per partition of ``splits`` (CommitlogSource's option "splits"):
-     * the partition's reader folded batch by batch; the partitions' results, in order. */
-    static <R> List<R> perPartition(JavaSparkContext jsc, String splits, Open open,
-                                    NewFolder<R> folder) {
+    /** One Spark job, a task per partition of ``splits`` (CommitlogSource's option "splits");
+     * the partitions' results, in order. */
+    static <R> List<R> perPartition(JavaSparkContext jsc, String splits, Task<R> task) {
         List<ArrayList<CommitlogSource.SplitSpec>> parts = CommitlogSource.parts(splits);
         if (parts.isEmpty()) {
             return new ArrayList<>();
         }
-        return jsc.parallelize(parts, parts.size()).map(part -> {
-            Folder<R> f = folder.make();
-            PartitionReader<ColumnarBatch> d = open.open(part);
-            try {
-                while (d.next()) {
-                    f.add(d.get());
-                }
-            } finally {
-                d.close();
-            }
-            return f.result();
-        }).collect();
+        return jsc.parallelize(parts, parts.size()).map(task::run).collect();
     }
 
-    /** The commitlog's facts: ``splits`` and ``schemaJson`` as CommitlogSource's options
-     * "splits" and "schema", ``readerOptions`` its other options (JSON object), ``rulesJson``
-     * the Rules. Returns the grouping-set rows as JSON: [[set, [key values], {aggregates}]]. */
-    public static String run(JavaSparkContext jsc, String splits, String schemaJson,
-                             String readerOptions, String rulesJson) throws Exception {
+    /** The commitlog's facts: ``splits`` as CommitlogSource's option "splits",
+     * ``readerOptions`` its other options (JSON object), ``rulesJson`` the Rules. Returns the
+     * grouping-set rows as JSON: [[set, [key values], {aggregates}]]. */
+    public static String run(JavaSparkContext jsc, String splits, String readerOptions,
+                             String rulesJson) throws Exception {
         ObjectMapper json = new ObjectMapper();
-        final StructType schema = (StructType) DataType.fromJson(schemaJson);
         HashMap<String, String> o = new HashMap<>();
         json.readTree(readerOptions).fields()
             .forEachRemaining(e -> o.put(e.getKey(), e.getValue().asText()));
@@ -621,7 +368,7 @@ public final class FactsJob {
             new CommitlogSource.Options(new CaseInsensitiveStringMap(o));
         final Rules rules = Rules.of(rulesJson);
         List<List<Object[]>> parts = perPartition(jsc, splits,
-            part -> new CommitlogDecoder(part, schema, opts), () -> new Loop(rules, schema));
+            part -> new CommitlogFacts(part, opts, rules).fold());
         // merge the partitions' rows per set and key
         List<HashMap<List<Object>, Acc>> by = new ArrayList<>();
         for (int s = 0; s < SETS.length; s++) {
@@ -740,82 +487,74 @@ public final class FactsJob {
         }
     }
 
-    /** One partition of the consume queue: its queues' aggregates (audits.queue_facts). */
-    static final class QueueLoop implements Folder<HashMap<List<Object>, QAcc>> {
+    /** One partition of the consume queue: its queues' aggregates (audits.queue_facts), folded
+     * as the reader reads each unit (no column written). A split is one queue's file. */
+    static final class QueueFacts extends AuxDecoder {
         final AuxRules rules;
         final HashMap<List<Object>, QAcc> by = new HashMap<>();
-        final int cStore, cTopic, cQid, cQo, cOff, cSize, cTags;
+        private QAcc a;
+        private long eff;
+        private boolean sched;
+        private boolean tallies;
+        private long known;  // the store's first commitlog offset (Long.MIN_VALUE: any)
 
-        QueueLoop(AuxRules rules, StructType schema) {
+        QueueFacts(List<CommitlogSource.SplitSpec> splits, AuxRules rules) {
+            super(splits, new StructType(), "consumequeue", 16384);
             this.rules = rules;
-            cStore = schema.fieldIndex("store");
-            cTopic = schema.fieldIndex("topic");
-            cQid = schema.fieldIndex("queueId");
-            cQo = schema.fieldIndex("queueOffset");
-            cOff = schema.fieldIndex("commitLogOffset");
-            cSize = schema.fieldIndex("storeSize");
-            cTags = schema.fieldIndex("tagsCode");
         }
 
-        @Override
-        public void add(ColumnarBatch b) {
-            ColumnVector st = b.column(cStore), tp = b.column(cTopic), qid = b.column(cQid);
-            ColumnVector qo = b.column(cQo), off = b.column(cOff), size = b.column(cSize);
-            ColumnVector tags = b.column(cTags);
-            UTF8String stU = null, tpU = null;
-            String store = null;
-            int queue = 0;
-            QAcc a = null;
-            long eff = 0;
-            boolean sched = false;
-            for (int r = 0; r < b.numRows(); r++) {
-                // one file is one queue: look the group up when it changes
-                if (a == null || queue != qid.getInt(r) || !st.getUTF8String(r).equals(stU)
-                        || !tp.getUTF8String(r).equals(tpU)) {
-                    stU = st.getUTF8String(r).clone();
-                    tpU = tp.getUTF8String(r).clone();
-                    store = stU.toString();
-                    String topic = tpU.toString();
-                    queue = qid.getInt(r);
-                    a = by.computeIfAbsent(Arrays.asList(store, topic, queue), x -> new QAcc());
-                    HashMap<Integer, Long> levels = rules.delayOffsets.get(store);
-                    Long e = levels == null ? null : levels.get(queue);
-                    eff = e == null ? 0 : e;
-                    sched = topic.equals(rules.scheduleTopic);
+        HashMap<List<Object>, QAcc> fold() throws java.io.IOException {
+            try {
+                while (next()) {
+                    continue;  // (each unit is folded as it is read)
                 }
-                long q = qo.getLong(r);
-                long t = tags.getLong(r);
-                a.min = Math.min(a.min, q);
-                a.max = Math.max(a.max, q);
-                a.entries++;
-                if (sched && q >= eff) {
-                    a.pending++;
-                    a.overdue += t < rules.nowMs ? 1 : 0;
-                    a.next(t);
-                }
-                long o = off.getLong(r);
-                if (rules.tallyNames != null && rules.known(store, o)) {
-                    a.units.add(1, unitHash(off, tp, qid, qo, size, r));
-                }
+            } finally {
+                close();
             }
+            return by;
         }
 
         @Override
-        public HashMap<List<Object>, QAcc> result() {
-            return by;
+        protected void openSplit(long size) {
+            String store = cur.store;
+            int queue = (int) cur.base2;
+            a = by.computeIfAbsent(Arrays.asList(store, cur.topic, queue), x -> new QAcc());
+            HashMap<Integer, Long> levels = rules.delayOffsets.get(store);
+            Long e = levels == null ? null : levels.get(queue);
+            eff = e == null ? 0 : e;
+            sched = cur.topic.equals(rules.scheduleTopic);
+            tallies = rules.tallyNames != null;
+            Long low = rules.known.get(store);
+            known = low == null ? Long.MIN_VALUE : low;
+            super.openSplit(size);
+        }
+
+        @Override
+        void unit(int row, long fileOffset, long q, long o, int size, long t) {
+            QAcc g = a;
+            g.min = Math.min(g.min, q);
+            g.max = Math.max(g.max, q);
+            g.entries++;
+            if (sched && q >= eff) {
+                g.pending++;
+                g.overdue += t < rules.nowMs ? 1 : 0;
+                g.next(t);
+            }
+            if (tallies && (o >= known || o < 0)) {  // AuxRules.known
+                g.units.add(1, unitHash(o, topicBytes, 0, topicBytes.length, (int) cur.base2, q,
+                    size));
+            }
         }
     }
 
     /** Per store, topic and queue of the consume queue: audits.queue_facts' rows, as JSON
      * [[[store, topic, queueId], {aggregates}], ...]. */
-    public static String queues(JavaSparkContext jsc, String splits, String schemaJson,
-                                String rulesJson) throws Exception {
-        final StructType schema = (StructType) DataType.fromJson(schemaJson);
+    public static String queues(JavaSparkContext jsc, String splits, String rulesJson)
+            throws Exception {
         final AuxRules rules = AuxRules.of(rulesJson);
         HashMap<List<Object>, QAcc> by = new HashMap<>();
         for (HashMap<List<Object>, QAcc> part : perPartition(jsc, splits,
-                p -> new AuxDecoder(p, schema, "consumequeue", 16384),
-                () -> new QueueLoop(rules, schema))) {
+                p -> new QueueFacts(p, rules).fold())) {
             part.forEach((k, v) -> by.computeIfAbsent(k, x -> new QAcc()).merge(v));
         }
         ObjectMapper json = new ObjectMapper();
@@ -839,60 +578,62 @@ public final class FactsJob {
     }
 
     /** One partition of the index: per store, the count and the three chunk sums of the
-     * entries at known offsets (integrity.index_tallies). */
-    static final class IndexLoop implements Folder<HashMap<String, long[]>> {
+     * entries at known offsets (integrity.index_tallies), folded as the reader reads each
+     * entry (no column written). */
+    static final class IndexFacts extends AuxDecoder {
         final AuxRules rules;
         final HashMap<String, long[]> by = new HashMap<>();
-        final int cStore, cOff;
+        private long[] a;
+        private long known;  // the store's first commitlog offset (Long.MIN_VALUE: any)
 
-        IndexLoop(AuxRules rules, StructType schema) {
+        IndexFacts(List<CommitlogSource.SplitSpec> splits, AuxRules rules) {
+            super(splits, new StructType(), "index", 16384);
             this.rules = rules;
-            cStore = schema.fieldIndex("store");
-            cOff = schema.fieldIndex("commitLogOffset");
         }
 
-        @Override
-        public void add(ColumnarBatch b) {
-            ColumnVector st = b.column(cStore), off = b.column(cOff);
-            long mask = (1L << CHUNK_BITS) - 1;
-            UTF8String stU = null;
-            String store = null;
-            long[] a = null;
-            for (int r = 0; r < b.numRows(); r++) {
-                if (a == null || !st.getUTF8String(r).equals(stU)) {
-                    stU = st.getUTF8String(r).clone();
-                    store = stU.toString();
-                    a = by.computeIfAbsent(store, x -> new long[4]);
+        HashMap<String, long[]> fold() throws java.io.IOException {
+            try {
+                while (next()) {
+                    continue;  // (each entry is folded as it is read)
                 }
-                long o = off.getLong(r);
-                if (!rules.known(store, o)) {
-                    continue;  // not a finding: below the commitlog's start
-                }
-                long h = XXH64.hashLong(o, SEED);
-                a[0]++;
-                a[1] += h & mask;
-                a[2] += (h >>> CHUNK_BITS) & mask;
-                a[3] += h >>> (2 * CHUNK_BITS);
+            } finally {
+                close();
             }
+            return by;
         }
 
         @Override
-        public HashMap<String, long[]> result() {
-            return by;
+        protected void openSplit(long size) {
+            a = by.computeIfAbsent(cur.store, x -> new long[4]);
+            Long low = rules.known.get(cur.store);
+            known = low == null ? Long.MIN_VALUE : low;
+            super.openSplit(size);
+        }
+
+        @Override
+        void entry(int row, long fileOffset, int keyHash, long o, int timeDiff, int prev) {
+            if (o < known && o >= 0) {  // AuxRules.known
+                return;  // not a finding: below the commitlog's start
+            }
+            long mask = (1L << CHUNK_BITS) - 1;
+            long h = XXH64.hashLong(o, SEED);
+            long[] t = a;
+            t[0]++;
+            t[1] += h & mask;
+            t[2] += (h >>> CHUNK_BITS) & mask;
+            t[3] += h >>> (2 * CHUNK_BITS);
         }
     }
 
     /** Per store, the index entries' tallies (integrity.index_tallies): JSON {store: {name:
      * sum}} over the entries at known offsets; ``rulesJson`` names them ("tallyNames": count
      * and the three chunk sums) and says the stores' first offsets ("knownFrom"). */
-    public static String index(JavaSparkContext jsc, String splits, String schemaJson,
-                               String rulesJson) throws Exception {
-        final StructType schema = (StructType) DataType.fromJson(schemaJson);
+    public static String index(JavaSparkContext jsc, String splits, String rulesJson)
+            throws Exception {
         final AuxRules rules = AuxRules.of(rulesJson);
         HashMap<String, long[]> by = new HashMap<>();
         for (HashMap<String, long[]> part : perPartition(jsc, splits,
-                p -> new AuxDecoder(p, schema, "index", 16384),
-                () -> new IndexLoop(rules, schema))) {
+                p -> new IndexFacts(p, rules).fold())) {
             part.forEach((k, v) -> {
                 long[] a = by.computeIfAbsent(k, x -> new long[4]);
                 for (int i = 0; i < 4; i++) {
