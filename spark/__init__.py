@@ -11,4 +11,8 @@ from __future__ import annotations
 
 from mqtool.spark.errors import SparkScanError
 
-__all__ = ["SparkScanError"]
+AUDITS = ("queues", "rate", "dlq", "retry", "schedule", "integrity", "lag")
+"""Every audit ``mqtool scan`` knows, in the order the summary shows them (the one list: the
+command line's ``--audits`` and :func:`mqtool.spark.scan.run_scan` check names against it)."""
+
+__all__ = ["AUDITS", "SparkScanError"]

@@ -35,22 +35,23 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mqtool.formats.errors import Finding, usage
 from mqtool.formats.rules import SCHEDULE_TOPIC
-from mqtool.spark import splits
+from mqtool.spark import AUDITS, splits
 from mqtool.spark.errors import SparkScanError
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import DataFrame, SparkSession
 
-AUDITS = ("queues", "rate", "dlq", "retry", "schedule", "integrity", "lag")
-"""Every audit ``mqtool scan`` knows, in the order the summary shows them."""
+T = TypeVar("T")
 
 FORMATS = ("parquet", "json")
 
@@ -73,6 +74,14 @@ class ScanResult:
     settled: dict[str, Any] = field(default_factory=dict)
     """store -> what the integrity audit's tallies settled without a shuffle
     (:class:`mqtool.spark.integrity.Settled`; empty when the audit did not run)."""
+    timings: dict[str, Any] = field(default_factory=dict)
+    """Where the audits' time went, in seconds: ``plan`` (the stores' configs, the splits and
+    the rules, before the commitlog's job), ``jobs`` (each job from its planning to its
+    answer: ``commitlog``, ``consumequeue``, ``index``; they run at once), ``fold`` (after the
+    last job: the tables folded on the driver, the integrity audit's checks), ``scan`` (all
+    of it, as ``elapsedSeconds``), ``session`` (a SparkSession made on a SparkContext the
+    scan was given, when it needed one). ``--out`` and ``--sql`` come after.
+    :func:`scan_with_spark` adds the start-up's parts."""
 
     def findings(self) -> list[tuple[str, Finding]]:
         """The integrity audit's findings as ``(store, Finding)`` (empty when it did not run)."""
@@ -169,6 +178,10 @@ def _commitlog_start(store: str) -> int | None:
     return files[0].base if files else None
 
 
+def _rounded(timings: dict[str, Any]) -> dict[str, Any]:
+    return {k: _rounded(v) if isinstance(v, dict) else round(v, 3) for k, v in timings.items()}
+
+
 def _rows(df: DataFrame) -> list[dict[str, Any]]:
     return [r.asDict(recursive=True) for r in df.collect()]
 
@@ -179,7 +192,7 @@ def _write(df: DataFrame, path: Path, fmt: str) -> str:
 
 
 def run_scan(
-    spark: SparkSession,
+    spark: SparkSession | SparkContext,
     stores: Sequence[str],
     *,
     audits: Sequence[str] = AUDITS,
@@ -193,9 +206,14 @@ def run_scan(
     rate_bucket_ms: int = 60_000,
     sql_limit: int = 1000,
 ) -> ScanResult:
-    """Decode ``stores`` with ``spark`` and run ``audits``; see the module docstring."""
-    from pyspark import StorageLevel, inheritable_thread_target
+    """Decode ``stores`` with ``spark`` and run ``audits``; see the module docstring.
+
+    ``spark``: a SparkSession, or a SparkContext alone: a SparkSession is then made on it only
+    for what needs one (``--out``, ``--sql``, the Python data source, a store whose integrity
+    tallies differ), and a clean scan by the Java reader makes none."""
+    from pyspark import SparkContext, StorageLevel
     from pyspark.errors import AnalysisException
+    from pyspark.sql import SparkSession
 
     from mqtool.spark import audits as A
     from mqtool.spark import integrity as integ
@@ -205,6 +223,22 @@ def run_scan(
         RECORD_KIND_MESSAGE,
         RECORD_KIND_UNREADABLE,
     )
+
+    sc = spark if isinstance(spark, SparkContext) else spark.sparkContext
+    made: list[SparkSession] = []
+    made_in: list[float] = []  # seconds
+    made_lock = threading.Lock()
+
+    def session() -> SparkSession:
+        """The caller's SparkSession, or one made on its SparkContext when first needed."""
+        if isinstance(spark, SparkSession):
+            return spark
+        with made_lock:
+            if not made:
+                t = clock()
+                made.append(SparkSession.builder.getOrCreate())
+                made_in.append(clock() - t)
+            return made[0]
 
     unknown = [a for a in audits if a not in AUDITS]
     if unknown:
@@ -219,6 +253,29 @@ def run_scan(
         splits.find_store_root(s)  # StoreError (an MqtoolError) for a path that is no store
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     started = time.monotonic()
+    clock = time.perf_counter
+    t0 = clock()
+    jobs: dict[str, tuple[float, float]] = {}  # name -> (start, end)
+
+    @contextmanager
+    def job(name: str) -> Iterator[None]:
+        """The block's Spark jobs described as ``mqtool scan: <name>`` (the caller's
+        description back after it), its time kept."""
+        before = sc.getLocalProperty("spark.job.description")
+        sc.setJobDescription(f"mqtool scan: {name}")
+        t = clock()
+        try:
+            yield
+        finally:
+            jobs[name] = (t, clock())
+            sc.setJobDescription(before)  # type: ignore[arg-type]  # None: no description
+
+    def timed(name: str, run: Callable[[], T]) -> Callable[[], T]:
+        def described() -> T:
+            with job(name):
+                return run()
+        return described
+
     configs = {s: load_store_config(s) for s in stores}
 
     opts = {"split_size": split_size, "partition_bytes": partition_bytes}
@@ -246,14 +303,16 @@ def run_scan(
     if "integrity" in want:
         narrow_cols += ["keys", "uniqKey"]
         spans = integ.index_spans(stores)
+    # BODYCRC failures are the integrity audit's findings: no other audit pays for the check
+    audit_crc = check_crc and "integrity" in want
     narrow_kw: dict[str, Any] = {
-        "check_crc": check_crc, "columns": narrow_cols, "properties_for": [A.DLQ_PREFIX], **opts,
+        "check_crc": audit_crc, "columns": narrow_cols, "properties_for": [A.DLQ_PREFIX], **opts,
     }
     cached: list[DataFrame] = []
     # With the Java reader the three aggregations are FactsJob.java's jobs (no SQL plan); the
     # DataFrames of the consume queue, the index and the records' key columns are made only
     # for what needs them: a store the tallies do not settle, --out, --sql, a fallback.
-    java = source.java_reads(spark, stores, **opts)
+    java = source.java_reads(sc, stores, **opts)
     lock = threading.Lock()
     built: dict[str, DataFrame | None] = {}
 
@@ -262,12 +321,12 @@ def run_scan(
             if name not in built:
                 df: DataFrame | None = None
                 if name == "consumequeue":  # through the Java reader when the session has it
-                    df = source.table(spark, stores, name, topics=cq_topics, **opts)
+                    df = source.table(session(), stores, name, topics=cq_topics, **opts)
                     if not java:  # the Python data source alone: its workers read it once
                         df = df.persist(StorageLevel.MEMORY_AND_DISK)
                         cached.append(df)
                 elif "integrity" in want or sql:
-                    df = source.table(spark, stores, name, **opts)
+                    df = source.table(session(), stores, name, **opts)
                 built[name] = df
             return built[name]
 
@@ -279,7 +338,17 @@ def run_scan(
     # properties): their planning and their tasks fill the time and the cores the commitlog's
     # job leaves idle.
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mqtool-scan")
-    inherit = inheritable_thread_target(spark)
+
+    def inherit(run: Callable[[], T]) -> Callable[[], T]:
+        # the caller's local properties (job group, ...), a copy for each job (that a job's
+        # description stays its own)
+        jsc = sc._jsc.sc()  # noqa: SLF001 - the JVM's SparkContext
+        properties = jsc.getLocalProperties().clone()
+
+        def inherited() -> T:
+            jsc.setLocalProperties(properties)
+            return run()
+        return inherited
     try:
         queues_job = index_job = None
         if want & {"schedule", "lag", "integrity"} or full_cq:
@@ -288,7 +357,7 @@ def run_scan(
             def queue_rows() -> list[dict[str, Any]]:
                 if java:  # FactsJob.java: no SQL plan
                     got = source.java_aux_facts(
-                        spark, stores, "consumequeue", A.queue_rules(
+                        sc, stores, "consumequeue", A.queue_rules(
                             cq_delay, now_ms,
                             integ.unit_tally_rules(cl_starts) if "integrity" in want else None),
                         topics=cq_topics, partition_bytes=partition_bytes)
@@ -297,12 +366,12 @@ def run_scan(
                 unit_t = integ.unit_tallies(cl_starts) if "integrity" in want else None
                 return _rows(A.queue_facts(frame("consumequeue"), cq_delay, now_ms, unit_t))
 
-            queues_job = pool.submit(inherit(queue_rows))
+            queues_job = pool.submit(inherit(timed("consumequeue", queue_rows)))
         if "integrity" in want:
 
             def index_tallies() -> dict[str, dict[str, Any]]:
                 if java:
-                    got = source.java_aux_facts(spark, stores, "index",
+                    got = source.java_aux_facts(sc, stores, "index",
                                                 integ.index_tally_rules(cl_starts),
                                                 partition_bytes=partition_bytes)
                     if got is not None:
@@ -311,36 +380,38 @@ def run_scan(
                 assert index is not None
                 return integ.index_tallies(index, cl_starts)
 
-            index_job = pool.submit(inherit(index_tallies))
-        java_facts = None
-        if java:  # the facts in the Java reader's own job (no SQL plan: FactsJob.java)
-            rules = A.fact_rules(rate_bucket_ms,
-                                 None if spans is None else integ.message_tally_rules(spans))
-            java_facts = source.java_facts(spark, stores, rules, check_crc=check_crc, **opts)
+            index_job = pool.submit(inherit(timed("index", index_tallies)))
+        t_commitlog = clock()
+        with job("commitlog"):
+            java_facts = None
+            if java:  # the facts in the Java reader's own job (no SQL plan: FactsJob.java)
+                rules = A.fact_rules(rate_bucket_ms,
+                                     None if spans is None else integ.message_tally_rules(spans))
+                java_facts = source.java_facts(sc, stores, rules, check_crc=audit_crc, **opts)
 
-        def tallies() -> dict[str, Any] | None:
-            return None if spans is None else integ.message_tallies(spans)
+            def tallies() -> dict[str, Any] | None:
+                return None if spans is None else integ.message_tallies(spans)
 
-        handed: list[dict[str, Any]] = []
-        lean: DataFrame | None = None
-        if java_facts is None:  # decode once, keep the projection
-            lean, more = source.records(spark, stores, java=False,
-                                        persist=StorageLevel.MEMORY_AND_DISK, **narrow_kw)
-            cached += more
-            fact_list = _rows(A.message_facts(lean, rate_bucket_ms, tallies()))
-        else:
-            fact_list = java_facts
-            handed = [r for r in A.fact_tables(fact_list, rate_bucket_ms)["rows"]
-                      if r["recordType"] == RECORD_KIND_DEFERRED]
-            if handed:  # byte ranges the Java reader does not accept: the Python decoder's
-                py = source.load(spark, stores, "records",
-                                 ranges=source.deferred_ranges(handed), **narrow_kw)
-                fact_list += _rows(A.message_facts(py, rate_bucket_ms, tallies()))
+            handed: list[dict[str, Any]] = []
+            lean: DataFrame | None = None
+            if java_facts is None:  # decode once, keep the projection
+                lean, more = source.records(session(), stores, java=False,
+                                            persist=StorageLevel.MEMORY_AND_DISK, **narrow_kw)
+                cached += more
+                fact_list = _rows(A.message_facts(lean, rate_bucket_ms, tallies()))
+            else:
+                fact_list = java_facts
+                handed = [r for r in A.fact_tables(fact_list, rate_bucket_ms)["rows"]
+                          if r["recordType"] == RECORD_KIND_DEFERRED]
+                if handed:  # byte ranges the Java reader does not accept: the Python decoder's
+                    py = source.load(session(), stores, "records",
+                                     ranges=source.deferred_ranges(handed), **narrow_kw)
+                    fact_list += _rows(A.message_facts(py, rate_bucket_ms, tallies()))
 
         def records_keys() -> DataFrame:  # the records' key columns (integrity: cross_file)
             if lean is not None:
                 return lean
-            return source.records(spark, stores, handed=handed, java=True, **narrow_kw)[0]
+            return source.records(session(), stores, handed=handed, java=True, **narrow_kw)[0]
         # every per-message table is folded on the driver from the collected facts
         facts = A.fact_tables(fact_list, rate_bucket_ms)
         tables: dict[str, list[dict[str, Any]]] = {}
@@ -368,7 +439,7 @@ def run_scan(
             tables["integrity"] = integ.integrity(
                 facts["rows"], records_keys() if check else None, cl_starts,
                 frame("consumequeue") if check else None, frame("index") if check else None,
-                integ.queue_mins(spark, queues) if check else None,
+                integ.queue_mins(session(), queues) if check else None,
                 [f for c in configs.values() for f in c.findings],
                 offsets=max(sum(r["count"] or 0 for r in facts["totals"]),
                             sum(q["entries"] or 0 for q in queues)),
@@ -400,16 +471,21 @@ def run_scan(
                 for r in tables["dlq"]
             ]
         summary["elapsedSeconds"] = round(time.monotonic() - started, 3)
-        result = ScanResult(summary, settled=settled)
+        end = clock()
+        timings = {"plan": t_commitlog - t0,
+                   "jobs": {name: b - a for name, (a, b) in sorted(jobs.items())},
+                   "fold": end - max(b for _, b in jobs.values()), "scan": end - t0,
+                   **({"session": made_in[0]} if made_in else {})}
+        result = ScanResult(summary, settled=settled, timings=_rounded(timings))
 
         if out is None and sql is None:
             return result
         # the full tables: a second decode pass, all columns
-        records, more_cached = source.records(spark, stores, check_crc=check_crc, **opts)
+        records, more_cached = source.records(session(), stores, check_crc=check_crc, **opts)
         cached += more_cached
         full_msgs = A.messages(records)
-        frames = {name: integ.findings_table(spark, rows) if name == "integrity"
-                  else A.table_df(spark, name, rows) for name, rows in tables.items()}
+        frames = {name: integ.findings_table(session(), rows) if name == "integrity"
+                  else A.table_df(session(), name, rows) for name, rows in tables.items()}
         if out is not None:
             out_dir = Path(out)
             out_dir.mkdir(parents=True, exist_ok=True)
@@ -425,7 +501,7 @@ def run_scan(
             for name, df in views.items():
                 df.createOrReplaceTempView(name)
             try:
-                answer = spark.sql(sql)
+                answer = session().sql(sql)
                 result.sql_columns = list(answer.columns)
                 if out is not None:
                     result.outputs["sql"] = _write(answer, Path(out) / "sql", fmt)
@@ -439,3 +515,46 @@ def run_scan(
         pool.shutdown(wait=True, cancel_futures=True)
         for df in cached:
             df.unpersist()
+
+
+def scan_with_spark(
+    stores: Sequence[str], *, master: str, conf: Sequence[str] = (), at_exit: bool = False,
+    **scan_kw: Any,
+) -> ScanResult:
+    """:func:`run_scan` (``scan_kw``: its keywords) on a SparkContext started for the job
+    (:func:`mqtool.spark.session.job_conf` for ``stores``; ``conf``: ``--conf`` pairs, which
+    win), with a progress bar on a terminal; what the command line calls. ``at_exit``: the
+    process ends with the scan (:func:`mqtool.spark.session.session_scope`).
+
+    ``result.timings`` then also says where the time before the scan went, in seconds:
+    ``python`` (from the process's start to this call: the interpreter, mqtool's imports, the
+    arguments, the stores' own time), ``pyspark`` (its import), ``jvm`` (the driver JVM's
+    launch) and ``context`` (the SparkContext), when this call started them; ``answered``:
+    from the process's start to the scan's answer (the Spark context still running: with
+    ``at_exit`` it stops as the process exits)."""
+    from mqtool.spark.session import (
+        context_scope,
+        job_conf,
+        merge_conf,
+        parse_conf,
+        process_seconds,
+        spark_failures,
+        stage_progress,
+        start_seconds,
+    )
+
+    timings: dict[str, Any] = {"python": process_seconds()}
+    settings = merge_conf(job_conf(master, list(stores)), parse_conf(list(conf)))
+    t = time.perf_counter()
+    import pyspark  # its import, timed on its own
+
+    timings["pyspark"] = round(time.perf_counter() - t, 3)
+    started = pyspark.SparkContext._active_spark_context is None  # noqa: SLF001
+    with spark_failures(master), \
+            context_scope(master, settings, at_exit=at_exit) as sc, \
+            stage_progress(sc, "scan"):
+        if started:
+            timings.update(start_seconds())
+        result = run_scan(sc, stores, **scan_kw)  # a SparkSession only if it needs one
+    result.timings = {**timings, **result.timings, "answered": process_seconds()}
+    return result

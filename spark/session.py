@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
 LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
@@ -206,6 +207,61 @@ def parse_conf(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+_STARTED: dict[str, float] = {}
+
+
+def start_seconds() -> dict[str, float]:
+    """How long this process's Spark took to start, in seconds: ``jvm`` (the driver JVM's
+    launch: spark-submit, then the py4j gateway), ``context`` (the SparkContext), ``session``
+    (the SparkSession, when one was made); empty when this process started none."""
+    return dict(_STARTED)
+
+
+def process_seconds() -> float | None:
+    """Seconds since this process started (Linux: ``/proc``; None elsewhere)."""
+    try:
+        with open("/proc/self/stat") as f:
+            stat = f.read()
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        ticks = int(stat[stat.rindex(")") + 2:].split()[19])  # starttime, in clock ticks
+        return round(uptime - ticks / os.sysconf("SC_CLK_TCK"), 3)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _spark_conf(master: str, conf: Mapping[str, str] | None) -> Any:
+    """The SparkConf of a session for ``master``: mqtool's defaults, ``conf`` winning."""
+    from pyspark import SparkConf
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    settings = merge_conf(default_conf(master), conf or {})  # mqtool's log4j set-up and reader stay
+    spark_conf = SparkConf()
+    spark_conf.setMaster(master)
+    for key, value in settings.items():
+        spark_conf.set(key, value)
+    return spark_conf
+
+
+def get_context(
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+) -> SparkContext:
+    """The SparkContext :func:`get_session` starts (this process's, when it has one), without
+    a SparkSession: the jobs of ``FactsJob.java`` need no more, and a SparkSession costs the
+    driver JVM about 1.8 CPU-s to make (its SQL configuration, extensions, catalog)."""
+    from pyspark import SparkContext
+
+    active = SparkContext._active_spark_context  # noqa: SLF001 - pyspark's own registry
+    if active is not None:
+        return active
+    _STARTED.clear()
+    sc = _start_context(_spark_conf(master or DEFAULT_MASTER, conf))
+    sc.setLogLevel("ERROR")
+    return sc
+
+
 def get_session(
     master: str | None = None,
     conf: Mapping[str, str] | None = None,
@@ -215,39 +271,40 @@ def get_session(
     ``master``: ``local[*]`` by default; ``conf``: extra Spark settings (``k -> v``) that win
     over mqtool's defaults (``*.extraJavaOptions`` are appended to mqtool's log4j options).
     """
-    from pyspark import SparkConf, SparkContext
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    master = master or DEFAULT_MASTER
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    settings = merge_conf(default_conf(master), conf or {})  # mqtool's log4j set-up and reader stay
-    spark_conf = SparkConf()
-    spark_conf.setMaster(master)
-    for key, value in settings.items():
-        spark_conf.set(key, value)
-    if SparkContext._active_spark_context is None:  # noqa: SLF001 - pyspark's own registry
-        _start_context(spark_conf)
-    session = SparkSession.builder.config(conf=spark_conf).getOrCreate()
+    started = SparkContext._active_spark_context is None  # noqa: SLF001 - pyspark's registry
+    get_context(master, conf)
+    t = time.perf_counter()
+    session = SparkSession.builder.config(
+        conf=_spark_conf(master or DEFAULT_MASTER, conf)).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    if started:
+        _STARTED["session"] = round(time.perf_counter() - t, 3)
     return session
 
 
-def _start_context(spark_conf: Any) -> None:
+def _start_context(spark_conf: Any) -> SparkContext:
     """Launch the driver JVM with its console redirected to :func:`spark_log_path`."""
     from pyspark import SparkContext
     from pyspark.java_gateway import launch_gateway
 
     _LOG_DIR.mkdir(parents=True, exist_ok=True)
     log_path = spark_log_path()
+    t = time.perf_counter()
     with open(log_path, "ab") as log:
         gateway = launch_gateway(  # type: ignore[no-untyped-call]
             spark_conf, popen_kwargs={"stdout": log, "stderr": log}
         )
-    SparkContext(conf=spark_conf, gateway=gateway)
+    launched = time.perf_counter()
+    sc = SparkContext(conf=spark_conf, gateway=gateway)
+    _STARTED["jvm"] = round(launched - t, 3)
+    _STARTED["context"] = round(time.perf_counter() - launched, 3)
+    return sc
 
 
 @contextmanager
@@ -265,18 +322,42 @@ def session_scope(
     closes) and its shutdown hooks stop Spark and delete its temporary directories, while the
     command prints and returns (``spark.stop()`` would add to the CLI's wall time).
     """
-    from pyspark.sql import SparkSession
+    from pyspark import SparkContext
 
-    existed = SparkSession.getActiveSession() is not None
+    existed = SparkContext._active_spark_context is not None  # noqa: SLF001
     spark = get_session(master, conf)
+    with _stopped_after(spark.sparkContext, existed, at_exit):
+        yield spark
+
+
+@contextmanager
+def context_scope(
+    master: str | None = None, conf: Mapping[str, str] | None = None, *,
+    at_exit: bool = False,
+) -> Iterator[SparkContext]:
+    """:func:`get_context` for the duration of a block, as :func:`session_scope` (a
+    SparkSession made on it meanwhile stops with it)."""
+    from pyspark import SparkContext
+
+    existed = SparkContext._active_spark_context is not None  # noqa: SLF001
+    sc = get_context(master, conf)
+    with _stopped_after(sc, existed, at_exit):
+        yield sc
+
+
+@contextmanager
+def _stopped_after(sc: SparkContext, existed: bool, at_exit: bool) -> Iterator[None]:
     ok = False
     try:
-        yield spark
+        yield
         ok = True
     finally:
         if not existed:
             if not (ok and at_exit):
-                spark.stop()
+                from pyspark.sql import SparkSession
+
+                active = SparkSession.getActiveSession()
+                (active or sc).stop()
             if ok:
                 spark_log_path().unlink(missing_ok=True)
 
@@ -361,7 +442,8 @@ def stop_session() -> None:
 
 @contextmanager
 def stage_progress(
-    spark: SparkSession, description: str = "scan", *, enabled: bool | None = None
+    spark: SparkSession | SparkContext, description: str = "scan", *,
+    enabled: bool | None = None,
 ) -> Iterator[None]:
     """Show a rich progress bar on stderr that follows the running Spark stages.
 
@@ -377,7 +459,8 @@ def stage_progress(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    tracker = spark.sparkContext.statusTracker()
+    sc = getattr(spark, "sparkContext", spark)  # a SparkSession's, or the SparkContext
+    tracker = sc.statusTracker()
     console = Console(stderr=True)
     stop = threading.Event()
     progress = Progress(

@@ -35,6 +35,7 @@ from mqtool.spark.schema import (
 )
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -197,18 +198,18 @@ JAVA_SOURCE = "mqtool.spark.CommitlogSource"
 :func:`mqtool.spark.session.get_session`)."""
 
 
-def java_reader_on(spark: SparkSession) -> bool:
-    """Whether this session's JVM has mqtool's Java commitlog reader (its jar is on
+def java_reader_on(sc: SparkContext) -> bool:
+    """Whether this context's JVM has mqtool's Java commitlog reader (its jar is on
     ``spark.jars``)."""
     from mqtool.spark.session import java_reader_jar
 
     jar = java_reader_jar()
     if jar is None:
         return False
-    return str(jar) in spark.sparkContext.getConf().get("spark.jars", "")
+    return str(jar) in sc.getConf().get("spark.jars", "")
 
 
-def _commitlog_lines(spark: SparkSession, stores: Sequence[str], split_size: int,
+def _commitlog_lines(sc: SparkContext, stores: Sequence[str], split_size: int,
                      partition_bytes: int | None) -> str | None:
     """The Java reader's "splits" option for the commitlog of ``stores`` (None when the names
     cannot be handed over)."""
@@ -221,18 +222,18 @@ def _commitlog_lines(spark: SparkSession, stores: Sequence[str], split_size: int
         if s.start == 0 or s.start < ends[s.path]:  # splits in a file's empty tail hold nothing
             kept.append(s)
     return _split_lines(
-        splits.pack_for(kept, partition_bytes, spark.sparkContext.defaultParallelism),
+        splits.pack_for(kept, partition_bytes, sc.defaultParallelism),
         lambda s: (s.path, s.store, s.name, s.base, s.start, s.end, ends[s.path]),
     )
 
 
-def java_reads(spark: SparkSession, stores: Sequence[str],
+def java_reads(sc: SparkContext, stores: Sequence[str],
                split_size: int = splits.DEFAULT_SPLIT_SIZE,
                partition_bytes: int | None = None) -> bool:
     """Whether the Java reader reads the commitlog of ``stores`` (:func:`java_records`,
-    :func:`java_facts`): the session has it and the store names can be handed over."""
-    return java_reader_on(spark) and _commitlog_lines(
-        spark, stores, split_size, partition_bytes) is not None
+    :func:`java_facts`): the context has it and the store names can be handed over."""
+    return java_reader_on(sc) and _commitlog_lines(
+        sc, stores, split_size, partition_bytes) is not None
 
 
 def java_records(
@@ -244,7 +245,7 @@ def java_records(
     """The Java reader's own output for the commitlog of ``stores``, ``deferred`` rows
     included (None when the names cannot be handed over). :func:`records` hands the deferred
     ranges to the Python decoder; a caller that finds them itself passes them as ``handed``."""
-    lines = _commitlog_lines(spark, stores, split_size, partition_bytes)
+    lines = _commitlog_lines(spark.sparkContext, stores, split_size, partition_bytes)
     if lines is None:
         return None  # names the line format cannot carry: the Python source reads it
     schema = spark_schema(record_schema(frozenset(columns) if columns else None))
@@ -259,7 +260,7 @@ def java_records(
 
 
 def java_facts(
-    spark: SparkSession, stores: Sequence[str], rules: Mapping[str, Any], *,
+    sc: SparkContext, stores: Sequence[str], rules: Mapping[str, Any], *,
     check_crc: bool = True, split_size: int = splits.DEFAULT_SPLIT_SIZE,
     partition_bytes: int | None = None,
 ) -> list[dict[str, Any]] | None:
@@ -269,12 +270,12 @@ def java_facts(
     :func:`mqtool.spark.audits.fact_rules`). None when the names cannot be handed over."""
     from mqtool.spark.audits import java_fact_rows
 
-    lines = _commitlog_lines(spark, stores, split_size, partition_bytes)
+    lines = _commitlog_lines(sc, stores, split_size, partition_bytes)
     if lines is None:
         return None
     reader = {"checkCrc": "true" if check_crc else "false"}
-    answer = _facts_job(spark).run(
-        spark.sparkContext._jsc, lines,  # noqa: SLF001 - the JavaSparkContext
+    answer = _facts_job(sc).run(
+        sc._jsc, lines,  # noqa: SLF001 - the JavaSparkContext
         json.dumps(reader), json.dumps(dict(rules)))
     return java_fact_rows(answer)
 
@@ -292,7 +293,7 @@ def _split_lines(parts: list[list[splits.Split]], fields_of: Any) -> str | None:
     return "\n".join(lines)
 
 
-def _aux_lines(spark: SparkSession, stores: Sequence[str], table: str,
+def _aux_lines(sc: SparkContext, stores: Sequence[str], table: str,
                topics: Collection[str] | None, partition_bytes: int | None) -> str | None:
     """The Java reader's "splits" option for ``table`` (``consumequeue`` or ``index``) of
     ``stores`` (None when the names cannot be handed over).
@@ -317,7 +318,7 @@ def _aux_lines(spark: SparkSession, stores: Sequence[str], table: str,
         def fields_of(s: splits.Split) -> tuple[Any, ...]:
             return (s.path, s.store, s.name, s.base, s.start, s.end, s.queue_id, s.topic)
     return _split_lines(
-        splits.pack_for(planned, partition_bytes, spark.sparkContext.defaultParallelism),
+        splits.pack_for(planned, partition_bytes, sc.defaultParallelism),
         fields_of,
     )
 
@@ -329,7 +330,7 @@ def java_aux(
 ) -> DataFrame | None:
     """``table`` (``consumequeue`` or ``index``) through the Java reader, the same rows as
     :func:`load` (None when the names cannot be handed over: use :func:`load`)."""
-    lines = _aux_lines(spark, stores, table, topics, partition_bytes)
+    lines = _aux_lines(spark.sparkContext, stores, table, topics, partition_bytes)
     if lines is None:
         return None
     return (
@@ -343,7 +344,7 @@ def java_aux(
 
 
 def java_aux_facts(
-    spark: SparkSession, stores: Sequence[str], table: str, rules: Mapping[str, Any], *,
+    sc: SparkContext, stores: Sequence[str], table: str, rules: Mapping[str, Any], *,
     topics: Collection[str] | None = None, partition_bytes: int | None = None,
 ) -> Any:
     """The consume queue's facts (``table`` "consumequeue": the rows of
@@ -352,20 +353,20 @@ def java_aux_facts(
     index_tallies`' answer, ``rules``: :func:`~mqtool.spark.integrity.index_tally_rules`),
     computed by ``FactsJob.java`` in one Spark job over the Java reader with no SQL plan.
     None when the names cannot be handed over."""
-    lines = _aux_lines(spark, stores, table, topics, partition_bytes)
+    lines = _aux_lines(sc, stores, table, topics, partition_bytes)
     if lines is None:
         return None
-    job = _facts_job(spark)
-    jsc = spark.sparkContext._jsc  # noqa: SLF001 - pyspark's handle on the JavaSparkContext
+    job = _facts_job(sc)
+    jsc = sc._jsc  # noqa: SLF001 - pyspark's handle on the JavaSparkContext
     if table == "index":
         return json.loads(job.index(jsc, lines, json.dumps(dict(rules))))
     return [{"store": k[0], "topic": k[1], "queueId": k[2], **aggregates}
             for k, aggregates in json.loads(job.queues(jsc, lines, json.dumps(dict(rules))))]
 
 
-def _facts_job(spark: SparkSession) -> Any:
-    """``mqtool.spark.FactsJob`` of the session's JVM (its jar is on ``spark.jars``)."""
-    jvm: Any = spark.sparkContext._jvm  # noqa: SLF001 - pyspark's gateway to the driver JVM
+def _facts_job(sc: SparkContext) -> Any:
+    """``mqtool.spark.FactsJob`` of the context's JVM (its jar is on ``spark.jars``)."""
+    jvm: Any = sc._jvm  # noqa: SLF001 - pyspark's gateway to the driver JVM
     return jvm.mqtool.spark.FactsJob
 
 
@@ -378,7 +379,7 @@ def table(
 ) -> DataFrame:
     """The ``consumequeue`` or ``index`` table of ``stores``: through the Java reader when the
     session has it (``java``: None = when available), else the Python data source."""
-    if java is not False and (java or java_reader_on(spark)):
+    if java is not False and (java or java_reader_on(spark.sparkContext)):
         df = java_aux(spark, stores, name, topics=topics, partition_bytes=partition_bytes)
         if df is not None:
             return df
@@ -435,7 +436,7 @@ def records(
         "split_size": split_size, "partition_bytes": partition_bytes,
     }
     jdf = None
-    if java is not False and (java or java_reader_on(spark)):
+    if java is not False and (java or java_reader_on(spark.sparkContext)):
         jdf = java_records(spark, stores, **kw)
     if jdf is None:
         df = load(spark, stores, "records", **kw)

@@ -24,27 +24,29 @@ from mqtool.cli.common import (
 )
 from mqtool.cli.options import CrcOpt, HtmlOpt, JsonOpt, NowOpt
 from mqtool.formats.errors import EXIT_FINDINGS
+from mqtool.spark import AUDITS
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-AUDIT_NAMES = ("queues", "rate", "dlq", "retry", "schedule", "integrity", "lag")
+    from mqtool.spark.scan import ScanResult
+
 MAX_TABLE_ROWS = 200
 
 
 def _audits(values: list[str] | None) -> list[str]:
     if not values:
-        return list(AUDIT_NAMES)
+        return list(AUDITS)
     out: list[str] = []
     for v in values:
         for name in v.split(","):
             name = name.strip()
             if name and name not in out:
                 out.append(name)
-    bad = [a for a in out if a not in AUDIT_NAMES]
+    bad = [a for a in out if a not in AUDITS]
     if bad:
         raise typer.BadParameter(
-            f"unknown audit {', '.join(bad)}; choose from {', '.join(AUDIT_NAMES)}",
+            f"unknown audit {', '.join(bad)}; choose from {', '.join(AUDITS)}",
             param_hint="--audits",
         )
     return out
@@ -81,7 +83,7 @@ def scan(
             "--audits",
             "--audit",
             help="Audits to run (repeatable or comma-separated; default all): "
-            "queues,rate,dlq,retry,schedule,integrity,lag, e.g. --audits dlq,schedule. The "
+            f"{','.join(AUDITS)}, e.g. --audits dlq,schedule. The "
             "consume-queue and index passes run only for integrity (schedule and lag read "
             "only the queues they concern)",
             metavar="NAME",
@@ -124,8 +126,6 @@ def scan(
 ) -> None:
     """Audit whole stores with Spark: queues, DLQs, retries, lag.
 
-    The audits: queues, rate, dlq, retry, schedule, integrity and lag.
-
     Runs an embedded local Spark by default (--master for a cluster). Prints a summary (the
     per-minute rates as one row per topic); --out, --json and --html have every row. Exits 1
     on integrity findings. Needs Java 17+. No --delay-levels: the schedule audit reads each
@@ -143,62 +143,76 @@ def scan(
             from mqtool.report.page import check_target
 
             check_target(report)  # before the long run, not after
-        now_source = "given"
-        if now_ms is None:
-            now_ms, now_source = _stores_time([str(s) for s in stores]), "store"
-            if now_ms == 0:  # the stores recorded no time at all
-                now_ms, now_source = now_value("wall"), "wall clock"
-        assert now_ms is not None
-        err_console().print(
-            f"overdue judged against {fmt_time(now_ms)} ("
-            + {"given": "--now", "store": "the stores' own time; --now to change",
-               "wall clock": "the stores recorded no time: wall clock"}[now_source]
-            + ")", highlight=False, markup=False,
-        )
-        from mqtool.spark.scan import run_scan
-        from mqtool.spark.session import (
-            job_conf,
-            merge_conf,
-            parse_conf,
-            session_scope,
-            spark_failures,
-            stage_progress,
-        )
+        paths = [str(s) for s in stores]
+        from mqtool.spark.scan import scan_with_spark
 
-        settings = merge_conf(job_conf(master, [str(s) for s in stores]),
-                              parse_conf(conf or []))
-        with spark_failures(master), \
-                session_scope(master, settings, at_exit=one_shot()) as spark, \
-                stage_progress(spark, "scan"):
-            result = run_scan(
-                spark, [str(s) for s in stores], audits=chosen, out=out, fmt=fmt, sql=sql,
-                now_ms=now_ms, check_crc=crc, split_size=split_mib * 1024 * 1024,
-            )
-        if report is not None:
-            from mqtool.report.scan_report import write_scan_report
+        result = scan_with_spark(
+            paths, master=master, conf=conf or [], at_exit=one_shot(), audits=chosen, out=out,
+            fmt=fmt, sql=sql, now_ms=_judged_now(paths, now_ms), check_crc=crc,
+            split_size=split_mib * 1024 * 1024,
+        )
+        _show(result, report, json_, sql is not None)
 
-            write_scan_report(report, result.summary)
-            err_console().print(f"wrote {report}", highlight=False, markup=False)
-        if json_:
-            doc = dict(result.summary)
-            if sql is not None:
-                doc["sql"] = {"columns": result.sql_columns, "rows": result.sql_rows}
-            if result.outputs:
-                doc["outputs"] = result.outputs
-            print_json(doc)
-        else:
-            render(result.summary, result.sql_columns, result.sql_rows, result.outputs)
-        if result.summary.get("integrity"):
-            # the README's contract: one line per problem on stderr, naming file and offset
-            # (the table above is capped at MAX_TABLE_ROWS), then exit 1
-            sys.stdout.flush()
-            for store, f in result.findings():
-                line = f"{store}: {f}"
-                if f.severity == "error":
-                    report_error(line)
-                else:
-                    err_console().print(f"{f.severity}: {line}", markup=False, highlight=False)
-            raise typer.Exit(EXIT_FINDINGS)
+
+def _judged_now(stores: list[str], now_ms: int | None) -> int:
+    """``--now``, else the stores' own time (else the wall clock), said on stderr."""
+    now_source = "given"
+    if now_ms is None:
+        now_ms, now_source = _stores_time(stores), "store"
+        if now_ms == 0:  # the stores recorded no time at all
+            now_ms, now_source = now_value("wall"), "wall clock"
+    assert now_ms is not None
+    err_console().print(
+        f"overdue judged against {fmt_time(now_ms)} ("
+        + {"given": "--now", "store": "the stores' own time; --now to change",
+           "wall clock": "the stores recorded no time: wall clock"}[now_source]
+        + ")", highlight=False, markup=False,
+    )
+    return now_ms
+
+
+def _show(result: ScanResult, report: Path | None, json_: bool, sql: bool) -> None:
+    """The scan's summary: the HTML report, then JSON or tables on stdout; with integrity
+    findings one line per problem on stderr and exit 1."""
+    if report is not None:
+        from mqtool.report.scan_report import write_scan_report
+
+        write_scan_report(report, result.summary)
+        err_console().print(f"wrote {report}", highlight=False, markup=False)
+    if json_:
+        doc = dict(result.summary)
+        if sql:
+            doc["sql"] = {"columns": result.sql_columns, "rows": result.sql_rows}
+        if result.outputs:
+            doc["outputs"] = result.outputs
+        print_json({**doc, "timings": _finished(result.timings)})
+    else:
+        render(result.summary, result.sql_columns, result.sql_rows, result.outputs)
+    if result.summary.get("integrity"):
+        # the README's contract: one line per problem on stderr, naming file and offset
+        # (the table above is capped at MAX_TABLE_ROWS), then exit 1
+        sys.stdout.flush()
+        for store, f in result.findings():
+            line = f"{store}: {f}"
+            if f.severity == "error":
+                report_error(line)
+            else:
+                err_console().print(f"{f.severity}: {line}", markup=False, highlight=False)
+        raise typer.Exit(EXIT_FINDINGS)
+
+
+def _finished(timings: dict[str, Any]) -> dict[str, Any]:
+    """``timings`` (:func:`mqtool.spark.scan.scan_with_spark`) with ``output`` (from the
+    scan's answer to now: the summary made ready to print) and ``total`` (from the process's
+    start to now, as ``answered``)."""
+    from mqtool.spark.session import process_seconds
+
+    now, answered = process_seconds(), timings.get("answered")
+    out = dict(timings)
+    if now is not None and answered is not None:
+        out["output"] = round(now - answered, 3)
+    out["total"] = now
+    return out
 
 
 def _table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:

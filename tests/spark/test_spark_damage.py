@@ -222,6 +222,11 @@ def test_cli_json_equals_the_library_result(spark, damaged, damaged_scan) -> Non
     lib = json.loads(json.dumps(damaged_scan.summary))
     for d in (doc, lib):
         d.pop("elapsedSeconds")
+    # where the time went (the Spark context was the test's: no start-up of its own)
+    timings = doc.pop("timings")
+    assert {"python", "pyspark", "plan", "jobs", "fold", "scan", "answered", "output",
+            "total"} <= set(timings), timings
+    assert "jvm" not in timings and {"commitlog", "consumequeue", "index"} <= set(timings["jobs"])
     assert doc == lib
 
 

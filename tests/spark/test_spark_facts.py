@@ -37,7 +37,8 @@ def _both(spark: Any, stores: list[str], split: int, bucket_ms: int,  # noqa: F8
     rules = A.fact_rules(bucket_ms, integ.message_tally_rules(spans) if tallies else None)
     if fine_max is not None:  # a task folds its groups into the sets this often
         rules["fineMax"] = fine_max
-    java = source.java_facts(spark, stores, rules, split_size=split, partition_bytes=1 << 20)
+    java = source.java_facts(spark.sparkContext, stores, rules, split_size=split,
+                             partition_bytes=1 << 20)
     raw = source.java_records(spark, stores, **kw)
     assert java is not None and raw is not None
     sql = [r.asDict() for r in A.message_facts(
@@ -126,8 +127,8 @@ def test_java_queue_facts_and_index_tallies_equal_sql(
             for cl in (starts, later, None):
                 rules = A.queue_rules(delay, now, None if cl is None else
                                       integ.unit_tally_rules(cl))
-                java = source.java_aux_facts(spark, stores, "consumequeue", rules, topics=topics,
-                                             partition_bytes=1 << 16)
+                java = source.java_aux_facts(spark.sparkContext, stores, "consumequeue", rules,
+                                             topics=topics, partition_bytes=1 << 16)
                 cq = source.table(spark, stores, "consumequeue", topics=topics)
                 sql = _rows(A.queue_facts(cq, delay, now,
                                           None if cl is None else integ.unit_tallies(cl)))
@@ -138,11 +139,12 @@ def test_java_queue_facts_and_index_tallies_equal_sql(
     assert len(overdue) == 3  # none, every one, some: the deliver times were compared
     index = source.table(spark, stores, "index")
     for cl in (starts, later):
-        java_t = source.java_aux_facts(spark, stores, "index", integ.index_tally_rules(cl),
-                                       partition_bytes=1 << 16)
+        java_t = source.java_aux_facts(spark.sparkContext, stores, "index",
+                                       integ.index_tally_rules(cl), partition_bytes=1 << 16)
         assert java_t == integ.index_tallies(index, cl)
         assert len(java_t) >= 3
-    assert java_t != source.java_aux_facts(spark, stores, "index", integ.index_tally_rules(starts))
+    assert java_t != source.java_aux_facts(spark.sparkContext, stores, "index",
+                                           integ.index_tally_rules(starts))
 
 
 def test_scan_takes_the_java_facts(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811

@@ -43,7 +43,7 @@ def test_the_jar_is_built_and_on_the_session(spark: Any) -> None:  # noqa: F811
     from mqtool.spark.session import java_reader_jar
 
     assert java_reader_jar() is not None, "make dev builds spark/jars/mqtool-spark.jar"
-    assert source.java_reader_on(spark)
+    assert source.java_reader_on(spark.sparkContext)
 
 
 def test_java_equals_python_on_every_fixture_store(spark: Any) -> None:  # noqa: F811

@@ -222,6 +222,71 @@ def test_audits_selects_what_runs_and_what_is_read(spark, fixture_scan) -> None:
     assert bad.exit_code == 2 and "nope" in bad.output
 
 
+def _jobs_of(spark: Any, group: str) -> Counter[str]:  # noqa: F811
+    """The Spark jobs of job group ``group``, counted by their description."""
+    sc = spark.sparkContext
+    store = sc._jsc.sc().statusStore()  # noqa: SLF001 - the JVM's own record of the jobs
+    out: Counter[str] = Counter()
+    for job_id in sc.statusTracker().getJobIdsForGroup(group):
+        said = store.job(job_id).description()
+        out[said.get() if said.isDefined() else ""] += 1
+    return out
+
+
+@pytest.mark.parametrize(("audits", "jobs"), [
+    (["dlq"], {"commitlog"}),
+    (["queues", "rate", "retry"], {"commitlog"}),
+    (["schedule"], {"commitlog", "consumequeue"}),
+    (["lag"], {"commitlog"}),  # no consumerOffset.json: no queue to read
+    (["integrity"], {"commitlog", "consumequeue", "index"}),
+])
+def test_an_audit_runs_only_the_jobs_it_reads(spark, audits: list[str], jobs: set[str]) -> None:  # noqa: F811,E501
+    """One Spark job per source an audit reads, each once (its description says which, the
+    caller's job group holds them): the commitlog's for every audit (the totals), the consume
+    queue's for schedule, lag (the queues of committed offsets) and integrity, the index's for
+    integrity alone."""
+    from mqtool.spark.scan import run_scan
+
+    sc = spark.sparkContext
+    group = f"test-audits-{'-'.join(audits)}"
+    sc.setJobGroup(group, "the caller's")
+    try:
+        result = run_scan(spark, [store_of("4.9.7/journey")], audits=audits, now_ms=NOW_MS)
+        assert sc.getLocalProperty("spark.job.description") == "the caller's"  # given back
+    finally:
+        sc._jsc.clearJobGroup()  # noqa: SLF001 - pyspark has no clearJobGroup
+    assert _jobs_of(spark, group) == Counter(f"mqtool scan: {j}" for j in jobs)
+    assert jobs <= set(result.timings["jobs"])  # each timed (a queue job may find no file)
+
+
+def test_a_clean_scan_on_a_context_makes_no_session(spark, monkeypatch) -> None:  # noqa: F811
+    """Given a SparkContext alone, a clean scan by the Java reader makes no SparkSession (what
+    the command line does: the JVM's SQL set-up costs more than a small store's scan); --sql
+    makes one on that context."""
+    from pyspark.sql import SparkSession
+
+    from mqtool.spark.scan import run_scan
+
+    store = store_of("4.9.7/journey")
+
+    def no_session(*_: Any, **__: Any) -> Any:
+        raise AssertionError("a SparkSession was made")
+
+    with monkeypatch.context() as m:
+        m.setattr(SparkSession.Builder, "getOrCreate", no_session)
+        clean = run_scan(spark.sparkContext, [store], now_ms=NOW_MS)
+    assert clean.summary["totals"] == rows_for_totals(spark, store)
+    asked = run_scan(spark.sparkContext, [store], now_ms=NOW_MS, audits=["queues"],
+                     sql="select count(*) as n from messages")
+    assert asked.sql_rows == [{"n": clean.summary["totals"]["messages"]}]
+
+
+def rows_for_totals(spark: Any, store: str) -> dict[str, Any]:  # noqa: F811
+    from mqtool.spark.scan import run_scan
+
+    return dict(run_scan(spark, [store], now_ms=NOW_MS).summary["totals"])
+
+
 def test_spark_memory_and_jit_are_sized_to_the_job(tmp_path: Path) -> None:
     from mqtool.spark.session import job_conf, merge_conf
 
