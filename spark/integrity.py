@@ -34,12 +34,8 @@ from mqtool.formats.errors import (
     Finding,
     Severity,
 )
-from mqtool.formats.rules import (
-    KEY_SEPARATOR,
-    NOT_IN_CONSUME_QUEUE,
-    TRANSACTION_ROLLBACK_TYPE,
-    TRANSACTION_TYPE_MASK,
-)
+from mqtool.formats.rules import KEY_SEPARATOR, TRANSACTION_ROLLBACK_TYPE
+from mqtool.integrity.rules import NOT_IN_CONSUME_QUEUE, TRANSACTION_TYPE_MASK
 from mqtool.spark.audits import CRC_ROW, TALLY_SUM, TALLY_XOR, fold_tallies, messages
 from mqtool.spark.schema import (
     FINDING_SCHEMA,
@@ -51,6 +47,19 @@ from mqtool.spark.schema import (
 
 FINDING_COLUMNS = FINDING_SCHEMA.names
 _KEYS = ["store", "commitLogOffset"]
+
+
+def gets_unit(sys_flag: Column) -> Column:
+    """Whether a message record of ``sys_flag`` gets a consume-queue unit: the rule of
+    :func:`mqtool.integrity.rules.expected_in_cq` as a column (tests/spark/test_spark_facts.py
+    checks the two, and ``FactsJob.java``'s reading of :func:`unit_rule`, against each other)."""
+    return ~sys_flag.bitwiseAND(TRANSACTION_TYPE_MASK).isin(*NOT_IN_CONSUME_QUEUE)
+
+
+def unit_rule() -> dict[str, Any]:
+    """:func:`gets_unit` as ``FactsJob.java`` is told it: a record gets a unit when its sysFlag
+    and ``txnMask`` is none of ``notInConsumeQueue``."""
+    return {"txnMask": TRANSACTION_TYPE_MASK, "notInConsumeQueue": list(NOT_IN_CONSUME_QUEUE)}
 
 
 # --- integrity -------------------------------------------------------------------------------
@@ -113,8 +122,8 @@ exact check runs over every row (a store that damaged is slow to audit, not misr
 # aggregations the scan runs anyway (the commitlog's facts, the consume queue's facts) and one
 # small job over the index (:func:`index_tallies`). Equal tallies mean equal multisets (but for
 # 64-bit hash collisions, the odds the offset check takes too), which is exactly "nothing to
-# find"; a store whose tallies differ goes through the offset check (:func:`_suspects`) as
-# before, so the findings never depend on them.
+# find"; a store whose tallies differ goes through the offset check (:func:`_suspects`), so
+# the findings never depend on them.
 #
 # Units: the messages that get a unit (by offset, topic, queue, queue offset and size) are a set,
 # as each commitlog offset holds one message; the units at or above the commitlog's start are a
@@ -195,13 +204,13 @@ def message_tallies(index_spans: Mapping[str, tuple[int, int] | None]) -> dict[s
     :func:`index_spans`."""
     is_m = F.col("recordType") == F.lit(RECORD_KIND_MESSAGE)
     txn = F.col("sysFlag").bitwiseAND(TRANSACTION_TYPE_MASK)
-    gets_unit = is_m & ~txn.isin(*NOT_IN_CONSUME_QUEUE)
+    unit = is_m & gets_unit(F.col("sysFlag"))
     lo = _by_store({s: None if v is None else v[0] for s, v in index_spans.items()}, "long")
     hi = _by_store({s: None if v is None else v[1] for s, v in index_spans.items()}, "long")
     indexed = (is_m & (txn != F.lit(TRANSACTION_ROLLBACK_TYPE))
                & F.col("commitLogOffset").between(lo, hi))
-    return {_UNIT_TALLIES[0]: F.when(gets_unit, F.lit(1)),
-            _UNIT_TALLIES[1]: F.when(gets_unit, _unit_hash()),
+    return {_UNIT_TALLIES[0]: F.when(unit, F.lit(1)),
+            _UNIT_TALLIES[1]: F.when(unit, _unit_hash()),
             **_entry_sums(F.when(indexed, index_key_count()))}
 
 
@@ -210,8 +219,7 @@ def message_tally_rules(index_spans: Mapping[str, tuple[int, int] | None]) -> di
     (:func:`mqtool.spark.audits.fact_rules`): the tally names, the sysFlag rules, the key
     separator and ``index_spans``."""
     return {"tallyNames": [*_UNIT_TALLIES, *_INDEX_TALLIES],
-            "txnMask": TRANSACTION_TYPE_MASK, "txnRollback": TRANSACTION_ROLLBACK_TYPE,
-            "notInConsumeQueue": list(NOT_IN_CONSUME_QUEUE), "keySeparator": KEY_SEPARATOR,
+            **unit_rule(), "txnRollback": TRANSACTION_ROLLBACK_TYPE, "keySeparator": KEY_SEPARATOR,
             "indexSpans": {s: None if v is None else list(v) for s, v in index_spans.items()}}
 
 
@@ -317,13 +325,12 @@ def _suspects(
     known = _known(cl_start)
     sig = F.xxhash64("topic", F.col("queueId").cast("int"), F.col("queueOffset").cast("long"),
                      F.col("storeSize").cast("int"))
-    txn = F.col("sysFlag").bitwiseAND(TRANSACTION_TYPE_MASK)
 
     def narrow(df: DataFrame, kind: str) -> DataFrame:
         keep = ~done({"m": "messages", "u": "units", "i": "index"}[kind])
         # (no consume queue given, or its units settled: no unit is expected)
         exp = (F.when(done("units"), F.lit(0)).otherwise(
-            (~txn.isin(*NOT_IN_CONSUME_QUEUE)).cast("int")) if kind == "m" and cq is not None
+            gets_unit(F.col("sysFlag")).cast("int")) if kind == "m" and cq is not None
             else F.lit(0))
         return df.filter(keep if kind == "m" else keep & known).select(
             sid.alias("sid"), here.alias("phy"),
@@ -502,9 +509,8 @@ def _exact(
     known = F.col("clMin").isNull() | (here >= F.col("clMin")) | (here < 0)
     dangling = ~is_m & ~has_m & known
     mismatch = is_unit & has_m & (~exact | (F.col("storeSize") != F.col("m_storeSize")))
-    txn = F.col("sysFlag").bitwiseAND(TRANSACTION_TYPE_MASK)
     # a message below its queue's first unit: the queue was cut, not lost
-    missing = (is_m & (F.col("anyExact") == 0) & ~txn.isin(*NOT_IN_CONSUME_QUEUE)
+    missing = (is_m & (F.col("anyExact") == 0) & gets_unit(F.col("sysFlag"))
                & (F.col("minOffset").isNull() | (F.col("queueOffset") >= F.col("minOffset"))))
     if cq is None:
         mismatch = missing = F.lit(False)

@@ -165,3 +165,58 @@ def test_scan_takes_the_java_facts(spark: Any, monkeypatch: pytest.MonkeyPatch) 
     before.pop("elapsedSeconds"), after.pop("elapsedSeconds")
     assert after == before
     assert after["totals"]["messages"] > 0 and after["dlq"] and after["retry"]
+
+
+def test_which_records_get_a_unit_is_the_integrity_rule(spark: Any, tmp_path: Path) -> None:  # noqa: F811
+    """The Spark side's "which records get a consume-queue unit" is
+    :func:`mqtool.integrity.rules.expected_in_cq`: the SQL form
+    (:func:`mqtool.spark.integrity.gets_unit`) on every sysFlag value, and ``FactsJob.java``'s
+    reading of :func:`~mqtool.spark.integrity.unit_rule` on a store whose records carry every
+    transaction type (its unit tally counts what the rule says, and equals the SQL's)."""
+    import shutil
+
+    import numpy as np
+    from pyspark.sql import functions as F
+
+    from mqtool.formats.commitlog_layout import SYSFLAG_AT
+    from mqtool.formats.rules import (
+        TRANSACTION_COMMIT_TYPE,
+        TRANSACTION_NOT_TYPE,
+        TRANSACTION_PREPARED_TYPE,
+        TRANSACTION_ROLLBACK_TYPE,
+        TRANSACTION_TYPE_MASK,
+    )
+    from mqtool.integrity.rules import expected_in_cq
+    from mqtool.spark import audits as A
+    from mqtool.spark import integrity as integ
+    from mqtool.spark import source
+    from mqtool.spark.decode import decode_commitlog_file_messages
+
+    flags = spark.createDataFrame([(f,) for f in range(256)], "sysFlag int")
+    got = dict(flags.select("sysFlag", integ.gets_unit(F.col("sysFlag"))).collect())
+    assert [got[f] for f in range(256)] == list(expected_in_cq(np.arange(256)))
+
+    root = tmp_path / "store"
+    shutil.copytree(store_dir("4.9.7/journey"), root)
+    first = sorted((root / "commitlog").iterdir())[0]
+    t = decode_commitlog_file_messages(str(first))
+    types = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, TRANSACTION_COMMIT_TYPE,
+             TRANSACTION_NOT_TYPE) * 2
+    for (off, flag), txn in zip(zip(t["fileOffset"].to_pylist(), t["sysFlag"].to_pylist(),
+                                    strict=False), types, strict=False):
+        _patch(first, off + SYSFLAG_AT,  # not under the BODYCRC
+               (flag & ~TRANSACTION_TYPE_MASK | txn).to_bytes(4, "big"))
+    sys_flags = np.concatenate([
+        decode_commitlog_file_messages(str(f))["sysFlag"].to_numpy()
+        for f in sorted((root / "commitlog").iterdir())])
+    assert {int(f) & TRANSACTION_TYPE_MASK for f in sys_flags} >= set(types)
+    stores = [str(root)]
+    rules = A.fact_rules(60_000, integ.message_tally_rules(integ.index_spans(stores)))
+    java = source.java_facts(spark.sparkContext, stores, rules)
+    assert java is not None
+    units = integ.message_tally_rules({})["tallyNames"][0]
+    tallies = A.fact_tables(java)["tallies"]
+    assert [r[units] for r in tallies] == [int(expected_in_cq(sys_flags).sum())]
+    assert int(expected_in_cq(sys_flags).sum()) < len(sys_flags)
+    java_rows, sql_rows = _both(spark, stores, 1 << 27, 60_000, True)
+    assert java_rows == sql_rows
