@@ -14,6 +14,9 @@ the JSON contract of ``mqtool scan --json``::
      "rate": [{"store", "topic", "bucketStart", "count", "bytes", "perSecond"}],
      "totals": {...}, "stores": [...], "audits": [...], "now": <epoch ms>}
 
+``mqtool scan --json`` adds ``"timings"``: where the command's time went
+(:func:`scan_with_spark`; not part of the summary an HTML report embeds).
+
 How the work is shared: one decode pass of the commitlog (the audits' columns only) feeds one
 aggregation that makes every per-message audit at once (:func:`mqtool.spark.audits.message_facts`:
 small, collected once; the tables are folded from it on the driver, no Spark query per table;
