@@ -47,11 +47,13 @@ def parse_json_body(body: bytes, what: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Subscription:
-    """``SubscriptionData``: topic and tag expression."""
+    """``SubscriptionData``: topic and expression (``TAG``, or ``SQL92`` with the broker's
+    ``enablePropertyFilter``)."""
 
     topic: str
     sub_string: str = "*"
     tags: tuple[str, ...] = ()
+    expression_type: str = "TAG"
 
 
 @dataclass(frozen=True)
@@ -90,14 +92,7 @@ def parse_heartbeat(body: bytes) -> HeartbeatData:
         )
         consumers = []
         for c in obj.get("consumerDataSet") or ():
-            subs = tuple(
-                Subscription(
-                    str(s.get("topic", "")),
-                    _s(s.get("subString", "*")) or "*",
-                    tuple(str(t) for t in s.get("tagsSet") or ()),
-                )
-                for s in c.get("subscriptionDataSet") or ()
-            )
+            subs = tuple(_subscription(s) for s in c.get("subscriptionDataSet") or ())
             consumers.append(
                 ConsumerData(
                     str(c["groupName"]),
@@ -110,6 +105,23 @@ def parse_heartbeat(body: bytes) -> HeartbeatData:
     except (KeyError, TypeError, AttributeError) as e:
         raise BodyError(f"heartbeat body: malformed producer/consumer data ({e})") from None
     return HeartbeatData(client, producers, tuple(consumers))
+
+
+def _subscription(s: dict[str, Any]) -> Subscription:
+    return Subscription(str(s.get("topic", "")), _s(s.get("subString", "*")) or "*",
+                        tuple(str(t) for t in s.get("tagsSet") or ()),
+                        _s(s.get("expressionType")) or "TAG")
+
+
+def parse_check_client(body: bytes) -> tuple[str, Subscription | None]:
+    """A CHECK_CLIENT_CONFIG body (``CheckClientRequestBody``): the group and the subscription
+    the client asks the broker to check."""
+    obj = parse_json_body(body, "check client config")
+    sub = obj.get("subscriptionData")
+    try:
+        return str(obj.get("group") or ""), _subscription(sub) if isinstance(sub, dict) else None
+    except (TypeError, AttributeError) as e:
+        raise BodyError(f"check client config body: malformed subscription ({e})") from None
 
 
 def build_heartbeat(hb: HeartbeatData) -> bytes:
@@ -130,6 +142,7 @@ def build_heartbeat(hb: HeartbeatData) -> bytes:
                             "tagsSet": list(s.tags),
                             "codeSet": [],
                             "classFilterMode": False,
+                            "expressionType": s.expression_type,
                             "subVersion": 0,
                         }
                         for s in c.subscriptions

@@ -43,8 +43,9 @@ from mqtool.remoting.frame import HeaderFieldError, RemotingCommand
 from mqtool.remoting.transport import Peer
 from mqtool.serve.core import BrokerCore, ClientInfo
 
-#: ``MQVersion.Version`` ordinal and name of each dialect's broker.
-BROKER_VERSIONS = {"4.9.7": (407, "V4_9_7")}
+#: ``MQVersion.Version`` ordinal and name of each dialect's broker. The broker's responses carry
+#: the ordinal; clients read it (the Java client pulls by SQL92 only from 4.1.0 on).
+BROKER_VERSIONS = {"4.9.7": (407, "V4_9_7"), "5.3.3": (479, "V5_3_3")}
 
 
 def _field(cmd: RemotingCommand, name: str, required: bool = True) -> str:

@@ -35,10 +35,11 @@ from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.frame import RemotingCommand
 from mqtool.remoting.transport import Peer, UnsupportedCode
 from mqtool.serve import send as S
-from mqtool.serve.admin import Admin
+from mqtool.serve.admin import BROKER_VERSIONS, Admin
 from mqtool.serve.config import BrokerSettings
 from mqtool.serve.core import ClientInfo
 from mqtool.serve.send import suggest_todo
+from mqtool.serve.subscription import MessageFilter, SqlFilterError, is_tag_type, message_filter
 from mqtool.serve.transaction import Transactions
 
 #: ``RebalanceLockManager.REBALANCE_LOCK_MAX_LIVE_TIME`` (60 s).
@@ -71,20 +72,6 @@ _PULL_REMARKS: dict[int, str] = {
     ResponseCode.PULL_OFFSET_MOVED: "offset moved",
     ResponseCode.PULL_RETRY_IMMEDIATELY: "no matched message",
 }
-
-
-def parse_subscription(expression: str | None) -> frozenset[str] | None:
-    """Tags of a TAG expression (``"TagA || TagB"``); None for ``*`` (everything)."""
-    if expression is None:
-        return None
-    expr = expression.strip()
-    if expr in ("", "*"):
-        return None
-    return frozenset(t.strip() for t in expr.split("||") if t.strip())
-
-
-def _tag_matches(m: CommitLogMessage, tags: frozenset[str] | None) -> bool:
-    return tags is None or (m.tags or "") in tags
 
 
 class PullWaiters:
@@ -144,6 +131,7 @@ class Broker:
         self._tasks: set[asyncio.Task[None]] = set()  # notifications under way
         self.counts = {"sent": 0, "pulled": 0, "sent_back": 0}
         self.boot_ms = int(time.time() * 1000)
+        self.version = BROKER_VERSIONS.get(store.config.dialect, (0, ""))[0]
         self._handlers = {
             RequestCode.SEND_MESSAGE: self.send_message,
             RequestCode.SEND_MESSAGE_V2: self.send_message,
@@ -161,6 +149,7 @@ class Broker:
             RequestCode.GET_MIN_OFFSET: self.min_offset,
             RequestCode.CONSUMER_SEND_MSG_BACK: self.send_back,
             RequestCode.END_TRANSACTION: self.transactions.end_transaction,
+            RequestCode.CHECK_CLIENT_CONFIG: self.check_client_config,
             RequestCode.LOCK_BATCH_MQ: self.lock_batch,
             RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch,
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.admin.update_topic,
@@ -180,6 +169,8 @@ class Broker:
         if fn is None:
             raise UnsupportedCode(str(cmd.code))
         result: RemotingCommand | None = await fn(cmd, peer)
+        if result is not None:
+            result.version = self.version
         return result
 
     def half_put(self) -> None:
@@ -243,7 +234,7 @@ class Broker:
         return (first[0] if first is not None else mx), mx
 
     def _pull_once(
-        self, h: H.PullMessageRequestHeader, offset: int, tags: frozenset[str] | None
+        self, h: H.PullMessageRequestHeader, offset: int, selects: MessageFilter
     ) -> tuple[int, int, int, int, list[CommitLogMessage]]:
         """(response code, next offset, min, max, messages) for one look at the queue."""
         lo, hi = self.queue_bounds(h.topic, h.queueId)
@@ -265,7 +256,7 @@ class Broker:
                 break
             scanned += 1
             nxt = off + 1
-            if _tag_matches(m, tags):
+            if selects.matches(m.tags, m.properties):
                 found.append(m)
                 size += m.total_size
         if found:
@@ -289,13 +280,15 @@ class Broker:
             )
         if h.sysFlag & H.PULL_FLAG_COMMIT_OFFSET and h.commitOffset >= 0:
             self.store.commit_offset(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
-        tags = parse_subscription(h.subscription)
+        selects = self._pull_filter(cmd, h)
+        if isinstance(selects, RemotingCommand):
+            return selects
         suspend = bool(h.sysFlag & H.PULL_FLAG_SUSPEND) and h.suspendTimeoutMillis > 0
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(h.suspendTimeoutMillis, MAX_SUSPEND_MS) / 1000
         offset = h.queueOffset
         while True:
-            code, nxt, lo, hi, msgs = self._pull_once(h, offset, tags)
+            code, nxt, lo, hi, msgs = self._pull_once(h, offset, selects)
             left = deadline - loop.time()
             if code != ResponseCode.PULL_NOT_FOUND or not suspend or self.stopping or left <= 0:
                 break
@@ -309,6 +302,54 @@ class Broker:
             return cmd.response(code, remark, ext)
         self.counts["pulled"] += len(msgs)
         return cmd.response(ext=ext, body=b"".join(build_message(m) for m in msgs))
+
+    def _pull_filter(self, cmd: RemotingCommand, h: H.PullMessageRequestHeader
+                     ) -> MessageFilter | RemotingCommand:
+        """What a pull selects (``PullMessageProcessor``): the subscription the pull carries,
+        else the one the group's consumers registered by heartbeat (a client that registered
+        none is served everything); SQL92 only with ``enablePropertyFilter``."""
+        carried = bool(h.sysFlag & H.PULL_FLAG_SUBSCRIPTION)
+        expr, kind = h.subscription, h.expressionType
+        if not carried:
+            sub = self._registered(h.consumerGroup, h.topic)
+            if sub is not None:
+                expr, kind = sub.sub_string, sub.expression_type
+        if not is_tag_type(kind) and not self.settings.enablePropertyFilter:
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                f"The broker does not support consumer to filter message by {kind}")
+        try:
+            return message_filter(expr, kind, v5=self.store.config.v5)
+        except SqlFilterError:
+            if carried:
+                return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                    "parse the consumer's subscription failed")
+            return cmd.response(ResponseCode.FILTER_DATA_NOT_EXIST,
+                                "The broker's consumer filter data is not exist!Your expression "
+                                "may be wrong!")
+
+    def _registered(self, group: str, topic: str) -> bodies.Subscription | None:
+        """The subscription to ``topic`` a consumer of ``group`` registered by heartbeat."""
+        for info in self.consumers.get(group, {}).values():
+            for sub in info.consumer.subscriptions if info.consumer else ():
+                if sub.topic == topic:
+                    return sub
+        return None
+
+    async def check_client_config(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        """CHECK_CLIENT_CONFIG (46): whether the broker can filter by the client's expression
+        (``ClientManageProcessor#checkClientConfig``), before a consumer starts."""
+        _group, sub = bodies.parse_check_client(cmd.body)
+        if sub is None or is_tag_type(sub.expression_type):
+            return cmd.response()
+        if not self.settings.enablePropertyFilter:
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {sub.expression_type}")
+        try:
+            message_filter(sub.sub_string, sub.expression_type, v5=self.store.config.v5)
+        except SqlFilterError as e:
+            return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e))
+        return cmd.response()
 
     # -- clients ------------------------------------------------------------------------------
 

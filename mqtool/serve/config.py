@@ -52,6 +52,10 @@ class BrokerSettings:
     transactionCheckMax: int = 15
     #: ``transactionCheckInterval`` (ms); None: the version's (60 s in 4.x, 30 s in 5.x).
     transactionCheckInterval: int | None = None
+    #: ``regionId``: answered on every send; 5.x also stores it (``MSG_REGION``).
+    regionId: str = "DefaultRegion"
+    #: ``traceOn``: answered on every send; 5.x also stores it (``TRACE_ON``).
+    traceOn: bool = True
 
     def check_interval(self, v5: bool) -> int:
         if self.transactionCheckInterval is not None:
@@ -68,6 +72,7 @@ _KINDS = {
     "enablePropertyFilter": "bool", "notifyConsumerIdsChangedEnable": "bool",
     "rejectTransactionMessage": "bool", "transactionTimeOut": "long",
     "transactionCheckMax": "int", "transactionCheckInterval": "long",
+    "regionId": "str", "traceOn": "bool",
 }
 assert set(_KINDS) == {f.name for f in fields(BrokerSettings)}
 

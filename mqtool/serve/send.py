@@ -17,13 +17,20 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from mqtool.formats.commitlog import COMPRESSED_FLAG, decompress, parse_properties
+from mqtool.formats.commitlog import (
+    COMPRESSED_FLAG,
+    decompress,
+    encode_properties,
+    parse_properties,
+)
 from mqtool.formats.config.topics import TopicConfig
 from mqtool.formats.encoder import record_size
 from mqtool.formats.rules import (
     AUTO_CREATE_TOPIC,
     PROPERTY_CLUSTER,
+    PROPERTY_MSG_REGION,
     PROPERTY_PRODUCER_GROUP,
+    PROPERTY_TRACE_SWITCH,
     PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_WAIT_STORE_MSG_OK,
     is_not_allowed_send_topic,
@@ -171,6 +178,12 @@ async def send_message(broker: BrokerCore, cmd: RemotingCommand, peer: Peer) -> 
     if h.queueId < 0:
         h = replace(h, queueId=random.randrange(max(1, tc.write_queue_nums)))
     prop_map = parse_properties(h.properties or "")
+    if store.config.v5 and not h.batch:
+        # 5.x SendMessageProcessor#buildMsgContext writes the broker's region and trace switch
+        # into every message's properties before it is stored
+        prop_map[PROPERTY_MSG_REGION] = broker.settings.regionId
+        prop_map[PROPERTY_TRACE_SWITCH] = "true" if broker.settings.traceOn else "false"
+        h = replace(h, properties=encode_properties(prop_map.items()))
     if h.topic.startswith(B.RETRY_GROUP_TOPIC_PREFIX):
         h = broker.retry_or_dlq(h, prop_map)
     transaction_id = None
@@ -192,8 +205,10 @@ async def send_message(broker: BrokerCore, cmd: RemotingCommand, peer: Peer) -> 
             group = prop_map.get(PROPERTY_PRODUCER_GROUP) or h.producerGroup
             r = T.send_half(store, msg, group)
             broker.half_put()
+        elif store.config.v5:  # 5.x stores the properties as sent, WAIT too
+            r = store.put(msg)
         else:
-            # SendMessageProcessor#sendMessage writes the properties without WAIT ("no need
+            # 4.x SendMessageProcessor#sendMessage writes the properties without WAIT ("no need
             # to store WAIT=true"); a half message's are written again later, with it
             r = store.put(replace(msg, properties=tuple(
                 (k, v) for k, v in msg.properties if k != PROPERTY_WAIT_STORE_MSG_OK)))
@@ -204,14 +219,16 @@ async def send_message(broker: BrokerCore, cmd: RemotingCommand, peer: Peer) -> 
     broker.counts["sent"] += len(results)
     broker.notify_put(results)
     first = results[0]
-    return cmd.response(
-        ext=H.SendMessageResponseHeader(
-            msgId=msg_id,
-            queueId=first.queue_id if first.topic == h.topic else h.queueId,
-            queueOffset=first.queue_offset,
-            transactionId=transaction_id,
-        ).to_ext()
-    )
+    ext = H.SendMessageResponseHeader(
+        msgId=msg_id,
+        queueId=first.queue_id if first.topic == h.topic else h.queueId,
+        queueOffset=first.queue_offset,
+        transactionId=transaction_id,
+    ).to_ext()
+    # SendMessageProcessor: the region and trace switch the client's SendResult reports
+    ext[PROPERTY_MSG_REGION] = broker.settings.regionId
+    ext[PROPERTY_TRACE_SWITCH] = "true" if broker.settings.traceOn else "false"
+    return cmd.response(ext=ext)
 
 
 def put_batch(broker: BrokerCore, h: H.SendMessageRequestHeader, body: bytes,

@@ -38,6 +38,7 @@ from mqtool.remoting.codes import RequestCode as R
 from mqtool.remoting.codes import ResponseCode as C
 from mqtool.remoting.frame import RemotingCommand
 from mqtool.remoting.transport import Connection
+from mqtool.serve.config import BrokerSettings
 from mqtool.serve.server import ServeOptions, Service
 from mqtool.store import Store
 
@@ -82,14 +83,25 @@ def _shape(records: list[CommitLogMessage]) -> list[dict[str, Any]]:
     return out
 
 
+def _sent(dialect: str) -> dict[str, str]:
+    """What the broker's send processor adds to a client's properties before it stores them:
+    5.x its ``regionId`` and ``traceOn`` (``buildMsgContext``), 4.x nothing."""
+    if not dialect.startswith("5"):
+        return {}
+    s = BrokerSettings()
+    return {"MSG_REGION": s.regionId, "TRACE_ON": "true" if s.traceOn else "false"}
+
+
 def _refstore_side(root: Path, dialect: str) -> None:
     clock = ManualClock(1_795_000_000_000)
     with RefStore.open(root, _config(dialect), clock=clock, seed=1) as s:
         s.create_group(GROUP, retry_max_times=MAX, consume_orderly=True)
         s.create_topic(TOPIC, 1)
-        # the broker's send processor stores the client's message without WAIT
+        # the broker's send processor stores the client's message: 4.x without WAIT
+        v5 = dialect.startswith("5")
         m = s.put(Message.create(TOPIC, b"ordered", tags="O", keys=KEY, queue_id=0,
-                                 wait_store_msg_ok=None))
+                                 wait_store_msg_ok=True if v5 else None,
+                                 properties=_sent(dialect)))
         # MAX + 1 failed attempts: MAX local retries, then the client sends it back
         s.send_back_orderly(GROUP, m.physical_offset, reconsume_times=MAX,
                             max_reconsume_times=MAX)
@@ -289,7 +301,8 @@ def test_real_client_orderly_send_back_matches_the_reference_store(
     with RefStore.open(ref, _config(dialect), clock=clock, seed=1) as s:
         s.create_group(GROUP, retry_max_times=MAX, consume_orderly=True)
         m = s.put(Message.create(TOPIC, f"body of {key}".encode(), tags="TagA", keys=key,
-                                 wait_store_msg_ok=None))  # ali-ons sends no WAIT
+                                 wait_store_msg_ok=None,  # ali-ons sends no WAIT
+                                 properties=_sent(dialect)))
         s.send_back_orderly(GROUP, m.physical_offset, reconsume_times=MAX,
                             max_reconsume_times=MAX)
         clock.advance(5000)

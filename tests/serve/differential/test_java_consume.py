@@ -32,6 +32,7 @@ def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[H.Sides]:
     ("query", "Q"),  # view by offset id and unique key, query by key
     ("retry", "T"),  # a push consumer fails two messages through %RETRY% to %DLQ%
     ("broadcast", "B"),  # two broadcasting consumers each get every message
+    ("filter", "F"),  # a tag filter; SQL92 filters, two of them refused by the broker
 ])
 def test_consume_flow(sides: H.Sides, flow: str, prefix: str) -> None:
     """The same deliveries, properties and reconsume times on both sides."""

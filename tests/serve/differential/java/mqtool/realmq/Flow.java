@@ -421,7 +421,7 @@ public final class Flow {
     }
 
     /** Tag filter ("TagA || TagC") and, with the broker's enablePropertyFilter, SQL92. */
-    static void filter() throws Exception {
+    static void filter(boolean v5) throws Exception {
         String t = prefix + "Tag";
         String s = prefix + "Sql";
         DefaultMQProducer p = producer(prefix + "_pg");
@@ -434,6 +434,10 @@ public final class Flow {
         for (int i = 0; i < 6; i++) {
             Message m = msg(s, "S", "sql-" + i, "sql-" + i);
             m.putUserProperty("a", String.valueOf(i));
+            if (i % 2 == 0) {
+                m.putUserProperty("b", "x" + i);
+            }
+            m.putUserProperty("c", i == 3 ? "x" : String.valueOf(i));
             sql.add(m);
         }
         sendEach(p, "send.sql", sql);
@@ -452,24 +456,42 @@ public final class Flow {
         out("done.tag", "all", await(tags, 60000));
         Thread.sleep(2000);  // nothing else comes
         c.shutdown();
-        CountDownLatch sqls = new CountDownLatch(3);
-        DefaultMQPushConsumer q = pushConsumer(prefix + "_sg");
-        try {
-            q.subscribe(s, MessageSelector.bySql("a >= 3"));
-            q.registerMessageListener((MessageListenerConcurrently) (list, ctx) -> {
-                for (MessageExt m : list) {
-                    out("deliver.sql", "m", seen(m));
-                    sqls.countDown();
-                }
-                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-            });
-            q.start();
-            out("done.sql", "all", await(sqls, 60000));
-            Thread.sleep(2000);
-        } catch (Exception e) {
-            error("sql.start", e);
-        } finally {
-            q.shutdown();
+        // each expression with how many of the six it selects: numbers compared with the
+        // string properties, IN, IS NULL, NOT, a property that does not parse as a number
+        // (c = 5: the message whose c is "x" fails the evaluation, no match), and two the
+        // broker refuses to compile
+        String[][] exprs = {
+            {"a >= 3", "3"}, {"a BETWEEN 1 AND 2 OR b = 'x4'", "3"},
+            {"a IN ('0', '5') AND TAGS = 'S'", "2"}, {"b IS NULL", "3"}, {"c = 5", "1"},
+            {"NOT (a < 2)", "4"}, {"a > 'x'", "0"}, {"a = ", "0"},
+        };
+        if (v5) {
+            exprs = new String[][] {
+                {"b CONTAINS '4'", "1"}, {"b NOT STARTSWITH 'x'", "0"},
+                {"KEYS ENDSWITH '-5' OR a = 0", "2"}, {"b NOT CONTAINS '2' AND a < 3", "1"},
+            };
+        }
+        for (int e = 0; e < exprs.length; e++) {
+            String expr = exprs[e][0];
+            CountDownLatch sqls = new CountDownLatch(Integer.parseInt(exprs[e][1]));
+            DefaultMQPushConsumer q = pushConsumer(prefix + "_sg" + e);
+            try {
+                q.subscribe(s, MessageSelector.bySql(expr));
+                q.registerMessageListener((MessageListenerConcurrently) (list, ctx) -> {
+                    for (MessageExt m : list) {
+                        out("deliver.sql", "expr", expr, "m", seen(m));
+                        sqls.countDown();
+                    }
+                    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+                });
+                q.start();
+                out("done.sql", "expr", expr, "all", await(sqls, 60000));
+                Thread.sleep(2000);  // nothing else comes
+            } catch (Exception x) {
+                error("sql.start", x, "expr", expr);
+            } finally {
+                q.shutdown();
+            }
         }
     }
 
@@ -732,7 +754,10 @@ public final class Flow {
                     broadcast();
                     break;
                 case "filter":
-                    filter();
+                    filter(false);
+                    break;
+                case "filter5":  // 5.x: CONTAINS, STARTSWITH, ENDSWITH too
+                    filter(true);
                     break;
                 case "pull":
                     pull();
