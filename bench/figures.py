@@ -21,7 +21,9 @@ Result-file schema (what :func:`write_last_run` writes; benchmarks use it)::
      "outsideReferences": [{"what": "...", "value": "...", "source": "..."}],
      "notes": ["..."]}
 
-``ratio`` is always against ``baseline`` of the same run. A number not measured in the run goes
+``ratio`` is always against ``baseline`` of the same run. A result file with several baselines
+gives ``"baselines": {"<key>": "<what>", ...}`` instead, and each figure ``"ratios": {"<key>":
+<ratio>, ...}``: a ratio column per baseline. A number not measured in the run goes
 into ``outsideReferences`` with its source and is never a ratio. Older result files without
 ``figures`` (bench/scan's) are rendered from their ``rates`` list; fields they lack are shown as
 "not recorded".
@@ -121,11 +123,27 @@ def _rows(doc: dict[str, Any]) -> tuple[str | None, list[tuple[str, str, str]]]:
     return ("sequential read (warm), same run" if rates else None), rows
 
 
+def _rows_by_baseline(doc: dict[str, Any]) -> list[str]:
+    """The table of a result file with several baselines (a ratio column each)."""
+    keys = list(doc["baselines"])
+    head = "| what | measured | " + " | ".join(f"ratio to {doc['baselines'][k]}" for k in keys)
+    lines = [head + " |", "|---|---|" + "---|" * len(keys)]
+    for f in doc["figures"]:
+        value = ("-" if f["value"] is None
+                 else f"{_num(f['value'])} {f.get('unit', '')}".rstrip())
+        ratios = f.get("ratios") or {}
+        cells = [_num(ratios[k]) if ratios.get(k) is not None else "" for k in keys]
+        lines.append(f"| {f['what']} | {value} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def render(name: str, doc: dict[str, Any]) -> str:
     """The Markdown block of one result file (without the markers)."""
     lines = [f"Figures from `bench/{name}/last-run.json`. {_meta_line(doc)}", ""]
     baseline, rows = _rows(doc)
-    if rows:
+    if doc.get("baselines") and doc.get("figures"):
+        lines += _rows_by_baseline(doc)
+    elif rows:
         ratio_head = f"ratio to {baseline}" if baseline else "ratio"
         lines += [f"| what | measured | {ratio_head} |", "|---|---|---|"]
         lines += [f"| {w} | {v} | {r} |" for w, v, r in rows]

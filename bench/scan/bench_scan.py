@@ -1,75 +1,109 @@
-"""bench/scan: ``mqtool scan`` throughput and memory, as ratios to a sequential read, one run.
+"""bench/scan: ``mqtool scan`` against RocketMQ's own decoder and a sequential read, one run.
 
 Usage::
 
-    .venv/bin/python bench/scan/bench_scan.py [--store DIR] [--size 2GiB] [--cores 2]
-    .venv/bin/python bench/scan/bench_scan.py --store DIR --no-spark     # single process only
-    .venv/bin/python bench/scan/bench_scan.py --store DIR --small-store S --large-store L \
-        --larger-store XL --cluster --cluster-store large                # what issue 13 asks
+    .venv/bin/python bench/scan/bench_scan.py                  # builds bench/out/scan/store1g once
+    .venv/bin/python bench/scan/bench_scan.py --rounds 5 \\
+        --memory-store bench/out/scan/store2g=2GiB --memory-store bench/out/scan/store8g=8GiB
 
-Builds the store once with the reference store (``mqtool demo DIR --size SIZE``: the demo's
-business messages plus 1 KiB BenchTopic messages up to SIZE), then measures on warm files, in
-one run (a benchmark, not a test; do not loop it on a shared machine):
+The store is ``mqtool demo DIR --size 1GiB`` (the demo's topics, retries, schedule and DLQ
+messages, filled with BenchTopic traffic: RocketMQ's 1 GiB commitlog files), built once. Every
+figure is on warm files (the commitlog is read into the page cache first) and comes from this
+run. Each round runs, one after the other:
 
-* ``sequential read``: ``readinto`` of every commitlog file (8 MiB buffer): the baseline every
-  ratio is taken against (its record rate: the store's messages at that byte rate);
-* the hot-loop prototypes of issue 13 (TOTALSIZE walk, record checks, field gather, property
-  split, optionally BODYCRC): the numba kernel (:mod:`mqtool.formats.commitlog_fields`) and a plain
-  Java loop (``proto/HotLoop.java``, compiled with ``javac`` when a JDK is there);
-* single process, every column: the fused kernel (:class:`mqtool.formats.commitlog_columns.Decoder`,
-  every window as one record batch of the ``messages`` table) with the CRC check off (as
-  ``MessageDecoder.decode``) and on; the struct-based reference decoder on the first 300,000
-  records; with ``--python-decode`` also the Python data source's decode
-  (:func:`mqtool.spark.decode.decode_commitlog_range`, audit columns);
-* the single-process decode and the Spark decode pass: best of 3 warm runs each;
-* ``spark local[N]``: Spark's start-up on its own (the session as the CLI starts it for the
-  store, with the CLI's job-sized settings, ``mqtool.spark.session.job_conf``: in fresh
-  processes, median of 3; then the Python workers: one task that does nothing per task slot,
-  in this process's session), the decode pass with every column (the Java reader's
-  columnar batches; into rows; with ``--python-decode`` through the Python data source too)
-  and with the audits' columns, and the
-  ``mqtool scan`` CLI with every audit in a fresh process (wall time, its own ``run_scan``
-  time, wall time less the start-up, and less the session's start-up alone: on a clean store
-  the CLI starts no Python worker), and Spark's floor in the same session (a job that does
-  nothing; one shuffle of 3 synthetic rows per message, what the integrity audit groups at least);
-* with ``--small-store DIR`` / ``--large-store DIR`` / ``--larger-store DIR``: the CLI on a
-  store 4x smaller / 4x larger / 16x larger (built there once): memory at several sizes.
-  ``mqtool scan`` sizes the local heap to the data (512 MiB up to 512 MiB of commitlog data,
-  1 GiB above: ``job_conf``); the JVM's resident size grows until G1 has touched the whole
-  heap, then stays: the 4x and 16x stores compare two sizes 4x apart past that point;
-* with ``--cluster``: the CLI on a standalone cluster on 127.0.0.1 started with pyspark's
-  ``sbin/spark-daemon.sh`` (1-core workers), 1 worker against 2, on the main store by default
-  (``--cluster-store small`` / ``large``: the other stores). Each worker is pinned to a core
-  of its own with ``taskset`` (its executor inherits it), as a 1-core worker on a machine of
-  its own: unpinned, a "1-core" executor's JIT and GC threads use the other core as well.
-  Scaling shows in the work that grows with the data; on a small store the driver's fixed cost
-  (planning, JIT: each executor is a cold JVM of its own), which shares this machine's cores
-  with the workers, dominates;
-* peak anonymous RSS (``RssAnon``: heap, not mapped store pages) of the driver (this Python
-  process and its JVM) and of the Python workers (sampled from /proc every 0.2 s).
+* a sequential read (``readinto``, 8 MiB buffer) of the store's commitlog;
+* RocketMQ's own decoder: ``baseline/RocketMQDecode.java``, compiled against rocketmq-common
+  4.9.7 from Maven Central (``tests/realmq.py``), one thread, ``MessageDecoder.decode`` over
+  every record of the same commitlog files, :data:`PASSES` passes in one JVM (each maps the
+  files again); the round's time is the median of the passes after the first (the JIT's);
+* a bare local Spark session in a fresh Python, as ``bench/cli`` starts one
+  (``SparkSession.builder.master(MASTER).getOrCreate()``, one tiny job: its ``BARE_SESSION``);
+* ``mqtool scan STORE --json`` (every audit, the same master) in a fresh process on the tiny store
+  (the 4.9.7 journey fixture: what any scan costs before it reads), on the 1 GiB store, and on
+  the 1 GiB store and the tiny store with each audit alone (``--audits NAME``).
 
-Everything goes to stdout and to ``bench/scan/last-run.json`` with the commit, the CPU count
-and the load average it ran with.
+A process's wall time runs until it exits (the driver JVM the CLI leaves to exit on its own
+does so after); its CPU time is that of the whole process tree, the JVMs included, until the
+last of them has exited (this process reaps them: ``PR_SET_CHILD_SUBREAPER``). Every figure is
+the median over the rounds of that round's value; a ratio is taken within each round (the
+marginal time: the 1 GiB scan less the tiny store's, both of that round) and its median
+reported, so a machine whose load drifts still compares runs made side by side. The CLI's
+``--json`` says where its time went (``timings``): those are reported for the tiny and the
+1 GiB store (medians).
+
+With ``--memory-store DIR=SIZE`` (repeatable; built there once): the CLI on each store
+:data:`MEMORY_RUNS` times, peak anonymous RSS (``RssAnon``) of the CLI's Python and of its JVM,
+and the JVM's largest heap after a collection (``-Xlog:gc``), against the main store's.
+
+Everything goes to stdout and to ``bench/scan/last-run.json`` with the commit, the core count
+and the load average (at the start, at each round, at the end); ``bench/figures.py`` copies the
+table into the README, and this script into ``spark/README.md``. A benchmark, not a test: do
+not loop it on a shared machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import importlib.util
 import json
 import os
+import resource
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from statistics import median
+from types import ModuleType
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
+TINY_STORE = ROOT / "fixtures" / "rocketmq-stores" / "4.9.7" / "journey" / "store"
+ROCKETMQ = "4.9.7"
+PASSES = 4
+"""Passes of RocketMQ's decoder over the commitlog in one JVM (the first is the JIT's)."""
+MEMORY_RUNS = 3
+"""CLI scans of each store whose peak memory is recorded."""
+AUDITS = ("queues", "rate", "dlq", "retry", "schedule", "integrity", "lag")
 
 
-# --- memory sampling -------------------------------------------------------------------------
+
+# --- processes: wall, CPU of the whole tree, peak memory ---------------------------------------
+def _subreaper() -> bool:
+    """Make this process the reaper of its orphans (a JVM outliving the CLI): Linux only."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(36, 1, 0, 0, 0) == 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+REAPER = _subreaper()
+
+
+def _reap(timeout: float = 60.0) -> None:
+    """Wait for every orphan this process adopted (their CPU then counts as its children's)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            time.sleep(0.05)
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+RSS_FIELD = "RssAnon:"  # what a process really holds (mapped store pages are page cache)
+
+
 def _children() -> dict[int, list[int]]:
     kids: dict[int, list[int]] = {}
     for d in os.listdir("/proc"):
@@ -80,20 +114,16 @@ def _children() -> dict[int, list[int]]:
                 stat = f.read()
         except OSError:
             continue
-        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
         kids.setdefault(ppid, []).append(int(d))
     return kids
 
 
-RSS_FIELD = "RssAnon:"  # anonymous memory: what the process really holds
-# (mapped store pages, RssFile, are page cache the kernel can drop at any time)
-
-
-def _rss(pid: int, field: str = RSS_FIELD) -> int:
+def _rss(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith(field):
+                if line.startswith(RSS_FIELD):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
@@ -109,16 +139,11 @@ def _cmdline(pid: int) -> str:
 
 
 class MemorySampler:
-    """Peak anonymous RSS of a process tree by role: driver python, JVM(s), python workers."""
+    """Peak anonymous RSS of a process tree: the root (the CLI's Python) and its JVMs."""
 
-    def __init__(self, root_pid: int, executors: bool = False) -> None:
+    def __init__(self, root_pid: int) -> None:
         self.root = root_pid
-        self.peak = {"driverPython": 0, "jvm": 0, "workersTotal": 0, "workerMax": 0}
-        # a standalone cluster's executors are the workers' children, not the driver's: any
-        # process of this machine that runs Spark's executor backend
-        self.executors = executors
-        if executors:
-            self.peak.update(executorsTotal=0, executorMax=0)
+        self.peak = {"driverPython": 0, "jvm": 0}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -129,26 +154,13 @@ class MemorySampler:
             p = todo.pop()
             tree.append(p)
             todo += kids.get(p, [])
-        jvm = workers = wmax = 0
+        jvm = 0
         for p in tree:
-            cmd, rss = _cmdline(p), _rss(p)
             if p == self.root:
-                self.peak["driverPython"] = max(self.peak["driverPython"], rss)
-            elif "java" in cmd.split(" ")[0]:
-                jvm += rss
-            elif "pyspark.daemon" in cmd or "pyspark.worker" in cmd or "pyspark/daemon" in cmd:
-                workers += rss
-                wmax = max(wmax, rss)
-            elif p != self.root and "python" in cmd and "-m mqtool" in cmd:
-                self.peak["driverPython"] = max(self.peak["driverPython"], rss)
+                self.peak["driverPython"] = max(self.peak["driverPython"], _rss(p))
+            elif "java" in _cmdline(p).split(" ")[0]:
+                jvm += _rss(p)
         self.peak["jvm"] = max(self.peak["jvm"], jvm)
-        self.peak["workersTotal"] = max(self.peak["workersTotal"], workers)
-        self.peak["workerMax"] = max(self.peak["workerMax"], wmax)
-        if self.executors:
-            execs = [_rss(p) for ps in kids.values() for p in ps
-                     if "CoarseGrainedExecutorBackend" in _cmdline(p)]
-            self.peak["executorsTotal"] = max(self.peak["executorsTotal"], sum(execs))
-            self.peak["executorMax"] = max(self.peak["executorMax"], max(execs, default=0))
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -167,43 +179,64 @@ class MemorySampler:
         return {k: round(v / 2**20, 1) for k, v in self.peak.items()}
 
 
-# --- helpers ---------------------------------------------------------------------------------
-def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    t = time.perf_counter()
-    r = fn()
-    return time.perf_counter() - t, r
+def run_process(cmd: Sequence[str], env: dict[str, str] | None = None,
+                memory: bool = False) -> dict[str, Any]:
+    """Run ``cmd``: its wall seconds (to its exit), the CPU seconds of its whole tree (None
+    where orphans cannot be reaped), its stdout; with ``memory`` its peak memory."""
+    _reap(0)
+    cpu0 = _children_cpu()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    sampler = MemorySampler(proc.pid) if memory else None
+    if sampler is not None:
+        sampler.__enter__()
+    try:
+        out, err = proc.communicate()
+    finally:
+        if sampler is not None:
+            sampler.__exit__()
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: "
+                           f"{err.decode(errors='replace')[-2000:]}")
+    _reap()
+    got: dict[str, Any] = {"wall": wall, "cpu": _children_cpu() - cpu0 if REAPER else None,
+                           "stdout": out.decode()}
+    if sampler is not None:
+        got["peakMiB"] = sampler.mib()
+    return got
 
 
-def _parse_size(text: str) -> int:
-    units = {"KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "K": 2**10, "M": 2**20, "G": 2**30}
-    t = text.strip().upper()
-    for u, f in sorted(units.items(), key=lambda kv: -len(kv[0])):
-        if t.endswith(u):
-            return int(float(t[: -len(u)]) * f)
-    return int(t)
-
-
+# --- the store, its files, the baselines --------------------------------------------------------
 def build_store(store: Path, size: str) -> float | None:
     """``mqtool demo STORE --size SIZE`` unless the store is there already (seconds or None)."""
     if (store / "commitlog").is_dir():
         return None
     store.parent.mkdir(parents=True, exist_ok=True)
-    t, _ = _timed(lambda: subprocess.run(
-        [sys.executable, "-m", "mqtool", "demo", str(store), "--size", size, "--json"],
-        check=True, stdout=subprocess.DEVNULL,
-    ))
-    return t
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "mqtool", "demo", str(store), "--size", size, "--json"],
+                   check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
 
 
 def commitlog_files(store: Path) -> list[Path]:
     return sorted((store / "commitlog").iterdir(), key=lambda p: int(p.name))
 
 
+def sequential_read(files: list[Path]) -> tuple[float, int]:
+    buf = bytearray(8 * 2**20)
+    mv = memoryview(buf)
+    total = 0
+    t = time.perf_counter()
+    for f in files:
+        with open(f, "rb", buffering=0) as fh:
+            while n := fh.readinto(mv):
+                total += n
+    return time.perf_counter() - t, total
+
+
 def warm(files: list[Path]) -> bool:
-    """Read ``files`` once into the page cache when they fit in half of the memory the kernel
-    has available (``MemAvailable``); whether they did. A store scanned cold reads the disk
-    (the 8 GiB CLI scan: 11.5 s cold, 8.3-8.4 s warm), so each store's time is on warm files
-    where the machine can hold them."""
+    """Read ``files`` into the page cache when they fit in half of ``MemAvailable``."""
     available = 0
     with open("/proc/meminfo") as fh:
         for line in fh:
@@ -215,377 +248,341 @@ def warm(files: list[Path]) -> bool:
     return True
 
 
-def sequential_read(files: list[Path]) -> tuple[float, int]:
-    buf = bytearray(8 * 2**20)
-    mv = memoryview(buf)
-    total = 0
-    t = time.perf_counter()
-    for f in files:
-        with open(f, "rb", buffering=0) as fh:
-            while True:
-                n = fh.readinto(mv)
-                if not n:
-                    break
-                total += n
-    return time.perf_counter() - t, total
+def _by_path(name: str, path: Path) -> ModuleType:
+    """The module at ``path`` (a script of this repository, not a package), loaded by path."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
-def reference_decode(files: list[Path], limit: int) -> tuple[float, int, int]:
-    import mmap
-
-    from mqtool.formats.commitlog import CommitLogMessage
-    from mqtool.formats.walker import scan_file
-
-    n = nbytes = 0
-    t = time.perf_counter()
-    for f in files:
-        with open(f, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            for rec in scan_file(mm, file_start=int(f.name)):
-                if isinstance(rec, CommitLogMessage):
-                    n += 1
-                    nbytes += rec.total_size
-                    if n >= limit:
-                        return time.perf_counter() - t, n, nbytes
-    return time.perf_counter() - t, n, nbytes
+def _realmq() -> ModuleType:
+    """tests/realmq.py: RocketMQ's artifacts from Maven Central (``mvn``, ``~/.m2``)."""
+    return _by_path("realmq", ROOT / "tests" / "realmq.py")
 
 
-def vectorised_decode(
-    files: list[Path], columns: frozenset[str] | None, props_for: tuple[str, ...],
-    check_crc: bool = True,
-) -> tuple[float, int, int]:
-    """:func:`decode_commitlog_range` (the Python data source's decode) over every file:
-    (seconds, messages, their bytes)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from mqtool.spark.decode import decode_commitlog_range
-
-    n = nbytes = 0
-    t = time.perf_counter()
-    for f in files:
-        for b in decode_commitlog_range(
-            str(f), store="s", name=f.name, file_start=int(f.name), start=0,
-            end=f.stat().st_size, columns=columns, properties_for=props_for, check_crc=check_crc,
-        ):
-            is_msg = pc.equal(b.column(0), "msg")
-            n += int(pc.sum(pc.cast(is_msg, pa.int64())).as_py() or 0)
-            nbytes += int(pc.sum(pc.filter(b.column("storeSize"), is_msg)).as_py() or 0)
-    return time.perf_counter() - t, n, nbytes
+CLI_BENCH = _by_path("bench_cli", HERE.parent / "cli" / "run.py")
+"""bench/cli: its bare Spark session (``BARE_SESSION``) and master (``MASTER``)."""
 
 
-def fused_decode(files: list[Path], check_crc: bool) -> tuple[float, int, int]:
-    """The single-process full decode: the fused kernel
-    (:class:`mqtool.formats.commitlog_columns.Decoder`), every window as one record batch of every
-    column of the ``messages`` table (``MESSAGE_SCHEMA``): (seconds, messages, their bytes)."""
-    import mmap
-
-    import pyarrow as pa
-
-    from mqtool.formats.buffers import close_map
-    from mqtool.formats.commitlog_columns import Decoder
-    from mqtool.spark.schema import MESSAGE_SCHEMA
-
-    names = MESSAGE_SCHEMA.names
-    dec = Decoder()
-    n = nbytes = 0
-    t = time.perf_counter()
-    for f in files:
-        rel = f"commitlog/{f.name}"
-        with open(f, "rb") as fh:
-            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        for w in dec.file(mm, file=rel, file_start=int(f.name), check_crc=check_crc):
-            cols = w.to_arrow(store="s", file=rel)
-            batch = pa.RecordBatch.from_arrays([cols[k] for k in names], schema=MESSAGE_SCHEMA)
-            n += batch.num_rows
-            nbytes += int(w.int32("storeSize").sum())
-            del batch, cols
-        del w
-        assert dec.end.kind in ("blank", "eof", "zeros"), dec.end  # no damage in the store
-        close_map(mm)
-    return time.perf_counter() - t, n, nbytes
+def rocketmq_decoder() -> list[str]:
+    """The command that runs ``baseline/RocketMQDecode.java`` against rocketmq-common."""
+    realmq = _realmq()
+    classes = realmq.compile_java(ROCKETMQ, [HERE / "baseline" / "RocketMQDecode.java"], "common")
+    cp = f"{classes}:{realmq.classpath(ROCKETMQ, 'common')}"
+    return ["java", "-cp", cp, "RocketMQDecode", str(PASSES)]
 
 
-def kernel_hot_loop(files: list[Path], check_crc: bool) -> tuple[float, int]:
-    """The numba hot loop alone: scan (walk, checks, field gather, CRC) + property split."""
-    import mmap
-
-    import numpy as np
-
-    from mqtool.formats import commitlog_fields as fields
-    from mqtool.formats import jit
-    from mqtool.formats.buffers import close_map
-
-    table = fields.field_table(8192)
-    splitter = fields.PropertySplitter()
-    n = 0
-    t = time.perf_counter()
-    for f in files:
-        with open(f, "rb") as fh:
-            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        a = np.frombuffer(mm, dtype=np.uint8)
-        w = fields.words_of(a)
-        p = 0
-        while True:
-            c, p, status = fields.scan(a, w, p, len(a), int(f.name), check_crc, table,
-                                  jit.CRC_TABLES)
-            splitter.split(a, table[fields.F_PROPS_POS, :c], table[fields.F_PROPS_LEN, :c])
-            n += c
-            if status != fields.STOP_FULL:
-                break
-        del a, w
-        close_map(mm)  # (numba's first compile may still hold a view: then the GC closes it)
-    return time.perf_counter() - t, n
+def rocketmq_decode(cmd: list[str], files: list[Path]) -> dict[str, Any]:
+    """One JVM of RocketMQ's decoder over ``files``: records, bytes, each pass's seconds and
+    CPU seconds (its thread's)."""
+    out = subprocess.run([*cmd, *map(str, files)], check=True, capture_output=True,
+                         text=True).stdout
+    passes = [line.split() for line in out.splitlines() if line.startswith("pass ")]
+    return {"records": int(passes[0][2]), "bytes": int(passes[0][3]),
+            "seconds": [float(p[4]) for p in passes], "cpu": [float(p[5]) for p in passes]}
 
 
-def java_hot_loop(files: list[Path], check_crc: bool) -> tuple[float, int] | None:
-    """``proto/HotLoop.java`` (compiled now with javac), in-JVM seconds and records."""
-    import shutil
+def cli_scan(store: Path, *extra: str, memory: bool = False) -> dict[str, Any]:
+    """``mqtool scan STORE --json`` in a fresh process; with ``memory`` the peak RSS and the
+    JVM's largest heap after a collection (its GC log)."""
+    import tempfile
 
-    if not shutil.which("javac") or not shutil.which("java"):
-        return None
-    out = ROOT / "bench" / "out" / "scan" / "javac"
-    out.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["javac", "-d", str(out), str(HERE / "proto" / "HotLoop.java")], check=True)
-    cmd = ["java", "-cp", str(out), "HotLoop", *(["--crc"] if check_crc else []),
-           *map(str, files)]
-    records, seconds, _ = subprocess.run(cmd, check=True, capture_output=True,
-                                         text=True).stdout.split()
-    return float(seconds), int(records)
-
-
-def cli_session_start(master: str, store: Path, runs: int = 3) -> float:
-    """Seconds ``get_session`` takes in a fresh process with the settings the CLI gives a scan
-    of ``store`` (:func:`mqtool.spark.session.job_conf`): median of ``runs``."""
-    code = ("import sys, time\n"
-            "from mqtool.spark.session import get_session, job_conf\n"
-            "t = time.perf_counter()\n"
-            "get_session(sys.argv[1], job_conf(sys.argv[1], [sys.argv[2]]))\n"
-            "print(time.perf_counter() - t)\n")
-    times = []
-    for _ in range(runs):
-        out = subprocess.run([sys.executable, "-c", code, master, str(store)], check=True,
-                             capture_output=True, text=True).stdout
-        times.append(float(out.split()[-1]))
-    return sorted(times)[len(times) // 2]
+    cmd = [sys.executable, "-m", "mqtool", "scan", str(store), "--json", "--master",
+           CLI_BENCH.MASTER, *extra]
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory(prefix="bench-scan-gc-") as gc_dir:
+        if memory:  # every JVM of the run logs its collections (%p: its pid)
+            env["JDK_JAVA_OPTIONS"] = f"-Xlog:gc:file={gc_dir}/gc-%p.log"
+        got = run_process(cmd, env, memory=memory)
+        if memory:
+            heap = _heap_after_gc(Path(gc_dir))
+            if heap is not None:
+                got["peakMiB"]["heapAfterGcMiB"] = heap
+    got["doc"] = json.loads(got.pop("stdout"))
+    return got
 
 
-def _git_commit() -> str:
-    try:
-        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], check=True,
-                              capture_output=True, text=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+def _heap_after_gc(gc_dir: Path) -> float | None:
+    """The largest heap after a collection (``-Xlog:gc``'s ``A->B(C)``: B) in the logs."""
+    import re
+
+    after = [float(m.group(1)) for f in gc_dir.glob("gc-*.log*")
+             for m in re.finditer(r"\d+M->(\d+)M\(\d+M\)", f.read_text(errors="replace"))]
+    return max(after) if after else None
+
+
+# --- one round -----------------------------------------------------------------------------------
+def one_round(store: Path, files: list[Path], decoder: list[str],
+              each_audit: bool = True) -> dict[str, Any]:
+    """Every measurement of a round, each once, side by side."""
+    r: dict[str, Any] = {"loadAverage": [round(x, 2) for x in os.getloadavg()]}
+    r["readSeconds"], r["readBytes"] = sequential_read(files)
+    r["rocketmq"] = rocketmq_decode(decoder, files)
+    bare = run_process([sys.executable, "-c", CLI_BENCH.BARE_SESSION])
+    r["bare"] = {"wall": bare["wall"], "cpu": bare["cpu"]}
+    for key, target in (("tiny", TINY_STORE), ("main", store)):
+        got = cli_scan(target)
+        r[key] = {"wall": got["wall"], "cpu": got["cpu"], "timings": got["doc"].get("timings"),
+                  "messages": got["doc"]["totals"]["messages"]}
+    for audit in AUDITS if each_audit else ():
+        for key, target in (("tiny", TINY_STORE), ("main", store)):
+            got = cli_scan(target, "--audits", audit)
+            r.setdefault("audits", {}).setdefault(audit, {})[key] = {
+                "wall": got["wall"], "cpu": got["cpu"], "timings": got["doc"].get("timings")}
+    return r
+
+
+def _med(values: list[float | None]) -> float | None:
+    got = [v for v in values if v is not None]
+    return round(median(got), 4) if got else None
+
+
+def _timings(rounds: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """The median of each of the CLI's timings over the rounds."""
+    docs = [r[key]["timings"] for r in rounds if r[key].get("timings")]
+    out: dict[str, Any] = {}
+    for name in docs[0] if docs else {}:
+        if isinstance(docs[0][name], dict):
+            out[name] = {k: _med([d[name].get(k) for d in docs]) for k in docs[0][name]}
+        else:
+            out[name] = _med([d.get(name) for d in docs])
+    return out
+
+
+def summarise(rounds: list[dict[str, Any]], messages: int, data_bytes: int) -> dict[str, Any]:
+    """The run's figures: medians over the rounds of each round's values and ratios."""
+
+    def per_round(fn: Callable[[dict[str, Any]], float | None]) -> float | None:
+        return _med([fn(r) for r in rounds])
+
+    def steady(r: dict[str, Any], what: str) -> float:
+        return float(median(r["rocketmq"][what][1:] or r["rocketmq"][what]))
+
+    def marginal(r: dict[str, Any], what: str) -> float:
+        return float(r["main"][what] - r["tiny"][what])
+
+    read_rate = per_round(lambda r: messages * (r["readBytes"] / r["readSeconds"]) / data_bytes)
+    java_rate = per_round(lambda r: messages / steady(r, "seconds"))
+    scan_rate = per_round(lambda r: messages / marginal(r, "wall"))
+    s: dict[str, Any] = {
+        "readMsgsPerSecond": read_rate,
+        "rocketmqMsgsPerSecond": java_rate,
+        "rocketmqFirstPassMsgsPerSecond": per_round(
+            lambda r: messages / r["rocketmq"]["seconds"][0]),
+        "rocketmqCpuSeconds": per_round(lambda r: steady(r, "cpu")),
+        "tinyWallSeconds": per_round(lambda r: r["tiny"]["wall"]),
+        "mainWallSeconds": per_round(lambda r: r["main"]["wall"]),
+        "marginalSeconds": per_round(lambda r: marginal(r, "wall")),
+        "marginalMsgsPerSecond": scan_rate,
+        "marginalOverRocketmq": per_round(
+            lambda r: steady(r, "seconds") / marginal(r, "wall")),
+        "marginalOverRead": per_round(
+            lambda r: (data_bytes / (r["readBytes"] / r["readSeconds"])) / marginal(r, "wall")),
+        "bareSessionWallSeconds": per_round(lambda r: r["bare"]["wall"]),
+        "tinyOverBareSeconds": per_round(lambda r: r["tiny"]["wall"] - r["bare"]["wall"]),
+        "tinyCpuSeconds": per_round(lambda r: r["tiny"]["cpu"]),
+        "mainCpuSeconds": per_round(lambda r: r["main"]["cpu"]),
+        "bareSessionCpuSeconds": per_round(lambda r: r["bare"]["cpu"]),
+        "marginalCpuSeconds": per_round(
+            lambda r: None if r["main"]["cpu"] is None else marginal(r, "cpu")),
+        "marginalCpuOverRocketmqCpu": per_round(
+            lambda r: None if r["main"]["cpu"] is None
+            else steady(r, "cpu") / marginal(r, "cpu")),
+        "timings": {"tiny": _timings(rounds, "tiny"), "main": _timings(rounds, "main")},
+        "audits": {},
+    }
+    for audit in AUDITS if "audits" in rounds[0] else ():
+        a = {k: [r["audits"][audit][k] for r in rounds] for k in ("tiny", "main")}
+        s["audits"][audit] = {
+            "tinyWallSeconds": _med([x["wall"] for x in a["tiny"]]),
+            "mainWallSeconds": _med([x["wall"] for x in a["main"]]),
+            "marginalSeconds": per_round(lambda r, audit=audit: r["audits"][audit]["main"]["wall"]
+                                         - r["audits"][audit]["tiny"]["wall"]),
+            "marginalCpuSeconds": per_round(
+                lambda r, audit=audit: None if r["audits"][audit]["main"]["cpu"] is None
+                else r["audits"][audit]["main"]["cpu"] - r["audits"][audit]["tiny"]["cpu"]),
+            "mainTimings": _timings([r["audits"][audit] for r in rounds], "main"),
+        }
+    return s
+
+
+# --- memory at several sizes ---------------------------------------------------------------------
+def memory_runs(store: Path) -> dict[str, Any]:
+    """:data:`MEMORY_RUNS` CLI scans of ``store``: peak memory of each, and their medians."""
+    runs = []
+    for _ in range(MEMORY_RUNS):
+        got = cli_scan(store, memory=True)
+        runs.append({"wall": round(got["wall"], 2), "messages": got["doc"]["totals"]["messages"],
+                     **got["peakMiB"]})
+    out: dict[str, Any] = {"store": str(store), "messages": runs[0]["messages"], "runs": runs}
+    for role in ("driverPython", "jvm", "heapAfterGcMiB"):
+        values = [x[role] for x in runs if role in x]
+        if values:
+            out[role] = {"median": median(values), "min": min(values), "max": max(values)}
+    return out
+
+
+# --- the result file -----------------------------------------------------------------------------
+def _num(v: float | None, digits: int = 2) -> float | None:
+    return None if v is None else round(v, digits)
+
+
+def figures(s: dict[str, Any], messages: int) -> list[dict[str, Any]]:
+    """The README table: rates with their ratios to both baselines, then CPU and wall times.
+
+    A scan's marginal rate is the store's messages over its 1 GiB scan less its tiny store's,
+    in wall time and in CPU time of the whole process tree (against the CPU time of
+    RocketMQ's decoder: one thread, so its wall and CPU rates differ only by the load)."""
+    java, read = s["rocketmqMsgsPerSecond"], s["readMsgsPerSecond"]
+    java_cpu = messages / s["rocketmqCpuSeconds"]
+
+    def rate(what: str, value: float | None, java_rate: float = java) -> dict[str, Any]:
+        if value is None or value <= 0:  # the difference was lost in the machine's noise
+            return {"what": what + " (not measurable in this run)", "value": None,
+                    "unit": "msgs/s"}
+        return {"what": what, "value": round(value), "unit": "msgs/s",
+                "ratios": {"rocketmq": _num(value / java_rate, 3), "read": _num(value / read, 4)}}
+
+    def per(seconds: float | None) -> float | None:
+        return None if not seconds or seconds <= 0 else messages / seconds
+
+    def secs(what: str, value: float | None) -> dict[str, Any]:
+        return {"what": what, "value": _num(value), "unit": "s"}
+
+    rows = [
+        rate("sequential read of the commitlog (warm, readinto, 8 MiB buffer)", read),
+        rate(f"RocketMQ {ROCKETMQ} MessageDecoder.decode, 1 thread (steady passes), wall", java),
+        rate(f"RocketMQ {ROCKETMQ} MessageDecoder.decode, 1 thread, first pass of its JVM, wall",
+             s["rocketmqFirstPassMsgsPerSecond"]),
+        rate("mqtool scan, every audit: marginal rate, wall (1 GiB scan less the tiny store's; "
+             "ratio: median of the rounds' ratios)",
+             java * s["marginalOverRocketmq"] if s["marginalOverRocketmq"] else None),
+        rate(f"RocketMQ {ROCKETMQ} MessageDecoder.decode, 1 thread (steady passes), per CPU-s",
+             java_cpu, java_cpu),
+        rate("mqtool scan, every audit: marginal rate per CPU-s of its process tree",
+             per(s["marginalCpuSeconds"]), java_cpu),
+    ]
+    for audit in s["audits"]:
+        rows.append(rate(f"mqtool scan --audits {audit}: marginal rate per CPU-s",
+                         per(s["audits"][audit]["marginalCpuSeconds"]), java_cpu))
+    rows += [
+        secs("mqtool scan, every audit, 1 GiB store: wall", s["mainWallSeconds"]),
+        secs("mqtool scan, every audit, tiny store (what any scan costs before it reads): wall",
+             s["tinyWallSeconds"]),
+        secs("bare local Spark session, fresh Python (getOrCreate, one tiny job): wall",
+             s["bareSessionWallSeconds"]),
+        secs("tiny store scan less the bare session (target: at most 1 s)",
+             s["tinyOverBareSeconds"]),
+        secs("mqtool scan, every audit: marginal CPU-s (1 GiB less tiny)",
+             s["marginalCpuSeconds"]),
+        secs(f"RocketMQ {ROCKETMQ} MessageDecoder.decode: CPU-s per steady pass",
+             s["rocketmqCpuSeconds"]),
+    ]
+    for audit in s["audits"]:
+        rows.append(secs(f"mqtool scan --audits {audit}: marginal CPU-s",
+                         s["audits"][audit]["marginalCpuSeconds"]))
+    return rows
+
+
+def measure(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]],
+                                              dict[str, Any]]:
+    """The run's rounds (and memory runs): its parameters, the rounds, the memory runs."""
+    res: dict[str, Any] = {"store": str(args.store), "size": args.size, "rounds": args.rounds,
+                           "tinyStore": str(TINY_STORE.relative_to(ROOT)),
+                           "rocketmq": ROCKETMQ, "passes": PASSES, "reaper": REAPER}
+    res["buildSeconds"] = build_store(args.store, args.size)
+    files = commitlog_files(args.store)
+    decoder = rocketmq_decoder()
+    sequential_read(files)  # warm: every figure below is on warm files
+    rounds = []
+    for i in range(args.rounds):
+        rounds.append(one_round(args.store, files, decoder, not args.no_each_audit))
+        main_wall = rounds[-1]["main"]["wall"]
+        print(f"round {i + 1}/{args.rounds}: load {rounds[-1]['loadAverage']}, scan "
+              f"{main_wall:.2f} s, tiny {rounds[-1]['tiny']['wall']:.2f} s, bare "
+              f"{rounds[-1]['bare']['wall']:.2f} s, RocketMQ "
+              f"{rounds[-1]['rocketmq']['seconds']}", file=sys.stderr, flush=True)
+    messages = rounds[0]["main"]["messages"]
+    assert all(r["rocketmq"]["records"] == messages for r in rounds), "the decoders disagree"
+    data_bytes = rounds[0]["rocketmq"]["bytes"]
+    res.update(messages=messages, dataBytes=data_bytes, avgRecordBytes=round(data_bytes / messages,
+                                                                              1))
+    memory: dict[str, Any] = {}
+    if args.memory_store:
+        memory["1x"] = memory_runs(args.store)
+        for spec in args.memory_store:
+            path, _, size = spec.partition("=")
+            store = Path(path)
+            build_store(store, size or "8GiB")
+            memory[size or store.name] = {"warm": warm(commitlog_files(store)),
+                                          **memory_runs(store)}
+        for size, m in memory.items():
+            for role in ("driverPython", "jvm", "heapAfterGcMiB"):
+                if size != "1x" and role in m and role in memory["1x"]:
+                    m[role]["ratioToMain"] = round(m[role]["median"]
+                                                   / memory["1x"][role]["median"], 3)
+    return res, rounds, memory
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--store", type=Path, default=ROOT / "bench" / "out" / "scan" / "store")
-    ap.add_argument("--size", default="2GiB")
-    ap.add_argument("--cores", type=int, default=2)
-    ap.add_argument("--no-spark", action="store_true", help="single-process figures only")
-    ap.add_argument("--small-store", type=Path, default=None,
-                    help="also scan a store 4x smaller (built there once) with the CLI: memory "
-                    "at two sizes")
-    ap.add_argument("--large-store", type=Path, default=None,
-                    help="also scan a store 4x larger (built there once) with the CLI: memory "
-                    "at two sizes above the heap step of job_conf (512 MiB of data)")
-    ap.add_argument("--larger-store", type=Path, default=None,
-                    help="also scan a store 16x larger (built there once) with the CLI: memory "
-                    "at 4x and 16x, both past the point where the JVM has touched its whole heap")
-    ap.add_argument("--json", action="store_true", help="print the results as JSON only")
-    ap.add_argument("--python-decode", action="store_true",
-                    help="also time the Python data source's decode (1 process and Spark)")
-    ap.add_argument("--cluster", action="store_true",
-                    help="also scan on a standalone cluster on 127.0.0.1 (pyspark's "
-                    "sbin/spark-daemon.sh): 1 worker of 1 core against 2")
-    ap.add_argument("--cluster-store", choices=("main", "small", "large", "larger"),
-                    default="main",
-                    help="the store the cluster scans: --store (default), --small-store, "
-                    "--large-store or --larger-store (then also --large-store, 4x smaller)")
+    ap.add_argument("--store", type=Path, default=ROOT / "bench" / "out" / "scan" / "store1g")
+    ap.add_argument("--size", default="1GiB")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--no-each-audit", action="store_true",
+                    help="skip the scans with each audit alone (a shorter run)")
+    ap.add_argument("--resummarise", action="store_true",
+                    help="measure nothing: summarise again the rounds and memory runs of "
+                    "bench/scan/last-run.json (after a change to this script's summary)")
+    ap.add_argument("--memory-store", action="append", default=[], metavar="DIR=SIZE",
+                    help="also scan this store (built there once with mqtool demo --size SIZE) "
+                    f"{MEMORY_RUNS} times: memory against the main store's")
     args = ap.parse_args()
-    master = f"local[{args.cores}]"
     sys.path.insert(0, str(HERE.parent))
     from figures import render, run_meta, write_last_run
 
-    meta = run_meta()
-    res: dict[str, Any] = {"store": str(args.store), "master": master}
-    res["buildSeconds"] = build_store(args.store, args.size)
-    files = commitlog_files(args.store)
-    res["commitlogBytes"] = sum(f.stat().st_size for f in files)
-
-    sequential_read(files)  # warm the page cache: every figure below is on warm files
-    t_read, nread = sequential_read(files)
-    kernel_hot_loop(files[:1], False)  # compile (or load) the kernels before timing
-
-    from mqtool.spark.scan import AUDIT_COLUMNS
-
-    narrow = frozenset([*AUDIT_COLUMNS[2:], "properties"])
-    fused_decode(files[:1], False)  # compile (or load) the fused kernel before timing
-    # best of 3, as the Spark decode pass below (both warm; noise on a shared machine only
-    # ever adds time)
-    runs = [fused_decode(files, check_crc=False) for _ in range(BEST_OF)]
-    t_full, n_msgs, data_bytes = min(runs)
-    runs_crc = [fused_decode(files, check_crc=True) for _ in range(BEST_OF)]
-    t_full_crc, n1, _ = min(runs_crc)
-    assert n1 == n_msgs, (n1, n_msgs)
-    if args.python_decode:
-        t_narrow, n2, _ = vectorised_decode(files, narrow, ("%DLQ%",))
-        assert n2 == n_msgs, (n2, n_msgs)
-    t_k, n_k = kernel_hot_loop(files, False)
-    t_k_crc, _ = kernel_hot_loop(files, True)
-    java = java_hot_loop(files, False)
-    java_crc = java_hot_loop(files, True)
-    t_ref, n_ref, _ = reference_decode(files, 300_000)
-    read_bps = nread / t_read
-    # the read rate in messages: reading the bytes that hold the messages at that rate
-    read_mps = n_msgs / (data_bytes / read_bps)
-    res.update(messages=n_msgs, dataBytes=data_bytes, avgRecordBytes=round(data_bytes / n_msgs, 1))
-
-    rows: list[tuple[str, str, float, float]] = []  # (key, what, seconds, msgs/s)
-
-    def add(key: str, what: str, seconds: float, msgs: int) -> None:
-        rows.append((key, what, seconds, msgs / seconds))
-
-    add("read", "sequential read (warm)", data_bytes / read_bps, n_msgs)
-    add("kernelHotLoop", "hot loop prototype: numba kernel, CRC off", t_k, n_k)
-    add("kernelHotLoopCrc", "hot loop prototype: numba kernel, CRC on", t_k_crc, n_k)
-    if java is not None and java_crc is not None:
-        add("javaHotLoop", "hot loop prototype: plain Java (javac), CRC off", *java)
-        add("javaHotLoopCrc", "hot loop prototype: plain Java (javac), CRC on", *java_crc)
-    add("singleFull", "1 process, every column, CRC off (fused kernel + Arrow batches)",
-        t_full, n_msgs)
-    add("singleFullCrc", "1 process, every column, CRC on (fused kernel + Arrow batches)",
-        t_full_crc, n_msgs)
-    if args.python_decode:
-        add("singleAudit", "1 process, audit columns, CRC on (the Python data source's "
-            "decode)", t_narrow, n_msgs)
-    add("reference", "reference decoder, 1 process (scan_file, 300k records)", t_ref, n_ref)
-
-    if not args.no_spark:
-        _spark_figures(args, master, res, n_msgs, narrow, add)
-        if args.cluster:
-            other = {"small": ("smallStore", args.small_store),
-                     "large": ("largeStore", args.large_store),
-                     "larger": ("largerStore", args.larger_store)}.get(args.cluster_store)
-            c_store, c_msgs = args.store, n_msgs
-            also: tuple[Path, int] | None = None  # the executors' memory at a second size
-            if other is not None and other[0] in res:
-                c_store, c_msgs = other[1], res[other[0]]["messages"]
-                also = (args.store, n_msgs)
-                if args.cluster_store == "larger" and "largeStore" in res:
-                    also = (args.large_store, res["largeStore"]["messages"])
-            elif "largeStore" in res:
-                also = (args.large_store, res["largeStore"]["messages"])
-            # warm files for both runs (a larger store scanned since may have pushed these
-            # out of the page cache: the 1-worker run would read the disk, the 2-worker run not)
-            sequential_read(commitlog_files(c_store))
-            if also is not None:
-                sequential_read(commitlog_files(also[0]))
-            try:
-                res["cluster"] = cluster_scaling(c_store, c_msgs, also)
-            except (RuntimeError, OSError, AssertionError, subprocess.CalledProcessError,
-                    json.JSONDecodeError) as e:  # the run's other figures are kept, and this
-                res["cluster"] = {"error": f"{type(e).__name__}: {e}"}
-            res["cluster"]["store"] = str(c_store)
-
-    res["loadAverageAtScans"] = LOADS
-    rates = {k: r for k, _, _, r in rows}
-    res["readGBps"] = round(read_bps / 1e9, 2)
-    figures: list[dict[str, Any]] = [
-        {"what": w, "value": round(r), "unit": "msgs/s", "ratio": round(r / read_mps, 4),
-         "seconds": round(s, 2), "key": k}
-        for k, w, s, r in rows
-    ]
-    targets: dict[str, Any] = {
-        "singleFullOfRead": round(rates["singleFull"] / read_mps, 4),  # issue 13: >= 0.25
+    last = HERE / "last-run.json"
+    if args.resummarise:  # the measurements of the last run, summarised by this script
+        old = json.loads(last.read_text(encoding="utf-8"))
+        meta = {k: old[k] for k in ("commit", "dirty", "cpuCount", "loadAverage", "startedUtc")}
+        res, rounds, memory = old["params"], old["rounds"], old["memory"]
+        meta["resummarisedUtc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    else:
+        meta = run_meta()
+        res, rounds, memory = measure(args)
+    messages = res["messages"]
+    s = summarise(rounds, messages, res["dataBytes"])
+    targets = {
+        "marginalOverRocketmq": {"value": s["marginalOverRocketmq"], "atLeast": 1.0},
+        "tinyOverBareSeconds": {"value": s["tinyOverBareSeconds"], "atMost": 1.0},
     }
-    if "sparkFull" in rates:
-        targets["sparkFullOverSingle"] = round(rates["sparkFull"] / rates["singleFull"], 3)
-        start = res["sparkStartSeconds"] + res["pythonWorkersStartSeconds"]
-        targets["scanBudgetSeconds"] = round(start + 2 * t_full, 2)  # start-up + 2 x single
-        targets["cliWallSeconds"] = res["cliWallSeconds"]
-        targets["cliAfterStartupSeconds"] = round(res["cliWallSeconds"] - start, 2)
-        # the CLI starts no Python worker when the Java reader reads every byte (a clean store):
-        # its own start-up is the session's, and what follows it is set against 2 x single
-        targets["cliAfterSessionStartSeconds"] = round(
-            res["cliWallSeconds"] - res["sparkStartSeconds"], 2)
-        targets["twiceSingleSeconds"] = round(2 * t_full, 2)
-        targets["cliScanSeconds"] = res.get("cliScanSeconds")
-        flat = res.get("memoryFlat", {})
-        for role, key in (("driverPython", "driverMemory4xOver1x"), ("jvm", "jvmMemory4xOver1x"),
-                          ("heapAfterGcMiB", "heapAfterGc4xOver1x")):
-            if "ratio4xOver1x" in flat.get(role, {}):
-                targets[key] = flat[role]["ratio4xOver1x"]
-        above = res.get("memoryFlatAbove", {})
-        for role, key in (("jvm", "jvmMemory16xOver4x"),
-                          ("heapAfterGcMiB", "heapAfterGc16xOver4x")):
-            if "ratio16xOver4x" in above.get(role, {}):
-                targets[key] = above[role]["ratio16xOver4x"]
-        if "cluster" in res and "speedup2over1" in res["cluster"]:
-            targets["clusterSpeedup2over1"] = res["cluster"]["speedup2over1"]
-        if "alsoSpeedup2over1" in res.get("cluster", {}):  # the same at the second size
-            targets["clusterSpeedup2over1AtSecondSize"] = res["cluster"]["alsoSpeedup2over1"]
-        if "executorMax4xOver1x" in res.get("cluster", {}):  # one executor, stores 4x apart
-            targets["clusterExecutorMemory4xOver1x"] = res["cluster"]["executorMax4xOver1x"]
-        figures += [
-            {"what": "Spark start-up on its own (session + Python workers)", "value": start,
-             "unit": "s", "ratio": None},
-            {"what": f"mqtool scan CLI {master}, every audit: wall time", "value":
-             res["cliWallSeconds"], "unit": "s", "ratio": None},
-            {"what": f"mqtool scan CLI {master}: wall time less the start-up", "value":
-             targets["cliAfterStartupSeconds"], "unit": "s", "ratio": None},
-            {"what": "issue 13 budget for the CLI: start-up + 2 x single-process decode (every "
-             "column, CRC off)", "value": targets["scanBudgetSeconds"], "unit": "s",
-             "ratio": None},
-            {"what": f"mqtool scan CLI {master}: wall time less the session's start-up alone "
-             "(the CLI starts no Python worker on a clean store)",
-             "value": targets["cliAfterSessionStartSeconds"], "unit": "s", "ratio": None},
-            {"what": "2 x single-process decode (every column, CRC off)",
-             "value": targets["twiceSingleSeconds"], "unit": "s", "ratio": None},
-            {"what": "Spark floor: one job that does nothing (warm, median of 5)",
-             "value": res["sparkTrivialJobSeconds"], "unit": "s", "ratio": None},
-            {"what": "Spark floor: one shuffle of 3 x messages synthetic rows (group-by, warm)",
-             "value": res["sparkShuffleFloorSeconds"], "unit": "s", "ratio": None},
-        ]
+    for t in targets.values():
+        v = t["value"]
+        t["holds"] = v is not None and (v >= t["atLeast"] if "atLeast" in t else v <= t["atMost"])
     doc = {
-        "size": args.size,
-        "params": res,
-        "baseline": "sequential read (warm) of the same commitlog bytes, same run, as a record "
-                    "rate",
-        "figures": figures,
-        "targets": targets,
-        "notes": [
-            f"Store: {n_msgs:,} messages, {data_bytes:,} bytes of records (average "
-            f"{res['avgRecordBytes']} B), {len(files)} commitlog files; sequential read "
-            f"{res['readGBps']} GB/s. Targets (issue 13): {json.dumps(targets)}. Peak "
-            f"anonymous RSS (MiB): in-process {res.get('inProcessPeakMiB', 'not run')}, CLI "
-            f"{res.get('cliPeakMiB', 'not run')}; CLI on a store 4x smaller: "
-            f"{res.get('smallStore', 'not run')}; CLI on a store 4x larger: "
-            f"{res.get('largeStore', 'not run')}; CLI on a store 16x larger: "
-            f"{res.get('largerStore', 'not run')}. Memory at the main store and the 4x "
-            f"larger one, {MEMORY_RUNS} CLI runs each (median, range; heapAfterGcMiB: the "
-            f"JVM's largest heap after a collection): {json.dumps(res.get('memoryFlat'))}; "
-            f"at the 4x and the 16x store, both past job_conf's C1 bound (4 GiB): "
-            f"{json.dumps(res.get('memoryFlatAbove'))}.",
-            f"Standalone cluster (1-core workers, scanSeconds = run_scan's time in the CLI): "
-            f"{json.dumps(res.get('cluster', 'not run'))}.",
-        ],
+        "params": res, "rounds": rounds, "summary": s, "memory": memory, "targets": targets,
+        "baselines": {"rocketmq": f"RocketMQ {ROCKETMQ} MessageDecoder.decode, 1 thread, same "
+                      "run", "read": "sequential read of the same commitlog, same run"},
+        "figures": figures(s, messages),
+        "notes": notes(res, s, memory, targets),
     }
-    path = write_last_run("scan", meta, doc)
-    _copy_to_spark_readme(render("scan", json.loads(path.read_text(encoding="utf-8"))))
-    if args.json:
-        print(path.read_text(encoding="utf-8"))
-        return
-    print(f"{'what':66} {'seconds':>8} {'msgs/s':>12} {'x read':>8}")
-    for k, w, sec, r in rows:
-        print(f"{w:66} {sec:8.2f} {round(r):12,} {r / read_mps:8.4f}  ({k})")
-    print(json.dumps(targets))
+    if args.resummarise:
+        old_end = json.loads(last.read_text(encoding="utf-8")).get("loadAverageAtEnd")
+        last.write_text(json.dumps({"bench": "scan", **meta, **doc, "loadAverageAtEnd": old_end},
+                                   indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        path = last
+    else:
+        path = write_last_run("scan", meta, doc)
+    copy_to_spark_readme(render("scan", json.loads(path.read_text(encoding="utf-8"))))
+    print(json.dumps({"summary": s, "targets": targets}, indent=2))
 
 
 SPARK_README = ROOT / "spark" / "README.md"
 
 
-def _copy_to_spark_readme(block: str) -> None:
+def copy_to_spark_readme(block: str) -> None:
     """The figures block (as bench/figures.py renders it) between spark/README.md's markers."""
     start, end = "<!-- bench:scan:start -->", "<!-- bench:scan:end -->"
     text = SPARK_README.read_text(encoding="utf-8")
@@ -595,308 +592,46 @@ def _copy_to_spark_readme(block: str) -> None:
         SPARK_README.write_text(f"{head}{start}\n{block}\n{end}{tail}", encoding="utf-8")
 
 
-def _spark_figures(
-    args: argparse.Namespace, master: str, res: dict[str, Any], n_msgs: int,
-    narrow: frozenset[str], add: Callable[[str, str, float, int], None],
-) -> None:
-    from pyspark.sql import functions as F
-
-    from mqtool.spark import source, splits
-    from mqtool.spark.session import get_session
-
-    store = [str(args.store)]
-    with MemorySampler(os.getpid()) as mem:
-        t_start, spark = _timed(lambda: get_session(master))
-        # start the Python workers: one task that does nothing per task slot (until session 8
-        # this read the whole consume queue through the Python data source, one task per file:
-        # decode work counted as start-up, 12.3 s on 2 GiB)
-        slots = spark.sparkContext.defaultParallelism
-        t_workers, _ = _timed(lambda: spark.sparkContext.parallelize(range(slots), slots)
-                              .map(lambda x: x).count())
-
-        def count(df: Any) -> int:
-            return int(df.filter(F.col("recordType") == "msg").agg(F.count(F.lit(1)))
-                       .collect()[0][0])
-
-        def columnar(df: Any) -> int:
-            """Run the scan of ``df`` alone, as columnar batches: every column decoded into
-            Spark's column vectors, nothing converted to rows (returns the batch count)."""
-            leaf = df._jdf.queryExecution().executedPlan().collectLeaves().head()
-            return int(leaf.executeColumnar().count())
-
-        java = source.java_reader_on(spark)
-        res["javaReader"] = java
-        if java:
-            def full_pass() -> int:
-                df = source.java_records(  # the reader alone, no hand-over
-                    spark, store, columns=None, check_crc=False, properties_for=(),
-                    split_size=splits.DEFAULT_SPLIT_SIZE,  # partitions: as the CLI's
-                )
-                return columnar(df)
-
-            full_pass()  # the JIT's first pass: the passes below are warm
-            t_full, batches = min(_timed(full_pass) for _ in range(BEST_OF))
-            assert batches > 0  # (the rows are checked by tests/spark/test_spark_java.py)
-            t_rows, _ = _timed(lambda: source.records(spark, store, check_crc=False)[0]
-                               .write.format("noop").mode("overwrite").save())
-            add("sparkFullRows", f"spark {master}: decode pass, every column, CRC off, into "
-                "rows (Java reader, noop write)", t_rows, n_msgs)
-        if args.python_decode or not java:
-            t_py, got = _timed(lambda: count(source.records(spark, store, check_crc=False,
-                                                            java=False)[0]))
-            assert got == n_msgs, (got, n_msgs)
-            add("sparkFullPython", f"spark {master}: decode pass, every column, CRC off "
-                "(Python data source: filter + count)", t_py, n_msgs)
-            if not java:
-                t_full = t_py
-        t_pass, got = _timed(lambda: count(source.records(
-            spark, store, columns=sorted(narrow), properties_for=["%DLQ%"],
-        )[0]))
-        assert got == n_msgs, (got, n_msgs)
-        # Spark's own floor on this machine, same session, warm: a job that does nothing, and
-        # one shuffle of as many rows as the integrity audit's cross-file check groups at least
-        # (a message, its consume-queue unit, one index key: 3 per message), synthetic rows
-        trivial = [_timed(lambda: spark.range(1).count())[0] for _ in range(6)][1:]
-        res["sparkTrivialJobSeconds"] = round(sorted(trivial)[len(trivial) // 2], 3)
-
-        def shuffle() -> int:
-            return int(spark.range(3 * n_msgs).groupBy((F.col("id") % n_msgs).alias("k"))
-                       .count().count())
-
-        shuffle()
-        t_shuffle, groups = _timed(shuffle)
-        assert groups == n_msgs
-        res["sparkShuffleFloorSeconds"] = round(t_shuffle, 2)
-        spark.stop()
-    # the session this process used for the passes above has Spark's defaults for the JIT;
-    # the CLI sizes its JVM to the store (job_conf): its start-up is measured as it starts
-    res["sparkStartInProcessSeconds"] = round(t_start, 2)
-    res["sparkStartSeconds"] = round(cli_session_start(master, args.store), 2)
-    res["pythonWorkersStartSeconds"] = round(t_workers, 2)
-    res["inProcessPeakMiB"] = mem.mib()
-    add("sparkFull", f"spark {master}: decode pass, every column, CRC off"
-        + (" (Java reader, columnar batches)" if res["javaReader"] else ""), t_full, n_msgs)
-    add("sparkAudit", f"spark {master}: decode pass, audit columns, CRC on (filter + count)",
-        t_pass, n_msgs)
-
-    t_cli, cli_doc, cli_peak = _cli_scan(args.store, master)
-    assert cli_doc["totals"]["messages"] == n_msgs
-    add("cli", f"mqtool scan CLI {master}: wall time incl. start-up", t_cli, n_msgs)
-    add("runScan", f"mqtool scan CLI {master}: the scan itself (run_scan, every audit, after "
-        "start-up)", float(cli_doc["elapsedSeconds"]), n_msgs)
-    res["integrityFindings"] = len(cli_doc["integrity"])
-    res["cliWallSeconds"] = round(t_cli, 2)
-    res["cliScanSeconds"] = cli_doc.get("elapsedSeconds")  # run_scan's own time in the CLI
-    res["cliPeakMiB"] = cli_peak
-    # the JVM's peak RSS moves by 30 % and more between runs of one store (how far G1 grows
-    # its heap): the main store and the 4x larger one are scanned MEMORY_RUNS times
-    res["cliMemoryRuns"] = _memory_runs(args.store, master, cli_peak)
-    # memory flat as the store grows: the CLI on stores 4x smaller, 4x and 16x larger
-    for key, other, size in (("smallStore", args.small_store, _parse_size(args.size) // 4),
-                             ("largeStore", args.large_store, _parse_size(args.size) * 4),
-                             ("largerStore", args.larger_store, _parse_size(args.size) * 16)):
-        if other is None:
-            continue
-        build_store(other, f"{size}")
-        warmed = warm(commitlog_files(other))
-        t_other, other_doc, other_peak = _cli_scan(other, master)
-        res[key] = {
-            "store": str(other), "messages": other_doc["totals"]["messages"], "warm": warmed,
-            "cliWallSeconds": round(t_other, 2), "cliScanSeconds": other_doc.get("elapsedSeconds"),
-            "cliPeakMiB": other_peak,
-        }
-        if key in ("largeStore", "largerStore"):
-            res[key]["cliMemoryRuns"] = _memory_runs(other, master, other_peak)
-    res["memoryFlat"] = _memory_flat(
-        "1x", res.get("cliMemoryRuns"), "4x", res.get("largeStore", {}).get("cliMemoryRuns"))
-    # the CLI's JVM compiles with C1 alone up to 4 GiB of data (job_conf), with C2 above: a JIT
-    # of its own size. 4x against 16x compares two sizes 4x apart both past that bound.
-    res["memoryFlatAbove"] = _memory_flat(
-        "4x", res.get("largeStore", {}).get("cliMemoryRuns"),
-        "16x", res.get("largerStore", {}).get("cliMemoryRuns"))
-
-
-MEMORY_RUNS = 3
-"""CLI scans of the main store, the 4x and the 16x larger ones whose peak memory is
-recorded."""
-
-
-def _memory_runs(store: Path, master: str, first: dict[str, float]) -> list[dict[str, float]]:
-    """The peak memory of ``first`` (a CLI run of ``store`` already made) and of
-    :data:`MEMORY_RUNS` - 1 more."""
-    return [first] + [_cli_scan(store, master)[2] for _ in range(MEMORY_RUNS - 1)]
-
-
-def _memory_flat(small: str, small_runs: list[dict[str, float]] | None, big: str,
-                 big_runs: list[dict[str, float]] | None) -> dict[str, Any]:
-    """The memory figures at two stores (``small`` and ``big`` name their sizes): per role,
-    the median and the range of the runs (:data:`MEMORY_RUNS`), and the ratio of the medians
-    (big / small)."""
-    from statistics import median
-
-    out: dict[str, Any] = {}
-    runs = {small: small_runs, big: big_runs}
-    for role in ("driverPython", "jvm", "heapAfterGcMiB"):
-        row: dict[str, Any] = {}
-        for size, peaks in runs.items():
-            values = [p[role] for p in peaks or [] if role in p]
-            if values:
-                row[size] = {"median": median(values), "min": min(values), "max": max(values)}
-        if len(row) == 2:
-            row[f"ratio{big}Over{small}"] = round(row[big]["median"] / row[small]["median"], 3)
-        out[role] = row
+def notes(res: dict[str, Any], s: dict[str, Any], memory: dict[str, Any],
+          targets: dict[str, Any]) -> list[str]:
+    """The lines under the README table."""
+    t, m = s["timings"]["tiny"], s["timings"]["main"]
+    out = [
+        f"Store: `mqtool demo --size {res['size']}`, {res['messages']:,} messages, "
+        f"{res['dataBytes']:,} bytes of records (average {res['avgRecordBytes']} B); tiny store: "
+        f"`{res['tinyStore']}`. Medians of {res['rounds']} rounds; each ratio is taken within a "
+        f"round. RocketMQ's decoder: {s['rocketmqCpuSeconds']} CPU-s per pass.",
+        "Targets: marginal rate at least 1.0x RocketMQ's decoder: "
+        f"{s['marginalOverRocketmq']}x ({_holds(targets['marginalOverRocketmq'])}); tiny store "
+        f"scan at most the bare session + 1 s: {s['tinyOverBareSeconds']} s over "
+        f"({_holds(targets['tinyOverBareSeconds'])}).",
+        f"CPU seconds of the whole process tree (JVMs included): tiny store {s['tinyCpuSeconds']}, "
+        f"1 GiB {s['mainCpuSeconds']}, marginal {s['marginalCpuSeconds']} (RocketMQ's decoder "
+        f"{s['rocketmqCpuSeconds']}: {s['marginalCpuOverRocketmqCpu']}x); bare session "
+        f"{s['bareSessionCpuSeconds']}.",
+        "Where the CLI's time goes (its `--json` `timings`, seconds, tiny store / 1 GiB): "
+        + "; ".join(f"{k} {_fmt(t.get(k))} / {_fmt(m.get(k))}" for k in m),
+    ]
+    if memory:
+        out.append("Memory (peak RssAnon MiB of the CLI's Python and JVM, the JVM's largest heap "
+                   "after a collection; median of "
+                   f"{MEMORY_RUNS} runs): " + "; ".join(
+                       f"{size} ({m['messages']:,} messages): python "
+                       f"{m['driverPython']['median']}, JVM {m['jvm']['median']}, heap "
+                       f"{m.get('heapAfterGcMiB', {}).get('median')}"
+                       + (f", JVM {m['jvm'].get('ratioToMain')}x the 1 GiB store's" if size != "1x"
+                          else "") for size, m in memory.items()))
     return out
 
 
-BEST_OF = 3
-"""The single-process decode and the Spark decode pass are each timed as the best of this many
-warm runs (the same for both)."""
-
-LOADS: list[dict[str, Any]] = []
-"""The load average as each CLI scan starts (written to last-run.json)."""
+def _holds(target: dict[str, Any]) -> str:
+    return "holds" if target["holds"] else "does not hold"
 
 
-def _cli_scan(store: Path, master: str, extra: tuple[str, ...] = (),
-              executors: bool = False) -> tuple[float, dict[str, Any], dict[str, float]]:
-    """``mqtool scan STORE --json`` in a fresh process: wall seconds, its JSON, peak RSS (and,
-    in local mode, ``heapAfterGcMiB``: the JVM's largest heap after a collection, from its GC
-    log); ``executors``: also the peak of a standalone cluster's executors
-    (:class:`MemorySampler`)."""
-    import tempfile
-
-    cli = [sys.executable, "-m", "mqtool", "scan", str(store), "--master", master, "--json",
-           *extra]
-    LOADS.append({"at": f"mqtool scan {store.name} --master {master}",
-                  "loadAverage": [round(x, 2) for x in os.getloadavg()]})
-    with tempfile.TemporaryDirectory(prefix="bench-scan-gc-") as gc_dir:
-        env = dict(os.environ)
-        if master.startswith("local"):  # every JVM of the run logs its collections (%p: pid)
-            env["JDK_JAVA_OPTIONS"] = f"-Xlog:gc:file={gc_dir}/gc-%p.log"
-        proc = subprocess.Popen(cli, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-        t0 = time.perf_counter()
-        with MemorySampler(proc.pid, executors) as cli_mem:
-            stdout, _ = proc.communicate()
-        wall = time.perf_counter() - t0
-        peak = cli_mem.mib()
-        heap = _heap_after_gc(Path(gc_dir))
-        if heap is not None:
-            peak["heapAfterGcMiB"] = heap
-    return wall, json.loads(stdout), peak
-
-
-def _heap_after_gc(gc_dir: Path) -> float | None:
-    """The largest heap after a collection (``-Xlog:gc``'s ``A->B(C)``: B) in the GC logs of
-    ``gc_dir`` (the driver's: the launcher's JVM collects nothing)."""
-    import re
-
-    after = [float(m.group(1)) for f in gc_dir.glob("gc-*.log*")
-             for m in re.finditer(r"\d+M->(\d+)M\(\d+M\)", f.read_text(errors="replace"))]
-    return max(after) if after else None
-
-
-# --- a standalone cluster: 1 worker against 2 ----------------------------------------------------
-MASTER_CLASS = "org.apache.spark.deploy.master.Master"
-WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise RuntimeError(f"timed out waiting for {what}")
-
-
-def cluster_scaling(store: Path, n_msgs: int,
-                    also: tuple[Path, int] | None = None) -> dict[str, Any]:
-    """``mqtool scan`` on a standalone cluster on 127.0.0.1 started with pyspark's own
-    ``sbin/spark-daemon.sh`` (master, then workers of 1 core each): 1 worker against 2; with
-    ``also`` (a store 4x apart and its message count), that store with 1 and 2 workers too
-    (the speed-up at a second size, and the executors' memory at two sizes). Each run records
-    the executors' peak memory.
-
-    The daemons are stopped (by their pid files, ``spark-daemon.sh stop``) whatever happens.
-    """
-    import shutil
-
-    import pyspark
-
-    home = Path(pyspark.__file__).parent
-    daemon = str(home / "sbin" / "spark-daemon.sh")
-    work = ROOT / "bench" / "out" / "scan" / "cluster"
-    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
-           "SPARK_PID_DIR": str(work / "pid"), "SPARK_LOG_DIR": str(work / "logs"),
-           "SPARK_IDENT_STRING": "mqtool-bench", "PYSPARK_PYTHON": sys.executable}
-    port = _free_port()
-    url = f"spark://127.0.0.1:{port}"
-    # each worker (and the executor it starts) pinned to a core of its own (taskset), as a
-    # 1-core worker on its own machine: unpinned, a "1-core" executor's JIT and GC threads run
-    # on the other core too, and 1 worker against 2 would compare ~1.5 cores with 2
-    pin = shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
-    out: dict[str, Any] = {"master": url, "workerCores": 1, "pinnedToOneCpuEach": pin,
-                           "runs": [], "also": []}
-
-    def master_log() -> str:
-        logs = list((work / "logs").glob(f"*{MASTER_CLASS}-1-*.out"))
-        return logs[0].read_text(errors="replace") if logs else ""
-
-    def daemon_cmd(*args: str, cpu: int | None = None) -> None:
-        taskset = ["taskset", "-c", str(cpu)] if cpu is not None else []
-        subprocess.run([*taskset, daemon, *args], env=env, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    shutil.rmtree(work, ignore_errors=True)
-    started: list[tuple[str, str]] = []
-    try:
-        daemon_cmd("start", MASTER_CLASS, "1", "--host", "127.0.0.1", "--port", str(port),
-                   "--webui-port", str(_free_port()))
-        started.append((MASTER_CLASS, "1"))
-        _wait(lambda: "Starting Spark master" in master_log() and "ALIVE" in master_log(),
-              120, "the Spark master")
-        for n in (1, 2):
-            daemon_cmd("start", WORKER_CLASS, str(n), url, "--host", "127.0.0.1", "--cores", "1",
-                       "--memory", "1g", "--webui-port", str(_free_port()),
-                       "--work-dir", str(work / f"worker{n}"),
-                       cpu=n - 1 if pin else None)
-            started.append((WORKER_CLASS, str(n)))
-            _wait(lambda n=n: master_log().count("Registering worker") >= n, 120,  # type: ignore[misc]
-                  f"worker {n} to register")
-            todo = [(store, n_msgs)] + ([also] if also else [])
-            for i, (run_store, run_msgs) in enumerate(todo):
-                t, doc, peak = _cli_scan(run_store, url, (
-                    "--conf", "spark.driver.host=127.0.0.1", "--conf", f"spark.cores.max={n}",
-                    "--conf", "spark.executor.cores=1", "--conf", "spark.executor.memory=1g",
-                ), executors=True)
-                assert doc["totals"]["messages"] == run_msgs
-                out["also" if i else "runs"].append({
-                    "workers": n, "store": str(run_store), "cliWallSeconds": round(t, 2),
-                    "scanSeconds": doc.get("elapsedSeconds"), "peakMiB": peak})
-    finally:
-        for cls, inst in reversed(started):
-            subprocess.run([daemon, "stop", cls, inst], env=env, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, check=False)
-    runs, also_runs = out["runs"], out["also"]
-    for key, pair in (("speedup2over1", runs), ("alsoSpeedup2over1", also_runs)):
-        if len(pair) == 2 and pair[1]["scanSeconds"]:  # 1 worker's time over 2 workers'
-            out[key] = round(pair[0]["scanSeconds"] / pair[1]["scanSeconds"], 2)
-    if len(runs) == 2 and len(also_runs) == 2 and also:  # 2 workers: one executor's peak at
-        # the two sizes (the store with more messages over the other)
-        peaks = {r["store"]: r["peakMiB"]["executorMax"] for r in (runs[1], also_runs[1])}
-        out["executorMaxMiB"] = peaks
-        big, small = (str(store), str(also[0])) if n_msgs > also[1] else (str(also[0]),
-                                                                          str(store))
-        if peaks[big] and peaks[small]:
-            out["executorMax4xOver1x"] = round(peaks[big] / peaks[small], 3)
-    return out
+def _fmt(v: Any) -> str:
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} {_fmt(x)}" for k, x in v.items()) + "}"
+    return str(v)
 
 
 if __name__ == "__main__":
