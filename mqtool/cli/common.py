@@ -165,6 +165,7 @@ def print_jsonl(rows: Iterable[dict[str, Any]]) -> int:
 
 
 F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
 
 
 _OUTSIDE = {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS}
@@ -274,6 +275,19 @@ def require_with(value: object, needed: object, flag: str, needs: str) -> None:
     if value is not None and needed is None:
         raise typer.BadParameter(f"{flag} needs {needs} (a queue id alone names no queue)"
                                  if flag == "--queue" else f"{flag} needs {needs}")
+
+
+def as_bad_parameter(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+    """``fn(*args, **kwargs)``, a usage error it raises (exit 2: the arguments contradict each
+    other) said as typer says a bad parameter."""
+    from mqtool.formats.errors import EXIT_USAGE
+
+    try:
+        return fn(*args, **kwargs)
+    except MqtoolError as e:
+        if e.exit_status != EXIT_USAGE:
+            raise
+        raise typer.BadParameter(str(e)) from None
 
 
 def exactly_one(what: str, given: dict[str, object]) -> None:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from mqtool.cli.common import (
+    as_bad_parameter,
     check_body_mode,
     err_console,
     exit_on_findings,
@@ -28,7 +30,9 @@ from mqtool.formats.errors import EXIT_ENVIRONMENT, EXIT_FINDINGS, MqtoolError, 
 
 if TYPE_CHECKING:
     from mqtool.dlq import DlqSelection
+    from mqtool.dlq.resend import Outcome
     from mqtool.query import ProgressFn
+    from mqtool.remoting.acl import AclCredentials
     from mqtool.remoting.client import LiveClient
 
 JOURNAL_HELP = (
@@ -87,17 +91,23 @@ ProgressOpt = Annotated[
 ]
 
 
+def _acl(access_key: str | None, secret_key: str | None) -> AclCredentials | None:
+    """The ACL credentials of --access-key and --secret-key (both or neither)."""
+    from mqtool.remoting.acl import AclCredentials
+
+    if (access_key is None) != (secret_key is None):
+        raise typer.BadParameter("--access-key and --secret-key go together")
+    return AclCredentials(access_key, secret_key) if access_key and secret_key else None
+
+
 def _live_client(namesrv: str | None, access_key: str | None, secret_key: str | None,
                  timeout: float) -> LiveClient:
-    from mqtool.remoting.acl import AclCredentials
-    from mqtool.remoting.client import LiveClient, parse_namesrv
+    from mqtool.dlq.run import live_client
+    from mqtool.remoting.client import parse_namesrv
 
     assert namesrv is not None
     parse_namesrv(namesrv)
-    if (access_key is None) != (secret_key is None):
-        raise typer.BadParameter("--access-key and --secret-key go together")
-    acl = AclCredentials(access_key, secret_key) if access_key and secret_key else None
-    return LiveClient(namesrv, acl=acl, timeout=timeout)
+    return live_client(namesrv, _acl(access_key, secret_key), timeout)
 
 
 def _where(store: Path | None, namesrv: str | None) -> str | None:
@@ -453,88 +463,36 @@ def resend_cmd(
     Example: mqtool dlq resend ~/dead-broker/store --group cg_journey --namesrv 10.0.0.5:9876
     Example: mqtool dlq resend ~/store --group cg_journey --target /data/replay --dry-run
     """
-    from mqtool.dlq import require_group, select_dlq
-    from mqtool.dlq.journal import ResendJournal, default_journal_path, live_journal_path
-    from mqtool.dlq.resend import Outcome, resend
-    from mqtool.dlq.targets import RefStoreTarget, ResendTarget
-    from mqtool.remoting.client import namesrv_from
+    from mqtool.dlq.run import plan_resend, run_resend
 
     check_body_mode(body)
     sel = _selection(group, since, until, topic, msg_id, key, limit)
-    if target is not None and namesrv:
-        raise typer.BadParameter("give --target DIR (a store) or --namesrv (a live cluster), "
-                                 "not both")
-    ns = None if target is not None else namesrv_from(namesrv)
-    if target is None and ns is None:
-        raise typer.BadParameter("give --namesrv host:port (or set NAMESRV_ADDR) to resend "
-                                 "into a live cluster, or --target DIR for a store")
-    if store is None and ns is None:
-        raise typer.BadParameter("no STORE given: reading the live %DLQ% needs --namesrv")
-    if commit and store is not None:
-        raise typer.BadParameter("--commit commits the live %DLQ% offsets: it needs the live "
-                                 "source (no STORE)")
-    if ns is not None:
-        jpath = journal or live_journal_path(ns, group)
-    else:
-        assert target is not None
-        jpath = journal or default_journal_path(target)
-
-    def show_outcome(o: Outcome) -> None:
-        if json_:
-            return
-        where = ""
-        if o.result is not None:
-            where = f" {o.result.msg_id} q{o.result.queue_id}#{o.result.queue_offset}"
-        line = f"{o.status:10} {o.dlq_msg_id} -> {o.topic or '-'}{where}"
-        if o.reason:
-            line += f"  ({o.reason})"
-        sys.stdout.write(line + "\n")
-        if o.message is not None:
-            print_json(o.message.to_dict(body))
-
-    with handle_errors(), ExitStack() as stack:
-        st = None
-        live = None
-        client = None
-        if ns is not None:
-            client = stack.enter_context(_live_client(ns, access_key, secret_key, timeout))
-        if store is not None:
-            st = open_store(store)
-            require_group(st, group)
-            records: Iterable[Any] = select_dlq(st, sel)
-            source = str(st.root)
-        else:
-            from mqtool.dlq.live import LiveDlq
-
-            assert client is not None
-            live = LiveDlq(client, group)
-            live.require_group()
-            records = live.records(sel)
-            source = live.label
-        tgt: ResendTarget
-        if client is not None:
-            from mqtool.dlq.live import BrokerTarget
-
-            tgt = BrokerTarget(client, group)
-        else:
-            assert target is not None
-            tgt = RefStoreTarget(target, read_only=dry_run)
-        stack.callback(tgt.close)
-        jr = ResendJournal.read(jpath) if dry_run else ResendJournal.open(jpath)
-        stack.callback(jr.close)
-        report = resend(records, group, tgt, jr, source=source, to=to, dry_run=dry_run,
-                        rate=rate, batch=batch, on_outcome=show_outcome)
-        committed = None
-        if commit and live is not None and not dry_run and report.stopped is None:
-            committed = live.commit(ResendJournal.read(jpath).done_ids())
-        d = report.to_dict(body)
-        if committed is not None:
-            d["committedOffsets"] = {str(k): v for k, v in committed.items()}
+    plan = as_bad_parameter(plan_resend, group, store, target, namesrv, journal, commit=commit)
+    acl = _acl(access_key, secret_key) if plan.namesrv is not None else None
+    with handle_errors():
+        run = run_resend(plan, sel, open_store=open_store, acl=acl, timeout=timeout, to=to,
+                         dry_run=dry_run, rate=rate, batch=batch,
+                         on_outcome=None if json_ else partial(_print_outcome, body))
+        d = run.to_dict(body)
         if json_:
             print_json(d)
-        _resend_outcome(report, d, committed, f"; journal {jpath}", dry_run, json_)
-        if st is not None:
-            exit_on_findings(st)
+        _resend_outcome(run.report, d, run.committed, f"; journal {plan.journal}", dry_run,
+                        json_)
+        if run.store is not None:
+            exit_on_findings(run.store)
+
+
+def _print_outcome(body: str, o: Outcome) -> None:
+    """One line per resent record (and the copy with --dry-run)."""
+    where = ""
+    if o.result is not None:
+        where = f" {o.result.msg_id} q{o.result.queue_id}#{o.result.queue_offset}"
+    line = f"{o.status:10} {o.dlq_msg_id} -> {o.topic or '-'}{where}"
+    if o.reason:
+        line += f"  ({o.reason})"
+    sys.stdout.write(line + "\n")
+    if o.message is not None:
+        print_json(o.message.to_dict(body))
 
 
 def _resend_outcome(report: Any, d: dict[str, Any], committed: Any, tail: str, dry_run: bool,
