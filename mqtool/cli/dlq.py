@@ -25,7 +25,24 @@ from mqtool.cli.common import (
     print_jsonl,
     report_error,
 )
-from mqtool.cli.options import BodyOpt, JsonlOpt, JsonOpt, LimitOpt, SinceOpt, UntilOpt
+from mqtool.cli.options import (
+    AccessKeyOpt,
+    BodyOpt,
+    GroupOpt,
+    JsonlOpt,
+    JsonOpt,
+    KeyOpt,
+    LimitOpt,
+    MsgIdOpt,
+    NamesrvOpt,
+    ProgressOpt,
+    SecretKeyOpt,
+    SinceOpt,
+    SourceArg,
+    TimeoutOpt,
+    TopicOpt,
+    UntilOpt,
+)
 from mqtool.formats.errors import EXIT_ENVIRONMENT, EXIT_FINDINGS, MqtoolError, environment
 
 if TYPE_CHECKING:
@@ -44,51 +61,6 @@ JOURNAL_HELP = (
 DLQ_HELP = ("Dead-letter queues: list, show, export and resend their records.\n\nEach group's "
             "dead letters are in %DLQ%<group>. " + JOURNAL_HELP)
 
-GroupOpt = Annotated[
-    str, typer.Option("--group", "-g", help="Consumer group whose %DLQ%<group> to read, "
-                      "e.g. cg_journey.", show_default=False),
-]
-TopicOpt = Annotated[
-    str | None,
-    typer.Option("--topic", help="Only records whose original topic (RETRY_TOPIC) is this, "
-                 "e.g. JourneyTopic."),
-]
-MsgIdOpt = Annotated[
-    str | None,
-    typer.Option("--msg-id", help="Only the record with this offsetMsgId, UNIQ_KEY or "
-                 "ORIGIN_MESSAGE_ID, e.g. C000020247AB5FFD2B276B8361EB0006."),
-]
-KeyOpt = Annotated[
-    str | None, typer.Option("--key", help="Only records with this KEYS token, e.g. order-42."),
-]
-SourceArg = Annotated[
-    Path | None,
-    typer.Argument(help="Broker store root (the directory holding commitlog/, consumequeue/, "
-                   "index/), e.g. ~/store; leave it out to read a live cluster (--namesrv).",
-                   show_default=False),
-]
-NamesrvOpt = Annotated[
-    str | None,
-    typer.Option("--namesrv", "-n", help="Name servers of a live cluster, host:port;host:port "
-                 "(default: $NAMESRV_ADDR), e.g. 127.0.0.1:9876.", show_default=False),
-]
-AccessKeyOpt = Annotated[
-    str | None, typer.Option("--access-key", help="ACL access key: requests are signed as "
-                             "the Java AclClientRPCHook signs them, e.g. rocketmq2."),
-]
-SecretKeyOpt = Annotated[
-    str | None, typer.Option("--secret-key", help="ACL secret key (with --access-key), "
-                             "e.g. 12345678."),
-]
-TimeoutOpt = Annotated[
-    float, typer.Option("--timeout", help="Seconds to wait for each answer of a live "
-                        "cluster, e.g. 3.", min=0.1),
-]
-ProgressOpt = Annotated[
-    bool,
-    typer.Option("--progress/--no-progress",
-                 help="Progress bar on stderr (shown only when stderr is a terminal)."),
-]
 
 
 def _acl(access_key: str | None, secret_key: str | None) -> AclCredentials | None:

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
-
 import typer
 
 from mqtool.cli.common import err_console, handle_errors, out_console, print_json
-from mqtool.cli.options import JsonOpt, StoreArg
+from mqtool.cli.options import (
+    DryRunOpt,
+    JsonOpt,
+    OutOpt,
+    StoreArg,
+)
 from mqtool.formats.errors import EXIT_FINDINGS
-
-OutOpt = Annotated[
-    Path | None,
-    typer.Option("--out", help="Directory for the repaired copy; must not exist or be empty "
-                 "(required unless --dry-run).", show_default=False),
-]
-DryRunOpt = Annotated[
-    bool, typer.Option("--dry-run", help="Only list the changes; write nothing."),
-]
 
 
 def repair(

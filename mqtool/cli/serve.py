@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from mqtool.cli.common import handle_errors
-from mqtool.cli.options import BrokerConfOpt
+from mqtool.cli.options import BrokerConfOpt, WriteDelayLevelsOpt
 
 
 def serve(
@@ -51,16 +51,7 @@ def serve(
             "messages), e.g. DefaultCluster."
         ),
     ] = "DefaultCluster",
-    delay_levels: Annotated[
-        str | None,
-        typer.Option(
-            "--delay-levels",
-            help="The broker's messageDelayLevel, for delayed messages and "
-            "retries, e.g. \"1s 2s 3s\" (default: --broker-conf's, else the store's, else "
-            'RocketMQ\'s "1s 5s 10s 30s 1m ... 2h").',
-            show_default=False, metavar="LEVELS",
-        ),
-    ] = None,
+    delay_levels: WriteDelayLevelsOpt = None,
     broker_conf: BrokerConfOpt = None,
     max_reconsume_times: Annotated[
         int | None,

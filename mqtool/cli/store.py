@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from mqtool.cli.common import (
+    as_bad_parameter,
     err_console,
     fmt_time,
     handle_errors,
@@ -19,7 +19,23 @@ from mqtool.cli.common import (
     print_json,
     print_jsonl,
 )
-from mqtool.cli.options import BrokerConfOpt, JsonlOpt, JsonOpt, StoreArg
+from mqtool.cli.options import (
+    BrokerConfOpt,
+    ClockOpt,
+    CommitlogSizeOpt,
+    CqEntriesOpt,
+    DialectOpt,
+    IndexEntriesOpt,
+    IndexSlotsOpt,
+    JsonlOpt,
+    JsonOpt,
+    PropCrcOpt,
+    StoreArg,
+    WriteDelayLevelsOpt,
+)
+
+if TYPE_CHECKING:
+    from mqtool.refstore.engine import RefStore, StoreConfig
 
 STORE_HELP = (
     "Create and feed a reference store: produce, consume, tick.\n\nA reference store is written "
@@ -27,49 +43,6 @@ STORE_HELP = (
     "the schedule clock. Writes lock the store; a store locked by a running broker is refused."
 )
 
-CommitlogSizeOpt = Annotated[
-    str | None,
-    typer.Option("--commitlog-file-size", help="Commitlog file size for a new store "
-                 "(RocketMQ default 1GiB), e.g. 64MiB.", show_default=False),
-]
-CqEntriesOpt = Annotated[
-    int | None,
-    typer.Option("--cq-entries", help="Consume-queue units per file for a new store "
-                 "(default 300000), e.g. 1000.", show_default=False),
-]
-IndexSlotsOpt = Annotated[
-    int | None,
-    typer.Option("--index-slots", help="Index hash slots for a new store (default 5000000), "
-                 "e.g. 5000.", show_default=False),
-]
-IndexEntriesOpt = Annotated[
-    int | None,
-    typer.Option("--index-entries", help="Index entries per file for a new store "
-                 "(default 20000000), e.g. 20000.", show_default=False),
-]
-NewDelayLevelsOpt = Annotated[
-    str | None,
-    typer.Option("--delay-levels", help="The broker's messageDelayLevel, for a new store, "
-                 'e.g. "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h" '
-                 "(default: --broker-conf's, else RocketMQ's).", show_default=False,
-                 metavar="LEVELS"),
-]
-DialectOpt = Annotated[
-    str | None,
-    typer.Option("--dialect", help="Write as RocketMQ 4.9.7 (default) or 5.3.3, e.g. 5.3.3.",
-                 show_default=False),
-]
-PropCrcOpt = Annotated[
-    bool,
-    typer.Option("--prop-crc", help="Append the 5.2+ __CRC32# property to every record of a new "
-                 "store (enabledAppendPropCRC), e.g. with --dialect 5.3.3."),
-]
-NowOpt = Annotated[
-    str | None,
-    typer.Option("--now", help="Broker clock for this command: epoch ms or ISO-8601 "
-                 "(default: wall clock, or later than the store's last record), "
-                 "e.g. 2026-11-21T21:00:00Z.", show_default=False),
-]
 
 
 def parse_size(text: str) -> int:
@@ -91,47 +64,26 @@ def parse_size(text: str) -> int:
         raise typer.BadParameter(f"bad size {text!r} (e.g. 64MiB, 2GiB)") from e
 
 
-@contextmanager
-def _open(
-    root: Path,
-    now: str | None = None,
-    *,
-    commitlog_file_size: str | None = None,
-    cq_entries: int | None = None,
-    index_slots: int | None = None,
-    index_entries: int | None = None,
-    delay_levels: str | None = None,
-    dialect: str | None = None,
-    prop_crc: bool = False,
-) -> Iterator[object]:
-    from dataclasses import replace
+def _geometry(root: Path, commitlog_file_size: str | None = None, cq_entries: int | None = None,
+              index_slots: int | None = None, index_entries: int | None = None,
+              delay_levels: str | None = None, dialect: str | None = None,
+              prop_crc: bool = False) -> StoreConfig | None:
+    """The settings a new store is created with, from the geometry options."""
+    from mqtool.refstore.ops import new_store_config
 
-    from mqtool.refstore.engine import ManualClock, RefStore, StoreConfig
-    from mqtool.refstore.engine import system_clock as wall
+    return as_bad_parameter(new_store_config, root, {
+        "commitlog_file_size": parse_size(commitlog_file_size) if commitlog_file_size else None,
+        "cq_entries_per_file": cq_entries, "index_hash_slots": index_slots,
+        "index_max_entries": index_entries, "message_delay_level": delay_levels,
+        "dialect": dialect, "append_prop_crc": True if prop_crc else None,
+    })
 
-    overrides: dict[str, Any] = {
-        k: v for k, v in {
-            "commitlog_file_size": parse_size(commitlog_file_size) if commitlog_file_size
-            else None,
-            "cq_entries_per_file": cq_entries, "index_hash_slots": index_slots,
-            "index_max_entries": index_entries, "message_delay_level": delay_levels,
-            "dialect": dialect, "append_prop_crc": True if prop_crc else None,
-        }.items() if v is not None
-    }
-    config = None
-    if overrides:
-        if (root / "commitlog").is_dir() and any((root / "commitlog").iterdir()):
-            raise typer.BadParameter("geometry options only apply to a new store")
-        config = replace(StoreConfig(), **overrides)
-    t = parse_time(now, "--now")
-    clock = ManualClock(t) if t is not None else None
-    s = RefStore.open(root, config, clock=clock or wall)
-    try:
-        if clock is None and s.last_store_timestamp > wall():
-            s.clock = ManualClock(s.last_store_timestamp + 1)
-        yield s
-    finally:
-        s.close()
+
+def _open(root: Path, now: str | None = None,
+          config: StoreConfig | None = None) -> AbstractContextManager[RefStore]:
+    from mqtool.refstore.ops import opened
+
+    return opened(root, config, parse_time(now, "--now"))
 
 
 def init(
@@ -140,7 +92,7 @@ def init(
     cq_entries: CqEntriesOpt = None,
     index_slots: IndexSlotsOpt = None,
     index_entries: IndexEntriesOpt = None,
-    delay_levels: NewDelayLevelsOpt = None,
+    delay_levels: WriteDelayLevelsOpt = None,
     broker_conf: BrokerConfOpt = None,
     dialect: DialectOpt = None,
     prop_crc: PropCrcOpt = False,
@@ -157,14 +109,9 @@ def init(
         levels = given_levels(delay_levels, broker_conf)[0]
         if levels is not None:
             check_levels(levels)
-    with handle_errors(), _open(
-        store, commitlog_file_size=commitlog_file_size, cq_entries=cq_entries,
-        index_slots=index_slots, index_entries=index_entries, delay_levels=levels,
-        dialect=dialect, prop_crc=prop_crc,
-    ) as s:
-        from mqtool.refstore.engine import RefStore
-
-        assert isinstance(s, RefStore)
+    config = _geometry(store, commitlog_file_size, cq_entries, index_slots, index_entries,
+                       levels, dialect, prop_crc)
+    with handle_errors(), _open(store, config=config) as s:
         d = s.config.to_json()
         d["status"] = status(s)
     if json_:
@@ -209,7 +156,7 @@ def produce(
     delay_level: Annotated[
         int, typer.Option("--delay-level", help="Delay level of --body messages, e.g. 3.")
     ] = 0,
-    now: NowOpt = None,
+    now: ClockOpt = None,
     json_: JsonOpt = False,
     jsonl: JsonlOpt = False,
 ) -> None:
@@ -219,14 +166,13 @@ def produce(
 
     Example: mqtool store produce /tmp/store -f msgs.jsonl --jsonl
     """
-    from mqtool.refstore.engine import Message, RefStore
+    from mqtool.refstore.engine import Message
     from mqtool.refstore.ops import produce_lines, put_result_dict
 
     with handle_errors():
         if file is None and topic is None:
             raise typer.BadParameter("give --file or --topic")
         with _open(store, now) as s:
-            assert isinstance(s, RefStore)
             if file is not None:
                 if str(file) == "-":
                     results = produce_lines(s, sys.stdin, topic)
@@ -291,7 +237,7 @@ def consume(
         typer.Option("--max", help="Consume at most this many messages, e.g. 100.",
                      show_default=False),
     ] = None,
-    now: NowOpt = None,
+    now: ClockOpt = None,
     json_: JsonOpt = False,
 ) -> None:
     """Consume a topic and its retries once, failing as told.
@@ -305,7 +251,6 @@ def consume(
 
     Example: mqtool store consume /tmp/store -g cg_orders -t OrderTopic --fail-tag TagB
     """
-    from mqtool.refstore.engine import RefStore
     from mqtool.refstore.ops import FailurePolicy
     from mqtool.refstore.ops import consume as run
 
@@ -314,7 +259,6 @@ def consume(
         fail_all, fail_times,
     )
     with handle_errors(), _open(store, now) as s:
-        assert isinstance(s, RefStore)
         if max_reconsume_times is not None:
             s.create_group(group, retry_max_times=max_reconsume_times)
         counts = run(s, group, topic, policy, max_messages=max_messages)
@@ -342,18 +286,16 @@ def send_back(
         typer.Option("--max-reconsume-times", help="Client's maxReconsumeTimes header "
                      "(default: the group's retryMaxTimes), e.g. 16.", show_default=False),
     ] = None,
-    now: NowOpt = None,
+    now: ClockOpt = None,
     json_: JsonOpt = False,
 ) -> None:
     """Send one message back (CONSUMER_SEND_MSG_BACK): retry or DLQ.
 
     Example: mqtool store send-back /tmp/store -g cg_orders --offset 2631 --delay-level -1
     """
-    from mqtool.refstore.engine import RefStore
     from mqtool.refstore.ops import put_result_dict
 
     with handle_errors(), _open(store, now) as s:
-        assert isinstance(s, RefStore)
         r = put_result_dict(s.send_back(group, offset, delay_level=delay_level,
                                         max_reconsume_times=max_reconsume_times))
     if json_:
@@ -372,7 +314,7 @@ def tick(
         typer.Option("--advance", help="Move the schedule clock this far past the store's last "
                      "record first, e.g. 30s, 5m, 2h.", show_default=False),
     ] = None,
-    now: NowOpt = None,
+    now: ClockOpt = None,
     json_: JsonOpt = False,
 ) -> None:
     """Run the schedule service: deliver what is due by now.
@@ -382,11 +324,10 @@ def tick(
 
     Example: mqtool store tick /tmp/store --advance 1m
     """
-    from mqtool.refstore.engine import ManualClock, RefStore
+    from mqtool.refstore.engine import ManualClock
     from mqtool.refstore.ops import parse_duration, put_result_dict, tick_until
 
     with handle_errors(), _open(store, now) as s:
-        assert isinstance(s, RefStore)
         until = s.clock()
         if advance is not None:
             until = max(until, s.last_store_timestamp) + parse_duration(advance)
@@ -412,11 +353,9 @@ def status(store: StoreArg, json_: JsonOpt = False) -> None:
 
     Example: mqtool store status /tmp/store --json
     """
-    from mqtool.refstore.engine import RefStore
     from mqtool.refstore.ops import status as get_status
 
     with handle_errors(), _open(store) as s:
-        assert isinstance(s, RefStore)
         d = get_status(s)
     if json_:
         print_json(d)

@@ -8,15 +8,54 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from mqtool.formats.commitlog import CommitLogMessage
-from mqtool.refstore.engine import Message, PutResult, RefStore, RefStoreError
+from mqtool.formats.errors import usage
+from mqtool.refstore.engine import (
+    ManualClock,
+    Message,
+    PutResult,
+    RefStore,
+    RefStoreError,
+    StoreConfig,
+    system_clock,
+)
 
 _DURATION = re.compile(r"^\s*(-?\d+)\s*(ms|s|m|h|d)?\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1}
+
+
+def new_store_config(root: Path, geometry: Mapping[str, Any]) -> StoreConfig | None:
+    """The settings of a store about to be created: RocketMQ's defaults with ``geometry``
+    (:class:`StoreConfig` fields; None values ignored) over them; None when nothing is given.
+    A usage error when the store already has commitlog files (its geometry is fixed)."""
+    given = {k: v for k, v in geometry.items() if v is not None}
+    if not given:
+        return None
+    if (root / "commitlog").is_dir() and any((root / "commitlog").iterdir()):
+        raise usage(RefStoreError("geometry options only apply to a new store"))
+    return replace(StoreConfig(), **given)
+
+
+@contextmanager
+def opened(root: Path, config: StoreConfig | None = None,
+           now: int | None = None) -> Iterator[RefStore]:
+    """The store at ``root`` open for one command, closed after it. Its clock is ``now``
+    (epoch ms) when given, else the wall clock, or just after the store's last record when
+    that is later than the wall clock (a store written with a clock ahead of this machine)."""
+    clock = ManualClock(now) if now is not None else None
+    s = RefStore.open(root, config, clock=clock or system_clock)
+    try:
+        if clock is None and s.last_store_timestamp > system_clock():
+            s.clock = ManualClock(s.last_store_timestamp + 1)
+        yield s
+    finally:
+        s.close()
 
 
 def parse_duration(text: str) -> int:
