@@ -27,7 +27,7 @@ from mqtool.formats.config import (
 )
 from mqtool.formats.errors import Finding
 from mqtool.formats.rules import store_name_refusal
-from mqtool.refstore import broker
+from mqtool.refstore import redelivery
 from mqtool.refstore.mapped import RefStoreError
 from mqtool.refstore.model import StoreConfig
 from mqtool.refstore.persist import atomic_write
@@ -90,7 +90,7 @@ class BrokerConfigs:
             ("SELF_TEST_TOPIC", 1, 6),
             ("TBW102", 8, 7),
             ("OFFSET_MOVED_EVENT", 1, 6),
-            (broker.SCHEDULE_TOPIC, 18, 6),
+            (redelivery.SCHEDULE_TOPIC, 18, 6),
         ):
             self.topics[name] = TopicConfig(
                 name, qn, qn, perm, attributes={} if self.config.v5 else None

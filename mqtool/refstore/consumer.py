@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from mqtool.formats.commitlog import CommitLogMessage, HostPort, parse_properties
-from mqtool.refstore import broker
+from mqtool.refstore import redelivery
 from mqtool.refstore.configs import BrokerConfigs
 from mqtool.refstore.dispatch import ConsumeQueues
 from mqtool.refstore.logfiles import CommitLogFiles
@@ -74,14 +74,14 @@ class Consumers:
         ext = self.commitlog.read(commit_log_offset)
         props = parse_properties(ext.properties_raw)
         max_times = cfg.retry_max_times if max_reconsume_times is None else max_reconsume_times
-        decision = broker.apply_send_back(
+        decision = redelivery.apply_send_back(
             props, topic=ext.topic, group=group, reconsume_times=ext.reconsume_times,
             delay_level=delay_level, max_reconsume_times=max_times,
             offset_msg_id=ext.offset_msg_id,
         )
         if decision.to_dlq:
-            self.configs.create_topic(decision.topic, broker.DLQ_NUMS_PER_GROUP, perm=6)
-            qid = self.writer.rnd.randrange(99999999) % broker.DLQ_NUMS_PER_GROUP
+            self.configs.create_topic(decision.topic, redelivery.DLQ_NUMS_PER_GROUP, perm=6)
+            qid = self.writer.rnd.randrange(99999999) % redelivery.DLQ_NUMS_PER_GROUP
         else:
             rq = max(1, cfg.retry_queue_nums)
             self.configs.create_topic(decision.topic, rq, perm=6)
@@ -120,7 +120,7 @@ class Consumers:
         * 5.3.3: the client sends the local count + 1 (#6164).
 
         The broker's side (dead-letter or not, which DELAY is stored) is
-        :func:`~mqtool.refstore.broker.handle_retry_and_dlq`, the rule ``mqtool serve`` applies
+        :func:`~mqtool.refstore.redelivery.handle_retry_and_dlq`, the rule ``mqtool serve`` applies
         too: 4.9.7 keeps the client's DELAY and parks the DLQ copy in ``SCHEDULE_TOPIC_XXXX``
         first (apache/rocketmq #2724); 5.3.3 dead-letters at once with DELAY=-1 while the group
         holds a queue lock (``group_locked``: an orderly consumer does while it consumes).
@@ -146,14 +146,14 @@ class Consumers:
         # the producer sends messageProperties2String(map); the broker decodes a fresh map
         wire = parse_properties(self.writer.encode_props(props))
         if self.writer.cluster:
-            wire[broker.PROPERTY_CLUSTER] = self.writer.cluster
+            wire[redelivery.PROPERTY_CLUSTER] = self.writer.cluster
         # the broker's side: one rule for this store and ``mqtool serve``
-        decision = broker.handle_retry_and_dlq(
+        decision = redelivery.handle_retry_and_dlq(
             wire, group=group, reconsume_times=sent, max_reconsume_times=max_times,
             dialect=self.config.dialect, group_locked=group_locked,
         )
         if decision.to_dlq:
-            self.configs.create_topic(decision.topic, broker.DLQ_NUMS_PER_GROUP, perm=6)
+            self.configs.create_topic(decision.topic, redelivery.DLQ_NUMS_PER_GROUP, perm=6)
             qid = decision.queue_id or 0
         else:
             tc = self.configs.create_topic(decision.topic, max(1, cfg.retry_queue_nums), perm=6)
@@ -221,7 +221,7 @@ class Consumers:
         """
         self.configs.group(group)
         counts = {"ok": 0, "retried": 0, "dlq": 0}
-        topics = [topic] + ([broker.retry_topic(group)] if include_retry else [])
+        topics = [topic] + ([redelivery.retry_topic(group)] if include_retry else [])
         done = 0
         for t in topics:
             for qid in self.queue_ids(t):
@@ -235,7 +235,7 @@ class Consumers:
                     else:
                         level = 0 if verdict is False else int(verdict)
                         r = self.send_back(group, m.physical_offset, delay_level=level)
-                        to_dlq = r.topic.startswith(broker.DLQ_GROUP_TOPIC_PREFIX)
+                        to_dlq = r.topic.startswith(redelivery.DLQ_GROUP_TOPIC_PREFIX)
                         counts["dlq" if to_dlq else "retried"] += 1
                     done += 1
                     self.commit_offset(group, t, qid, m.queue_offset + 1)
@@ -262,15 +262,16 @@ def orderly_resend_properties(
     offsetMsgId). A 5.1.1+ client (``client_v5``) sends the count + 1 (apache/rocketmq #6164).
     """
     topic = consumed_topic
-    if topic == broker.retry_topic(group) and broker.PROPERTY_RETRY_TOPIC in props:
-        topic = props[broker.PROPERTY_RETRY_TOPIC]  # resetRetryAndNamespace
-    props[broker.PROPERTY_RECONSUME_TIME] = str(local_count)  # checkReconsumeTimes
-    if not props.get(broker.PROPERTY_ORIGIN_MESSAGE_ID):  # MessageClientExt#getMsgId
-        props[broker.PROPERTY_ORIGIN_MESSAGE_ID] = msg_id
-    props[broker.PROPERTY_RETRY_TOPIC] = topic
+    if topic == redelivery.retry_topic(group) and redelivery.PROPERTY_RETRY_TOPIC in props:
+        topic = props[redelivery.PROPERTY_RETRY_TOPIC]  # resetRetryAndNamespace
+    props[redelivery.PROPERTY_RECONSUME_TIME] = str(local_count)  # checkReconsumeTimes
+    if not props.get(redelivery.PROPERTY_ORIGIN_MESSAGE_ID):  # MessageClientExt#getMsgId
+        props[redelivery.PROPERTY_ORIGIN_MESSAGE_ID] = msg_id
+    props[redelivery.PROPERTY_RETRY_TOPIC] = topic
     sent = local_count + 1 if client_v5 else local_count
-    props[broker.PROPERTY_RECONSUME_TIME] = str(sent)
-    props[broker.PROPERTY_MAX_RECONSUME_TIMES] = str(max_times)
+    props[redelivery.PROPERTY_RECONSUME_TIME] = str(sent)
+    props[redelivery.PROPERTY_MAX_RECONSUME_TIMES] = str(max_times)
     props.pop("TRAN_MSG", None)
-    props[broker.PROPERTY_DELAY_TIME_LEVEL] = str(broker.SEND_BACK_BASE_DELAY_LEVEL + local_count)
+    level = redelivery.SEND_BACK_BASE_DELAY_LEVEL + local_count
+    props[redelivery.PROPERTY_DELAY_TIME_LEVEL] = str(level)
     return sent

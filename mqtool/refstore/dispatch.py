@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mqtool.formats.commitlog import TRANSACTION_ROLLBACK_TYPE, CommitLogMessage
 from mqtool.formats.rules import gets_cq_unit, is_indexed
-from mqtool.refstore import broker
+from mqtool.refstore import redelivery
 from mqtool.refstore.configs import check_store_name
 from mqtool.refstore.index import IndexBuilder
 from mqtool.refstore.key_hashes import JavaHashCache
@@ -65,15 +65,15 @@ class ConsumeQueues:
 
     def tags_code(self, topic: str, props: Mapping[str, str], store_timestamp: int) -> int:
         """A unit's tagsCode: the deliver time for ``SCHEDULE_TOPIC_XXXX``, else the TAGS hash."""
-        if topic == broker.SCHEDULE_TOPIC:
-            t = props.get(broker.PROPERTY_DELAY_TIME_LEVEL)
+        if topic == redelivery.SCHEDULE_TOPIC:
+            t = props.get(redelivery.PROPERTY_DELAY_TIME_LEVEL)
             if t is not None:
                 level = min(int(t), self.max_delay_level)
                 if level > 0:
-                    return broker.compute_deliver_timestamp(
+                    return redelivery.compute_deliver_timestamp(
                         self.delay_table, level, store_timestamp
                     )
-        return self.hashes.tags_code(props.get(broker.PROPERTY_TAGS))
+        return self.hashes.tags_code(props.get(redelivery.PROPERTY_TAGS))
 
     def dispatch(self, msg: CommitLogMessage, *, recovering: bool) -> None:
         """Dispatch a record read back from the commitlog."""
@@ -108,10 +108,10 @@ class ConsumeQueues:
         if not self.config.message_index_enable or not is_indexed(tran):
             return
         keys: list[str] = []
-        uniq = props.get(broker.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        uniq = props.get(redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         if uniq is not None:
             keys.append(uniq)
-        kv = props.get(broker.PROPERTY_KEYS)
+        kv = props.get(redelivery.PROPERTY_KEYS)
         if kv:
             keys.extend(k for k in kv.split(" ") if k)
         if keys:

@@ -46,7 +46,7 @@ from pathlib import Path
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.config import SubscriptionGroupConfig, TopicConfig
 from mqtool.formats.errors import Finding, environment, failed_path
-from mqtool.refstore import broker
+from mqtool.refstore import redelivery
 from mqtool.refstore.configs import BrokerConfigs
 from mqtool.refstore.consumer import Consumers
 from mqtool.refstore.dispatch import ConsumeQueues
@@ -119,7 +119,7 @@ class RefStore:
         self._rnd = random.Random(seed)
         self._closed = True
         self._lock = StoreLock(root)
-        self._delay_table = broker.parse_delay_levels(config.message_delay_level)
+        self._delay_table = redelivery.parse_delay_levels(config.message_delay_level)
         self.max_delay_level = max(self._delay_table)
         self.recovered_abnormally = False
 

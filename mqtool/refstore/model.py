@@ -12,7 +12,7 @@ from mqtool.formats.commitlog import (
     CommitLogMessage,
 )
 from mqtool.formats.errors import EXIT_ENVIRONMENT
-from mqtool.refstore import broker
+from mqtool.refstore import redelivery
 from mqtool.refstore.mapped import (
     RefStoreError,
 )
@@ -42,13 +42,13 @@ class StoreConfig:
     index_hash_slots: int = 5_000_000
     index_max_entries: int = 5_000_000 * 4
     message_index_enable: bool = True
-    message_delay_level: str = broker.DEFAULT_MESSAGE_DELAY_LEVEL
+    message_delay_level: str = redelivery.DEFAULT_MESSAGE_DELAY_LEVEL
     max_message_size: int = 4 * 1024 * 1024
     store_host: str = "127.0.0.1:10911"
     cluster_name: str | None = "DefaultCluster"
     broker_name: str = "broker-a"
     default_queue_nums: int = 4
-    default_max_reconsume_times: int = broker.DEFAULT_MAX_RECONSUME_TIMES
+    default_max_reconsume_times: int = redelivery.DEFAULT_MAX_RECONSUME_TIMES
     dialect: str = "4.9.7"
     fsync_configs: bool = False
     append_prop_crc: bool = False  # 5.2+ enabledAppendPropCRC: a __CRC32# property per record
@@ -60,7 +60,7 @@ class StoreConfig:
             raise RefStoreError("commitlog_file_size must be at least 256 bytes")
         if self.cq_entries_per_file < 1 or self.index_hash_slots < 1 or self.index_max_entries < 2:
             raise RefStoreError("consume-queue and index sizes must be positive")
-        broker.parse_delay_levels(self.message_delay_level)
+        redelivery.parse_delay_levels(self.message_delay_level)
 
     @property
     def v5(self) -> bool:
@@ -142,18 +142,19 @@ class Message:
         """The puts ``new Message(topic, tags, keys, body)`` + user properties + delay make."""
         pairs: list[tuple[str, str]] = []
         if tags:
-            pairs.append((broker.PROPERTY_TAGS, tags))
+            pairs.append((redelivery.PROPERTY_TAGS, tags))
         if keys:
-            pairs.append((broker.PROPERTY_KEYS, keys if isinstance(keys, str) else " ".join(keys)))
+            joined = keys if isinstance(keys, str) else " ".join(keys)
+            pairs.append((redelivery.PROPERTY_KEYS, joined))
         if wait_store_msg_ok is not None:
             wait = "true" if wait_store_msg_ok else "false"
-            pairs.append((broker.PROPERTY_WAIT_STORE_MSG_OK, wait))
+            pairs.append((redelivery.PROPERTY_WAIT_STORE_MSG_OK, wait))
         items = properties.items() if isinstance(properties, Mapping) else properties
         pairs.extend((str(k), str(v)) for k, v in items)
         if delay_level:
-            pairs.append((broker.PROPERTY_DELAY_TIME_LEVEL, str(delay_level)))
+            pairs.append((redelivery.PROPERTY_DELAY_TIME_LEVEL, str(delay_level)))
         if uniq_key:
-            pairs.append((broker.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, uniq_key))
+            pairs.append((redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, uniq_key))
         return cls(
             topic, body.encode("utf-8") if isinstance(body, str) else body, tuple(pairs),
             queue_id, flag, sys_flag, born_timestamp, born_host,

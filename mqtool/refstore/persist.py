@@ -14,7 +14,7 @@ from mqtool.formats.errors import FormatError
 from mqtool.formats.indexfile import IndexReader
 from mqtool.formats.rules import fmt_delay, schedule_unit_delay
 from mqtool.formats.walker import scan_file
-from mqtool.refstore import broker
+from mqtool.refstore import redelivery
 from mqtool.refstore.model import StoreConfig
 
 
@@ -51,9 +51,9 @@ def infer_config(root: str | os.PathLike[str]) -> StoreConfig | None:
     if geometry is not None:
         kw["index_hash_slots"], kw["index_max_entries"] = geometry
     # delay levels: a SCHEDULE_TOPIC_XXXX unit's tagsCode is storeTime + the level's delay
-    levels = broker.parse_delay_levels()
+    levels = redelivery.parse_delay_levels()
     seen = False
-    sched = cq_root / broker.SCHEDULE_TOPIC
+    sched = cq_root / redelivery.SCHEDULE_TOPIC
     qids = sorted(int(q.name) for q in sched.iterdir() if q.is_dir() and q.name.isdigit()) \
         if sched.is_dir() else []
     for qid in qids:
@@ -62,7 +62,7 @@ def infer_config(root: str | os.PathLike[str]) -> StoreConfig | None:
             continue
         sm = _message_at(logs, last.commit_log_offset)
         if sm is not None and last.tags_code > sm.store_timestamp:
-            levels[broker.queue_id_to_delay_level(qid)] = schedule_unit_delay(
+            levels[redelivery.queue_id_to_delay_level(qid)] = schedule_unit_delay(
                 last.tags_code, sm.store_timestamp)
             seen = True
     if seen:

@@ -21,7 +21,7 @@ from mqtool.formats.encoder import (
 )
 from mqtool.formats.javacompat import hashmap_key_order
 from mqtool.formats.rules import gets_cq_unit
-from mqtool.refstore import broker
+from mqtool.refstore import redelivery
 from mqtool.refstore.configs import BrokerConfigs, check_store_name
 from mqtool.refstore.dispatch import ConsumeQueues
 from mqtool.refstore.logfiles import CommitLogFiles
@@ -75,18 +75,18 @@ class RecordWriter:
         qid = msg.queue_id
         if qid is None:
             qid = self.next_queue(msg.topic, tc.write_queue_nums)
-        elif qid < 0 or (qid >= tc.write_queue_nums and msg.topic != broker.SCHEDULE_TOPIC):
+        elif qid < 0 or (qid >= tc.write_queue_nums and msg.topic != redelivery.SCHEDULE_TOPIC):
             raise RefStoreError(
                 f"queue {qid} of topic {msg.topic} does not exist "
                 f"(writeQueueNums {tc.write_queue_nums})"
             )
         props: dict[str, str] = dict(msg.properties)
-        if broker.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
+        if redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
             uniq = self.uniq
             t, c = uniq.next_parts()
-            props[broker.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq.fix_string + t + c
+            props[redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq.fix_string + t + c
         if self.cluster:
-            props[broker.PROPERTY_CLUSTER] = self.cluster
+            props[redelivery.PROPERTY_CLUSTER] = self.cluster
         now = self.clock()
         born = DEFAULT_BORN_HOST
         if msg.born_host:
@@ -127,7 +127,7 @@ class RecordWriter:
             raise RefStoreError(f"queue {qid} of topic {topic} does not exist")
         bprops = dict(batch_properties)
         if self.cluster:
-            bprops[broker.PROPERTY_CLUSTER] = self.cluster
+            bprops[redelivery.PROPERTY_CLUSTER] = self.cluster
         batch_raw = self.encode_props(bprops)
         now = self.clock()
         topic_hdr, topic_len, magic = self._topic_header(topic)
@@ -135,10 +135,10 @@ class RecordWriter:
         total = 0
         for m in msgs:
             props = dict(m.properties)
-            if broker.delay_level_of(props) > 0:
+            if redelivery.delay_level_of(props) > 0:
                 raise RefStoreError("MessageBatch does not support delayed messages")
-            if broker.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
-                props[broker.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self.uniq.create()
+            if redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
+                props[redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self.uniq.create()
             own = self.encode_props(props)
             sep = "\x02" if own and batch_raw and not own.endswith("\x02") else ""
             raw = own + sep + batch_raw
@@ -178,7 +178,7 @@ class RecordWriter:
             )
             out.append(PutResult(
                 phys, size, topic, qid, qoff, now, f"{self._msg_id_prefix}{phys:016X}",
-                props.get(broker.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                props.get(redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
             ))
             pos += size
         # the batch's commit point: TOTALSIZE fields last to first, so a kill anywhere before
@@ -241,10 +241,10 @@ class RecordWriter:
         if (
             schedule
             and normal
-            and broker.PROPERTY_DELAY_TIME_LEVEL in props
-            and broker.delay_level_of(props) > 0
+            and redelivery.PROPERTY_DELAY_TIME_LEVEL in props
+            and redelivery.delay_level_of(props) > 0
         ):
-            topic, queue_id = broker.rewrite_for_schedule(
+            topic, queue_id = redelivery.rewrite_for_schedule(
                 props, topic=topic, queue_id=queue_id, max_delay_level=self.queues.max_delay_level
             )
         if _CRC_KEY in props:  # a copy of a 5.x record: its CRC belongs to the old record
@@ -289,5 +289,5 @@ class RecordWriter:
         return PutResult(
             phys, size, topic, queue_id, queue_offset, store_timestamp,
             f"{self._msg_id_prefix}{phys:016X}",
-            props.get(broker.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+            props.get(redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
         )

@@ -11,7 +11,7 @@ from mqtool.formats import commitlog_layout as layout
 from mqtool.formats.commitlog import CommitLogMessage, FileEnd
 from mqtool.formats.errors import FormatError
 from mqtool.formats.walker import scan_file
-from mqtool.refstore import broker
+from mqtool.refstore import redelivery
 from mqtool.refstore.configs import BrokerConfigs
 from mqtool.refstore.dispatch import ConsumeQueues
 from mqtool.refstore.index import IndexBuilder
@@ -171,10 +171,10 @@ class Recovery:
         """A kill between a delivery and its delayOffset.json write leaves the delivered copy
         as the last record and the offset one short: advance it (no duplicate delivery)."""
         props = last.properties
-        if (last.topic == broker.SCHEDULE_TOPIC
-                or props.get(broker.PROPERTY_REAL_TOPIC) != last.topic):
+        if (last.topic == redelivery.SCHEDULE_TOPIC
+                or props.get(redelivery.PROPERTY_REAL_TOPIC) != last.topic):
             return
-        level_s = props.get(broker.PROPERTY_DELAY_TIME_LEVEL)
+        level_s = props.get(redelivery.PROPERTY_DELAY_TIME_LEVEL)
         if level_s is None or not level_s.lstrip("-").isdigit():
             return
         level = min(int(level_s), self.queues.max_delay_level)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from mqtool.formats.commitlog import parse_properties
-from mqtool.refstore import broker
+from mqtool.refstore import redelivery
 from mqtool.refstore.configs import BrokerConfigs
 from mqtool.refstore.dispatch import ConsumeQueues
 from mqtool.refstore.logfiles import CommitLogFiles
@@ -69,7 +69,7 @@ class ScheduleService:
                         return out
                     unit = cq.get(off)
                     assert unit is not None
-                    deliver = broker.correct_deliver_timestamp(now, unit[2], delay)
+                    deliver = redelivery.correct_deliver_timestamp(now, unit[2], delay)
                     if deliver - now > 0:
                         break
                     out.append(self._deliver(unit[0], now))
@@ -83,7 +83,7 @@ class ScheduleService:
 
     def level_queue(self, level: int) -> ConsumeQueueFiles | None:
         """The ``SCHEDULE_TOPIC_XXXX`` queue of a delay level (None while it has none)."""
-        return self.queues.get(broker.SCHEDULE_TOPIC, broker.delay_level_to_queue_id(level))
+        return self.queues.get(redelivery.SCHEDULE_TOPIC, redelivery.delay_level_to_queue_id(level))
 
     def note_progress(self, level: int, offset: int) -> None:
         """Record that ``level`` is delivered up to ``offset`` (exclusive) in the side file."""
@@ -109,7 +109,7 @@ class ScheduleService:
     def _deliver(self, phy: int, now: int) -> PutResult:
         ext = self.commitlog.read(phy)
         props = parse_properties(ext.properties_raw)
-        up = broker.message_timeup(props)
+        up = redelivery.message_timeup(props)
         tc = self.configs.topics.get(up.topic)
         if tc is None:
             queues = max(self.config.default_queue_nums, up.queue_id + 1)

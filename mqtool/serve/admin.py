@@ -36,8 +36,7 @@ from mqtool.formats.config.topics import TopicConfig
 from mqtool.formats.errors import MqtoolError
 from mqtool.formats.rules import is_validator_system_topic, topic_refusal
 from mqtool.refstore.configs import check_store_name
-from mqtool.remoting import bodies
-from mqtool.remoting import headers as H
+from mqtool.remoting import bodies, headers
 from mqtool.remoting.codes import ResponseCode
 from mqtool.remoting.frame import HeaderFieldError, RemotingCommand
 from mqtool.remoting.transport import Peer
@@ -66,7 +65,7 @@ class Admin:
     # -- topics and groups --------------------------------------------------------------------
 
     async def update_topic(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
-        h = H.decode_header(H.CreateTopicRequestHeader, cmd.ext_fields)
+        h = headers.decode_header(headers.CreateTopicRequestHeader, cmd.ext_fields)
         store = self.broker.store
         code = ResponseCode.INVALID_PARAMETER if store.config.v5 else ResponseCode.SYSTEM_ERROR
         why = topic_refusal(h.topic)

@@ -27,14 +27,13 @@ from mqtool.formats.rules import (
     retry_topic,
     store_name_refusal,
 )
-from mqtool.refstore import broker as B
+from mqtool.refstore import redelivery
 from mqtool.refstore.engine import PutResult, RefStore
-from mqtool.remoting import bodies
-from mqtool.remoting import headers as H
+from mqtool.remoting import bodies, headers
 from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.frame import RemotingCommand
 from mqtool.remoting.transport import Peer, UnsupportedCode
-from mqtool.serve import send as S
+from mqtool.serve import send
 from mqtool.serve.admin import BROKER_VERSIONS, Admin
 from mqtool.serve.config import BrokerSettings
 from mqtool.serve.core import ClientInfo
@@ -179,7 +178,7 @@ class Broker:
     def notify_put(self, results: Iterable[PutResult]) -> None:
         """Wake held pulls of the queues just written; poke the schedule service."""
         for r in results:
-            if r.topic == B.SCHEDULE_TOPIC:
+            if r.topic == redelivery.SCHEDULE_TOPIC:
                 self.on_schedule.set()
             else:
                 self.waiters.notify((r.topic, r.queue_id))
@@ -187,16 +186,16 @@ class Broker:
     # -- sending ------------------------------------------------------------------------------
 
     async def send_message(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
-        return await S.send_message(self, cmd, peer)
+        return await send.send_message(self, cmd, peer)
 
     def retry_or_dlq(
-        self, h: H.SendMessageRequestHeader, props: dict[str, str]
-    ) -> H.SendMessageRequestHeader:
+        self, h: headers.SendMessageRequestHeader, props: dict[str, str]
+    ) -> headers.SendMessageRequestHeader:
         """A client's own send to ``%RETRY%<group>`` (an orderly consumer's send-back): the
-        store's rule (:func:`~mqtool.refstore.broker.handle_retry_and_dlq`, for the RocketMQ
+        store's rule (:func:`~mqtool.refstore.redelivery.handle_retry_and_dlq`, for the RocketMQ
         version the store emulates) decides on the DLQ and the DELAY that is stored; the max is
         the header's, else the group's."""
-        group = h.topic[len(B.RETRY_GROUP_TOPIC_PREFIX) :]
+        group = h.topic[len(redelivery.RETRY_GROUP_TOPIC_PREFIX) :]
         cfg = self.store.groups.get(group)
         max_times = h.maxReconsumeTimes
         if max_times is None:
@@ -205,7 +204,7 @@ class Broker:
                 if cfg is not None
                 else self.store.config.default_max_reconsume_times
             )
-        decision = B.handle_retry_and_dlq(
+        decision = redelivery.handle_retry_and_dlq(
             props,
             group=group,
             reconsume_times=h.reconsumeTimes or 0,
@@ -215,7 +214,7 @@ class Broker:
         )
         if not decision.to_dlq:
             return h
-        self.store.create_topic(decision.topic, B.DLQ_NUMS_PER_GROUP, perm=6)
+        self.store.create_topic(decision.topic, redelivery.DLQ_NUMS_PER_GROUP, perm=6)
         return replace(h, topic=decision.topic, queueId=decision.queue_id or 0)
 
     def _group_locked(self, group: str) -> bool:
@@ -234,7 +233,7 @@ class Broker:
         return (first[0] if first is not None else mx), mx
 
     def _pull_once(
-        self, h: H.PullMessageRequestHeader, offset: int, selects: MessageFilter
+        self, h: headers.PullMessageRequestHeader, offset: int, selects: MessageFilter
     ) -> tuple[int, int, int, int, list[CommitLogMessage]]:
         """(response code, next offset, min, max, messages) for one look at the queue."""
         lo, hi = self.queue_bounds(h.topic, h.queueId)
@@ -266,7 +265,7 @@ class Broker:
         return ResponseCode.PULL_NOT_FOUND, nxt, lo, hi, []
 
     async def pull_message(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
-        h = H.decode_header(H.PullMessageRequestHeader, cmd.ext_fields)
+        h = headers.decode_header(headers.PullMessageRequestHeader, cmd.ext_fields)
         v5 = self.store.config.v5
         if no_such_group(h.consumerGroup):  # findSubscriptionGroupConfig: null
             return cmd.response(
@@ -278,12 +277,12 @@ class Broker:
                 ResponseCode.TOPIC_NOT_EXIST,
                 f"topic[{h.topic}] not exist, apply first please! {suggest_todo(v5)}",
             )
-        if h.sysFlag & H.PULL_FLAG_COMMIT_OFFSET and h.commitOffset >= 0:
+        if h.sysFlag & headers.PULL_FLAG_COMMIT_OFFSET and h.commitOffset >= 0:
             self.store.commit_offset(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
         selects = self._pull_filter(cmd, h)
         if isinstance(selects, RemotingCommand):
             return selects
-        suspend = bool(h.sysFlag & H.PULL_FLAG_SUSPEND) and h.suspendTimeoutMillis > 0
+        suspend = bool(h.sysFlag & headers.PULL_FLAG_SUSPEND) and h.suspendTimeoutMillis > 0
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(h.suspendTimeoutMillis, MAX_SUSPEND_MS) / 1000
         offset = h.queueOffset
@@ -294,7 +293,7 @@ class Broker:
                 break
             offset = nxt
             await self.waiters.wait((h.topic, h.queueId), left)
-        ext = H.PullMessageResponseHeader(
+        ext = headers.PullMessageResponseHeader(
             suggestWhichBrokerId=0, nextBeginOffset=nxt, minOffset=lo, maxOffset=hi
         ).to_ext()
         if code != ResponseCode.SUCCESS:
@@ -303,12 +302,12 @@ class Broker:
         self.counts["pulled"] += len(msgs)
         return cmd.response(ext=ext, body=b"".join(build_message(m) for m in msgs))
 
-    def _pull_filter(self, cmd: RemotingCommand, h: H.PullMessageRequestHeader
+    def _pull_filter(self, cmd: RemotingCommand, h: headers.PullMessageRequestHeader
                      ) -> MessageFilter | RemotingCommand:
         """What a pull selects (``PullMessageProcessor``): the subscription the pull carries,
         else the one the group's consumers registered by heartbeat (a client that registered
         none is served everything); SQL92 only with ``enablePropertyFilter``."""
-        carried = bool(h.sysFlag & H.PULL_FLAG_SUBSCRIPTION)
+        carried = bool(h.sysFlag & headers.PULL_FLAG_SUBSCRIPTION)
         expr, kind = h.subscription, h.expressionType
         if not carried:
             sub = self._registered(h.consumerGroup, h.topic)
@@ -364,7 +363,7 @@ class Broker:
             if c.group not in self.store.groups:  # autoCreateSubscriptionGroup
                 self.store.create_group(c.group)
             cfg = self.store.groups[c.group]
-            self.store.create_topic(B.retry_topic(c.group), max(1, cfg.retry_queue_nums))
+            self.store.create_topic(redelivery.retry_topic(c.group), max(1, cfg.retry_queue_nums))
             members = self.consumers.setdefault(c.group, {})
             known = hb.client_id in members
             members[hb.client_id] = ClientInfo(hb.client_id, peer, cmd.language, cmd.version, c)
@@ -388,7 +387,7 @@ class Broker:
                 )
 
     async def unregister_client(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
-        h = H.decode_header(H.UnregisterClientRequestHeader, cmd.ext_fields)
+        h = headers.decode_header(headers.UnregisterClientRequestHeader, cmd.ext_fields)
         if h.producerGroup:
             self.producers.get(h.producerGroup, {}).pop(h.clientID, None)
         if h.consumerGroup and self.consumers.get(h.consumerGroup, {}).pop(h.clientID, None):
@@ -410,7 +409,7 @@ class Broker:
                     task.add_done_callback(self._tasks.discard)
 
     async def consumer_list(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
-        h = H.decode_header(H.GetConsumerListByGroupRequestHeader, cmd.ext_fields)
+        h = headers.decode_header(headers.GetConsumerListByGroupRequestHeader, cmd.ext_fields)
         ids = sorted(self.consumers.get(h.consumerGroup, {}))
         if not ids:
             return cmd.response(
@@ -421,7 +420,7 @@ class Broker:
     # -- offsets ------------------------------------------------------------------------------
 
     async def query_consumer_offset(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
-        h = H.decode_header(H.QueryConsumerOffsetRequestHeader, cmd.ext_fields)
+        h = headers.decode_header(headers.QueryConsumerOffsetRequestHeader, cmd.ext_fields)
         off = self.store.get_consumer_offset(h.consumerGroup, h.topic, h.queueId)
         if off < 0:
             lo, _ = self.queue_bounds(h.topic, h.queueId)
@@ -430,10 +429,10 @@ class Broker:
                     ResponseCode.QUERY_NOT_FOUND, "Not found, maybe this group consumer boot first"
                 )
             off = 0
-        return cmd.response(ext=H.OffsetResponseHeader(offset=off).to_ext())
+        return cmd.response(ext=headers.OffsetResponseHeader(offset=off).to_ext())
 
     async def update_consumer_offset(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
-        h = H.decode_header(H.UpdateConsumerOffsetRequestHeader, cmd.ext_fields)
+        h = headers.decode_header(headers.UpdateConsumerOffsetRequestHeader, cmd.ext_fields)
         refused = self._offset_refusal(cmd, h.consumerGroup, h.topic)
         if refused is not None:
             return refused
@@ -456,7 +455,7 @@ class Broker:
 
     async def search_offset(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
         """First queue offset whose store time is >= the timestamp (max offset when none)."""
-        h = H.decode_header(H.SearchOffsetRequestHeader, cmd.ext_fields)
+        h = headers.decode_header(headers.SearchOffsetRequestHeader, cmd.ext_fields)
         lo, hi = self.queue_bounds(h.topic, h.queueId)
         a, b = lo, hi
         while a < b:
@@ -466,24 +465,25 @@ class Broker:
                 b = mid
             else:
                 a = mid + 1
-        return cmd.response(ext=H.OffsetResponseHeader(offset=a).to_ext())
+        return cmd.response(ext=headers.OffsetResponseHeader(offset=a).to_ext())
 
     async def max_offset(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
-        h = H.decode_header(H.GetMaxOffsetRequestHeader, cmd.ext_fields)
+        h = headers.decode_header(headers.GetMaxOffsetRequestHeader, cmd.ext_fields)
         return cmd.response(
-            ext=H.OffsetResponseHeader(offset=self.store.max_offset(h.topic, h.queueId)).to_ext()
+            ext=headers.OffsetResponseHeader(
+                offset=self.store.max_offset(h.topic, h.queueId)).to_ext()
         )
 
     async def min_offset(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
-        h = H.decode_header(H.GetMinOffsetRequestHeader, cmd.ext_fields)
+        h = headers.decode_header(headers.GetMinOffsetRequestHeader, cmd.ext_fields)
         lo, _ = self.queue_bounds(h.topic, h.queueId)
-        return cmd.response(ext=H.OffsetResponseHeader(offset=lo).to_ext())
+        return cmd.response(ext=headers.OffsetResponseHeader(offset=lo).to_ext())
 
     # -- retry --------------------------------------------------------------------------------
 
     async def send_back(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
         """CONSUMER_SEND_MSG_BACK: the engine applies the broker's delay/retry/DLQ rules."""
-        h = H.decode_header(H.ConsumerSendMsgBackRequestHeader, cmd.ext_fields)
+        h = headers.decode_header(headers.ConsumerSendMsgBackRequestHeader, cmd.ext_fields)
         if no_such_group(h.group):  # findSubscriptionGroupConfig: null
             return cmd.response(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -526,7 +526,7 @@ class Broker:
         The engine buffers index entries, so this reads the topic's consume queues instead of
         the index files: every message of the topic is looked at.
         """
-        h = H.decode_header(H.QueryMessageRequestHeader, cmd.ext_fields)
+        h = headers.decode_header(headers.QueryMessageRequestHeader, cmd.ext_fields)
         limit = min(max(1, h.maxNum), MAX_QUERY_RESULTS)
         newest: list[tuple[int, CommitLogMessage]] = []  # a heap of the newest ``limit``
         for qid in self.store.queue_ids(h.topic):
@@ -538,7 +538,7 @@ class Broker:
                     if len(newest) > limit:
                         heapq.heappop(newest)
         found = [m for _, m in sorted(newest, key=lambda e: e[0])]
-        ext = H.QueryMessageResponseHeader(
+        ext = headers.QueryMessageResponseHeader(
             indexLastUpdateTimestamp=self.store.last_store_timestamp,
             indexLastUpdatePhyoffset=self.store.write_position,
         ).to_ext()
@@ -551,7 +551,7 @@ class Broker:
         return cmd.response(ext=ext, body=b"".join(build_message(m) for m in found))
 
     async def view_message(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
-        h = H.decode_header(H.ViewMessageRequestHeader, cmd.ext_fields)
+        h = headers.decode_header(headers.ViewMessageRequestHeader, cmd.ext_fields)
         try:
             m = self.store.read_message(h.offset)
         except MqtoolError as e:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from mqtool.refstore.engine import PutResult, RefStore
-from mqtool.remoting import headers as H
+from mqtool.remoting import headers
 from mqtool.remoting.bodies import ConsumerData
 from mqtool.remoting.transport import Peer
 from mqtool.serve.config import BrokerSettings
@@ -41,8 +41,8 @@ class BrokerCore(Protocol):
         """Wake held pulls of the queues just written."""
 
     def retry_or_dlq(
-        self, h: H.SendMessageRequestHeader, props: dict[str, str]
-    ) -> H.SendMessageRequestHeader:
+        self, h: headers.SendMessageRequestHeader, props: dict[str, str]
+    ) -> headers.SendMessageRequestHeader:
         """A client's own send to ``%RETRY%<group>``: where it goes."""
 
     def half_put(self) -> None:

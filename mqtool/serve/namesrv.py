@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from mqtool.formats.rules import AUTO_CREATE_TOPIC
 from mqtool.refstore.engine import RefStore
-from mqtool.remoting import bodies
-from mqtool.remoting import headers as H
+from mqtool.remoting import bodies, headers
 from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.frame import RemotingCommand
 from mqtool.remoting.transport import Peer, UnsupportedCode
@@ -54,7 +53,7 @@ class NameServer:
         return perm
 
     def route(self, cmd: RemotingCommand) -> RemotingCommand:
-        h = H.decode_header(H.GetRouteInfoRequestHeader, cmd.ext_fields)
+        h = headers.decode_header(headers.GetRouteInfoRequestHeader, cmd.ext_fields)
         topic = h.topic
         tc = self.store.topics.get(topic)
         if tc is None:

@@ -37,11 +37,9 @@ from mqtool.formats.rules import (
     not_allowed_send_remark,
     topic_refusal,
 )
-from mqtool.refstore import broker as B
-from mqtool.refstore import transaction as T
+from mqtool.refstore import redelivery, transaction
 from mqtool.refstore.engine import Message, PutResult
-from mqtool.remoting import bodies
-from mqtool.remoting import headers as H
+from mqtool.remoting import bodies, headers
 from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.frame import RemotingCommand
 from mqtool.remoting.transport import Peer
@@ -112,7 +110,7 @@ def create_from_default(broker: BrokerCore, topic: str, default_topic: str,
     return store.create_topic(topic, nums, perm=perm & ~PERM_INHERIT)
 
 
-def send_topic(broker: BrokerCore, cmd: RemotingCommand, h: H.SendMessageRequestHeader,
+def send_topic(broker: BrokerCore, cmd: RemotingCommand, h: headers.SendMessageRequestHeader,
                producer: str) -> TopicConfig | RemotingCommand:
     """The topic config a send goes to (created when the broker would), or the refusal."""
     store = broker.store
@@ -123,7 +121,7 @@ def send_topic(broker: BrokerCore, cmd: RemotingCommand, h: H.SendMessageRequest
     tc = store.topics.get(h.topic)
     if tc is None:
         tc = create_from_default(broker, h.topic, h.defaultTopic, h.defaultTopicQueueNums)
-        if tc is None and h.topic.startswith(B.RETRY_GROUP_TOPIC_PREFIX):
+        if tc is None and h.topic.startswith(redelivery.RETRY_GROUP_TOPIC_PREFIX):
             tc = store.create_topic(h.topic, 1, perm=PERM_READ | PERM_WRITE)
     if tc is None:
         return cmd.response(
@@ -141,7 +139,7 @@ def send_topic(broker: BrokerCore, cmd: RemotingCommand, h: H.SendMessageRequest
 RECORD_SLACK = 64 * 1024
 
 
-def illegal(broker: BrokerCore, cmd: RemotingCommand, h: H.SendMessageRequestHeader,
+def illegal(broker: BrokerCore, cmd: RemotingCommand, h: headers.SendMessageRequestHeader,
             body: bytes) -> RemotingCommand | None:
     """MESSAGE_ILLEGAL as ``MessageExtEncoder#encode`` refuses a record: a body (as sent,
     compressed or not) over ``maxMessageSize``, properties (with the broker's ``CLUSTER``) over
@@ -162,11 +160,11 @@ def illegal(broker: BrokerCore, cmd: RemotingCommand, h: H.SendMessageRequestHea
     )
 
 
-def parse_send_header(cmd: RemotingCommand) -> H.SendMessageRequestHeader:
+def parse_send_header(cmd: RemotingCommand) -> headers.SendMessageRequestHeader:
     """``parseRequestHeader``: 310 and 320 are V2 (one-letter names), 10 the long names."""
     if cmd.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
-        return H.send_header_from_v2(cmd.ext_fields)
-    return H.decode_header(H.SendMessageRequestHeader, cmd.ext_fields)
+        return headers.send_header_from_v2(cmd.ext_fields)
+    return headers.decode_header(headers.SendMessageRequestHeader, cmd.ext_fields)
 
 
 async def send_message(broker: BrokerCore, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
@@ -184,7 +182,7 @@ async def send_message(broker: BrokerCore, cmd: RemotingCommand, peer: Peer) -> 
         prop_map[PROPERTY_MSG_REGION] = broker.settings.regionId
         prop_map[PROPERTY_TRACE_SWITCH] = "true" if broker.settings.traceOn else "false"
         h = replace(h, properties=encode_properties(prop_map.items()))
-    if h.topic.startswith(B.RETRY_GROUP_TOPIC_PREFIX):
+    if h.topic.startswith(redelivery.RETRY_GROUP_TOPIC_PREFIX):
         h = broker.retry_or_dlq(h, prop_map)
     transaction_id = None
     if h.batch:
@@ -197,13 +195,13 @@ async def send_message(broker: BrokerCore, cmd: RemotingCommand, peer: Peer) -> 
         msg = Message(h.topic, cmd.body, tuple(prop_map.items()), h.queueId, h.flag,
                       h.sysFlag, h.bornTimestamp, peer.address, h.reconsumeTimes or 0)
         if prop_map.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true" and not (
-                (h.reconsumeTimes or 0) > 0 and B.delay_level_of(prop_map) > 0):
+                (h.reconsumeTimes or 0) > 0 and redelivery.delay_level_of(prop_map) > 0):
             if broker.settings.rejectTransactionMessage:
                 return cmd.response(
                     ResponseCode.NO_PERMISSION,
                     f"the broker[{broker.host}] sending transaction message is forbidden")
             group = prop_map.get(PROPERTY_PRODUCER_GROUP) or h.producerGroup
-            r = T.send_half(store, msg, group)
+            r = transaction.send_half(store, msg, group)
             broker.half_put()
         elif store.config.v5:  # 5.x stores the properties as sent, WAIT too
             r = store.put(msg)
@@ -219,7 +217,7 @@ async def send_message(broker: BrokerCore, cmd: RemotingCommand, peer: Peer) -> 
     broker.counts["sent"] += len(results)
     broker.notify_put(results)
     first = results[0]
-    ext = H.SendMessageResponseHeader(
+    ext = headers.SendMessageResponseHeader(
         msgId=msg_id,
         queueId=first.queue_id if first.topic == h.topic else h.queueId,
         queueOffset=first.queue_offset,
@@ -231,7 +229,7 @@ async def send_message(broker: BrokerCore, cmd: RemotingCommand, peer: Peer) -> 
     return cmd.response(ext=ext)
 
 
-def put_batch(broker: BrokerCore, h: H.SendMessageRequestHeader, body: bytes,
+def put_batch(broker: BrokerCore, h: headers.SendMessageRequestHeader, body: bytes,
               prop_map: dict[str, str], peer: Peer) -> list[PutResult]:
     """A ``MessageBatch``: every message its own record, the batch's properties appended."""
     store = broker.store

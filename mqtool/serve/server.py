@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from mqtool.formats.errors import MqtoolError
-from mqtool.refstore import broker as B
+from mqtool.refstore import redelivery
 from mqtool.refstore.engine import RefStore
 from mqtool.remoting.codes import RequestCode
 from mqtool.remoting.frame import RemotingCommand
@@ -90,7 +90,7 @@ def open_store(opts: ServeOptions, broker_port: int) -> RefStore:
     """
     levels = opts.delay_levels or opts.settings.messageDelayLevel
     if levels is not None:
-        B.parse_delay_levels(levels)  # refused before the store is touched
+        redelivery.parse_delay_levels(levels)  # refused before the store is touched
     store = RefStore.open(opts.store)
     try:
         want = replace(

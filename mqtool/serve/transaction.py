@@ -43,9 +43,9 @@ from mqtool.formats.rules import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
 )
-from mqtool.refstore import transaction as T
+from mqtool.refstore import transaction
 from mqtool.refstore.engine import PutResult
-from mqtool.remoting import headers as H
+from mqtool.remoting import headers
 from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.frame import RemotingCommand
 from mqtool.remoting.transport import Peer
@@ -100,7 +100,7 @@ class Transactions:
     # -- END_TRANSACTION ----------------------------------------------------------------------
 
     async def end_transaction(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand | None:
-        h = H.decode_header(H.EndTransactionRequestHeader, cmd.ext_fields)
+        h = headers.decode_header(headers.EndTransactionRequestHeader, cmd.ext_fields)
         kind = h.commitOrRollback
         if kind not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
             return None  # NOT_TYPE (unknown) or anything else: nothing, no answer
@@ -112,7 +112,8 @@ class Transactions:
         wrong = self._wrong(half, h)
         if wrong is not None:
             return cmd.response(ResponseCode.SYSTEM_ERROR, wrong)
-        end = T.end_transaction(store, h.commitLogOffset, commit=kind == TRANSACTION_COMMIT_TYPE)
+        end = transaction.end_transaction(store, h.commitLogOffset,
+                                          commit=kind == TRANSACTION_COMMIT_TYPE)
         results: list[PutResult] = [end.op]
         if end.committed is not None:
             results.append(end.committed)
@@ -123,7 +124,7 @@ class Transactions:
         return cmd.response()
 
     @staticmethod
-    def _wrong(half: CommitLogMessage, h: H.EndTransactionRequestHeader) -> str | None:
+    def _wrong(half: CommitLogMessage, h: headers.EndTransactionRequestHeader) -> str | None:
         """``checkPrepareMessage``'s refusals (None: the half is the one the header names)."""
         if half.topic != TRANS_HALF_TOPIC:
             return NOT_FOUND
@@ -174,7 +175,8 @@ class Transactions:
                 continue
             times = half.properties.get(PROPERTY_TRANSACTION_CHECK_TIMES)
             if times is not None and _int(times) >= check_max:
-                T.check_half(store, half.physical_offset, check_max=check_max)  # discarded
+                transaction.check_half(store, half.physical_offset,
+                                       check_max=check_max)  # discarded
                 self.counts["discarded"] += 1
                 new_off = i + 1
                 continue
@@ -183,7 +185,7 @@ class Transactions:
             age = store.clock() - half.born_timestamp
             if 0 <= age < immunity_ms(half, timeout_ms):
                 break
-            r = T.check_half(store, half.physical_offset, check_max=check_max)
+            r = transaction.check_half(store, half.physical_offset, check_max=check_max)
             checked.append(store.read_message(r.physical_offset))
             self.counts["checked"] += 1
             new_off = i + 1
@@ -208,7 +210,7 @@ class Transactions:
             return None
         who = live[next(self._pick) % len(live)]
         uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-        header = H.CheckTransactionStateRequestHeader(
+        header = headers.CheckTransactionStateRequestHeader(
             tranStateTableOffset=half.queue_offset, commitLogOffset=half.physical_offset,
             msgId=uniq, transactionId=uniq, offsetMsgId=half.offset_msg_id,
         )

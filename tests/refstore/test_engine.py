@@ -28,7 +28,7 @@ from mqtool.formats.javacompat import (
     hashmap_order_pairs,
     java_string_hash,
 )
-from mqtool.refstore import broker
+from mqtool.refstore import redelivery
 from mqtool.refstore.engine import (
     ManualClock,
     Message,
@@ -76,7 +76,8 @@ def test_hashmap_order_matches_real_stores(ver: str, name: str, capacity: int | 
         keys = [k for k, _ in pairs]
         if len(set(keys)) != len(keys):  # batch messages carry WAIT twice (string append)
             continue
-        assert [k for k, _ in hashmap_order_pairs(pairs, capacity)] == keys  # type: ignore[arg-type]
+        ordered = hashmap_order_pairs(pairs, capacity)  # type: ignore[arg-type]
+        assert [k for k, _ in ordered] == keys
         checked += 1
     assert checked > 40
 
@@ -167,18 +168,20 @@ def test_java_hash_cache() -> None:
 
 
 def test_delay_levels_and_send_back_rules() -> None:
-    t = broker.parse_delay_levels()
+    t = redelivery.parse_delay_levels()
     assert len(t) == 18 and t[1] == 1000 and t[5] == 60_000 and t[18] == 7_200_000
-    with pytest.raises(broker.BrokerRuleError):
-        broker.parse_delay_levels("1s 5x")
-    assert broker.decide_send_back("g", 0, 0, 16) == broker.SendBackDecision("%RETRY%g", 3, False)
-    assert broker.decide_send_back("g", 2, 0, 16).delay_level == 5
-    assert broker.decide_send_back("g", 2, 7, 16).delay_level == 7
-    assert broker.decide_send_back("g", 16, 0, 16) == broker.SendBackDecision("%DLQ%g", 0, True)
-    assert broker.decide_send_back("g", 0, -1, 16).to_dlq
-    assert broker.correct_deliver_timestamp(1000, 5000, 1000) == 1000
-    assert broker.correct_deliver_timestamp(1000, 1500, 1000) == 1500
-    assert broker.index_keys("T", {"UNIQ_KEY": "U", "KEYS": "a  b"}) == ["T#U", "T#a", "T#b"]
+    with pytest.raises(redelivery.BrokerRuleError):
+        redelivery.parse_delay_levels("1s 5x")
+    assert redelivery.decide_send_back("g", 0, 0, 16) == redelivery.SendBackDecision(
+        "%RETRY%g", 3, False)
+    assert redelivery.decide_send_back("g", 2, 0, 16).delay_level == 5
+    assert redelivery.decide_send_back("g", 2, 7, 16).delay_level == 7
+    assert redelivery.decide_send_back("g", 16, 0, 16) == redelivery.SendBackDecision(
+        "%DLQ%g", 0, True)
+    assert redelivery.decide_send_back("g", 0, -1, 16).to_dlq
+    assert redelivery.correct_deliver_timestamp(1000, 5000, 1000) == 1000
+    assert redelivery.correct_deliver_timestamp(1000, 1500, 1000) == 1500
+    assert redelivery.index_keys("T", {"UNIQ_KEY": "U", "KEYS": "a  b"}) == ["T#U", "T#a", "T#b"]
 
 
 # -- engine -----------------------------------------------------------------------------------
@@ -262,7 +265,7 @@ def test_schedule_retry_dlq_and_offsets(tmp_path: Path) -> None:
     s = _open(root, clock)
     s.create_group("g", retry_max_times=1)
     d = s.put(Message.create("T", b"later", tags="D", delay_level=2, queue_id=1))
-    assert (d.topic, d.queue_id) == (broker.SCHEDULE_TOPIC, 1)
+    assert (d.topic, d.queue_id) == (redelivery.SCHEDULE_TOPIC, 1)
     assert s.tick() == []
     clock.advance(2000)
     (delivered,) = s.tick()
@@ -270,7 +273,7 @@ def test_schedule_retry_dlq_and_offsets(tmp_path: Path) -> None:
     assert s.delay_offsets == {2: 1}
     m = s.put(Message.create("T", b"fail", tags="F", queue_id=0))
     r1 = s.send_back("g", m.physical_offset)
-    assert (r1.topic, r1.queue_id) == (broker.SCHEDULE_TOPIC, 2)  # level 3 + 0
+    assert (r1.topic, r1.queue_id) == (redelivery.SCHEDULE_TOPIC, 2)  # level 3 + 0
     clock.advance(3000)
     (retry,) = s.tick()
     assert retry.topic == "%RETRY%g"
@@ -360,7 +363,7 @@ def test_orderly_consumer_path(tmp_path: Path) -> None:
         s.create_group("og", retry_max_times=2, consume_orderly=True)
         m = s.put(Message.create("T", b"ordered", tags="O", keys="o-1", queue_id=0))
         r = s.send_back_orderly("og", m.physical_offset)  # rt 0 < 2: retry via schedule
-        assert (r.topic, r.queue_id) == (broker.SCHEDULE_TOPIC, 2)
+        assert (r.topic, r.queue_id) == (redelivery.SCHEDULE_TOPIC, 2)
         sched = s.read_message(r.physical_offset)
         p = sched.properties
         assert sched.reconsume_times == 0  # the client's header value, not + 1
@@ -374,7 +377,7 @@ def test_orderly_consumer_path(tmp_path: Path) -> None:
         # 4.9.7 keeps the client's DELAY (handleRetryAndDLQ's DELAY=0 is overwritten by the
         # client's properties), so the DLQ copy waits in the schedule topic first (#2724)
         s3 = s.send_back_orderly("og", again.physical_offset, max_reconsume_times=0)
-        assert s3.topic == broker.SCHEDULE_TOPIC
+        assert s3.topic == redelivery.SCHEDULE_TOPIC
         parked = s.read_message(s3.physical_offset).properties
         assert parked["REAL_TOPIC"] == "%DLQ%og" and parked["DELAY"] == "3"
         clock.advance(5000)

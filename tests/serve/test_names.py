@@ -15,8 +15,7 @@ import pytest
 import realmq
 
 from mqtool.remoting import bodies
-from mqtool.remoting.codes import RequestCode as R
-from mqtool.remoting.codes import ResponseCode as C
+from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.frame import RemotingCommand
 from tests.serve.conftest import ask, mqtool
 
@@ -32,25 +31,27 @@ def forbidden(topic: str) -> str:
 
 #: (topic, code, remark) a RocketMQ 4.9.7 broker answers a SEND_MESSAGE with (``None``: stored).
 SEND_CASES: list[tuple[str, int, str | None]] = [
-    ("", C.SYSTEM_ERROR, BLANK),
-    ("   ", C.SYSTEM_ERROR, BLANK),
-    ("T" * 5000, C.SYSTEM_ERROR, TOO_LONG),
-    ("T" * 128, C.SYSTEM_ERROR, TOO_LONG),
-    ("a b", C.SYSTEM_ERROR, ILLEGAL),
-    ("a.b", C.SYSTEM_ERROR, ILLEGAL),
-    ("..", C.SYSTEM_ERROR, ILLEGAL),
-    ("a/b", C.SYSTEM_ERROR, ILLEGAL),
-    ("caf\u00e9", C.SYSTEM_ERROR, ILLEGAL),
-    ("T@G", C.SYSTEM_ERROR, ILLEGAL),
-    ("SCHEDULE_TOPIC_XXXX", C.NO_PERMISSION, forbidden("SCHEDULE_TOPIC_XXXX")),
-    ("RMQ_SYS_TRANS_HALF_TOPIC", C.NO_PERMISSION, forbidden("RMQ_SYS_TRANS_HALF_TOPIC")),
-    ("RMQ_SYS_TRANS_OP_HALF_TOPIC", C.NO_PERMISSION, forbidden("RMQ_SYS_TRANS_OP_HALF_TOPIC")),
-    ("TRANS_CHECK_MAX_TIME_TOPIC", C.NO_PERMISSION, forbidden("TRANS_CHECK_MAX_TIME_TOPIC")),
-    ("SELF_TEST_TOPIC", C.NO_PERMISSION, forbidden("SELF_TEST_TOPIC")),
-    ("OFFSET_MOVED_EVENT", C.NO_PERMISSION, forbidden("OFFSET_MOVED_EVENT")),
-    ("T" * 127, C.SUCCESS, None),
-    ("Ok-Topic|x%1_", C.SUCCESS, None),
-    ("%RETRY%GID_names", C.SUCCESS, None),
+    ("", ResponseCode.SYSTEM_ERROR, BLANK),
+    ("   ", ResponseCode.SYSTEM_ERROR, BLANK),
+    ("T" * 5000, ResponseCode.SYSTEM_ERROR, TOO_LONG),
+    ("T" * 128, ResponseCode.SYSTEM_ERROR, TOO_LONG),
+    ("a b", ResponseCode.SYSTEM_ERROR, ILLEGAL),
+    ("a.b", ResponseCode.SYSTEM_ERROR, ILLEGAL),
+    ("..", ResponseCode.SYSTEM_ERROR, ILLEGAL),
+    ("a/b", ResponseCode.SYSTEM_ERROR, ILLEGAL),
+    ("caf\u00e9", ResponseCode.SYSTEM_ERROR, ILLEGAL),
+    ("T@G", ResponseCode.SYSTEM_ERROR, ILLEGAL),
+    ("SCHEDULE_TOPIC_XXXX", ResponseCode.NO_PERMISSION, forbidden("SCHEDULE_TOPIC_XXXX")),
+    ("RMQ_SYS_TRANS_HALF_TOPIC", ResponseCode.NO_PERMISSION, forbidden("RMQ_SYS_TRANS_HALF_TOPIC")),
+    ("RMQ_SYS_TRANS_OP_HALF_TOPIC", ResponseCode.NO_PERMISSION,
+     forbidden("RMQ_SYS_TRANS_OP_HALF_TOPIC")),
+    ("TRANS_CHECK_MAX_TIME_TOPIC", ResponseCode.NO_PERMISSION,
+     forbidden("TRANS_CHECK_MAX_TIME_TOPIC")),
+    ("SELF_TEST_TOPIC", ResponseCode.NO_PERMISSION, forbidden("SELF_TEST_TOPIC")),
+    ("OFFSET_MOVED_EVENT", ResponseCode.NO_PERMISSION, forbidden("OFFSET_MOVED_EVENT")),
+    ("T" * 127, ResponseCode.SUCCESS, None),
+    ("Ok-Topic|x%1_", ResponseCode.SUCCESS, None),
+    ("%RETRY%GID_names", ResponseCode.SUCCESS, None),
 ]
 
 
@@ -63,15 +64,16 @@ def send_ext(topic: str, queue: int = 0) -> dict[str, object]:
 def batch_send(topic: str) -> RemotingCommand:
     """A batch as SEND_MESSAGE with ``batch=true`` (the long header names)."""
     body = bodies.encode_batch([bodies.BatchMessage(0, b"b", "")])
-    return RemotingCommand.request(R.SEND_MESSAGE, {**send_ext(topic), "batch": "true"}, body)
+    return RemotingCommand.request(RequestCode.SEND_MESSAGE, {**send_ext(topic), "batch": "true"},
+                                   body)
 
 
 def send_answers(broker: str, topics: list[str]) -> list[tuple[int, str | None]]:
     """(code, remark) of a SEND_MESSAGE to each topic."""
     out = []
     for t in topics:
-        r = ask(broker, RemotingCommand.request(R.SEND_MESSAGE, send_ext(t), b"body"))
-        out.append((r.code, r.remark if r.code != C.SUCCESS else None))
+        r = ask(broker, RemotingCommand.request(RequestCode.SEND_MESSAGE, send_ext(t), b"body"))
+        out.append((r.code, r.remark if r.code != ResponseCode.SUCCESS else None))
     return out
 
 
@@ -88,25 +90,28 @@ def test_serve_refuses_topic_names_as_the_broker_does(tmp_path: Path, serve_fact
     escape = os.path.relpath(outside, store / "consumequeue")  # ../../../../outside
     topics = [t for t, _, _ in SEND_CASES]
     answers = send_answers(srv.broker, [escape, *topics])
-    assert answers[0] == (C.SYSTEM_ERROR, ILLEGAL)
+    assert answers[0] == (ResponseCode.SYSTEM_ERROR, ILLEGAL)
     assert answers[1:] == [(code, remark) for _, code, remark in SEND_CASES]
     # SEND_MESSAGE_V2 (the Java client's) and a batch (SEND_MESSAGE, batch=true) the same way
     v2 = {"a": "PID_names", "b": escape, "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": 1, "h": 0,
           "i": ""}
-    r = ask(srv.broker, RemotingCommand.request(R.SEND_MESSAGE_V2, v2, b"x"))
-    assert (r.code, r.remark) == (C.SYSTEM_ERROR, ILLEGAL)
+    r = ask(srv.broker, RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, v2, b"x"))
+    assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, ILLEGAL)
     r = ask(srv.broker, batch_send("SCHEDULE_TOPIC_XXXX"))
-    assert (r.code, r.remark) == (C.NO_PERMISSION, forbidden("SCHEDULE_TOPIC_XXXX"))
+    assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION, forbidden("SCHEDULE_TOPIC_XXXX"))
     # the name server creates no topic it would refuse a send to, and answers as for any topic
     # it has no route for
     for t in ("../../x", "", "T" * 5000, "a b", "RMQ_SYS_TRANS_HALF_TOPIC", "%DLQ%GID_x"):
-        r = ask(srv.namesrv, RemotingCommand.request(R.GET_ROUTEINFO_BY_TOPIC, {"topic": t}))
+        r = ask(srv.namesrv, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                                     {"topic": t}))
         want = "No topic route info in name server for the topic: " + t + FAQ_4
-        assert (r.code, r.remark) == (C.TOPIC_NOT_EXIST, want), t[:40]
+        assert (r.code, r.remark) == (ResponseCode.TOPIC_NOT_EXIST, want), t[:40]
     # nor one a client may send to: the broker creates it on the first send, from TBW102
-    r = ask(srv.namesrv, RemotingCommand.request(R.GET_ROUTEINFO_BY_TOPIC, {"topic": "NewTopic"}))
+    r = ask(srv.namesrv, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                                 {"topic": "NewTopic"}))
     assert (r.code, r.remark) == (
-        C.TOPIC_NOT_EXIST, "No topic route info in name server for the topic: NewTopic" + FAQ_4)
+        ResponseCode.TOPIC_NOT_EXIST,
+        "No topic route info in name server for the topic: NewTopic" + FAQ_4)
     assert srv.stop() == 0, srv.stderr()
     assert "Traceback" not in srv.stderr()
     assert _files_under(tmp_path) - _files_under(store) == before  # nothing outside the store
@@ -129,36 +134,40 @@ def test_serve_refuses_group_names_it_cannot_hold(tmp_path: Path, serve_factory:
     (``findSubscriptionGroupConfig`` gives null), so no ``%RETRY%`` topic, no offsets key."""
     store = tmp_path / "store"
     srv = serve_factory(store)
-    r = ask(srv.broker, RemotingCommand.request(R.SEND_MESSAGE, send_ext("GoodTopic"), b"x"))
-    assert r.code == C.SUCCESS
+    r = ask(srv.broker, RemotingCommand.request(RequestCode.SEND_MESSAGE, send_ext("GoodTopic"),
+                                                b"x"))
+    assert r.code == ResponseCode.SUCCESS
     offset = int(r.ext_fields["msgId"][-16:], 16)
     # the last: a legal name whose %RETRY% topic (257 characters) no file system can hold
     bad_groups = ["../../g", "", "a b", "g" * 256, "T@G", "g" * 250]
     hb = bodies.build_heartbeat(bodies.HeartbeatData("cid-names", ("../p",), tuple(
         bodies.ConsumerData(g, subscriptions=(bodies.Subscription("GoodTopic"),))
         for g in [*bad_groups, "GID_ok"])))
-    assert ask(srv.broker, RemotingCommand.request(R.HEART_BEAT, {}, hb)).code == C.SUCCESS
+    beat = ask(srv.broker, RemotingCommand.request(RequestCode.HEART_BEAT, {}, hb))
+    assert beat.code == ResponseCode.SUCCESS
     for g in bad_groups:
         r = ask(srv.broker, RemotingCommand.request(
-            R.CONSUMER_SEND_MSG_BACK, {"group": g, "offset": offset, "delayLevel": 0,
+            RequestCode.CONSUMER_SEND_MSG_BACK, {"group": g, "offset": offset, "delayLevel": 0,
                                        "originMsgId": "x", "originTopic": "GoodTopic"}))
         assert (r.code, r.remark) == (
-            C.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {g} {FAQ_4}")
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {g} {FAQ_4}")
         pull = {"consumerGroup": g, "topic": "GoodTopic", "queueId": 0, "queueOffset": 0,
                 "maxMsgNums": 32, "sysFlag": 1, "commitOffset": 0, "suspendTimeoutMillis": 0,
                 "subscription": "*", "subVersion": 0}
-        r = ask(srv.broker, RemotingCommand.request(R.PULL_MESSAGE, pull))
+        r = ask(srv.broker, RemotingCommand.request(RequestCode.PULL_MESSAGE, pull))
         assert (r.code, r.remark) == (
-            C.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{g}] does not exist, {FAQ_4}")
-        r = ask(srv.broker, RemotingCommand.request(R.UPDATE_CONSUMER_OFFSET, {
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+            f"subscription group [{g}] does not exist, {FAQ_4}")
+        r = ask(srv.broker, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
             "consumerGroup": g, "topic": "GoodTopic", "queueId": 0, "commitOffset": 1}))
-        assert (r.code, r.remark) == (C.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {g} not exist!")
-    r = ask(srv.broker, RemotingCommand.request(R.UPDATE_CONSUMER_OFFSET, {
+        assert (r.code, r.remark) == (ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                      f"Group {g} not exist!")
+    r = ask(srv.broker, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
         "consumerGroup": "GID_ok", "topic": "../../t", "queueId": 0, "commitOffset": 1}))
-    assert (r.code, r.remark) == (C.TOPIC_NOT_EXIST, "Topic ../../t not exist!")
+    assert (r.code, r.remark) == (ResponseCode.TOPIC_NOT_EXIST, "Topic ../../t not exist!")
     r = ask(srv.broker, RemotingCommand.request(
-        R.CONSUMER_SEND_MSG_BACK, {"group": "GID_ok", "offset": offset, "delayLevel": 0}))
-    assert r.code == C.SUCCESS
+        RequestCode.CONSUMER_SEND_MSG_BACK, {"group": "GID_ok", "offset": offset, "delayLevel": 0}))
+    assert r.code == ResponseCode.SUCCESS
     assert srv.stop() == 0, srv.stderr()
     groups = json.loads((store / "config" / "subscriptionGroup.json").read_text())
     assert set(groups["subscriptionGroupTable"]) == {"GID_ok"}
@@ -176,14 +185,14 @@ def test_no_server_path_in_any_answer(tmp_path: Path, serve_factory: Any) -> Non
     store = tmp_path / "store"
     srv = serve_factory(store)
     for cmd in (
-        RemotingCommand.request(R.SEND_MESSAGE, send_ext("PathTopic", queue=99), b"x"),
-        RemotingCommand.request(R.VIEW_MESSAGE_BY_ID, {"offset": 12345}),
-        RemotingCommand.request(R.SEND_MESSAGE, send_ext("T" * 5000), b"x"),
-        RemotingCommand.request(R.GET_ROUTEINFO_BY_TOPIC, {"topic": "x" * 300}),
+        RemotingCommand.request(RequestCode.SEND_MESSAGE, send_ext("PathTopic", queue=99), b"x"),
+        RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": 12345}),
+        RemotingCommand.request(RequestCode.SEND_MESSAGE, send_ext("T" * 5000), b"x"),
+        RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "x" * 300}),
     ):
-        addr = srv.namesrv if cmd.code == R.GET_ROUTEINFO_BY_TOPIC else srv.broker
+        addr = srv.namesrv if cmd.code == RequestCode.GET_ROUTEINFO_BY_TOPIC else srv.broker
         r = ask(addr, cmd)
-        assert r.code != C.SUCCESS
+        assert r.code != ResponseCode.SUCCESS
         assert str(tmp_path) not in (r.remark or ""), r.remark
     assert srv.stop() == 0
 
@@ -221,16 +230,18 @@ def test_serve_answers_hostile_names_as_the_real_broker(
     topics = ["../../../../outside", *(t for t, _, _ in SEND_CASES)]
     theirs = send_answers(real.broker_addr, topics)
     assert send_answers(srv.broker, topics) == theirs
-    want = [(C.SYSTEM_ERROR, ILLEGAL), *((code, remark) for _, code, remark in SEND_CASES)]
+    want = [(ResponseCode.SYSTEM_ERROR, ILLEGAL),
+            *((code, remark) for _, code, remark in SEND_CASES)]
     if real.version == "5.3.3":  # the same remarks, INVALID_PARAMETER for validateTopic's
-        want = [(C.INVALID_PARAMETER if c == C.SYSTEM_ERROR else c, r) for c, r in want]
+        want = [(ResponseCode.INVALID_PARAMETER if c == ResponseCode.SYSTEM_ERROR else c, r) for c,
+                r in want]
     assert theirs == want
     for topic in ("a/b", "SELF_TEST_TOPIC"):
         real_answer = ask(real.broker_addr, batch_send(topic))
         ours = ask(srv.broker, batch_send(topic))
         assert (ours.code, ours.remark) == (real_answer.code, real_answer.remark), topic
     for topic in HOSTILE_ROUTES:
-        cmd = RemotingCommand.request(R.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        cmd = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
         real_answer, ours = ask(real.namesrv_addr, cmd), ask(srv.namesrv, cmd)
         assert (ours.code, ours.remark) == (real_answer.code, real_answer.remark), topic[:40]
     if real.version == "5.3.3":
@@ -240,20 +251,20 @@ def test_serve_answers_hostile_names_as_the_real_broker(
 
 def group_answers(broker: str) -> list[tuple[int, str | None]]:
     """A heartbeat with bad groups, then a send-back and an offset update for each."""
-    r = ask(broker, RemotingCommand.request(R.SEND_MESSAGE, send_ext("GroupTopic"), b"x"))
-    assert r.code == C.SUCCESS, r.remark
+    r = ask(broker, RemotingCommand.request(RequestCode.SEND_MESSAGE, send_ext("GroupTopic"), b"x"))
+    assert r.code == ResponseCode.SUCCESS, r.remark
     offset = int(r.ext_fields["msgId"][-16:], 16)
     hb = bodies.build_heartbeat(bodies.HeartbeatData("cid-names", (), tuple(
         bodies.ConsumerData(g, "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET",
                             (bodies.Subscription("GroupTopic"),)) for g in BAD_GROUPS)))
     out: list[tuple[int, str | None]] = [
-        (ask(broker, RemotingCommand.request(R.HEART_BEAT, {}, hb)).code, None)]
+        (ask(broker, RemotingCommand.request(RequestCode.HEART_BEAT, {}, hb)).code, None)]
     for g in BAD_GROUPS:
         for cmd in (
-            RemotingCommand.request(R.CONSUMER_SEND_MSG_BACK, {
+            RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, {
                 "group": g, "offset": offset, "delayLevel": 0, "originMsgId": "x",
                 "originTopic": "GroupTopic"}),
-            RemotingCommand.request(R.UPDATE_CONSUMER_OFFSET, {
+            RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
                 "consumerGroup": g, "topic": "GroupTopic", "queueId": 0, "commitOffset": 1}),
         ):
             r = ask(broker, cmd)

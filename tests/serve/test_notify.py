@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mqtool.remoting import bodies, frame
-from mqtool.remoting.codes import RequestCode as R
+from mqtool.remoting.codes import RequestCode
 from mqtool.remoting.frame import RemotingCommand
 from tests.serve.conftest import connect
 
@@ -17,7 +17,7 @@ from tests.serve.conftest import connect
 def _heartbeat(client_id: str) -> RemotingCommand:
     hb = bodies.build_heartbeat(bodies.HeartbeatData(client_id, (), (
         bodies.ConsumerData("GID_n", subscriptions=(bodies.Subscription("T"),)),)))
-    return RemotingCommand.request(R.HEART_BEAT, {}, hb, opaque=7)
+    return RemotingCommand.request(RequestCode.HEART_BEAT, {}, hb, opaque=7)
 
 
 def _frames(s: socket.socket, until_response: bool) -> list[RemotingCommand]:
@@ -39,7 +39,7 @@ def _frames(s: socket.socket, until_response: bool) -> list[RemotingCommand]:
 
 def _notices(cmds: list[RemotingCommand]) -> list[str]:
     return [c.ext_fields.get("consumerGroup", "") for c in cmds
-            if not c.is_response and c.code == R.NOTIFY_CONSUMER_IDS_CHANGED]
+            if not c.is_response and c.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED]
 
 
 def test_group_changes_are_told_to_every_member(tmp_path: Path, serve_factory: Any) -> None:

@@ -5,7 +5,7 @@ An orderly consumer retries locally; at its max its client sends the message to
 ``SendMessageProcessor#handleRetryAndDLQ`` dead-letters it. 4.9.7 keeps the client's DELAY, so
 the DLQ copy waits in SCHEDULE_TOPIC_XXXX first (apache/rocketmq #2724); 5.3.3 stores DELAY=-1
 and dead-letters at once while the group holds a queue lock. The rule lives in
-``mqtool.refstore.broker.handle_retry_and_dlq``; both the served broker and
+``mqtool.refstore.redelivery.handle_retry_and_dlq``; both the served broker and
 ``RefStore.send_back_orderly`` must call it (a private copy on either side fails
 :func:`test_serve_and_refstore_write_the_same_orderly_send_back`).
 
@@ -30,12 +30,11 @@ from typing import Any
 import pytest
 
 from mqtool.formats.commitlog import CommitLogMessage, encode_properties, parse_message
-from mqtool.refstore import broker
+from mqtool.refstore import redelivery
 from mqtool.refstore.consumer import orderly_resend_properties
 from mqtool.refstore.engine import ManualClock, Message, RefStore, StoreConfig
 from mqtool.remoting import bodies
-from mqtool.remoting.codes import RequestCode as R
-from mqtool.remoting.codes import ResponseCode as C
+from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.frame import RemotingCommand
 from mqtool.remoting.transport import Connection
 from mqtool.serve.config import BrokerSettings
@@ -112,7 +111,7 @@ def _refstore_side(root: Path, dialect: str) -> None:
 async def _invoke(br: Connection, code: int, ext: dict[str, object],
                   body: bytes = b"") -> RemotingCommand:
     r = await br.invoke(RemotingCommand.request(code, ext, body))
-    assert r.code == C.SUCCESS, (code, r.code, r.remark)
+    assert r.code == ResponseCode.SUCCESS, (code, r.code, r.remark)
     return r
 
 
@@ -145,15 +144,15 @@ def _serve_side(root: Path, dialect: str) -> None:
 
     async def body(svc: Service, br: Connection) -> None:
         props = encode_properties([("KEYS", KEY), ("TAGS", "O"), ("WAIT", "true")])
-        await _invoke(br, R.SEND_MESSAGE,
+        await _invoke(br, RequestCode.SEND_MESSAGE,
                       {**_SEND, "topic": TOPIC, "queueId": 0, "properties": props},
                       b"ordered")
         # the orderly consumer locks its queue, pulls, fails MAX + 1 times locally
         mq = {"topic": TOPIC, "brokerName": "broker-a", "queueId": 0}
         lock = {"consumerGroup": GROUP, "clientId": "c1", "mqSet": [mq]}
-        r = await _invoke(br, R.LOCK_BATCH_MQ, {}, bodies.json_body(lock))
+        r = await _invoke(br, RequestCode.LOCK_BATCH_MQ, {}, bodies.json_body(lock))
         assert json.loads(r.body)["lockOKMQSet"] == [mq]
-        r = await _invoke(br, R.PULL_MESSAGE, {
+        r = await _invoke(br, RequestCode.PULL_MESSAGE, {
             "consumerGroup": GROUP, "topic": TOPIC, "queueId": 0, "queueOffset": 0,
             "maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0,
             "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0})
@@ -166,14 +165,14 @@ def _serve_side(root: Path, dialect: str) -> None:
             consumed, consumed_topic=got.topic, group=GROUP, local_count=MAX,
             max_times=MAX, msg_id=got.uniq_key or got.offset_msg_id,
             client_v5=dialect.startswith("5"))
-        await _invoke(br, R.SEND_MESSAGE, {
-            **_SEND, "topic": broker.retry_topic(GROUP), "queueId": 0,
+        await _invoke(br, RequestCode.SEND_MESSAGE, {
+            **_SEND, "topic": redelivery.retry_topic(GROUP), "queueId": 0,
             "properties": encode_properties(consumed.items()),
             "reconsumeTimes": sent, "maxReconsumeTimes": MAX}, got.body)
         store = svc.store
         assert store is not None
         for _ in range(300):  # the schedule service delivers the parked copy (1 s level)
-            if store.max_offset(broker.dlq_topic(GROUP), 0):
+            if store.max_offset(redelivery.dlq_topic(GROUP), 0):
                 break
             await asyncio.sleep(0.05)
 
@@ -194,13 +193,13 @@ def test_serve_and_refstore_write_the_same_orderly_send_back(
     tmp_path: Path, dialect: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     callers: list[str] = []
-    rule = broker.handle_retry_and_dlq
+    rule = redelivery.handle_retry_and_dlq
 
-    def spy(*args: Any, **kw: Any) -> broker.RetrySendDecision:
+    def spy(*args: Any, **kw: Any) -> redelivery.RetrySendDecision:
         callers.append(Path(inspect.stack()[1].filename).as_posix())
         return rule(*args, **kw)
 
-    monkeypatch.setattr(broker, "handle_retry_and_dlq", spy)
+    monkeypatch.setattr(redelivery, "handle_retry_and_dlq", spy)
     ref, srv = tmp_path / "ref", tmp_path / "srv"
     _refstore_side(ref, dialect)
     _serve_side(srv, dialect)
@@ -210,9 +209,9 @@ def test_serve_and_refstore_write_the_same_orderly_send_back(
 
     ref_shape, srv_shape = _shape(_records(ref)), _shape(_records(srv))
     assert srv_shape == ref_shape
-    dlq = broker.dlq_topic(GROUP)
+    dlq = redelivery.dlq_topic(GROUP)
     if dialect == "4.9.7":  # the client's DELAY survives: parked, then delivered to the DLQ
-        assert [s["topic"] for s in ref_shape] == [TOPIC, broker.SCHEDULE_TOPIC, dlq]
+        assert [s["topic"] for s in ref_shape] == [TOPIC, redelivery.SCHEDULE_TOPIC, dlq]
         assert ref_shape[1]["rule"]["DELAY"] == str(3 + MAX)
         assert ref_shape[1]["rule"]["REAL_TOPIC"] == dlq
         assert ref_shape[2]["reconsumeTimes"] == MAX  # the local count, not + 1
@@ -245,7 +244,8 @@ def test_serve_and_refstore_write_the_same_orderly_send_back(
 def test_retry_send_rule(dialect: str, sent: int, locked: bool, to_dlq: bool,
                          delay: str) -> None:
     props = {"DELAY": "5", "RECONSUME_TIME": str(sent)}
-    d = broker.handle_retry_and_dlq(props, group="g", reconsume_times=sent, max_reconsume_times=2,
+    d = redelivery.handle_retry_and_dlq(props, group="g", reconsume_times=sent,
+                                        max_reconsume_times=2,
                                dialect=dialect, group_locked=locked)
     assert d.to_dlq is to_dlq and props["DELAY"] == delay
     assert (d.topic, d.queue_id) == (("%DLQ%g", 0) if to_dlq else ("%RETRY%g", None))
@@ -259,14 +259,14 @@ def test_serve_5x_without_a_lock_retries_below_the_max(tmp_path: Path) -> None:
         s.create_group(GROUP, retry_max_times=MAX)
     async def body(svc: Service, br: Connection) -> None:
         props = encode_properties([("RECONSUME_TIME", str(MAX)), ("DELAY", "4")])
-        await _invoke(br, R.SEND_MESSAGE, {
-            **_SEND, "topic": broker.retry_topic(GROUP), "queueId": 0, "properties": props,
+        await _invoke(br, RequestCode.SEND_MESSAGE, {
+            **_SEND, "topic": redelivery.retry_topic(GROUP), "queueId": 0, "properties": props,
             "reconsumeTimes": MAX, "maxReconsumeTimes": MAX}, b"x")
 
     _serve(root, body)
     (m,) = [m for m in _records(root) if m.body == b"x"]
-    assert m.topic == broker.SCHEDULE_TOPIC
-    assert m.properties["REAL_TOPIC"] == broker.retry_topic(GROUP)
+    assert m.topic == redelivery.SCHEDULE_TOPIC
+    assert m.properties["REAL_TOPIC"] == redelivery.retry_topic(GROUP)
     assert m.properties["DELAY"] == "4"
 
 
@@ -314,8 +314,8 @@ def test_real_client_orderly_send_back_matches_the_reference_store(
 
     srv_shape, ref_shape = same(_shape(_records(srv))), same(_shape(_records(ref)))
     assert srv_shape == ref_shape
-    dlq = broker.dlq_topic(GROUP)
-    hops = [broker.SCHEDULE_TOPIC, dlq] if dialect == "4.9.7" else [dlq]
+    dlq = redelivery.dlq_topic(GROUP)
+    hops = [redelivery.SCHEDULE_TOPIC, dlq] if dialect == "4.9.7" else [dlq]
     assert [r["topic"] for r in srv_shape] == [TOPIC, *hops]
     tr = _trace(srv, key)
     v = tr["verdict"]

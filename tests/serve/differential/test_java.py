@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.serve.differential import harness as H
+from tests.serve.differential import harness
 
 pytestmark = pytest.mark.slow
 
@@ -21,8 +21,8 @@ Obs = dict[str, list[dict[str, Any]]]
 
 @pytest.fixture(scope="module", params=["4.9.7"])
 def sides(request: pytest.FixtureRequest,
-          tmp_path_factory: pytest.TempPathFactory) -> Iterator[H.Sides]:
-    s = H.Sides(str(request.param), tmp_path_factory.mktemp(f"diff-{request.param}"))
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Sides]:
+    s = harness.Sides(str(request.param), tmp_path_factory.mktemp(f"diff-{request.param}"))
     s.start()
     try:
         yield s
@@ -34,11 +34,11 @@ def steps(obs: list[dict[str, Any]], *names: str) -> list[dict[str, Any]]:
     return [o for o in obs if o["step"] in names]
 
 
-def test_produce(sides: H.Sides) -> None:
+def test_produce(sides: harness.Sides) -> None:
     """Sync, async, oneway, batch, orderly, delayed and oversize sends; a route lookup of an
     unknown topic; a send that creates its topic."""
     obs = sides.flow("produce", "P")
-    H.compare_flow("produce", obs)
+    harness.compare_flow("produce", obs)
     for side in obs.values():  # what the flow is about holds on both sides
         batch = steps(side, "batch")
         assert [b["status"] for b in batch] == ["SEND_OK"] and batch[0]["msgIds"] == 8
@@ -52,12 +52,12 @@ def test_produce(sides: H.Sides) -> None:
         assert [o["queues"] for o in steps(side, "route.autocreated")] == [4]
 
 
-def test_transaction(sides: H.Sides) -> None:
+def test_transaction(sides: harness.Sides) -> None:
     """Commit and rollback (END_TRANSACTION), unknown then checked back
     (CHECK_TRANSACTION_STATE) and committed or rolled back: the same checks, the same
     deliveries."""
     obs = sides.flow("transaction", "X")
-    H.compare_flow("transaction", obs)
+    harness.compare_flow("transaction", obs)
     for side in obs.values():
         assert sorted(o["key"] for o in steps(side, "check")) == [
             "tx-unknown-commit", "tx-unknown-rollback"]
@@ -66,12 +66,12 @@ def test_transaction(sides: H.Sides) -> None:
         assert [o["both"] for o in steps(side, "checked", "delivered")] == [True, True]
 
 
-def test_rebalance(sides: H.Sides) -> None:
+def test_rebalance(sides: harness.Sides) -> None:
     """Consumers join and leave a group (NOTIFY_CONSUMER_IDS_CHANGED): the queues each holds
     after each change."""
     obs = sides.flow("rebalance", "R")
     # which consumer got which message is timing: the deliveries are counted, not compared
-    H.compare_flow("rebalance", {side: [o for o in got if o["step"] != "deliver"]
+    harness.compare_flow("rebalance", {side: [o for o in got if o["step"] != "deliver"]
                                  for side, got in obs.items()})
     for side in obs.values():
         assert [o["got"] for o in steps(side, "first")] == [True]
@@ -79,10 +79,10 @@ def test_rebalance(sides: H.Sides) -> None:
         assert {o["m"]["keys"] for o in steps(side, "deliver")} == {f"rb-{i}" for i in range(8)}
 
 
-def test_stores_agree(sides: H.Sides) -> None:
+def test_stores_agree(sides: harness.Sides) -> None:
     """After every flow: the same topics with the same message counts, the same DLQs."""
     codes = sides.stop()
     assert codes["serve"] == 0, sides.serve.stderr()
     real, serve = sides.stores["real"], sides.stores["serve"]
-    H.assert_same("topics (inspect)", H.topics_view(real), H.topics_view(serve))
-    H.assert_same("dead letters (dlq list)", H.dlq_view(real), H.dlq_view(serve))
+    harness.assert_same("topics (inspect)", harness.topics_view(real), harness.topics_view(serve))
+    harness.assert_same("dead letters (dlq list)", harness.dlq_view(real), harness.dlq_view(serve))

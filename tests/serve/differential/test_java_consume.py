@@ -11,14 +11,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.serve.differential import harness as H
+from tests.serve.differential import harness
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[H.Sides]:
-    s = H.Sides("4.9.7", tmp_path_factory.mktemp("consume"))
+def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Sides]:
+    s = harness.Sides("4.9.7", tmp_path_factory.mktemp("consume"))
     s.start()
     try:
         yield s
@@ -34,6 +34,6 @@ def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[H.Sides]:
     ("broadcast", "B"),  # two broadcasting consumers each get every message
     ("filter", "F"),  # a tag filter; SQL92 filters, two of them refused by the broker
 ])
-def test_consume_flow(sides: H.Sides, flow: str, prefix: str) -> None:
+def test_consume_flow(sides: harness.Sides, flow: str, prefix: str) -> None:
     """The same deliveries, properties and reconsume times on both sides."""
-    H.compare_flow(flow, sides.flow(flow, prefix))
+    harness.compare_flow(flow, sides.flow(flow, prefix))

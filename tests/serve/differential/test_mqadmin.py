@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import realmq
 
-from tests.serve.differential import harness as H
+from tests.serve.differential import harness
 
 pytestmark = pytest.mark.slow
 
@@ -27,8 +27,8 @@ PLACES = frozenset({"storePathRootDir", "storePathCommitLog", "listenPort"})
 
 
 @pytest.fixture(scope="module")
-def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[H.Sides]:
-    s = H.Sides(VERSION, tmp_path_factory.mktemp("admin"))
+def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Sides]:
+    s = harness.Sides(VERSION, tmp_path_factory.mktemp("admin"))
     s.start()
     try:
         for side in SIDES:
@@ -38,17 +38,17 @@ def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[H.Sides]:
         s.kill()
 
 
-def admin(s: H.Sides, side: str, *args: str) -> str:
+def admin(s: harness.Sides, side: str, *args: str) -> str:
     """``mqadmin`` against one side: what it printed (stdout, then stderr)."""
     res = realmq.mqadmin(VERSION, s.namesrv[side], *args, home=s.work / f"admin-{side}")
     return res.stdout + res.stderr
 
 
-def both(s: H.Sides, *args: str) -> dict[str, str]:
+def both(s: harness.Sides, *args: str) -> dict[str, str]:
     return {side: admin(s, side, *args) for side in SIDES}
 
 
-def broker_addr(s: H.Sides, side: str) -> str:
+def broker_addr(s: harness.Sides, side: str) -> str:
     return s.real.broker_addr if side == "real" else s.serve.broker
 
 
@@ -75,13 +75,13 @@ def error_code(text: str) -> str | None:
     return m.group(1) if m else None
 
 
-def test_cluster_list(sides: H.Sides) -> None:
+def test_cluster_list(sides: harness.Sides) -> None:
     out = both(sides, "clusterList")
     got = {side: [r[:3] + [r[4]] for r in rows(text)] for side, text in out.items()}
     assert got["real"] == got["serve"] == [["DefaultCluster", "broker-a", "0", "V4_9_7"]], out
 
 
-def test_broker_status(sides: H.Sides) -> None:
+def test_broker_status(sides: harness.Sides) -> None:
     got = {side: table(admin(sides, side, "brokerStatus", "-b", broker_addr(sides, side)))
            for side in SIDES}
     missing = set(got["serve"]) - set(got["real"])
@@ -91,7 +91,7 @@ def test_broker_status(sides: H.Sides) -> None:
         assert got["real"][key] == got["serve"][key], (key, got)
 
 
-def test_broker_config(sides: H.Sides) -> None:
+def test_broker_config(sides: harness.Sides) -> None:
     got = {side: table(admin(sides, side, "getBrokerConfig", "-b", broker_addr(sides, side)))
            for side in SIDES}
     assert len(got["serve"]) > 10, got["serve"]
@@ -100,7 +100,7 @@ def test_broker_config(sides: H.Sides) -> None:
     assert not differ, f"getBrokerConfig (real, serve): {differ}"
 
 
-def test_topic_status(sides: H.Sides) -> None:
+def test_topic_status(sides: harness.Sides) -> None:
     out = both(sides, "topicStatus", "-t", "AdmT")
     got = {side: sorted((int(r[2]), int(r[3])) for r in rows(text)) for side, text in out.items()}
     assert got["real"] == got["serve"] and sum(hi for _, hi in got["serve"]) == 5, out
@@ -108,7 +108,7 @@ def test_topic_status(sides: H.Sides) -> None:
     assert error_code(out["real"]) == error_code(out["serve"]) == "17", out
 
 
-def test_update_and_delete_topic(sides: H.Sides) -> None:
+def test_update_and_delete_topic(sides: harness.Sides) -> None:
     out = both(sides, "updateTopic", "-c", "DefaultCluster", "-t", "AdmT2", "-r", "2", "-w", "2")
     said = {side: [ln for ln in text.splitlines() if ln.startswith("TopicConfig")]
             for side, text in out.items()}
@@ -123,7 +123,7 @@ def test_update_and_delete_topic(sides: H.Sides) -> None:
     assert error_code(out["real"]) == error_code(out["serve"]) == "17", out
 
 
-def test_update_sub_group(sides: H.Sides) -> None:
+def test_update_sub_group(sides: harness.Sides) -> None:
     out = both(sides, "updateSubGroup", "-c", "DefaultCluster", "-g", "AdmG2")
     said = {side: [re.sub(r"\d+\.\d+\.\d+\.\d+:\d+", "ADDR", ln) for ln in text.splitlines()
                    if "subscription group" in ln or ln.startswith("SubscriptionGroupConfig")]
@@ -131,12 +131,12 @@ def test_update_sub_group(sides: H.Sides) -> None:
     assert said["real"] == said["serve"] and len(said["serve"]) == 2, out
 
 
-def test_producer_connection_of_no_group(sides: H.Sides) -> None:
+def test_producer_connection_of_no_group(sides: harness.Sides) -> None:
     out = both(sides, "producerConnection", "-g", "AdmPx", "-t", "AdmT")
     assert error_code(out["real"]) == error_code(out["serve"]) == "1", out
 
 
-def test_consumer_connection_and_progress(sides: H.Sides, tmp_path: Path) -> None:
+def test_consumer_connection_and_progress(sides: harness.Sides, tmp_path: Path) -> None:
     """A push consumer of group AdmCg online (it waits for a sixth message that never comes):
     its connection and subscription, then the group's progress once it consumed all five."""
     threads = []
