@@ -1,5 +1,5 @@
 """A null broker for bench/serve's ceiling case: the same transport as ``mqtool serve``
-(:class:`mqtool.remoting.transport.RemotingServer`), no store.
+(:class:`mqtool.remoting.server.RemotingServer`), no store.
 
 The name server answers GET_ROUTEINFO_BY_TOPIC with one broker of 4 queues; the broker answers
 SEND_MESSAGE / SEND_MESSAGE_V2 with SEND_OK (msgId, queueId, queueOffset) and every other request
@@ -19,7 +19,7 @@ import signal
 from mqtool.remoting import bodies
 from mqtool.remoting.codes import RequestCode
 from mqtool.remoting.frame import RemotingCommand
-from mqtool.remoting.transport import Peer, RemotingServer
+from mqtool.remoting.server import Peer, RemotingServer
 
 HOST = "127.0.0.1"
 

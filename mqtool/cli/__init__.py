@@ -30,7 +30,7 @@ CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 COMMANDS = {
     "inspect": "inspect_cmd", "messages": "read", "cq": "read", "msg": "read", "index": "read",
-    "trace": "trace", "dlq": "dlq", "verify": "verify", "repair": "repair", "store": "store",
+    "trace": "trace", "dlq": "dlq", "verify": "verify", "repair": "repair", "store": "refstore",
     "demo": "demo", "serve": "serve", "scan": "scan",
 }
 """Each command (or group) and its module in ``mqtool.cli``; a module has ``register(app)``.

@@ -1,4 +1,7 @@
-"""``mqtool demo``: build a realistic demo store with the reference store engine."""
+"""``mqtool demo``: build a realistic demo store with the reference store engine.
+
+The command line of :mod:`mqtool.refstore.demo` (the same concept, one layer up).
+"""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from mqtool.cli.common import (
     print_json,
 )
 from mqtool.cli.options import JsonOpt
-from mqtool.cli.store import parse_size
+from mqtool.cli.refstore import parse_size
 
 if TYPE_CHECKING:
     from mqtool.refstore.demo import DemoSummary

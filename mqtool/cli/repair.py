@@ -1,4 +1,7 @@
-"""``mqtool repair``: write a repaired copy of a store (the source is never written)."""
+"""``mqtool repair``: write a repaired copy of a store (the source is never written).
+
+The command line of :mod:`mqtool.integrity.repair` (the same concept, one layer up).
+"""
 
 from __future__ import annotations
 

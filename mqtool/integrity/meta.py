@@ -8,8 +8,8 @@ from typing import Any
 
 from mqtool.formats.checkpoint import Checkpoint, parse_checkpoint
 from mqtool.formats.config import parse_consumer_offset, parse_delay_offset
+from mqtool.formats.config.load import ConfigLoad, load_config
 from mqtool.formats.errors import Finding, FormatError, Severity
-from mqtool.integrity.configs import ConfigLoad, load_config
 from mqtool.integrity.model import FindingSink, QueueScan
 from mqtool.store import SCHEDULE_TOPIC, Store
 

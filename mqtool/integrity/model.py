@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 
 from mqtool.formats.checkpoint import Checkpoint
+from mqtool.formats.config.load import ConfigLoad
 from mqtool.formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE
 from mqtool.formats.errors import Finding, Severity
 from mqtool.formats.indexfile import INDEX_ENTRY_DTYPE
-from mqtool.integrity.configs import ConfigLoad
 from mqtool.store import CommitLogFile
 
 ProgressFn = Callable[[int], None]

@@ -1,5 +1,8 @@
 """What RocketMQ's own recovery would cut at the broker's next start (read from a verify report).
 
+RocketMQ's recovery at two layers: this module predicts it on a store that is only read;
+:mod:`mqtool.refstore.recovery` performs it when the reference store opens a store.
+
 The facts (apache/rocketmq 4.9.7 ``store``; 5.x keeps them):
 
 * ``DefaultMessageStore#load``: ``lastExitOK = !abort file exists``; configs load first

@@ -1,5 +1,7 @@
 """A realistic demo store: producers, consumers that fail, the schedule service, DLQs.
 
+``mqtool demo`` (:mod:`mqtool.cli.demo`) is its command line.
+
 :func:`build_demo` writes the same store on every run (same records, ids and offsets): its
 clock is a manual one, its history ends at :data:`DEMO_END` unless told otherwise, and every
 random choice comes from ``seed``:

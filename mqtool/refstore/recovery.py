@@ -1,5 +1,9 @@
 """Recovery at open: the commitlog from the checkpoint (normal or abnormal), consume queues
-and index re-dispatched past it, the clean-shutdown state, schedule reconciliation."""
+and index re-dispatched past it, the clean-shutdown state, schedule reconciliation.
+
+RocketMQ's recovery at two layers: this module performs it on a store the reference store
+opens; :mod:`mqtool.integrity.recovery` says what it would cut on a store that is only read.
+"""
 
 from __future__ import annotations
 

@@ -35,6 +35,10 @@ consume-queue unit, indexed); :func:`legacy_end` writes the COMMIT or ROLLBACK r
 same topic and queue with the prepared record's properties, PREPARED_TRANSACTION_OFFSET = the
 prepared record's offset and, for a rollback, an empty body (no consume-queue unit, not
 indexed).
+
+Transactional messages at three layers, one module each: the store writes their records
+(:mod:`mqtool.refstore.transaction`), the served broker answers their requests
+(:mod:`mqtool.serve.transaction`), a trace reads them back (:mod:`mqtool.trace.transaction`).
 """
 
 from __future__ import annotations

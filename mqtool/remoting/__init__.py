@@ -5,5 +5,7 @@
   serializations (JSON, ROCKETMQ), with size limits checked before allocation;
 * :mod:`mqtool.remoting.headers`: typed request/response headers with extFields coercion;
 * :mod:`mqtool.remoting.bodies`: JSON bodies and the batch message layout;
-* :mod:`mqtool.remoting.transport`: asyncio server and client connection (opaque matching).
+* :mod:`mqtool.remoting.server`: the asyncio server (connections, requests to handlers);
+* :mod:`mqtool.remoting.connection`: a client connection (responses matched by opaque);
+* :mod:`mqtool.remoting.client`: the client of a live cluster (routes, sends, pulls, queries).
 """

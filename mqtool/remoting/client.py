@@ -41,6 +41,7 @@ from mqtool.formats.rules import AUTO_CREATE_TOPIC, RETRY_GROUP_TOPIC_PREFIX
 from mqtool.remoting.acl import AclCredentials, sign
 from mqtool.remoting.bodies import BodyError, TopicRouteData, parse_cluster_info, parse_route
 from mqtool.remoting.codes import RequestCode, ResponseCode
+from mqtool.remoting.connection import Connection
 from mqtool.remoting.frame import RemotingCommand, RemotingError
 from mqtool.remoting.headers import (
     PULL_FLAG_COMMIT_OFFSET,
@@ -53,7 +54,6 @@ from mqtool.remoting.headers import (
     UpdateConsumerOffsetRequestHeader,
     send_header_to_v2,
 )
-from mqtool.remoting.transport import Connection
 
 __all__ = [
     "NAMESRV_ENV",

@@ -17,11 +17,15 @@ ROCKETMQ header::
     each ext field: int16 keyLen + key, int32 valueLen + value (UTF-8)
 
 Every length is checked against what is left before anything is read or allocated; a bad frame
-raises :class:`FrameError` (the connection cannot be resynchronised and is closed).
+raises :class:`FrameError` (the connection cannot be resynchronised and is closed). This module is
+the codec both sides use: :class:`FrameDecoder` for the server's protocol
+(:mod:`mqtool.remoting.server`), :func:`read_command` for a client's stream
+(:mod:`mqtool.remoting.connection`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import struct
 from collections.abc import Mapping
@@ -480,3 +484,41 @@ class FrameDecoder:
             else:
                 self._need = LENGTH_FIELD_SIZE + length
         return out
+
+
+async def read_command(
+    reader: asyncio.StreamReader,
+    *,
+    max_frame: int = DEFAULT_MAX_FRAME,
+    idle_timeout: float | None = None,
+    frame_timeout: float | None = None,
+) -> RemotingCommand | None:
+    """The next command, or None on a clean end of stream between frames.
+
+    FrameError: bad length/header, end of stream or timeout inside a frame.
+    """
+    try:
+        async with asyncio.timeout(idle_timeout):  # no extra task per frame, unlike wait_for
+            prefix = await reader.readexactly(LENGTH_FIELD_SIZE)
+    except asyncio.IncompleteReadError as e:
+        if not e.partial:
+            return None
+        raise FrameError(
+            f"connection closed inside a length field ({len(e.partial)} of 4 bytes)"
+        ) from None
+    except TimeoutError:
+        raise FrameError(f"idle for {idle_timeout:.0f} s") from None
+    length = length_of(prefix)
+    check_length(length, max_frame=max_frame)
+    try:
+        async with asyncio.timeout(frame_timeout):
+            payload = await reader.readexactly(length)
+    except asyncio.IncompleteReadError as e:
+        raise FrameError(
+            f"connection closed mid-frame ({len(e.partial)} of {length} bytes)"
+        ) from None
+    except TimeoutError:
+        raise FrameError(
+            f"frame of {length} bytes not complete after {frame_timeout:.0f} s"
+        ) from None
+    return decode_payload(payload)

@@ -39,7 +39,7 @@ from mqtool.refstore.configs import check_store_name
 from mqtool.remoting import bodies, headers
 from mqtool.remoting.codes import ResponseCode
 from mqtool.remoting.frame import HeaderFieldError, RemotingCommand
-from mqtool.remoting.transport import Peer
+from mqtool.remoting.server import Peer
 from mqtool.serve.core import BrokerCore, ClientInfo
 
 #: ``MQVersion.Version`` ordinal and name of each dialect's broker. The broker's responses carry

@@ -32,7 +32,7 @@ from mqtool.refstore.engine import PutResult, RefStore
 from mqtool.remoting import bodies, headers
 from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.frame import RemotingCommand
-from mqtool.remoting.transport import Peer, UnsupportedCode
+from mqtool.remoting.server import Peer, UnsupportedCode
 from mqtool.serve import send
 from mqtool.serve.admin import BROKER_VERSIONS, Admin
 from mqtool.serve.config import BrokerSettings

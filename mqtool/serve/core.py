@@ -10,7 +10,7 @@ from typing import Protocol
 from mqtool.refstore.engine import PutResult, RefStore
 from mqtool.remoting import headers
 from mqtool.remoting.bodies import ConsumerData
-from mqtool.remoting.transport import Peer
+from mqtool.remoting.server import Peer
 from mqtool.serve.config import BrokerSettings
 
 

@@ -15,7 +15,7 @@ from mqtool.refstore.engine import RefStore
 from mqtool.remoting import bodies, headers
 from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.frame import RemotingCommand
-from mqtool.remoting.transport import Peer, UnsupportedCode
+from mqtool.remoting.server import Peer, UnsupportedCode
 from mqtool.serve.config import BrokerSettings
 from mqtool.serve.send import PERM_INHERIT, suggest_todo
 

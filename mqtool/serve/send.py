@@ -42,7 +42,7 @@ from mqtool.refstore.engine import Message, PutResult
 from mqtool.remoting import bodies, headers
 from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.frame import RemotingCommand
-from mqtool.remoting.transport import Peer
+from mqtool.remoting.server import Peer
 from mqtool.serve.core import BrokerCore
 
 #: PermName bits.

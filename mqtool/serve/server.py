@@ -8,6 +8,9 @@ checkpoint). SIGTERM/SIGINT: stop accepting, answer held pulls, finish in-flight
 close every connection (their descriptors given back, so the store can write its files even
 after the process ran out of them), close the store (offsets, checkpoint, ``abort`` removed,
 lock released), return 0. Answers never name the store's path (``<store>`` stands for it).
+
+The same concept as :mod:`mqtool.remoting.server` one layer up: that module serves frames to
+handlers; this one is the name server and broker process whose handlers they are.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from mqtool.refstore import redelivery
 from mqtool.refstore.engine import RefStore
 from mqtool.remoting.codes import RequestCode
 from mqtool.remoting.frame import RemotingCommand
-from mqtool.remoting.transport import Peer, RemotingServer
+from mqtool.remoting.server import Peer, RemotingServer
 from mqtool.serve.broker import Broker
 from mqtool.serve.config import BrokerConfError, BrokerSettings, read_broker_conf
 from mqtool.serve.namesrv import NameServer

@@ -18,6 +18,10 @@ The half message is stored by the send path (:mod:`mqtool.serve.send`:
   group asked CHECK_TRANSACTION_STATE (39, oneway, the re-put message as body) on one of the
   group's connections, if it has any. The group's offsets on the half and op queues move past
   what the round finished.
+
+Transactional messages at three layers, one module each: the store writes their records
+(:mod:`mqtool.refstore.transaction`), the served broker answers their requests
+(:mod:`mqtool.serve.transaction`), a trace reads them back (:mod:`mqtool.trace.transaction`).
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from mqtool.refstore.engine import PutResult
 from mqtool.remoting import headers
 from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.frame import RemotingCommand
-from mqtool.remoting.transport import Peer
+from mqtool.remoting.server import Peer
 from mqtool.serve.core import BrokerCore
 
 #: ``MessageConst.PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS``.

@@ -23,6 +23,10 @@ record per attempt. Once the local count reaches maxReconsumeTimes the client se
 to ``%RETRY%<group>`` with RECONSUME_TIME (the count, or from 5.1.1 the count + 1) and the
 broker dead-letters it (4.9.7: through SCHEDULE_TOPIC_XXXX, the client's DELAY being kept;
 see :func:`dlq_counts`).
+
+Transactional messages at three layers, one module each: the store writes their records
+(:mod:`mqtool.refstore.transaction`), the served broker answers their requests
+(:mod:`mqtool.serve.transaction`), a trace reads them back (:mod:`mqtool.trace.transaction`).
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ ROOT = Path(__file__).resolve().parents[2]
 READ_FEATURES = (
     "mqtool/store.py", "mqtool/storeindex.py", "mqtool/overview.py", "mqtool/query.py",
     "mqtool/jsonview.py", "mqtool/trace.py", "mqtool/trace/*.py", "mqtool/dlq/selection.py",
-    "mqtool/integrity/checks.py", "mqtool/integrity/rules.py", "mqtool/integrity/configs.py",
+    "mqtool/integrity/checks.py", "mqtool/integrity/rules.py", "mqtool/integrity/meta.py",
     "mqtool/integrity/scan.py", "mqtool/integrity/queues.py", "mqtool/integrity/indexcheck.py",
     "mqtool/integrity/at.py", "mqtool/integrity/recovery.py",
     "mqtool/cli/inspect_cmd.py", "mqtool/cli/read.py", "mqtool/cli/trace.py",

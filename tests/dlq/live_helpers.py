@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 
 from mqtool.remoting import bodies
+from mqtool.remoting.connection import Connection
 from mqtool.remoting.frame import RemotingCommand
-from mqtool.remoting.transport import Connection, Peer, RemotingServer
+from mqtool.remoting.server import Peer, RemotingServer
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent

@@ -8,8 +8,9 @@ import struct
 
 from mqtool.remoting import frame
 from mqtool.remoting.codes import ResponseCode
+from mqtool.remoting.connection import Connection
 from mqtool.remoting.frame import RemotingCommand
-from mqtool.remoting.transport import Connection, Peer, RemotingServer, UnsupportedCode
+from mqtool.remoting.server import Peer, RemotingServer, UnsupportedCode
 
 
 async def _handler(cmd: RemotingCommand, peer: Peer) -> RemotingCommand | None:

@@ -16,8 +16,8 @@ from typing import Any
 from mqtool.formats.commitlog import parse_message
 from mqtool.remoting import bodies, frame, headers
 from mqtool.remoting.codes import RequestCode, ResponseCode, SerializeType
+from mqtool.remoting.connection import Connection
 from mqtool.remoting.frame import RemotingCommand
-from mqtool.remoting.transport import Connection
 from mqtool.serve.server import ServeOptions, Service
 
 

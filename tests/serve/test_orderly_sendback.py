@@ -35,8 +35,8 @@ from mqtool.refstore.consumer import orderly_resend_properties
 from mqtool.refstore.engine import ManualClock, Message, RefStore, StoreConfig
 from mqtool.remoting import bodies
 from mqtool.remoting.codes import RequestCode, ResponseCode
+from mqtool.remoting.connection import Connection
 from mqtool.remoting.frame import RemotingCommand
-from mqtool.remoting.transport import Connection
 from mqtool.serve.config import BrokerSettings
 from mqtool.serve.server import ServeOptions, Service
 from mqtool.store import Store

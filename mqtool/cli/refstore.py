@@ -1,4 +1,7 @@
-"""``mqtool store``: create and feed a reference store (produce, consume/fail, tick, status)."""
+"""``mqtool store``: create and feed a reference store (produce, consume/fail, tick, status).
+
+The command line of :mod:`mqtool.refstore` (the same concept, one layer up).
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,10 @@
-"""asyncio (stdlib) transport for remoting frames: a server and a client connection.
+"""The remoting server (asyncio, stdlib): connections accepted, frames read, requests handed
+to handlers, answers written.
 
-Server: an :class:`asyncio.Protocol` per connection feeds the socket's bytes straight into a
+The same concept as :mod:`mqtool.serve.server` one layer down: this module serves frames to
+handlers, that one is the name server and broker process built on it.
+
+An :class:`asyncio.Protocol` per connection feeds the socket's bytes straight into a
 :class:`FrameDecoder` (no stream reader, no task or timer per request). Requests whose code may be
 held (``held_codes``, e.g. PULL_MESSAGE with long polling) run in their own task so they never
 block the other requests of the same connection; the rest are started inline and answered in
@@ -17,8 +21,6 @@ line), and a closed connection's buffer is released at once. The server accepts 
 itself: out of file descriptors (EMFILE/ENFILE), it says so in one line per episode and tries
 again with a growing back-off instead of spinning. Answers to failed requests never carry a
 server path (``redact``, and an OSError is answered with its reason only).
-
-Client: :class:`Connection` matches responses to requests by opaque.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import itertools
 import socket
 import sys
 from collections import deque
@@ -34,7 +35,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any
 
 from mqtool.formats.errors import MqtoolError
-from mqtool.remoting.codes import FLAG_ONEWAY, ResponseCode
+from mqtool.remoting.codes import ResponseCode
 from mqtool.remoting.frame import (
     DEFAULT_MAX_FRAME,
     LENGTH_FIELD_SIZE,
@@ -42,10 +43,7 @@ from mqtool.remoting.frame import (
     FrameError,
     RemotingCommand,
     RemotingError,
-    check_length,
-    decode_payload,
     encode,
-    length_of,
 )
 
 #: RocketMQ closes a channel idle for 120 s (``serverChannelMaxIdleTimeSeconds``).
@@ -68,44 +66,6 @@ ACCEPT_RETRY_MAX = 1.0
 _OUT_OF_RESOURCE = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 #: A handler's OSError of one errno is logged at most once per this many seconds.
 OS_ERROR_LOG_INTERVAL = 60.0
-
-
-async def read_command(
-    reader: asyncio.StreamReader,
-    *,
-    max_frame: int = DEFAULT_MAX_FRAME,
-    idle_timeout: float | None = None,
-    frame_timeout: float | None = None,
-) -> RemotingCommand | None:
-    """The next command, or None on a clean end of stream between frames.
-
-    FrameError: bad length/header, end of stream or timeout inside a frame.
-    """
-    try:
-        async with asyncio.timeout(idle_timeout):  # no extra task per frame, unlike wait_for
-            prefix = await reader.readexactly(LENGTH_FIELD_SIZE)
-    except asyncio.IncompleteReadError as e:
-        if not e.partial:
-            return None
-        raise FrameError(
-            f"connection closed inside a length field ({len(e.partial)} of 4 bytes)"
-        ) from None
-    except TimeoutError:
-        raise FrameError(f"idle for {idle_timeout:.0f} s") from None
-    length = length_of(prefix)
-    check_length(length, max_frame=max_frame)
-    try:
-        async with asyncio.timeout(frame_timeout):
-            payload = await reader.readexactly(length)
-    except asyncio.IncompleteReadError as e:
-        raise FrameError(
-            f"connection closed mid-frame ({len(e.partial)} of {length} bytes)"
-        ) from None
-    except TimeoutError:
-        raise FrameError(
-            f"frame of {length} bytes not complete after {frame_timeout:.0f} s"
-        ) from None
-    return decode_payload(payload)
 
 
 Handler = Callable[[RemotingCommand, "Peer"], Awaitable[RemotingCommand | None]]
@@ -653,104 +613,3 @@ class RemotingServer:
             if not self.peers:
                 break
             await asyncio.sleep(0)
-
-
-class Connection:
-    """A client connection: ``invoke`` sends a request and awaits the response with its opaque.
-
-    Requests the server pushes (e.g. NOTIFY_CONSUMER_IDS_CHANGED) go to ``on_request`` when set.
-    """
-
-    def __init__(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        *,
-        max_frame: int = DEFAULT_MAX_FRAME,
-        on_request: Callable[[RemotingCommand], None] | None = None,
-    ) -> None:
-        self._reader = reader
-        self._writer = writer
-        self.max_frame = max_frame
-        self.on_request = on_request
-        self._opaque = itertools.count(1)
-        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
-        self._error: BaseException | None = None
-        self._task = asyncio.create_task(self._read_loop())
-
-    @classmethod
-    async def open(
-        cls,
-        host: str,
-        port: int,
-        *,
-        timeout: float = 5.0,
-        max_frame: int = DEFAULT_MAX_FRAME,
-    ) -> Connection:
-        """Connect to ``host:port``."""
-        try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-        except (OSError, TimeoutError) as e:
-            raise RemotingError(f"cannot connect to {host}:{port}: {e}") from None
-        return cls(reader, writer, max_frame=max_frame)
-
-    async def _read_loop(self) -> None:
-        try:
-            while True:
-                cmd = await read_command(self._reader, max_frame=self.max_frame)
-                if cmd is None:
-                    raise RemotingError("connection closed by the server")
-                if cmd.is_response:
-                    fut = self._pending.pop(cmd.opaque, None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(cmd)
-                elif self.on_request is not None:
-                    self.on_request(cmd)
-        except (RemotingError, ConnectionError, OSError) as e:
-            self._error = e if isinstance(e, RemotingError) else RemotingError(str(e))
-        finally:
-            err = self._error or RemotingError("connection closed")
-            for fut in self._pending.values():
-                if not fut.done():
-                    fut.set_exception(err)
-            self._pending.clear()
-
-    def next_opaque(self) -> int:
-        """A fresh opaque for a request."""
-        return next(self._opaque) & 0x7FFFFFFF
-
-    async def invoke(self, cmd: RemotingCommand, timeout: float = 10.0) -> RemotingCommand:
-        """Send a request and return its response (RemotingError on timeout or loss)."""
-        if self._error is not None:
-            raise self._error
-        cmd.opaque = self.next_opaque()
-        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
-        self._pending[cmd.opaque] = fut
-        try:
-            self._writer.write(encode(cmd, max_frame=self.max_frame))
-            await self._writer.drain()
-            return await asyncio.wait_for(fut, timeout)
-        except TimeoutError:
-            raise RemotingError(f"no response to code {cmd.code} within {timeout:g} s") from None
-        except (ConnectionError, OSError) as e:
-            raise RemotingError(f"connection lost: {e}") from None
-        finally:
-            self._pending.pop(cmd.opaque, None)
-
-    async def invoke_oneway(self, cmd: RemotingCommand) -> None:
-        """Send a request flagged oneway (no response)."""
-        if self._error is not None:
-            raise self._error
-        cmd.opaque = self.next_opaque()
-        cmd.flag |= FLAG_ONEWAY
-        self._writer.write(encode(cmd, max_frame=self.max_frame))
-        await self._writer.drain()
-
-    async def close(self) -> None:
-        """Close the connection."""
-        self._task.cancel()
-        self._writer.close()
-        with contextlib.suppress(Exception):
-            await self._writer.wait_closed()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self._task
