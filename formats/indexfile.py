@@ -30,7 +30,7 @@ import numpy as np
 
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.errors import FormatError
-from mqtool.formats.javastr import java_string_hash
+from mqtool.formats.javacompat import java_string_hash
 
 INDEX_HEADER_SIZE = 40
 HASH_SLOT_SIZE = 4

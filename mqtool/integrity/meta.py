@@ -1,5 +1,5 @@
 """Checks of the store's small files: the checkpoint against the data and the config files
-against the queues (split from :mod:`mqtool.integrity.checks`)."""
+against the queues (run by :func:`mqtool.integrity.checks.verify`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What ``mqtool verify`` read: per-file, per-queue and per-index scans, the compact message
-table and the report (split from :mod:`mqtool.integrity.checks`)."""
+table and the report (:mod:`mqtool.integrity.checks` builds them)."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ from mqtool.formats.indexfile import (
     index_geometry,
     index_key_hash,
 )
-from mqtool.formats.javastr import java_string_hash
+from mqtool.formats.javacompat import java_string_hash
 from mqtool.formats.msgid import (
     classify_id,
     create_offset_msg_id,
