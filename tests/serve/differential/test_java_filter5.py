@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.serve.differential import harness as H
+from tests.serve.differential import harness
 
 pytestmark = pytest.mark.slow
 
 
 def test_sql92_filters_of_5x(tmp_path: Path) -> None:
-    sides = H.Sides("5.3.3", tmp_path)
+    sides = harness.Sides("5.3.3", tmp_path)
     sides.start()
     try:
-        H.compare_flow("filter5", sides.flow("filter5", "F5"))
+        harness.compare_flow("filter5", sides.flow("filter5", "F5"))
     finally:
         sides.kill()
