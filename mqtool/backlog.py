@@ -22,7 +22,7 @@ from mqtool.formats.pop import REVIVE_TOPIC_PREFIX, PopAck, PopCheckPoint
 from mqtool.formats.rules import PROPERTY_REAL_TOPIC, PROPERTY_TIMER_OUT_MS, TIMER_TOPIC
 from mqtool.formats.timer import parse_timer_checkpoint
 from mqtool.integrity.pop import parse_record, revive_records
-from mqtool.store import Store
+from mqtool.store.reader import Store
 
 REVIVE_GROUP = "CID_RMQ_SYS_REVIVE_GROUP"  # PopAckConstants.REVIVE_GROUP
 

@@ -45,7 +45,7 @@ from mqtool.formats.rules import (
     queue_id_to_delay_level,
     schedule_unit_delay,
 )
-from mqtool.store import Store
+from mqtool.store.reader import Store
 
 BROKER_CONF_KEY = "messageDelayLevel"  # MessageStoreConfig#setMessageDelayLevel
 SAMPLE = 16

@@ -11,7 +11,7 @@ from typing import Any
 
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.errors import MqtoolError
-from mqtool.store import QueueEntry
+from mqtool.store.files import QueueEntry
 
 BODY_MODES = ("none", "utf8", "hex", "base64")
 

@@ -14,7 +14,7 @@ from mqtool.formats.rules import (
     fmt_delay,
     topic_kind,
 )
-from mqtool.store import Store
+from mqtool.store.reader import Store
 
 DEFAULT_DELAY_LEVELS = DEFAULT_MESSAGE_DELAY_LEVEL
 

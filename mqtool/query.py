@@ -20,7 +20,8 @@ from mqtool.formats.commitlog import CommitLogMessage, FileEnd, parse_message
 from mqtool.formats.errors import Finding, FormatError
 from mqtool.formats.walker import Unreadable
 from mqtool.integrity.records import RecordCheck
-from mqtool.store import CommitLogFile, Store
+from mqtool.store.files import CommitLogFile
+from mqtool.store.reader import Store
 
 ProgressFn = Callable[[int, int], None]
 """``progress(bytes done, bytes total)`` over the commitlog."""

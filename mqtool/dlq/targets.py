@@ -22,6 +22,7 @@ from mqtool.dlq.outgoing import (
 )
 from mqtool.formats.errors import MqtoolError, environment, usage
 from mqtool.store import Store
+from mqtool.store.search import find_by_key
 
 __all__ = [
     "RefStoreTarget",
@@ -202,7 +203,7 @@ class RefStoreTarget:
             return False
         with Store.open(self.root) as st:
             if since is None and message.uniq_key and st.has_index:
-                found, _ = st.find_by_key(message.uniq_key, topic=message.topic, uniq=True)
+                found, _ = find_by_key(st, message.uniq_key, topic=message.topic, uniq=True)
                 if any(m.properties.get(RESEND_ID_PROPERTY) == message.resend_id
                        for m in found):
                     return True

@@ -41,7 +41,6 @@ from mqtool.integrity.model import (
     FileScan,
     FindingSink,
     IndexScan,
-    Messages,
     ProgressFn,
     QueueScan,
     Report,
@@ -50,7 +49,8 @@ from mqtool.integrity.pop import check_pop
 from mqtool.integrity.queues import check_units, check_window, queue_shape
 from mqtool.integrity.rocksdb import compare_double_written
 from mqtool.integrity.scan import scan_commitlog
-from mqtool.store import Store
+from mqtool.store.facts import Messages
+from mqtool.store.reader import Store
 
 __all__ = ["FileScan", "IndexScan", "Messages", "ProgressFn", "QueueScan", "Report", "verify"]
 

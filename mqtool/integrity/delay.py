@@ -12,7 +12,7 @@ from typing import Any
 
 from mqtool.delaylevels import DelayLevels, resolve_delay_levels
 from mqtool.integrity.model import FindingSink
-from mqtool.store import Store
+from mqtool.store.reader import Store
 
 
 def check_delay_levels(

@@ -11,7 +11,7 @@ The broker writes entries in commitlog order, so :class:`IndexCheck` joins each 
 to the windows of the commitlog pass (:meth:`IndexCheck.window`, a cursor per file): entries
 that point into the window are checked against its records. An entry behind the window (out of
 order) is checked against the record read in place at its offset
-(:func:`mqtool.integrity.at.messages_at`), and so is every entry no window took
+(:func:`mqtool.store.records_at.messages_at`), and so is every entry no window took
 (:meth:`IndexCheck.finish`, once the valid data end is known). Memory is one block of entries
 per file, whatever the number of entries.
 """
@@ -27,9 +27,11 @@ import numpy as np
 from mqtool.formats.errors import Finding, FormatError
 from mqtool.formats.indexfile import INDEX_ENTRY_DTYPE, IndexGeometry, IndexReader
 from mqtool.integrity import rules
-from mqtool.integrity.at import messages_at
-from mqtool.integrity.model import FindingSink, IndexScan, Messages, ProgressFn
-from mqtool.store import Store, map_readonly
+from mqtool.integrity.model import FindingSink, IndexScan, ProgressFn
+from mqtool.store.facts import Messages
+from mqtool.store.files import map_readonly
+from mqtool.store.reader import Store
+from mqtool.store.records_at import messages_at
 
 _Block = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # keyHash, phy, timeDiff, prev
 

@@ -61,7 +61,8 @@ from mqtool.formats.commitlog import MAGIC_BLANK, MAGIC_V1, MAGIC_V2, FileEnd
 from mqtool.formats.commitlog_layout import PHYSICALOFFSET_AT
 from mqtool.formats.consumequeue import CQ_DTYPE
 from mqtool.formats.walker import looks_like_record_at, nonzero_end, walk
-from mqtool.store import Store, map_readonly
+from mqtool.store.files import map_readonly
+from mqtool.store.reader import Store
 
 _SIZE_MAGIC = struct.Struct(">iI")
 _PHY = struct.Struct(">q")

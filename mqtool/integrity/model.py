@@ -1,5 +1,6 @@
-"""What ``mqtool verify`` read: per-file, per-queue and per-index scans, the compact message
-table and the report (:mod:`mqtool.integrity.checks` builds them)."""
+"""What ``mqtool verify`` read: per-file, per-queue and per-index scans and the report
+(:mod:`mqtool.integrity.checks` builds them; the compact message table is
+:class:`mqtool.store.facts.Messages`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from mqtool.formats.config.load import ConfigLoad
 from mqtool.formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE
 from mqtool.formats.errors import Finding, Severity
 from mqtool.formats.indexfile import INDEX_ENTRY_DTYPE
-from mqtool.store import CommitLogFile
+from mqtool.store.facts import Messages
+from mqtool.store.files import CommitLogFile
 
 ProgressFn = Callable[[int], None]
 """Called with the number of bytes just read (for a progress bar)."""
@@ -36,78 +38,6 @@ class FileScan:
     # is checked unless forceVerifyPropCRC, default false); repair still cuts there
     first_kept_damage: int | None = None
     unreadable_bytes: int = 0
-
-
-@dataclass
-class Messages:
-    """Compact facts about every readable message, in commitlog order."""
-
-    phy: np.ndarray
-    size: np.ndarray
-    queue_id: np.ndarray
-    queue_offset: np.ndarray
-    topic: np.ndarray  # index into ``topics``
-    store_ts: np.ndarray
-    tags_code: np.ndarray
-    sys_flag: np.ndarray
-    crc_ok: np.ndarray
-    topics: list[str]
-    key_rows: np.ndarray  # sorted (message row << 31 | index key hash) of every index key
-
-    def __len__(self) -> int:
-        return len(self.phy)
-
-    def lookup(self, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Vectorised :meth:`at`: (row of the message at or after each offset, clamped to the
-        table; whether a message starts exactly there)."""
-        if not len(self.phy):
-            return np.zeros(len(offsets), np.int64), np.zeros(len(offsets), bool)
-        rows = np.minimum(np.searchsorted(self.phy, offsets), len(self.phy) - 1)
-        return rows, self.phy[rows] == offsets
-
-    def at(self, offset: int) -> int | None:
-        """Row of the message starting at commitlog ``offset`` (None: no message starts there)."""
-        i = int(np.searchsorted(self.phy, offset))
-        return i if i < len(self.phy) and int(self.phy[i]) == offset else None
-
-    _COLUMNS = ("phy", "size", "queue_id", "queue_offset", "topic", "store_ts", "tags_code",
-                "sys_flag", "crc_ok")
-
-    @classmethod
-    def empty(cls) -> Messages:
-        z = np.zeros(0, np.int64)
-        return cls(z, z, z, z, z, z, z, z, np.zeros(0, bool), [], z)
-
-    def take(self, rows: np.ndarray) -> Messages:
-        """The rows ``rows`` (in that order), with their index keys."""
-        cols = {k: getattr(self, k)[rows] for k in self._COLUMNS}
-        inv = np.full(len(self), -1, np.int64)
-        inv[rows] = np.arange(len(rows), dtype=np.int64)
-        kr = self.key_rows
-        new = inv[kr >> 31] if len(kr) else np.zeros(0, np.int64)
-        keep = new >= 0
-        key_rows = np.sort((new[keep] << 31) | (kr[keep] & 0x7FFFFFFF))
-        return Messages(**cols, topics=self.topics, key_rows=key_rows)
-
-    @classmethod
-    def concat(cls, parts: list[Messages]) -> Messages:
-        """One table of ``parts`` (in that order; topic ids and key rows renumbered)."""
-        if not parts:
-            return cls.empty()
-        topics: dict[str, int] = {}
-        cols: dict[str, list[np.ndarray]] = {k: [] for k in cls._COLUMNS}
-        keys: list[np.ndarray] = []
-        base = 0
-        for m in parts:
-            remap = np.array([topics.setdefault(t, len(topics)) for t in m.topics] or [0],
-                             dtype=np.int64)
-            for k in cls._COLUMNS:
-                v = getattr(m, k)
-                cols[k].append(remap[v] if k == "topic" and len(v) else v)
-            keys.append(m.key_rows + (base << 31))
-            base += len(m)
-        return cls(**{k: np.concatenate(v) for k, v in cols.items()}, topics=list(topics),
-                   key_rows=np.concatenate(keys))
 
 
 QueueChunk = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]

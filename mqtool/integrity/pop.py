@@ -16,7 +16,7 @@ from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.errors import Finding, FormatError
 from mqtool.formats.pop import REVIVE_TOPIC_PREFIX, PopAck, PopCheckPoint, parse_revive_body
 from mqtool.formats.rules import PROPERTY_REAL_TOPIC, PROPERTY_TAGS, TIMER_TOPIC
-from mqtool.store import Store
+from mqtool.store.reader import Store
 
 
 def revive_records(store: Store) -> Iterator[CommitLogMessage]:

@@ -11,7 +11,7 @@ and messages that have no unit.
   whole queue consulted.
 * :func:`check_units` reads the units :data:`QueueScan.CHUNK` at a time and checks every unit
   not marked good against the record at its commitlog offset (read in place,
-  :func:`mqtool.integrity.at.messages_at`): impossible values, units past the valid data, units
+  :func:`mqtool.store.records_at.messages_at`): impossible values, units past the valid data, units
   that point at no record or at another queue's record (topic, queueId, queueOffset, size),
   tagsCodes that are not the record's tag hash.
 
@@ -29,9 +29,10 @@ import numpy as np
 from mqtool.formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, MAX_ADDR
 from mqtool.formats.errors import Finding, Severity
 from mqtool.integrity import rules
-from mqtool.integrity.at import unit_findings
-from mqtool.integrity.model import FindingSink, Messages, ProgressFn, QueueChunk, QueueScan
-from mqtool.store import Store
+from mqtool.integrity.model import FindingSink, ProgressFn, QueueChunk, QueueScan
+from mqtool.store.facts import Messages
+from mqtool.store.reader import Store
+from mqtool.store.records_at import unit_findings
 
 
 class MemQueueScan(QueueScan):

@@ -25,11 +25,12 @@ import numpy as np
 
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.errors import Finding
-from mqtool.integrity.at import messages_at
 from mqtool.integrity.indexcheck import IndexCheck
 from mqtool.integrity.model import FindingSink, QueueScan
 from mqtool.integrity.queues import check_places
-from mqtool.store import Store
+from mqtool.store.reader import Store
+from mqtool.store.records_at import messages_at
+from mqtool.store.search import find_by_key, find_id
 
 
 class _StoreSink(FindingSink):
@@ -83,12 +84,12 @@ def records_named(
     store: Store, msg_id: str, *, by_offset: bool
 ) -> tuple[list[CommitLogMessage], str]:
     """What ``msg`` shows, checked: the record at commitlog offset ``msg_id`` (``by_offset``),
-    else every record the offsetMsgId or UNIQ_KEY names (:meth:`Store.find_id`); and how
-    they were found."""
+    else every record the offsetMsgId or UNIQ_KEY names (:func:`mqtool.store.search.find_id`);
+    and how they were found."""
     if by_offset:
         found, how = [store.message_at(int(msg_id))], "commitlog offset"
     else:
-        found, how = store.find_id(msg_id)
+        found, how = find_id(store, msg_id)
     RecordCheck(store).check(found)
     return found, how
 
@@ -98,8 +99,8 @@ def records_keyed(
 ) -> tuple[list[CommitLogMessage], str]:
     """What ``index --key`` shows, checked: the records whose KEYS or UNIQ_KEY is ``key`` (in
     ``topic``, else any), in commitlog order; and how they were found."""
-    found, via = store.find_by_key(key, topic=topic)
-    uniq, _ = store.find_by_key(key, topic=topic, uniq=True)
+    found, via = find_by_key(store, key, topic=topic)
+    uniq, _ = find_by_key(store, key, topic=topic, uniq=True)
     seen = {m.physical_offset for m in found}
     found += [m for m in uniq if m.physical_offset not in seen]
     found.sort(key=lambda m: m.physical_offset)

@@ -38,12 +38,13 @@ from typing import Any
 
 import numpy as np
 
-from mqtool.integrity.at import messages_at
 from mqtool.integrity.checks import Report
-from mqtool.integrity.model import Messages, QueueScan
+from mqtool.integrity.model import QueueScan
 from mqtool.integrity.scan import message_windows
 from mqtool.integrity.timer import timer_restart_loss
-from mqtool.store import Store
+from mqtool.store.facts import Messages
+from mqtool.store.reader import Store
+from mqtool.store.records_at import messages_at
 
 THIRD_LAST = 3  # recoverNormally / ConsumeQueue.recover start this many files from the end
 MIN_TIMESTAMP_SLACK_MS = 3000  # StoreCheckpoint#getMinTimestamp subtracts 3 s

@@ -81,8 +81,9 @@ from mqtool.integrity.checks import QueueScan, Report, verify
 from mqtool.integrity.layout import Layout, blank_record, missing_names, plan_layout
 from mqtool.integrity.recovery import cut_position, queue_cut
 from mqtool.integrity.timerrepair import plan_timer_repair
-from mqtool.store import Store, map_readonly
-from mqtool.storequeues import special_kinds
+from mqtool.store.files import map_readonly
+from mqtool.store.queue_sources import special_kinds
+from mqtool.store.reader import Store
 
 
 class RepairError(MqtoolError):

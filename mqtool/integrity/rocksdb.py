@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from mqtool.formats.consumequeue import CqEntry
 from mqtool.formats.errors import Finding, Severity
-from mqtool.store import Store
+from mqtool.store.reader import Store
 
 
 def compare_double_written(store: Store, add: Callable[[Finding], None]) -> int:

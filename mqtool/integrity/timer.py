@@ -45,7 +45,6 @@ from mqtool.formats.timer import (
     parse_timer_checkpoint,
     timer_wheel_file_size,
 )
-from mqtool.integrity.at import messages_at
 from mqtool.integrity.model import FindingSink, QueueScan
 from mqtool.integrity.timerlog import (
     TIMER_METRICS,
@@ -56,7 +55,9 @@ from mqtool.integrity.timerlog import (
     read_timerlog,
     timer_precision,
 )
-from mqtool.store import Store, map_readonly
+from mqtool.store.files import map_readonly
+from mqtool.store.reader import Store
+from mqtool.store.records_at import messages_at
 
 
 def _check_units(

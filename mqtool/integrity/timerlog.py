@@ -24,7 +24,7 @@ from mqtool.formats.timer import (
     iter_timerlog,
 )
 from mqtool.integrity.model import FindingSink
-from mqtool.store import map_readonly
+from mqtool.store.files import map_readonly
 
 TIMER_METRIC_SMALL_THRESHOLD = 1_000_000  # MessageStoreConfig.timerMetricSmallThreshold
 TIMER_METRICS = "config/timermetrics"

@@ -33,7 +33,7 @@ from mqtool.integrity.timerlog import (
     read_timerlog,
     timer_precision,
 )
-from mqtool.store import map_readonly
+from mqtool.store.files import map_readonly
 
 # So a repaired copy truncates the timerlog at the first unit whose record (offsetPy + sizePy)
 # is past the commitlog cut (or where the broker's own walk stops, if earlier): the units after

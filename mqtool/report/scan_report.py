@@ -38,8 +38,8 @@ def store_facts(store: str) -> dict[str, Any]:
     from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
     from mqtool.formats.errors import FormatError, MqtoolError
     from mqtool.overview import load_delay_offsets
-    from mqtool.store import Store
-    from mqtool.storefiles import disk_bytes
+    from mqtool.store.files import disk_bytes
+    from mqtool.store.reader import Store
 
     try:
         st = Store.open(store)

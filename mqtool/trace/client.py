@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from mqtool.formats.clienttrace import parse_trace_body
 from mqtool.formats.errors import BadFieldError
 from mqtool.formats.rules import TRACE_TOPIC
-from mqtool.search import Finder
-from mqtool.store import Store
+from mqtool.store.reader import Store
+from mqtool.store.search import Finder
 from mqtool.trace.model import ClientEvent
 
 _ORDER = {"Pub": 0, "EndTransaction": 1, "SubBefore": 2, "SubAfter": 3}

@@ -18,7 +18,7 @@ from mqtool.formats.rules import (
     RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
 )
-from mqtool.store import Store
+from mqtool.store.reader import Store
 from mqtool.trace.model import (
     RESEND_PROPERTY_NAMES,
     RESEND_PROPERTY_PREFIX,

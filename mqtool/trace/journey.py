@@ -1,4 +1,4 @@
-"""The journey builder: collect a message's copies (through :mod:`mqtool.search`), build
+"""The journey builder: collect a message's copies (through :mod:`mqtool.store.search`), build
 its hops in commitlog order, give the verdict, and the two entry points ``trace_id`` and
 ``trace_key``."""
 
@@ -32,8 +32,8 @@ from mqtool.overview import (
     store_time,
 )
 from mqtool.query import ProgressFn
-from mqtool.search import Finder
-from mqtool.store import Store
+from mqtool.store.reader import Store
+from mqtool.store.search import Finder, search
 from mqtool.trace.client import client_events
 from mqtool.trace.hops import (
     _consumers,
@@ -76,8 +76,8 @@ def scan_for(
     start_offset: int = 0,
     progress: ProgressFn | None = None,
 ) -> list[CommitLogMessage]:
-    """Messages whose bytes contain any of ``patterns``: :meth:`Store.search`."""
-    return store.search(patterns, start_offset=start_offset, progress=progress)
+    """Messages whose bytes contain any of ``patterns``: :func:`mqtool.store.search.search`."""
+    return search(store, patterns, start_offset=start_offset, progress=progress)
 
 
 def _collect(
@@ -399,7 +399,7 @@ def trace_id(
     ``progress`` is called during a commitlog scan; ``store_label`` is the store path shown in
     the suggested ``dlq resend`` command. Raises :class:`TraceError` when nothing matches.
     """
-    finder = store.finder(progress)
+    finder = Finder(store, progress)
     check = RecordCheck(store)
     seeds, searched = _resolve(store, finder, msg_id)
     if not seeds:
@@ -425,7 +425,7 @@ def trace_key(
 ) -> KeyTrace:
     """Every journey whose records carry the business key ``key`` (KEYS), optionally only
     those with a record in ``topic``; one :class:`Trace` per message (UNIQ_KEY)."""
-    finder = store.finder(progress)
+    finder = Finder(store, progress)
     check = RecordCheck(store)
     found = finder.find(set(), set(), {key}, topic)
     if not found:

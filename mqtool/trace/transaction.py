@@ -57,8 +57,8 @@ from mqtool.formats.rules import (
     TRANS_OP_OFFSET_SEPARATOR,
     TRANSACTION_TYPE_MASK,
 )
-from mqtool.search import Finder, search
-from mqtool.store import Store
+from mqtool.store.reader import Store
+from mqtool.store.search import Finder, search
 from mqtool.trace.hops import _cq_unit, _utc
 from mqtool.trace.model import Hop
 

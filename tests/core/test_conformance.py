@@ -20,6 +20,7 @@ from mqtool.cli import app
 from mqtool.jsonview import cq_dict, message_dict
 from mqtool.overview import inspect_store
 from mqtool.store import Store
+from mqtool.store.search import find_by_key
 
 
 def _host(v: str) -> tuple[object, int]:
@@ -131,8 +132,8 @@ def test_index_queries_all_found(scenario: str) -> None:
             assert set(q["expectedPhyOffsets"]) <= offsets
         # collisions are filtered by reading the record: KEYS and UNIQ_KEY lookups are exact
         for q in queries[:: max(1, len(queries) // 150)]:
-            found, via = st.find_by_key(q["key"], topic=q["topic"])
-            uniq, _ = st.find_by_key(q["key"], topic=q["topic"], uniq=True)
+            found, via = find_by_key(st, q["key"], topic=q["topic"])
+            uniq, _ = find_by_key(st, q["key"], topic=q["topic"], uniq=True)
             assert via == "index"
             assert {m.physical_offset for m in found + uniq} == set(q["expectedPhyOffsets"])
 
@@ -163,7 +164,7 @@ def test_uniq_key_lookup_without_index_scans(store_copy) -> None:  # type: ignor
     key = truth[6]["uniqKey"]
     want = {r["phyOffset"] for r in truth if r.get("uniqKey") == key}
     with Store.open(root) as st:
-        found, via = st.find_by_key(key, uniq=True)
+        found, via = find_by_key(st, key, uniq=True)
     assert via == "scan"
     assert {m.physical_offset for m in found} == want
     assert len(want) > 5  # j-always-0: original, schedule and retry copies, DLQ

@@ -128,7 +128,8 @@ def test_small_stores_are_read_without_the_kernel_and_say_the_same(
     included: a torn last record, a unit pointing past the data, a unit naming no record."""
     import struct
 
-    import mqtool.store as store_mod
+    import mqtool.store.reader as reader_mod
+    import mqtool.store.records_at as records_at_mod
 
     root: Path = store_copy("4.9.7/journey")
     _tear_last_record(root)
@@ -146,7 +147,7 @@ def test_small_stores_are_read_without_the_kernel_and_say_the_same(
 
     small = read()
     assert small[0] == 18754 and len(small[2]) >= 3, small
-    monkeypatch.setattr(store_mod, "KERNEL_MIN_BYTES", -1)
-    monkeypatch.setattr(store_mod, "KERNEL_MIN_UNITS", 0)
+    monkeypatch.setattr(reader_mod, "KERNEL_MIN_BYTES", -1)
+    monkeypatch.setattr(records_at_mod, "KERNEL_MIN_UNITS", 0)
     assert read() == small
     assert "numba" in sys.modules  # the kernel did the second read

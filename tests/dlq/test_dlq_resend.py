@@ -32,6 +32,7 @@ from mqtool.dlq.targets import RefStoreTarget
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.refstore.engine import ManualClock, Message, RefStore, StoreConfig
 from mqtool.store import Store
+from mqtool.store.search import find_id
 
 JOURNEY = "4.9.7/journey"
 SMALL = StoreConfig(commitlog_file_size=1 << 20, cq_entries_per_file=1000,
@@ -133,7 +134,7 @@ def test_resend_into_a_copy_of_the_broker_store(tmp_path: Path) -> None:
                               "--target", str(target), "--key", "j-always-1"])
     assert res.exit_code == 0, res.output
     with Store.open(target) as st:
-        found, _ = st.find_id("C000020247AB5FFD2B276B8361EB0007")
+        found, _ = find_id(st, "C000020247AB5FFD2B276B8361EB0007")
         assert [m.topic for m in found][-2:] == ["%DLQ%cg_journey", "%RETRY%cg_journey"]
         copy = found[-1]
         assert str(copy.store_host) == "192.168.1.10:10911"

@@ -19,6 +19,7 @@ from mqtool.integrity import verify
 from mqtool.jsonview import message_dict
 from mqtool.overview import inspect_store
 from mqtool.store import Store
+from mqtool.store.search import find_by_key
 
 STORES = sorted(p.parent.parent.name for p in (FIXTURES / "5.3.3").glob("*/manifest/queues.jsonl"))
 NAMES = [f"5.3.3/{n}" for n in STORES]
@@ -74,7 +75,7 @@ def test_index_answers_as_query_message(name: str) -> None:
     assert queries
     with Store.open(store_dir(name)) as st:
         for q in queries:
-            found, via = st.find_by_key(q["key"], topic=q["topic"], uniq=q["uniq"])
+            found, via = find_by_key(st, q["key"], topic=q["topic"], uniq=q["uniq"])
             assert via == "index"
             assert {m.physical_offset for m in found} == set(q["queryMessagePhyOffsets"]), q
 

@@ -15,6 +15,7 @@ from mqtool.cli import app
 from mqtool.formats import commitlog_columns
 from mqtool.formats.walker import next_record
 from mqtool.store import Store
+from mqtool.store.search import find_by_key, search
 from mqtool.trace import trace_key
 
 JOURNEY = "4.9.7/journey"
@@ -162,12 +163,12 @@ def test_every_reader_gives_the_same_records_on_the_damaged_store(tmp_path: Path
         walked = [m.physical_offset for m in st.messages()]
         where = sorted((f.file, f.offset) for f in st.findings)
     with Store.open(root) as st:
-        searched = [m.physical_offset for m in st.search([b"UNIQ_KEY\x01"])]
+        searched = [m.physical_offset for m in search(st, [b"UNIQ_KEY\x01"])]
         assert sorted((f.file, f.offset) for f in st.findings) == where
     with Store.open(root) as st:
         found = [m.physical_offset for u in {r["uniqKey"] for r in manifest_jsonl(
             JOURNEY, "commitlog.jsonl") if r["kind"] == "msg" and r["uniqKey"]}
-            for m in st.find_by_key(u, uniq=True)[0]]
+            for m in find_by_key(st, u, uniq=True)[0]]
     bulk: list[int] = []
     for f in sorted((root / "commitlog").iterdir()):
         # the bulk decoder stops at damage; it resumes where the walker's rule finds a record

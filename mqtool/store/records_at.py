@@ -13,8 +13,8 @@ walker's verdict (the record may still be one the walker reads) ask :mod:`mqtool
 Python rule for those offsets only (:func:`message_at`).
 
 :func:`unit_findings` is verify's rule for consume-queue units against the records they name;
-``verify`` (:mod:`.queues`) and every read of a queue (:meth:`mqtool.store.Store.units_ok`)
-apply it.
+``verify`` (:mod:`mqtool.integrity.queues`) and every read of a queue
+(:meth:`mqtool.store.reader.Store.units_ok`) apply it.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from __future__ import annotations
 # isort: off
 from mqtool.formats import jit  # first: it sets NUMBA_CACHE_DIR for numba
 # isort: on
+import mmap
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numba as nb
 import numpy as np
@@ -34,10 +35,24 @@ from mqtool.formats.consumequeue import MAX_ADDR
 from mqtool.formats.errors import Finding, MqtoolError
 from mqtool.integrity import rules
 from mqtool.integrity.lmq import is_lmq, lmq_finding, lmq_unit_problem
+from mqtool.store.facts import Messages, MessagesBuilder
+from mqtool.store.files import CommitLogFile
 
-if TYPE_CHECKING:
-    from mqtool.integrity.model import Messages
-    from mqtool.store import Store
+
+class CommitLogReader(Protocol):
+    """What reading records at offsets needs of a store (:class:`mqtool.store.reader.Store`)."""
+
+    commitlog_files: list[CommitLogFile]
+
+    def mapped(self, f: CommitLogFile) -> bytes | mmap.mmap: ...
+
+    def file_for(self, offset: int) -> CommitLogFile | None: ...
+
+
+KERNEL_MIN_UNITS = 4096
+"""Records at this many commitlog offsets or more (a batch of consume-queue units or of index
+entries) are read by the compiled kernel; fewer by the Python rule, one by one
+(:func:`messages_at`)."""
 
 
 @nb.njit(cache=True, nogil=True)
@@ -65,7 +80,9 @@ def _scan_at(
     return ok
 
 
-def records_at(store: Store, phys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def records_at(
+    store: CommitLogReader, phys: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each commitlog offset in ``phys``: (index of its commitlog file in
     ``store.commitlog_files``, -1 when in none; whether the kernel accepts a record starting
     exactly there; the kernel's field table, ``N_FIELDS`` x len(phys), filled for accepted
@@ -97,7 +114,7 @@ def records_at(store: Store, phys: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     return fi, ok, fields
 
 
-def message_at(store: Store, phy: int) -> CommitLogMessage | None:
+def message_at(store: CommitLogReader, phy: int) -> CommitLogMessage | None:
     """The record the Python rule (:func:`parse_message`) reads at commitlog offset ``phy``
     when its PHYSICALOFFSET says ``phy``, else None (no findings are noted)."""
     f = store.file_for(phy)
@@ -113,14 +130,12 @@ def message_at(store: Store, phy: int) -> CommitLogMessage | None:
 
 
 def messages_at(
-    store: Store, phys: np.ndarray, *, keys: bool = False, tags: bool = True
+    store: CommitLogReader, phys: np.ndarray, *, keys: bool = False, tags: bool = True
 ) -> Messages:
     """The compact facts (:class:`mqtool.integrity.model.Messages`, in commitlog order) of the
     records starting at the distinct offsets of ``phys``: those the kernel accepts, and those
     only the Python rule reads (:func:`message_at`). Offsets where no record starts are not in
     the table. ``keys``: also the index key hashes; ``tags``: the tagsCodes (else 0)."""
-    from mqtool.integrity.scan import MessagesBuilder
-    from mqtool.store import KERNEL_MIN_UNITS
 
     at = np.unique(np.asarray(phys, dtype=np.int64))
     cols = MessagesBuilder(keys=keys, tags=tags)
@@ -149,15 +164,25 @@ def messages_at(
     return msgs
 
 
+class UnitReader(CommitLogReader, Protocol):
+    """What the unit rule reads of a store (:class:`mqtool.store.reader.Store`)."""
+
+    live: bool
+
+    def listed_end(self) -> int: ...
+
+    def try_message_at(self, offset: int) -> CommitLogMessage | None: ...
+
+
 def unit_findings(
-    store: Store, topic: str, qid: int, offsets: np.ndarray, phys: np.ndarray,
+    store: UnitReader, topic: str, qid: int, offsets: np.ndarray, phys: np.ndarray,
     sizes: np.ndarray, tags: np.ndarray, where: Callable[[int], tuple[str, int | None]],
     first_start: int, data_end: int,
 ) -> list[tuple[int, Finding]]:
     """The rule for consume-queue units of ``topic``/``qid`` (logical ``offsets`` and their
     commitlog offsets, sizes and tagsCodes; ``where`` gives a unit's file and in-file offset),
     each checked against the record at its commitlog offset (read in place,
-    :func:`mqtool.integrity.at.messages_at`): impossible values, a record past the valid
+    :func:`messages_at`): impossible values, a record past the valid
     data (``data_end``), no record there, another queue's record (topic, queueId,
     queueOffset, size; an LMQ's unit must name a record dispatched to it,
     :mod:`mqtool.integrity.lmq`), a tagsCode that is not the record's tag hash. Units below

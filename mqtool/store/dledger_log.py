@@ -25,7 +25,7 @@ from mqtool.formats.dledger import (
 )
 from mqtool.formats.errors import BadFieldError, Finding, FormatError
 from mqtool.formats.walker import crc_findings
-from mqtool.storefiles import CommitLogFile
+from mqtool.store.files import CommitLogFile
 
 
 def walk_dledger_file(

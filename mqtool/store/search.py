@@ -1,5 +1,5 @@
 """Finding records by UNIQ_KEY, ORIGIN_MESSAGE_ID and KEYS: the one search ``msg``, ``index``
-and ``trace`` share (through :meth:`mqtool.store.Store.search` and ``Store.find_records``).
+and ``trace`` share (:class:`Finder`, :func:`find_by_key`, :func:`find_id`, :func:`search`).
 
 Through the index files when they are usable (``topic#key`` in every topic, then the commitlog
 written after the last indexed record, which the index may lag); otherwise by one pass over the
@@ -31,7 +31,7 @@ from mqtool.formats.rules import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as PROPE
 from mqtool.formats.walker import Unreadable
 
 if TYPE_CHECKING:
-    from mqtool.store import Store
+    from mqtool.store.reader import Store
 
 ProgressFn = Callable[[int, int], None]  # (bytes done, bytes total); same as mqtool.query's
 
@@ -284,9 +284,14 @@ def find_by_key(
     store: Store, key: str, *, topic: str | None = None, uniq: bool = False,
     progress: ProgressFn | None = None,
 ) -> tuple[list[CommitLogMessage], str]:
-    """:meth:`mqtool.store.Store.find_by_key`: messages whose UNIQ_KEY (``uniq``) or one KEYS
-    token equals ``key``, and how they were found."""
-    finder = store.finder(progress)
+    """Messages whose UNIQ_KEY (``uniq``) or one KEYS token equals ``key``, and how they were
+    found (``via`` of :class:`Finder`).
+
+    Uses the index files when they are usable (every topic tried when none is given; hash
+    collisions filtered by reading each record; the commitlog written after the last indexed
+    record read too), else one search of the commitlog. The messages come in commitlog order.
+    """
+    finder = Finder(store, progress)
     if uniq:
         found = finder.find({key}, set(), set())
     else:
@@ -301,7 +306,7 @@ def find_by_key(
 
 
 def find_id(store: Store, msg_id: str) -> tuple[list[CommitLogMessage], str]:
-    """:meth:`mqtool.store.Store.find_id`: every message an offsetMsgId or UNIQ_KEY names."""
+    """Every message an offsetMsgId or UNIQ_KEY names, and how it was found."""
     out: dict[int, CommitLogMessage] = {}
     how = []
     m = store.find_by_offset_msg_id(msg_id)

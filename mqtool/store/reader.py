@@ -29,10 +29,10 @@ import mmap
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -60,15 +60,6 @@ from mqtool.formats.errors import (
 )
 from mqtool.formats.indexfile import IndexReader
 from mqtool.formats.msgid import decode_offset_msg_id
-from mqtool.formats.rules import (  # re-exported: the broker's names live in formats/rules.py
-    DLQ_GROUP_TOPIC_PREFIX as DLQ_GROUP_TOPIC_PREFIX,
-)
-from mqtool.formats.rules import (
-    RETRY_GROUP_TOPIC_PREFIX as RETRY_GROUP_TOPIC_PREFIX,
-)
-from mqtool.formats.rules import SCHEDULE_TOPIC as SCHEDULE_TOPIC
-from mqtool.formats.rules import TIMER_TOPIC as TIMER_TOPIC
-from mqtool.formats.rules import topic_kind as topic_kind
 from mqtool.formats.walker import (
     crc_findings,
     header_ok,
@@ -76,19 +67,18 @@ from mqtool.formats.walker import (
     next_record,
     walk,
 )
-from mqtool.storefiles import CommitLogFile as CommitLogFile
-from mqtool.storefiles import LockState as LockState
-from mqtool.storefiles import QueueEntry as QueueEntry
-from mqtool.storefiles import QueueInfo as QueueInfo
-from mqtool.storefiles import StoreError as StoreError
-from mqtool.storefiles import disk_bytes
-from mqtool.storefiles import lock_state as _lock_state
-from mqtool.storefiles import map_readonly as map_readonly
-from mqtool.storeindex import IndexFiles
-from mqtool.storequeues import QueueSources
-
-if TYPE_CHECKING:
-    from mqtool.search import Finder
+from mqtool.store.files import (
+    CommitLogFile,
+    LockState,
+    QueueEntry,
+    QueueInfo,
+    StoreError,
+    disk_bytes,
+    lock_state,
+    map_readonly,
+)
+from mqtool.store.indexfiles import IndexFiles
+from mqtool.store.queue_sources import QueueSources
 
 ProgressFn = Callable[[int, int], None]  # (bytes done, bytes total)
 
@@ -97,11 +87,6 @@ KERNEL_MIN_BYTES = 8 << 20
 """Commitlog files holding more than this on disk are walked by the compiled kernel; smaller
 ones by the Python walker, which reads them sooner than numba and the kernel load (about 0.3 s
 on an idle machine; the walker takes about 6 us per record)."""
-KERNEL_MIN_UNITS = 4096
-"""Records at this many commitlog offsets or more (a batch of consume-queue units or of index
-entries) are read by the compiled kernel; fewer by the Python rule, one by one
-(:func:`mqtool.integrity.at.messages_at`)."""
-
 # names at a store root that, when present, must be a directory (True) or a file (False)
 _ROOT_ENTRIES = (
     ("consumequeue", True), ("index", True), ("config", True), ("checkpoint", False),
@@ -183,7 +168,7 @@ class Store(IndexFiles):
     lock: LockState = field(default_factory=lambda: LockState(False, False))
     # what a live store's broker was still writing where it was read (not damage)
     in_progress: list[Finding] = field(default_factory=list)
-    # a DLedger commitlog (dledger-<id>/data): records behind entry headers (mqtool.dledgerlog)
+    # a DLedger commitlog (dledger-<id>/data): records behind entry headers (.dledger_log)
     dledger: bool = False
     dledger_last: dict[Path, tuple[int, int]] = field(default_factory=dict, repr=False)
     _queues: QueueSources | None = field(default=None, repr=False)
@@ -218,7 +203,7 @@ class Store(IndexFiles):
                 )
         files: list[CommitLogFile] = []
         findings: list[Finding] = []
-        lock = _lock_state(r)
+        lock = lock_state(r)
         for p in sorted(cl.iterdir()):
             if not p.is_file():
                 continue
@@ -369,9 +354,9 @@ class Store(IndexFiles):
 
     def walk_dledger(self, f: CommitLogFile, *, crc: bool
                      ) -> Iterator[CommitLogMessage | BlankRecord | Finding | FileEnd | int]:
-        """The DLedger walk of one data file (:func:`mqtool.dledgerlog.walk_dledger_file`),
+        """The DLedger walk of one data file (:func:`mqtool.store.dledger_log.walk_dledger_file`),
         CRCs checked when ``crc``; findings are not noted."""
-        from mqtool.dledgerlog import walk_dledger_file
+        from mqtool.store.dledger_log import walk_dledger_file
 
         return walk_dledger_file(self._map(f.path), f, self.commitlog_files, self.dledger_last,
                                  check=crc)
@@ -395,7 +380,7 @@ class Store(IndexFiles):
         boundary): records, findings (also noted in ``findings``) and last its FileEnd;
         ``decode=False`` gives record positions."""
         if self.dledger:
-            from mqtool.dledgerlog import walk_dledger_file
+            from mqtool.store.dledger_log import walk_dledger_file
 
             for item in walk_dledger_file(self._map(f.path), f, self.commitlog_files,
                                           self.dledger_last, decode=decode, start=start,
@@ -583,7 +568,7 @@ class Store(IndexFiles):
 
     @property
     def queue_sources(self) -> QueueSources:
-        """The store's RocksDB and batch consume queues (:mod:`mqtool.storequeues`)."""
+        """The store's RocksDB and batch consume queues (:mod:`mqtool.store.queue_sources`)."""
         if self._queues is None:
             self._queues = QueueSources.of(self.root)
             for f in self._queues.findings:
@@ -679,11 +664,11 @@ class Store(IndexFiles):
         self, topic: str, queue_id: int, rel: str, base: int, pos: np.ndarray,
         offs: np.ndarray, sizes: np.ndarray, tags: np.ndarray,
     ) -> np.ndarray:
-        """Verify's unit rule (:func:`mqtool.integrity.at.unit_findings`) for units of
+        """Verify's unit rule (:func:`mqtool.store.records_at.unit_findings`) for units of
         consume-queue file ``rel`` (named ``base``) at in-file byte positions ``pos``: their
         findings are noted (on a live store, a unit read while the broker wrote it is read
         again). True where a unit is no finding."""
-        from mqtool.integrity.at import unit_findings
+        from mqtool.store.records_at import unit_findings
 
         ok = np.ones(len(pos), bool)
         if not len(pos):
@@ -709,7 +694,7 @@ class Store(IndexFiles):
     ) -> bool:
         """On a live store: whether a unit that is a finding was read while the broker wrote
         it (read again, it is another unit, and that one is no finding)."""
-        from mqtool.integrity.at import unit_findings
+        from mqtool.store.records_at import unit_findings
 
         first = self.commitlog_files[0].start if self.commitlog_files else 0
         for _ in range(SETTLE_TRIES):
@@ -854,38 +839,6 @@ class Store(IndexFiles):
             entries[-1].queue_offset + 1 if entries else 0
         )
 
-    def search(
-        self, patterns: Iterable[bytes], *, start_offset: int = 0,
-        progress: ProgressFn | None = None,
-    ) -> list[CommitLogMessage]:
-        """Messages whose bytes hold any of ``patterns``, by one walk of the commitlog (see
-        :func:`mqtool.search.search`)."""
-        from mqtool.search import search
-
-        return search(self, patterns, start_offset=start_offset, progress=progress)
-
-    def finder(self, progress: ProgressFn | None = None) -> Finder:
-        """The key search ``msg``, ``index`` and ``trace`` share (index, else commitlog)."""
-        from mqtool.search import Finder
-
-        return Finder(self, progress)
-
-    def find_by_key(
-        self, key: str, *, topic: str | None = None, uniq: bool = False,
-        progress: ProgressFn | None = None,
-    ) -> tuple[list[CommitLogMessage], str]:
-        """Messages whose UNIQ_KEY (``uniq``) or one KEYS token equals ``key``.
-
-        Uses the index files when they are usable (every topic tried when none is given; hash
-        collisions filtered by reading each record; the commitlog written after the last
-        indexed record read too), else one search of the commitlog. Returns the messages in
-        commitlog order and how they were found (``index``, ``scan`` or ``scan (index
-        damaged)``).
-        """
-        from mqtool.search import find_by_key
-
-        return find_by_key(self, key, topic=topic, uniq=uniq, progress=progress)
-
     def find_by_offset_msg_id(self, msg_id: str) -> CommitLogMessage | None:
         """The message an offsetMsgId names (by its commitlog offset; the host may differ)."""
         try:
@@ -895,12 +848,6 @@ class Store(IndexFiles):
         if off < 0:
             return None
         return self.try_message_at(off)
-
-    def find_id(self, msg_id: str) -> tuple[list[CommitLogMessage], str]:
-        """Every message an offsetMsgId or UNIQ_KEY names, and how it was found."""
-        from mqtool.search import find_id
-
-        return find_id(self, msg_id)
 
     # --- other root files -----------------------------------------------------------------
     @property

@@ -1,13 +1,13 @@
 """The consume queues of a store that are not ``consumequeue/<topic>/<queueId>/`` files.
 
 * a RocksDB consume queue (``storeType=defaultRocksDB``): the database at ``consumequeue/``
-  (:mod:`mqtool.rocksq`); with ``rocksdbCQDoubleWriteEnable`` the broker writes the file queue
-  beside it, and both are read (``verify`` compares them);
+  (:mod:`mqtool.store.rocksdb_queue`); with ``rocksdbCQDoubleWriteEnable`` the broker writes the
+  file queue beside it, and both are read (``verify`` compares them);
 * BatchConsumeQueue topics (``queue.type=BatchCQ``): ``batchconsumequeue/<topic>/<queueId>/``,
   46-byte units, one per (inner) batch, at the queue offset of the batch's first message
   (:mod:`mqtool.formats.batchcq`).
 
-A unit of these queues is a :class:`mqtool.storefiles.QueueEntry` like a file unit: its
+A unit of these queues is a :class:`mqtool.store.files.QueueEntry` like a file unit: its
 ``file`` is the batch queue file, or ``consumequeue`` for RocksDB with ``file_offset`` -1 (the
 unit's RocksDB key is :meth:`QueueSources.rocks_key`). LMQ queues (``%LMQ%<name>/0``) are file
 or RocksDB queues like any other; which record a unit of theirs may name is a verify rule
@@ -25,8 +25,8 @@ from mqtool.formats.batchcq import CQ_STORE_UNIT_SIZE as BATCH_UNIT_SIZE
 from mqtool.formats.batchcq import BatchCqEntry, iter_batch_cq
 from mqtool.formats.consumequeue import CqEntry
 from mqtool.formats.errors import Finding
-from mqtool.rocksq import RocksQueues, is_rocksdb_dir
-from mqtool.storefiles import QueueEntry, map_readonly
+from mqtool.store.files import QueueEntry, map_readonly
+from mqtool.store.rocksdb_queue import RocksQueues, is_rocksdb_dir
 
 BATCH_DIR = "batchconsumequeue"  # StorePathConfigHelper.getStorePathBatchConsumeQueue
 ROCKS_REL = "consumequeue"
