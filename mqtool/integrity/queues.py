@@ -32,7 +32,7 @@ from mqtool.integrity import rules
 from mqtool.integrity.model import FindingSink, ProgressFn, QueueChunk, QueueScan
 from mqtool.store.facts import Messages
 from mqtool.store.reader import Store
-from mqtool.store.records_at import unit_findings
+from mqtool.store.unit_check import unit_findings
 
 
 class MemQueueScan(QueueScan):

@@ -664,11 +664,11 @@ class Store(IndexFiles):
         self, topic: str, queue_id: int, rel: str, base: int, pos: np.ndarray,
         offs: np.ndarray, sizes: np.ndarray, tags: np.ndarray,
     ) -> np.ndarray:
-        """Verify's unit rule (:func:`mqtool.store.records_at.unit_findings`) for units of
+        """Verify's unit rule (:func:`mqtool.store.unit_check.unit_findings`) for units of
         consume-queue file ``rel`` (named ``base``) at in-file byte positions ``pos``: their
         findings are noted (on a live store, a unit read while the broker wrote it is read
         again). True where a unit is no finding."""
-        from mqtool.store.records_at import unit_findings
+        from mqtool.store.unit_check import unit_findings
 
         ok = np.ones(len(pos), bool)
         if not len(pos):
@@ -694,7 +694,7 @@ class Store(IndexFiles):
     ) -> bool:
         """On a live store: whether a unit that is a finding was read while the broker wrote
         it (read again, it is another unit, and that one is no finding)."""
-        from mqtool.store.records_at import unit_findings
+        from mqtool.store.unit_check import unit_findings
 
         first = self.commitlog_files[0].start if self.commitlog_files else 0
         for _ in range(SETTLE_TRIES):
