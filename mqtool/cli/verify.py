@@ -28,9 +28,9 @@ def _store_bytes(root: Any) -> int:
     from pathlib import Path
 
     total = 0
-    r = Path(root)
-    if not (r / "commitlog").is_dir() and (r / "store" / "commitlog").is_dir():
-        r = r / "store"
+    from mqtool.store.files import store_root
+
+    r = store_root(Path(root))
     for sub in ("commitlog", "consumequeue", "index"):
         d = r / sub
         if d.is_dir():

@@ -31,6 +31,7 @@ from mqtool.formats.errors import Finding, Severity
 from mqtool.integrity import rules
 from mqtool.integrity.model import FindingSink, ProgressFn, QueueChunk, QueueScan
 from mqtool.store.facts import Messages
+from mqtool.store.files import numbered_files
 from mqtool.store.reader import Store
 from mqtool.store.unit_check import unit_findings
 
@@ -91,8 +92,7 @@ def queue_shape(
         return MemQueueScan.of(store, topic, qid)
     qdir = store.consumequeue_dir / topic / str(qid)
     try:
-        names = sorted((p for p in qdir.iterdir() if p.is_file() and p.name.isdigit()
-                        and len(p.name) == 20), key=lambda p: int(p.name))
+        names = numbered_files(qdir)
         listed = [(p, p.stat().st_size) for p in names]
     except FileNotFoundError:  # deleted since the listing (a running broker's cleanup)
         names, listed = [], []

@@ -24,7 +24,7 @@ from mqtool.formats.timer import (
     iter_timerlog,
 )
 from mqtool.integrity.model import FindingSink
-from mqtool.store.files import map_readonly
+from mqtool.store.files import map_readonly, numbered_files
 
 TIMER_METRIC_SMALL_THRESHOLD = 1_000_000  # MessageStoreConfig.timerMetricSmallThreshold
 TIMER_METRICS = "config/timermetrics"
@@ -59,13 +59,11 @@ class TimerLog:
 
 def read_timerlog(d: Path, sink: FindingSink) -> TimerLog:
     log = TimerLog()
-    names = sorted((p for p in d.iterdir() if p.is_file() and p.name.isdigit()
-                    and len(p.name) == 20), key=lambda p: int(p.name))
-    others = sorted(p.name for p in d.iterdir() if p.is_file()) if d.is_dir() else []
-    for name in others:
-        if not (name.isdigit() and len(name) == 20):
-            sink.add(Finding(TIMER, f"timerlog/{name}", None, "not a timerlog file name (20-digit "
-                             "offset): the broker's MappedFileQueue cannot load it"))
+    others: list[Path] = []
+    names = numbered_files(d, others)
+    for p in others:
+        sink.add(Finding(TIMER, f"timerlog/{p.name}", None, "not a timerlog file name (20-digit "
+                         "offset): the broker's MappedFileQueue cannot load it"))
     sizes = [p.stat().st_size for p in names]
     common = max(set(sizes), key=sizes.count) if sizes else 0
     positions: list[np.ndarray] = []

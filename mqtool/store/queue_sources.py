@@ -25,15 +25,11 @@ from mqtool.formats.batchcq import CQ_STORE_UNIT_SIZE as BATCH_UNIT_SIZE
 from mqtool.formats.batchcq import BatchCqEntry, iter_batch_cq
 from mqtool.formats.consumequeue import CqEntry
 from mqtool.formats.errors import Finding
-from mqtool.store.files import QueueEntry, map_readonly
+from mqtool.store.files import QueueEntry, map_readonly, numbered_files
 from mqtool.store.rocksdb_queue import RocksQueues, is_rocksdb_dir
 
 BATCH_DIR = "batchconsumequeue"  # StorePathConfigHelper.getStorePathBatchConsumeQueue
 ROCKS_REL = "consumequeue"
-
-
-def _offset_name(name: str) -> bool:
-    return len(name) == 20 and name.isdigit()
 
 
 @dataclass
@@ -120,8 +116,7 @@ class QueueSources:
             return got
         out: list[tuple[int, BatchCqEntry, str, int]] = []
         d = self.root / BATCH_DIR / topic / str(queue_id)
-        for p in sorted((p for p in d.iterdir() if _offset_name(p.name)),
-                        key=lambda p: int(p.name)):
+        for p in numbered_files(d):
             rel = f"{BATCH_DIR}/{topic}/{queue_id}/{p.name}"
             size = p.stat().st_size
             if size % BATCH_UNIT_SIZE:

@@ -47,7 +47,6 @@ from mqtool.formats.commitlog_layout import MIN_RECORD_SIZE
 from mqtool.formats.consumequeue import (
     CQ_DTYPE,
     CQ_STORE_UNIT_SIZE,
-    CQ_UNIT_STRUCT,
     CqEntry,
 )
 from mqtool.formats.errors import (
@@ -76,6 +75,10 @@ from mqtool.store.files import (
     disk_bytes,
     lock_state,
     map_readonly,
+    numbered_files,
+    read_unit,
+    root_above,
+    store_root,
 )
 from mqtool.store.indexfiles import IndexFiles
 from mqtool.store.queue_sources import QueueSources
@@ -97,7 +100,7 @@ _ROOT_ENTRIES = (
 def _outside_root(given: Path, what: str) -> StoreError | None:
     """The error for a path inside a store (``store/commitlog``): it names the root to give;
     None when no parent of ``given`` is a store root."""
-    root = next((p for p in given.resolve().parents if (p / "commitlog").is_dir()), None)
+    root = root_above(given)
     if root is None:
         return None
     shown = _shown(given, root)
@@ -115,10 +118,6 @@ def _shown(given: Path, store: Path) -> str:
     for _ in range(up):
         shown = shown.parent
     return str(shown) if str(shown) != "." else "."
-
-
-def _is_offset_name(name: str) -> bool:
-    return len(name) == 20 and name.isdigit()
 
 
 SETTLE_TRIES = 5
@@ -139,11 +138,6 @@ def _size_now(p: Path) -> int | None:
         return p.stat().st_size
     except FileNotFoundError:
         return None
-
-
-def _has_log(r: Path) -> bool:
-    """Whether ``r`` holds a commitlog: ``commitlog/`` or a DLedger ``dledger-<id>/data/``."""
-    return (r / "commitlog").is_dir() or any(p.is_dir() for p in r.glob("dledger-*/data"))
 
 
 @dataclass
@@ -183,11 +177,10 @@ class Store(IndexFiles):
         if not r.is_dir():
             raise _outside_root(r, "file") or usage(
                 StoreError(f"{r}: not a directory (give the broker's store root)"))
-        if not _has_log(r) and _has_log(r / "store"):
-            r = r / "store"
+        r = store_root(r)
         cl = r / "commitlog"
         dledger = sorted(p for p in r.glob("dledger-*/data") if p.is_dir())
-        if dledger and not (cl.is_dir() and any(_is_offset_name(p.name) for p in cl.iterdir())):
+        if dledger and not numbered_files(cl):
             cl = dledger[0]
         if not cl.is_dir():
             raise _outside_root(r, "directory") or usage(StoreError(
@@ -204,18 +197,14 @@ class Store(IndexFiles):
         files: list[CommitLogFile] = []
         findings: list[Finding] = []
         lock = lock_state(r)
-        for p in sorted(cl.iterdir()):
-            if not p.is_file():
-                continue
-            if not _is_offset_name(p.name):
-                findings.append(Finding("layout", f"{cl.relative_to(r)}/{p.name}", None,
-                                        "not a commitlog file name (20 digits); skipped",
-                                        severity=Severity.WARNING))
-                continue
+        others: list[Path] = []
+        for p in numbered_files(cl, others):
             size = _size_now(p)
             if size is not None:
                 files.append(CommitLogFile(p, int(p.name), size, str(cl.relative_to(r))))
-        files.sort(key=lambda f: f.start)
+        findings.extend(Finding("layout", f"{cl.relative_to(r)}/{p.name}", None,
+                                "not a commitlog file name (20 digits); skipped",
+                                severity=Severity.WARNING) for p in others)
         store = cls(r, cl, files, findings, live=lock.locked, lock=lock,
                     dledger=cl.name == "data")
         while store.live and files and files[-1].size == 0:  # a file the broker is making
@@ -608,12 +597,18 @@ class Store(IndexFiles):
         return sorted({t for t, _ in self.queue_ids()})
 
     def _cq_files(self, topic: str, queue_id: int) -> list[Path]:
-        d = self.consumequeue_dir / topic / str(queue_id)
-        try:
-            names = [p for p in d.iterdir() if _is_offset_name(p.name)]
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        return sorted(names, key=lambda p: int(p.name))
+        return numbered_files(self.consumequeue_dir / topic / str(queue_id))
+
+    def unit_at(self, topic: str, queue_id: int, queue_offset: int) -> CqEntry | None:
+        """The unit of file queue ``topic``/``queue_id`` at ``queue_offset`` as it is on disk,
+        read with one pread and not checked against its record (None: no file holds it, or it
+        is not written: all zeros)."""
+        pos = queue_offset * CQ_STORE_UNIT_SIZE
+        for p in reversed(self._cq_files(topic, queue_id)):
+            if int(p.name) <= pos:
+                unit = read_unit(p, pos - int(p.name))
+                return None if unit is None or unit == CqEntry(0, 0, 0) else unit
+        return None
 
     def queue_entries(
         self, topic: str, queue_id: int, start: int = 0
@@ -698,7 +693,7 @@ class Store(IndexFiles):
 
         first = self.commitlog_files[0].start if self.commitlog_files else 0
         for _ in range(SETTLE_TRIES):
-            now = self._unit_now(rel, pos)
+            now = read_unit(self.root / rel, pos)
             if now is not None and now != unit:
                 lo, phy, size, tags = (np.array([v], np.int64) for v in (
                     (base + pos) // CQ_STORE_UNIT_SIZE, now.commit_log_offset, now.size,
@@ -742,7 +737,7 @@ class Store(IndexFiles):
         why = self.unit_problem(e)
         if why is not None and self.live and pos is not None:
             for _ in range(SETTLE_TRIES):
-                now = self._unit_now(rel, pos)
+                now = read_unit(self.root / rel, pos)
                 if now is not None and now != e:
                     e = now
                     why = self.unit_problem(e)
@@ -753,18 +748,6 @@ class Store(IndexFiles):
         phy = e.commit_log_offset if e.commit_log_offset >= 0 else None
         self._note(Finding("cq", rel, pos, why, phy=phy))
         return False
-
-    def _unit_now(self, rel: str, pos: int) -> CqEntry | None:
-        """The unit at ``pos`` of consume-queue file ``rel`` as it is now (None: unreadable)."""
-        try:
-            with (self.root / rel).open("rb") as fh:
-                fh.seek(pos)
-                raw = fh.read(CQ_STORE_UNIT_SIZE)
-        except OSError:
-            return None
-        if len(raw) < CQ_STORE_UNIT_SIZE:
-            return None
-        return CqEntry(*CQ_UNIT_STRUCT.unpack(raw))
 
     def _check_cq_size(self, rel: str, size: int) -> None:
         """An empty consume-queue file, or one that is not whole units, is damage (on a live

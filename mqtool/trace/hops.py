@@ -7,8 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mqtool.formats.commitlog import CommitLogMessage
-from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
-from mqtool.formats.consumequeue import CQ_UNIT_STRUCT as _CQ_UNIT
 from mqtool.formats.rules import (
     DLQ_GROUP_TOPIC_PREFIX,
     PROPERTY_ORIGIN_MESSAGE_ID,
@@ -19,6 +17,7 @@ from mqtool.formats.rules import (
     SCHEDULE_TOPIC,
 )
 from mqtool.store.reader import Store
+from mqtool.timefmt import fmt_time
 from mqtool.trace.model import (
     RESEND_PROPERTY_NAMES,
     RESEND_PROPERTY_PREFIX,
@@ -27,7 +26,7 @@ from mqtool.trace.model import (
 
 
 @dataclass
-class _Context:
+class TraceContext:
     store: Store
     levels: dict[int, int]  # delay level (1-based) -> delay ms
     delay_offsets: dict[int, int] | None
@@ -56,13 +55,7 @@ def fmt_duration(ms: int) -> str:
     return "-" + s if neg else s
 
 
-def _utc(ms: int) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-
-
-def _int_prop(m: CommitLogMessage, name: str) -> int | None:
+def int_prop(m: CommitLogMessage, name: str) -> int | None:
     v = m.properties.get(name)
     try:
         return int(v) if v is not None else None
@@ -70,13 +63,13 @@ def _int_prop(m: CommitLogMessage, name: str) -> int | None:
         return None
 
 
-def _is_resend(m: CommitLogMessage) -> bool:
+def is_resend(m: CommitLogMessage) -> bool:
     return any(n in m.properties for n in RESEND_PROPERTY_NAMES) or any(
         n.startswith(RESEND_PROPERTY_PREFIX) for n in m.properties
     )
 
 
-def _retry_group(topic: str, original_topic: str | None) -> tuple[str, bool]:
+def retry_group(topic: str, original_topic: str | None) -> tuple[str, bool]:
     """The consumer group of a ``%RETRY%`` topic, and whether it is a 5.x POP retry topic."""
     rest = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
     if original_topic:
@@ -87,7 +80,9 @@ def _retry_group(topic: str, original_topic: str | None) -> tuple[str, bool]:
     return rest, False
 
 
-def _consumers(ctx: _Context, m: CommitLogMessage, only: str | None) -> tuple[ConsumerState, ...]:
+def consumers(
+    ctx: TraceContext, m: CommitLogMessage, only: str | None
+) -> tuple[ConsumerState, ...]:
     out = []
     for (topic, group), table in sorted((ctx.consumer_offsets or {}).items()):
         if topic != m.topic or (only is not None and group != only):
@@ -99,10 +94,10 @@ def _consumers(ctx: _Context, m: CommitLogMessage, only: str | None) -> tuple[Co
     return tuple(out)
 
 
-def _consumption_state(
-    ctx: _Context, m: CommitLogMessage, only: str | None
+def consumption_state(
+    ctx: TraceContext, m: CommitLogMessage, only: str | None
 ) -> tuple[str, str, tuple[ConsumerState, ...]]:
-    cons = _consumers(ctx, m, only)
+    cons = consumers(ctx, m, only)
     if m.physical_offset in ctx.unreached:
         return "unreachable", (f"its place in {m.topic} queue {m.queue_id} holds another "
                                "consume-queue unit: no consumer reads it"), cons
@@ -121,38 +116,16 @@ def _consumption_state(
     return ("consumed" if done and only is None else "not-consumed"), text, cons
 
 
-def _cq_unit(
-    store: Store, topic: str, queue_id: int, queue_offset: int
-) -> tuple[int, int, int] | None:
-    """One consume-queue unit (commitlog offset, size, tagsCode), read with one pread."""
-    d = store.consumequeue_dir / topic / str(queue_id)
-    pos = queue_offset * CQ_STORE_UNIT_SIZE
-    try:
-        names = sorted((int(p.name), p) for p in d.iterdir() if p.name.isdigit())
-    except OSError:
-        return None
-    for start, path in reversed(names):
-        if start <= pos:
-            with path.open("rb") as fh:
-                fh.seek(pos - start)
-                raw = fh.read(CQ_STORE_UNIT_SIZE)
-            if len(raw) < CQ_STORE_UNIT_SIZE:
-                return None
-            unit: tuple[int, int, int] = _CQ_UNIT.unpack(raw)
-            return None if unit == (0, 0, 0) else unit
-    return None
-
-
-def _schedule_state(
-    ctx: _Context, m: CommitLogMessage
+def schedule_state(
+    ctx: TraceContext, m: CommitLogMessage
 ) -> tuple[int, int | None, int | None, str, str]:
     """(level, delay ms, deliver time, state, detail) of a SCHEDULE_TOPIC_XXXX copy."""
     level = m.queue_id + 1  # ScheduleMessageService#queueId2DelayLevel
     delay = ctx.levels.get(level)
     due = None
-    unit = _cq_unit(ctx.store, SCHEDULE_TOPIC, m.queue_id, m.queue_offset)
-    if unit is not None and unit[0] == m.physical_offset:
-        due = unit[2]  # the deliver timestamp (CommitLog#checkMessageAndReturnSize)
+    unit = ctx.store.unit_at(SCHEDULE_TOPIC, m.queue_id, m.queue_offset)
+    if unit is not None and unit.commit_log_offset == m.physical_offset:
+        due = unit.tags_code  # the deliver timestamp (CommitLog#checkMessageAndReturnSize)
     elif delay is not None:
         due = m.store_timestamp + delay
     if ctx.delay_offsets is None:
@@ -177,15 +150,15 @@ def _schedule_state(
     )
 
 
-def _timer_state(
-    ctx: _Context, m: CommitLogMessage, delivered: bool
+def timer_state(
+    ctx: TraceContext, m: CommitLogMessage, delivered: bool
 ) -> tuple[int | None, str, str]:
-    due = _int_prop(m, PROPERTY_TIMER_OUT_MS)
+    due = int_prop(m, PROPERTY_TIMER_OUT_MS)
     if delivered:
         return due, "delivered", "delivered by the timer wheel"
     if ctx.timer_read_ms is not None and due is not None and due <= ctx.timer_read_ms:
         return due, "delivered", (
-            f"due before the timer's lastReadTimeMs ({_utc(ctx.timer_read_ms)}): delivered "
+            f"due before the timer's lastReadTimeMs ({fmt_time(ctx.timer_read_ms)}): delivered "
             "(copy not found)"
         )
     waited = fmt_duration(ctx.now - m.store_timestamp)
@@ -196,7 +169,7 @@ def _timer_state(
     return due, "overdue", f"pending for {waited}, overdue by {fmt_duration(ctx.now - due)}"
 
 
-def _sent_back(
+def sent_back(
     m: CommitLogMessage, later: list[CommitLogMessage], original_topic: str | None
 ) -> str | None:
     """The group that consumed ``m`` and sent it back, if a later copy says so (the next
@@ -215,5 +188,5 @@ def _sent_back(
         if t.startswith(DLQ_GROUP_TOPIC_PREFIX):
             return "group " + t[len(DLQ_GROUP_TOPIC_PREFIX):]
         if t.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            return "group " + _retry_group(t, original_topic)[0]
+            return "group " + retry_group(t, original_topic)[0]
     return None

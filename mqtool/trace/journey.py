@@ -34,19 +34,19 @@ from mqtool.overview import (
 from mqtool.query import ProgressFn
 from mqtool.store.reader import Store
 from mqtool.store.search import Finder, search
+from mqtool.timefmt import fmt_time
 from mqtool.trace.client import client_events
 from mqtool.trace.hops import (
-    _consumers,
-    _consumption_state,
-    _Context,
-    _int_prop,
-    _is_resend,
-    _retry_group,
-    _schedule_state,
-    _sent_back,
-    _timer_state,
-    _utc,
+    TraceContext,
+    consumers,
+    consumption_state,
     fmt_duration,
+    int_prop,
+    is_resend,
+    retry_group,
+    schedule_state,
+    sent_back,
+    timer_state,
 )
 from mqtool.trace.model import (
     RESEND_PROPERTY_NAMES,
@@ -114,7 +114,7 @@ def _collect(
     return [got[k] for k in sorted(got)]
 
 
-def _build_hops(ctx: _Context, msgs: list[CommitLogMessage]) -> list[Hop]:
+def _build_hops(ctx: TraceContext, msgs: list[CommitLogMessage]) -> list[Hop]:
     original_topic = None
     for m in msgs:
         rt = m.properties.get(PROPERTY_RETRY_TOPIC)
@@ -139,7 +139,7 @@ def _build_hops(ctx: _Context, msgs: list[CommitLogMessage]) -> list[Hop]:
             kind, state, detail, note = tx
             hops.append(Hop(kind, m, since, None, None, None, state, detail, None, (), note))
             continue
-        delay_prop = _int_prop(m, PROPERTY_DELAY_TIME_LEVEL)
+        delay_prop = int_prop(m, PROPERTY_DELAY_TIME_LEVEL)
         level: int | None = delay_prop
         delay_ms: int | None = None
         if level is not None:
@@ -150,10 +150,10 @@ def _build_hops(ctx: _Context, msgs: list[CommitLogMessage]) -> list[Hop]:
         t = m.topic
         if t == SCHEDULE_TOPIC:
             kind = "schedule"
-            level, delay_ms, due, state, detail = _schedule_state(ctx, m)
+            level, delay_ms, due, state, detail = schedule_state(ctx, m)
             real = m.properties.get(PROPERTY_REAL_TOPIC, "?")
             if real.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                group = _retry_group(real, original_topic)[0]
+                group = retry_group(real, original_topic)[0]
             elif real.startswith(DLQ_GROUP_TOPIC_PREFIX):
                 group = real[len(DLQ_GROUP_TOPIC_PREFIX):]
                 retries, attempts, orderly = dlq_counts(m, msgs[:i])
@@ -164,7 +164,7 @@ def _build_hops(ctx: _Context, msgs: list[CommitLogMessage]) -> list[Hop]:
         elif t == TIMER_TOPIC:
             kind = "timer"
             real = m.properties.get(PROPERTY_REAL_TOPIC, "?")
-            due, state, detail = _timer_state(ctx, m, any(x.topic == real for x in later))
+            due, state, detail = timer_state(ctx, m, any(x.topic == real for x in later))
         elif t.startswith(DLQ_GROUP_TOPIC_PREFIX):
             kind = "dlq"
             seen_dlq, resent = True, False
@@ -175,15 +175,15 @@ def _build_hops(ctx: _Context, msgs: list[CommitLogMessage]) -> list[Hop]:
             if orderly:
                 detail += (f" ({attempts} failed attempts: an orderly consumer retries locally, "
                            "no record per attempt)")
-            cons = _consumers(ctx, m, None)
+            cons = consumers(ctx, m, None)
             read = [c.group for c in cons if c.consumed]
             if read:
                 detail += "; read from the DLQ by " + ", ".join(read)
         else:
             pop = False
             if t.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                group, pop = _retry_group(t, original_topic)
-            if (seen_dlq and not resent) or (_is_resend(m) and m.reconsume_times == 0):
+                group, pop = retry_group(t, original_topic)
+            if (seen_dlq and not resent) or (is_resend(m) and m.reconsume_times == 0):
                 kind = "resend"  # the first copy after a DLQ hop, or marked by `dlq resend`
                 resent = True
             elif t.startswith(RETRY_GROUP_TOPIC_PREFIX):
@@ -196,12 +196,12 @@ def _build_hops(ctx: _Context, msgs: list[CommitLogMessage]) -> list[Hop]:
                 kind = "delivered"
             else:
                 kind = "original"
-            state, detail, cons = _consumption_state(ctx, m, group)
+            state, detail, cons = consumption_state(ctx, m, group)
             if kind == "resend":
                 origin = m.properties.get(RESEND_PROPERTY_NAMES[0])
                 note = (f"resent from DLQ record {origin}" if origin else
                         "stored after the DLQ copy: a resend")
-            back = _sent_back(m, later, original_topic)
+            back = sent_back(m, later, original_topic)
             if back is not None:
                 state, detail = "consumed", f"consumed by {back} and sent back" + (
                     "" if ctx.consumer_offsets is None else f"; {detail}")
@@ -209,7 +209,7 @@ def _build_hops(ctx: _Context, msgs: list[CommitLogMessage]) -> list[Hop]:
     return hops
 
 
-def _verdict(ctx: _Context, hops: list[Hop]) -> tuple[str, str]:
+def _verdict(ctx: TraceContext, hops: list[Hop]) -> tuple[str, str]:
     if not hops:
         return "not found", "unknown"
     dlqs = [h for h in hops if h.kind == "dlq"]
@@ -228,7 +228,7 @@ def _verdict(ctx: _Context, hops: list[Hop]) -> tuple[str, str]:
                 f"dead-lettered after {retries} retries (group {last_dlq.group}{how})",
                 "dead-lettered",
             )
-        prefix = (f"resent from %DLQ%{last_dlq.group} at {_utc(resent[0].store_timestamp)}; ")
+        prefix = (f"resent from %DLQ%{last_dlq.group} at {fmt_time(resent[0].store_timestamp)}; ")
         tail = resent
     else:
         began = next((h for h in hops if h.kind in ("half", "prepared")), hops[0])
@@ -237,10 +237,10 @@ def _verdict(ctx: _Context, hops: list[Hop]) -> tuple[str, str]:
             return tx
         commit = next((h for h in hops if h.kind == "commit"), None)
         if commit is not None:
-            prefix = f"transaction committed at {_utc(commit.store_timestamp)}; "
+            prefix = f"transaction committed at {fmt_time(commit.store_timestamp)}; "
             tail = [h for h in hops if h.commit_log_offset >= commit.commit_log_offset]
     last = next((h for h in reversed(tail) if h.kind not in ("op", "rollback")), tail[-1])
-    due = _utc(last.deliver_timestamp) if last.deliver_timestamp else "?"
+    due = fmt_time(last.deliver_timestamp) if last.deliver_timestamp else "?"
     rel = ""
     if last.deliver_timestamp:
         d = last.deliver_timestamp - ctx.now
@@ -282,12 +282,12 @@ def _store_now(store: Store, msgs: list[CommitLogMessage]) -> int:
 def _context(
     store: Store, levels: DelayLevelsArg, now: int | None, msgs: list[CommitLogMessage],
     unreached: set[int],
-) -> tuple[_Context, str]:
+) -> tuple[TraceContext, str]:
     if now is None:
         now_v, src = _store_now(store, msgs), "store"
     else:
         now_v, src = now, "given"
-    ctx = _Context(
+    ctx = TraceContext(
         store=store,
         levels=parse_delay_levels(levels) if isinstance(levels, str) else dict(levels),
         delay_offsets=load_delay_offsets(store),
@@ -351,7 +351,7 @@ def _make_trace(
         if copies:  # resent already: where the copy went, not a command to resend it again
             c = copies[0]
             tr.resent_to = (f"{c.topic} q{c.queue_id}@{c.queue_offset} at "
-                            f"{_utc(c.store_timestamp)} (offsetMsgId {c.offset_msg_id})")
+                            f"{fmt_time(c.store_timestamp)} (offsetMsgId {c.offset_msg_id})")
         else:
             tr.resend_command = (
                 f"mqtool dlq resend {shlex.quote(store_label)} --group "

@@ -57,9 +57,10 @@ from mqtool.formats.rules import (
     TRANS_OP_OFFSET_SEPARATOR,
     TRANSACTION_TYPE_MASK,
 )
+from mqtool.store.files import numbered_files
 from mqtool.store.reader import Store
 from mqtool.store.search import Finder, search
-from mqtool.trace.hops import _cq_unit, _utc
+from mqtool.timefmt import fmt_time
 from mqtool.trace.model import Hop
 
 TX_KINDS = ("half", "op", "prepared", "commit", "rollback", "discarded")
@@ -83,19 +84,15 @@ def op_offsets(m: CommitLogMessage) -> set[int]:
 def _first_unit_at_or_after(store: Store, queue_id: int, phys: int) -> int:
     """Logical offset of the first op-queue unit whose record starts at or after ``phys``
     (units are in commitlog order: a binary search, one pread per probe)."""
-    d = store.consumequeue_dir / TRANS_OP_HALF_TOPIC / str(queue_id)
-    try:
-        files = sorted((int(p.name), p) for p in d.iterdir() if p.name.isdigit())
-    except OSError:
-        return 0
+    files = numbered_files(store.consumequeue_dir / TRANS_OP_HALF_TOPIC / str(queue_id))
     if not files:
         return 0
-    lo = files[0][0] // CQ_STORE_UNIT_SIZE
-    hi = (files[-1][0] + files[-1][1].stat().st_size) // CQ_STORE_UNIT_SIZE
+    lo = int(files[0].name) // CQ_STORE_UNIT_SIZE
+    hi = (int(files[-1].name) + files[-1].stat().st_size) // CQ_STORE_UNIT_SIZE
     while lo < hi:
         mid = (lo + hi) // 2
-        unit = _cq_unit(store, TRANS_OP_HALF_TOPIC, queue_id, mid)
-        if unit is None or unit[0] >= phys:  # None: the zero tail after the last unit
+        unit = store.unit_at(TRANS_OP_HALF_TOPIC, queue_id, mid)
+        if unit is None or unit.commit_log_offset >= phys:  # None: the zero tail after the units
             hi = mid
         else:
             lo = mid + 1
@@ -274,7 +271,7 @@ def tx_verdict(hops: list[Hop], pending_for: str) -> tuple[str, str] | None:
     if rb:
         form = (f"op record in {TRANS_OP_HALF_TOPIC}" if rb[-1].topic == TRANS_OP_HALF_TOPIC
                 else "ROLLBACK record")
-        return (f"transaction rolled back at {_utc(rb[-1].store_timestamp)} ({form}); the "
+        return (f"transaction rolled back at {fmt_time(rb[-1].store_timestamp)} ({form}); the "
                 "message never reached its topic", "rolled-back")
     if "discarded" in kinds:
         return ("transaction discarded: the broker checked it transactionCheckMax times "
