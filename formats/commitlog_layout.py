@@ -6,7 +6,7 @@ source, where it starts (a fixed offset from the record's first byte, or right a
 before it) and its width in bytes (or the field or flag that gives it). The constants below are
 read from that table; every reader and writer of records uses them: the struct reader
 (:mod:`.commitlog`), the walker (:mod:`.walker`), the encoder (:mod:`.encoder`), the compiled
-kernels (:mod:`.record_scan`, :mod:`.column_kernel`), the column decoder
+kernels (:mod:`.commitlog_fields`, :mod:`.commitlog_arrow`), the column decoder
 (:mod:`.commitlog_columns`) and the Spark reader in Java, whose ``RecordLayout.java`` is
 generated from this module (``make spark-layout``; a test checks that it is current).
 

@@ -141,7 +141,8 @@ def test_read_features_do_not_load_the_write_engine_at_import() -> None:
     assert not {m for m in mods if m.startswith("mqtool.refstore")}
 
 
-# -- the import graph: no cycles, no library module importing the CLI --------------------------
+# -- the import graph: no cycles, no private names across modules, no library module importing
+# the CLI ----------------------------------------------------------------------------------------
 
 def _module_name(path: Path) -> str:
     rel = path.relative_to(ROOT).with_suffix("")
@@ -215,3 +216,34 @@ def test_library_never_imports_the_cli() -> None:
              and m != "mqtool.__main__" and any(d.split(".")[:2] == ["mqtool", "cli"]
                                                 for d in deps)}
     assert users == set()
+
+
+def _private_imports() -> list[str]:
+    """``module <- source.name`` for every ``_name`` (not ``__dunder__``) a module imports from
+    another module that is not its own submodule."""
+    files = _files("mqtool/**/*.py", "formats/**/*.py", "spark/**/*.py")
+    names = {_module_name(f): f for f in files}
+    out = []
+    for name, f in names.items():
+        is_pkg = f.name == "__init__.py"
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"), str(f))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = node.module or ""
+            if node.level:
+                here = name.split(".") if is_pkg else name.split(".")[:-1]
+                here = here[: len(here) - (node.level - 1)]
+                base = ".".join(here + ([base] if base else []))
+            for a in node.names:
+                src = f"{base}.{a.name}" if f"{base}.{a.name}" in names else base
+                while src and src not in names and "." in src:
+                    src = src.rsplit(".", 1)[0]
+                private = a.name.startswith("_") and not a.name.startswith("__")
+                if private and src != name and not src.startswith(name + "."):
+                    out.append(f"{name} <- {src}.{a.name}")
+    return sorted(out)
+
+
+def test_no_private_name_is_imported_across_modules() -> None:
+    assert _private_imports() == []
+
