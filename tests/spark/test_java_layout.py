@@ -28,9 +28,15 @@ def test_the_table_adds_up() -> None:
     assert all((f.width is None) == bool(f.width_from) for f in layout.FIELDS)
 
 
-def test_commitlog_decoder_reads_no_literal_offsets() -> None:
+def test_java_record_readers_read_no_literal_offsets() -> None:
+    readers = [f for f in sorted(java_layout.JAVA_FILE.parent.glob("*.java"))
+               if f != java_layout.JAVA_FILE and "RecordLayout." in f.read_text(encoding="utf-8")]
+    assert java_layout.JAVA_FILE.parent / "CommitlogDecoder.java" in readers
+    for f in readers:  # every Java reader of records: no field at a literal offset
+        # a record field read at a literal offset from the record start (b.getInt(p + 36), ...)
+        found = re.findall(r"b\.get\w*\(\s*(?:p|at|c)\s*\+\s*\d+\s*\)",
+                           f.read_text(encoding="utf-8"))
+        assert not found, (f.name, found)
     src = (java_layout.JAVA_FILE.parent / "CommitlogDecoder.java").read_text(encoding="utf-8")
-    # a record field read at a literal offset from the record start (b.getInt(p + 36), ...)
-    assert not re.findall(r"b\.get\w*\(\s*(?:p|at|c)\s*\+\s*\d+\s*\)", src)
     for name in ("SYSFLAG_AT", "BORNHOST_AT", "PHYSICALOFFSET_AT", "QUEUEOFFSET_AT"):
         assert name in src
