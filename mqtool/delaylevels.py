@@ -239,6 +239,16 @@ def check_levels(levels: str, label: str = SOURCE_OPTION) -> dict[int, int]:
         raise DelayLevelsError(f"{label}: {e}") from None
 
 
+def levels_to_write(delay_levels: str | None = None,
+                    broker_conf: str | Path | None = None) -> str | None:
+    """The ``messageDelayLevel`` a store that is written gets from ``--delay-levels`` or
+    ``--broker-conf`` (None: neither given), refused (a usage error) when it is not one."""
+    levels = given_levels(delay_levels, broker_conf)[0]
+    if levels is not None:
+        check_levels(levels)
+    return levels
+
+
 def resolve_delay_levels(
     store: Store, delay_levels: str | None = None, broker_conf: str | Path | None = None,
 ) -> DelayLevels:

@@ -50,7 +50,6 @@ if TYPE_CHECKING:
     from mqtool.dlq.resend import Outcome
     from mqtool.query import ProgressFn
     from mqtool.remoting.acl import AclCredentials
-    from mqtool.remoting.client import LiveClient
 
 JOURNAL_HELP = (
     "Resend journals live in each target store at config/mqtool-resend/journal.jsonl; for a "
@@ -62,7 +61,6 @@ DLQ_HELP = ("Dead-letter queues: list, show, export and resend their records.\n\
             "dead letters are in %DLQ%<group>. " + JOURNAL_HELP)
 
 
-
 def _acl(access_key: str | None, secret_key: str | None) -> AclCredentials | None:
     """The ACL credentials of --access-key and --secret-key (both or neither)."""
     from mqtool.remoting.acl import AclCredentials
@@ -72,30 +70,13 @@ def _acl(access_key: str | None, secret_key: str | None) -> AclCredentials | Non
     return AclCredentials(access_key, secret_key) if access_key and secret_key else None
 
 
-def _live_client(namesrv: str | None, access_key: str | None, secret_key: str | None,
-                 timeout: float) -> LiveClient:
-    from mqtool.dlq.run import live_client
-    from mqtool.remoting.client import parse_namesrv
+def _source(store: Path | None, namesrv: str | None, access_key: str | None,
+            secret_key: str | None) -> tuple[str | None, AclCredentials | None]:
+    """The live name servers (None: STORE is read) and, live, the ACL credentials."""
+    from mqtool.dlq.ops import dlq_source
 
-    assert namesrv is not None
-    parse_namesrv(namesrv)
-    return live_client(namesrv, _acl(access_key, secret_key), timeout)
-
-
-def _where(store: Path | None, namesrv: str | None) -> str | None:
-    """The live name servers when the command reads a live cluster, None when it reads STORE;
-    typer.BadParameter when it is told both or neither."""
-    from mqtool.remoting.client import namesrv_from
-
-    if store is not None:
-        if namesrv:
-            raise typer.BadParameter("give STORE or --namesrv, not both")
-        return None
-    ns = namesrv_from(namesrv)
-    if ns is None:
-        raise typer.BadParameter("give a STORE directory or --namesrv host:port (or set "
-                                 "NAMESRV_ADDR) for a live cluster")
-    return ns
+    ns = as_bad_parameter(dlq_source, store, namesrv)
+    return ns, _acl(access_key, secret_key) if ns is not None else None
 
 
 def _selection(group: str, since: str | None, until: str | None, topic: str | None,
@@ -154,34 +135,20 @@ def list_cmd(
     Example: mqtool dlq list ~/store --target /data/replay-store --json
     Example: mqtool dlq list --namesrv 127.0.0.1:9876 --json
     """
-    from mqtool.dlq import list_groups
-    from mqtool.dlq.journal import default_journal_path, live_journal_path, resent_checker
+    from mqtool.dlq.ops import list_dlq
 
-    ns = _where(store, namesrv)
+    ns, acl = _source(store, namesrv, access_key, secret_key)
     with handle_errors():
-        st = None
-        if ns is None:
-            assert store is not None
-            st = open_store(store)
-            paths = [default_journal_path(st.root)]
-            paths += [default_journal_path(t) for t in target or []]
-            paths += list(journal or [])
-            with _progress(progress, "scanning commitlog") as pg:
-                groups = list_groups(st, resent_ids=resent_checker(paths), progress=pg)
-            where = str(st.root)
-        else:
-            from mqtool.dlq.live import live_groups
-
-            with _live_client(ns, access_key, secret_key, timeout) as client:
-                groups = live_groups(client, resent_ids=lambda g: resent_checker(
-                    [live_journal_path(ns, g), *(journal or [])]))
-            where = ns
+        with _progress(progress and ns is None, "scanning commitlog") as pg:
+            listing = list_dlq(store, ns, targets=target or [], journals=journal or [],
+                               open_store=open_store, acl=acl, timeout=timeout, progress=pg)
+        groups, st = listing.groups, listing.store
         if json_:
             print_json([g.to_dict() for g in groups])
         else:
             from rich.table import Table
 
-            t = Table(title=f"dead-letter queues in {where}")
+            t = Table(title=f"dead-letter queues in {listing.where}")
             for c in ("group", "count", "first stored (UTC)", "last stored (UTC)",
                       "original topics", "resent"):
                 t.add_column(c, overflow="fold")
@@ -194,27 +161,6 @@ def list_cmd(
             out_console().print(t)
         if st is not None:
             exit_on_findings(st)
-
-
-@contextmanager
-def _records(store: Path | None, ns: str | None, sel: DlqSelection, access_key: str | None,
-             secret_key: str | None, timeout: float,
-             progress: ProgressFn | None = None) -> Iterator[tuple[Iterator[Any], Any]]:
-    """The selected DLQ records of STORE or of the live cluster, and the store (None live)."""
-    from mqtool.dlq import require_group, select_dlq
-
-    if ns is None:
-        assert store is not None
-        st = open_store(store)
-        require_group(st, sel.group)
-        yield select_dlq(st, sel, progress=progress), st
-        return
-    from mqtool.dlq.live import LiveDlq
-
-    with _live_client(ns, access_key, secret_key, timeout) as client:
-        live = LiveDlq(client, sel.group)
-        live.require_group()
-        yield live.records(sel), None
 
 
 def show(
@@ -244,11 +190,13 @@ def show(
     Example: mqtool dlq show --namesrv 127.0.0.1:9876 --group cg_journey --json
     """
     from mqtool.dlq import export_dict, origin_msg_id, original_topic
+    from mqtool.dlq.ops import dlq_records
 
     check_body_mode(body)
     sel = _selection(group, since, until, topic, msg_id, key, limit)
-    ns = _where(store, namesrv)
-    with handle_errors(), _records(store, ns, sel, access_key, secret_key, timeout) as (rows, st):
+    ns, acl = _source(store, namesrv, access_key, secret_key)
+    with handle_errors(), dlq_records(store, ns, sel, open_store=open_store, acl=acl,
+                                      timeout=timeout) as (rows, st):
         if json_:
             print_json([export_dict(m, body) for m in rows])
         elif jsonl:
@@ -318,6 +266,7 @@ def export(
     Example: mqtool dlq export --namesrv 127.0.0.1:9876 --group cg_journey -o dlq.jsonl
     """
     from mqtool.dlq import csv_header, csv_row, export_dict
+    from mqtool.dlq.ops import dlq_records
 
     check_body_mode(body)
     if format_ not in ("jsonl", "csv"):
@@ -325,9 +274,10 @@ def export(
     sel = _selection(group, since, until, topic, msg_id, key, limit)
     import json
 
-    ns = _where(store, namesrv)
+    ns, acl = _source(store, namesrv, access_key, secret_key)
     with handle_errors(), _progress(progress, f"exporting {sel.dlq_topic}") as pg, \
-            _records(store, ns, sel, access_key, secret_key, timeout, pg) as (rows, st):
+            dlq_records(store, ns, sel, open_store=open_store, acl=acl, timeout=timeout,
+                        progress=pg) as (rows, st):
         n = 0
         try:
             out = open(output, "w", encoding="utf-8", newline="") if output else sys.stdout
@@ -435,7 +385,7 @@ def resend_cmd(
     Example: mqtool dlq resend ~/dead-broker/store --group cg_journey --namesrv 10.0.0.5:9876
     Example: mqtool dlq resend ~/store --group cg_journey --target /data/replay --dry-run
     """
-    from mqtool.dlq.run import plan_resend, run_resend
+    from mqtool.dlq.ops import plan_resend, run_resend
 
     check_body_mode(body)
     sel = _selection(group, since, until, topic, msg_id, key, limit)

@@ -6,9 +6,10 @@ The command line of :mod:`mqtool.refstore` (the same concept, one layer up).
 from __future__ import annotations
 
 import sys
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
@@ -89,6 +90,18 @@ def _open(root: Path, now: str | None = None,
     return opened(root, config, parse_time(now, "--now"))
 
 
+@contextmanager
+def _lines(file: Path | None) -> Iterator[TextIO | None]:
+    """The lines of --file (stdin for ``-``), None without it."""
+    if file is None:
+        yield None
+    elif str(file) == "-":
+        yield sys.stdin
+    else:
+        with open(file, encoding="utf-8") as fh:
+            yield fh
+
+
 def init(
     store: StoreArg,
     commitlog_file_size: CommitlogSizeOpt = None,
@@ -105,13 +118,11 @@ def init(
 
     Example: mqtool store init /tmp/store --commitlog-file-size 64MiB --cq-entries 1000
     """
-    from mqtool.delaylevels import check_levels, given_levels
+    from mqtool.delaylevels import levels_to_write
     from mqtool.refstore.ops import status
 
     with handle_errors():
-        levels = given_levels(delay_levels, broker_conf)[0]
-        if levels is not None:
-            check_levels(levels)
+        levels = levels_to_write(delay_levels, broker_conf)
     config = _geometry(store, commitlog_file_size, cq_entries, index_slots, index_entries,
                        levels, dialect, prop_crc)
     with handle_errors(), _open(store, config=config) as s:
@@ -169,23 +180,15 @@ def produce(
 
     Example: mqtool store produce /tmp/store -f msgs.jsonl --jsonl
     """
-    from mqtool.refstore.engine import Message
-    from mqtool.refstore.ops import produce_lines, put_result_dict
+    from mqtool.refstore.ops import produce as put
+    from mqtool.refstore.ops import put_result_dict
 
     with handle_errors():
         if file is None and topic is None:
             raise typer.BadParameter("give --file or --topic")
-        with _open(store, now) as s:
-            if file is not None:
-                if str(file) == "-":
-                    results = produce_lines(s, sys.stdin, topic)
-                else:
-                    with open(file, encoding="utf-8") as fh:
-                        results = produce_lines(s, fh, topic)
-            else:
-                assert topic is not None
-                msg = Message.create(topic, body, tags=tags, keys=keys, delay_level=delay_level)
-                results = [s.put(msg) for _ in range(count)]
+        with _open(store, now) as s, _lines(file) as lines:
+            results = put(s, lines, topic, body=body, count=count, tags=tags, keys=keys,
+                          delay_level=delay_level)
         rows = [put_result_dict(r) for r in results]
     if jsonl:
         print_jsonl(rows)
@@ -262,9 +265,8 @@ def consume(
         fail_all, fail_times,
     )
     with handle_errors(), _open(store, now) as s:
-        if max_reconsume_times is not None:
-            s.create_group(group, retry_max_times=max_reconsume_times)
-        counts = run(s, group, topic, policy, max_messages=max_messages)
+        counts = run(s, group, topic, policy, max_messages=max_messages,
+                     retry_max_times=max_reconsume_times)
     if json_:
         print_json(counts)
     else:
@@ -327,24 +329,16 @@ def tick(
 
     Example: mqtool store tick /tmp/store --advance 1m
     """
-    from mqtool.refstore.engine import ManualClock
-    from mqtool.refstore.ops import parse_duration, put_result_dict, tick_until
+    from mqtool.refstore.ops import tick as run
 
     with handle_errors(), _open(store, now) as s:
-        until = s.clock()
-        if advance is not None:
-            until = max(until, s.last_store_timestamp) + parse_duration(advance)
-            s.clock = ManualClock(until)
-        rows = [put_result_dict(r) for r in tick_until(s, until)]
-        pending = s.pending_delayed()
-        nxt = s.next_due()
+        d = run(s, advance)
     if json_:
-        print_json({"delivered": rows, "pending": {str(k): v for k, v in pending.items()},
-                    "nextDue": nxt})
+        print_json(d)
     else:
         out_console().print(
-            f"delivered {len(rows)}; still pending {sum(pending.values())}"
-            + (f", next due {fmt_time(nxt)}" if nxt else "")
+            f"delivered {len(d['delivered'])}; still pending {sum(d['pending'].values())}"
+            + (f", next due {fmt_time(d['nextDue'])}" if d["nextDue"] else "")
         )
 
 

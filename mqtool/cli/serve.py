@@ -88,15 +88,12 @@ def serve(
 
     Example: mqtool serve ./live-store --namesrv-port 9876 --broker-port 10911
     """
-    from mqtool.delaylevels import check_levels, given_levels
+    from mqtool.delaylevels import levels_to_write
     from mqtool.serve.server import ServeOptions, serve_options
     from mqtool.serve.server import serve as run_serve
 
-    with handle_errors():
-        if broker_conf is not None:
-            delay_levels = given_levels(delay_levels, broker_conf)[0]
-        if delay_levels is not None:  # refused before the store is touched: a usage error
-            check_levels(delay_levels)
+    with handle_errors():  # refused before the store is touched: a usage error
+        delay_levels = levels_to_write(delay_levels, broker_conf)
     opts = ServeOptions(
         store=store,
         host=host,

@@ -6,7 +6,9 @@ Rooms:
 * :mod:`~mqtool.dlq.outgoing`: the resent copy of a record (what it keeps, drops, where it goes);
 * :mod:`~mqtool.dlq.journal`: the write-ahead, fsynced, group-committed resend journal;
 * :mod:`~mqtool.dlq.targets`: where copies go (a store directory) and the target safety check;
-* :mod:`~mqtool.dlq.resend`: the run (skip done, resolve pending, send, report).
+* :mod:`~mqtool.dlq.resend`: the run (skip done, resolve pending, send, report);
+* :mod:`~mqtool.dlq.live`: a live cluster's %DLQ% as a source and the cluster as a target;
+* :mod:`~mqtool.dlq.ops`: what each ``mqtool dlq`` command does (its places, its one call).
 """
 
 from mqtool.dlq.selection import *  # noqa: F403 - the package's face is the read side

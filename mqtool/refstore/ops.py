@@ -116,6 +116,27 @@ def produce_lines(
     return out
 
 
+def produce(
+    store: RefStore,
+    lines: Iterable[str] | None,
+    topic: str | None,
+    *,
+    body: str = "hello",
+    count: int = 1,
+    tags: str | None = None,
+    keys: str | None = None,
+    delay_level: int = 0,
+) -> list[PutResult]:
+    """``mqtool store produce``: the JSON lines of ``lines`` (``topic`` for a line without
+    one), or ``count`` copies of ``body`` to ``topic`` when ``lines`` is None."""
+    if lines is not None:
+        return produce_lines(store, lines, topic)
+    if topic is None:
+        raise usage(RefStoreError("give --file or --topic"))
+    msg = Message.create(topic, body, tags=tags, keys=keys, delay_level=delay_level)
+    return [store.put(msg) for _ in range(count)]
+
+
 def put_result_dict(r: PutResult) -> dict[str, Any]:
     """A PutResult as the CLI's JSON (camelCase, like RocketMQ's SendResult)."""
     d = r._asdict()
@@ -169,9 +190,13 @@ class FailurePolicy:
 
 
 def consume(
-    store: RefStore, group: str, topic: str, policy: FailurePolicy, *, max_messages: int | None
+    store: RefStore, group: str, topic: str, policy: FailurePolicy, *, max_messages: int | None,
+    retry_max_times: int | None = None,
 ) -> dict[str, int]:
-    """One pass of a push consumer over ``topic`` and ``%RETRY%<group>`` with ``policy``."""
+    """One pass of a push consumer over ``topic`` and ``%RETRY%<group>`` with ``policy``; the
+    group's ``retryMaxTimes`` is set first when ``retry_max_times`` is given."""
+    if retry_max_times is not None:
+        store.create_group(group, retry_max_times=retry_max_times)
     return store.consume(group, topic, policy.verdict, max_nums=max_messages)
 
 
@@ -226,3 +251,17 @@ __all__ = [
     "status",
     "tick_until",
 ]
+
+
+def tick(store: RefStore, advance: str | None = None) -> dict[str, Any]:
+    """``mqtool store tick``: deliver what is due by the store's clock, or by ``advance`` (a
+    duration) past the store's last record when that is later; what was delivered, what is
+    still pending per delay level, and when the next one is due."""
+    until = store.clock()
+    if advance is not None:
+        until = max(until, store.last_store_timestamp) + parse_duration(advance)
+        store.clock = ManualClock(until)
+    rows = [put_result_dict(r) for r in tick_until(store, until)]
+    return {"delivered": rows,
+            "pending": {str(k): v for k, v in store.pending_delayed().items()},
+            "nextDue": store.next_due()}

@@ -1,4 +1,9 @@
-"""A whole resend as ``mqtool dlq resend`` runs it: where it reads, where it writes, the journal.
+"""What each ``mqtool dlq`` command does: where it reads, where it writes, what it returns.
+
+* :func:`dlq_source` and :func:`dlq_records`: the records of ``list``/``show``/``export``, from
+  a store directory (opened read-only; it must know the group) or from the live ``%DLQ%<group>``
+  of the ``--namesrv`` cluster; :func:`list_dlq`: every group, with what its journals say was
+  resent.
 
 * :func:`plan_resend` chooses the places from what the command was given: the source (a store
   directory, else the live ``%DLQ%<group>`` of the ``--namesrv`` cluster), the target (a store
@@ -13,8 +18,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,16 +27,121 @@ from typing import TYPE_CHECKING, Any
 from mqtool.dlq.journal import ResendJournal, default_journal_path, live_journal_path
 from mqtool.dlq.outgoing import TO_RETRY
 from mqtool.dlq.resend import DEFAULT_BATCH, Outcome, ResendReport, resend
-from mqtool.dlq.selection import DlqError, DlqSelection, require_group, select_dlq
+from mqtool.dlq.selection import (
+    DlqError,
+    DlqGroup,
+    DlqSelection,
+    list_groups,
+    require_group,
+    select_dlq,
+)
 from mqtool.dlq.targets import RefStoreTarget, ResendTarget
+from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.errors import usage
+from mqtool.query import ProgressFn
 from mqtool.store import Store
 
 if TYPE_CHECKING:
     from mqtool.remoting.acl import AclCredentials
     from mqtool.remoting.client import LiveClient
 
-__all__ = ["ResendPlan", "ResendRun", "live_client", "plan_resend", "run_resend"]
+__all__ = [
+    "DlqListing",
+    "ResendPlan",
+    "ResendRun",
+    "dlq_records",
+    "dlq_source",
+    "list_dlq",
+    "live_client",
+    "plan_resend",
+    "run_resend",
+]
+
+
+def dlq_source(store: Path | None, namesrv: str | None) -> str | None:
+    """The live name servers when a command reads a live cluster (``namesrv``, else
+    ``$NAMESRV_ADDR``), None when it reads ``store``; a usage error when given both or
+    neither."""
+    from mqtool.remoting.client import namesrv_from
+
+    if store is not None:
+        if namesrv:
+            raise usage(DlqError("give STORE or --namesrv, not both"))
+        return None
+    ns = namesrv_from(namesrv)
+    if ns is None:
+        raise usage(DlqError("give a STORE directory or --namesrv host:port (or set "
+                             "NAMESRV_ADDR) for a live cluster"))
+    return ns
+
+
+@contextmanager
+def dlq_records(
+    store: Path | None,
+    namesrv: str | None,
+    sel: DlqSelection,
+    *,
+    open_store: Callable[[Path], Store] = Store.open,
+    acl: AclCredentials | None = None,
+    timeout: float = 3.0,
+    progress: ProgressFn | None = None,
+) -> Iterator[tuple[Iterator[CommitLogMessage], Store | None]]:
+    """The records ``sel`` selects, of ``store`` when ``namesrv`` is None (``open_store``
+    opens it), else of the live cluster; and the store (None when live)."""
+    if namesrv is None:
+        assert store is not None
+        st = open_store(store)
+        require_group(st, sel.group)
+        yield select_dlq(st, sel, progress=progress), st
+        return
+    from mqtool.dlq.live import LiveDlq
+
+    with live_client(namesrv, acl, timeout) as client:
+        live = LiveDlq(client, sel.group)
+        live.require_group()
+        yield live.records(sel), None
+
+
+@dataclass(slots=True)
+class DlqListing:
+    """``dlq list``: the groups, where they were read (a store root or the name servers) and
+    the store (None when live; its findings are the caller's to say)."""
+
+    groups: list[DlqGroup]
+    where: str
+    store: Store | None
+
+
+def list_dlq(
+    store: Path | None,
+    namesrv: str | None,
+    *,
+    targets: Sequence[Path] = (),
+    journals: Sequence[Path] = (),
+    open_store: Callable[[Path], Store] = Store.open,
+    acl: AclCredentials | None = None,
+    timeout: float = 3.0,
+    progress: ProgressFn | None = None,
+) -> DlqListing:
+    """Every ``%DLQ%<group>`` of ``store`` (``namesrv`` None) or of the live cluster, each
+    record counted as resent when a journal says so: for a store, its own journal, each
+    target store's and ``journals``; live, the default journal of each group and
+    ``journals``."""
+    from mqtool.dlq.journal import resent_checker
+
+    if namesrv is None:
+        assert store is not None
+        st = open_store(store)
+        paths = [default_journal_path(st.root), *(default_journal_path(t) for t in targets),
+                 *journals]
+        groups = list_groups(st, resent_ids=resent_checker(paths), progress=progress)
+        return DlqListing(groups, str(st.root), st)
+    from mqtool.dlq.live import live_groups
+
+    with live_client(namesrv, acl, timeout) as client:
+        groups = live_groups(client, resent_ids=lambda g: resent_checker(
+            [live_journal_path(namesrv, g), *journals]))
+    return DlqListing(groups, namesrv, None)
 
 
 @dataclass(frozen=True, slots=True)
