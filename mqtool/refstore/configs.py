@@ -29,8 +29,8 @@ from mqtool.formats.errors import Finding
 from mqtool.formats.rules import store_name_refusal
 from mqtool.refstore import redelivery
 from mqtool.refstore.mapped import RefStoreError
-from mqtool.refstore.model import StoreConfig
 from mqtool.refstore.persist import atomic_write
+from mqtool.refstore.values import StoreConfig
 
 
 class BrokerConfigs:

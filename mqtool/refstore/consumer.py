@@ -10,8 +10,8 @@ from mqtool.refstore import redelivery
 from mqtool.refstore.configs import BrokerConfigs
 from mqtool.refstore.dispatch import ConsumeQueues
 from mqtool.refstore.logfiles import CommitLogFiles
-from mqtool.refstore.model import PullResult, PutResult, StoreConfig
 from mqtool.refstore.put import RecordWriter
+from mqtool.refstore.values import PullResult, PutResult, StoreConfig
 
 
 class Consumers:

@@ -13,7 +13,7 @@ from mqtool.refstore.configs import check_store_name
 from mqtool.refstore.index import IndexBuilder
 from mqtool.refstore.key_hashes import JavaHashCache
 from mqtool.refstore.mapped import ConsumeQueueFiles
-from mqtool.refstore.model import StoreConfig
+from mqtool.refstore.values import StoreConfig
 
 
 class ConsumeQueues:

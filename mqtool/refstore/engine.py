@@ -55,7 +55,12 @@ from mqtool.refstore.key_hashes import JavaHashCache
 from mqtool.refstore.lock import StoreLock
 from mqtool.refstore.logfiles import CommitLogFiles
 from mqtool.refstore.mapped import CheckpointFile, RefStoreError
-from mqtool.refstore.model import (
+from mqtool.refstore.persist import atomic_write, infer_config
+from mqtool.refstore.put import RecordWriter
+from mqtool.refstore.recovery import Recovery
+from mqtool.refstore.schedule import ScheduleService
+from mqtool.refstore.uniqkey import UniqKeyGenerator
+from mqtool.refstore.values import (
     ManualClock,
     Message,
     PullResult,
@@ -64,13 +69,8 @@ from mqtool.refstore.model import (
     StoreLockedError,
     system_clock,
 )
-from mqtool.refstore.persist import atomic_write, infer_config
-from mqtool.refstore.put import RecordWriter
-from mqtool.refstore.recovery import Recovery
-from mqtool.refstore.schedule import ScheduleService
-from mqtool.refstore.uniqkey import UniqKeyGenerator
 
-__all__ = [  # the public API (model types re-exported from mqtool.refstore.model)
+__all__ = [  # the public API (value types re-exported from mqtool.refstore.values)
     "CONFIG_FILE",
     "ManualClock",
     "Message",

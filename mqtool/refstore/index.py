@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mqtool.refstore.key_hashes import JavaHashCache, index_hashes, java_hash_unsigned
 from mqtool.refstore.mapped import IndexFileWriter, RefStoreError, index_file_name
-from mqtool.refstore.model import StoreConfig
+from mqtool.refstore.values import StoreConfig
 
 INDEX_BATCH = 1024  # index keys buffered before a vectorised write
 

@@ -7,7 +7,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from mqtool.refstore.model import StoreLockedError
+from mqtool.refstore.values import StoreLockedError
 
 _LOCKED_ROOTS: set[str] = set()  # POSIX locks do not conflict inside one process
 

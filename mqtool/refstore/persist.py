@@ -15,7 +15,7 @@ from mqtool.formats.indexfile import IndexReader
 from mqtool.formats.rules import fmt_delay, schedule_unit_delay
 from mqtool.formats.walker import scan_file
 from mqtool.refstore import redelivery
-from mqtool.refstore.model import StoreConfig
+from mqtool.refstore.values import StoreConfig
 
 
 def infer_config(root: str | os.PathLike[str]) -> StoreConfig | None:

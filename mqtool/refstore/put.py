@@ -26,8 +26,8 @@ from mqtool.refstore.configs import BrokerConfigs, check_store_name
 from mqtool.refstore.dispatch import ConsumeQueues
 from mqtool.refstore.logfiles import CommitLogFiles
 from mqtool.refstore.mapped import CheckpointFile, RefStoreError
-from mqtool.refstore.model import Message, PutResult, StoreConfig
 from mqtool.refstore.uniqkey import UniqKeyGenerator
+from mqtool.refstore.values import Message, PutResult, StoreConfig
 
 DEFAULT_BORN_HOST = HostPort("127.0.0.1", 50000)
 """The born host of a message that names none."""

@@ -21,10 +21,10 @@ from mqtool.refstore.dispatch import ConsumeQueues
 from mqtool.refstore.index import IndexBuilder
 from mqtool.refstore.logfiles import B_BLANK_MAGIC, CommitLogFiles, buf
 from mqtool.refstore.mapped import CheckpointFile, RefStoreError
-from mqtool.refstore.model import StoreConfig
 from mqtool.refstore.persist import atomic_write
 from mqtool.refstore.put import RecordWriter
 from mqtool.refstore.schedule import ScheduleService
+from mqtool.refstore.values import StoreConfig
 
 STATE_FILE = "mqtool-refstore-state.json"  # written on clean close, consumed on open
 _I32 = struct.Struct(">i")

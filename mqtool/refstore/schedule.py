@@ -12,8 +12,8 @@ from mqtool.refstore.configs import BrokerConfigs
 from mqtool.refstore.dispatch import ConsumeQueues
 from mqtool.refstore.logfiles import CommitLogFiles
 from mqtool.refstore.mapped import ConsumeQueueFiles, MappedFile
-from mqtool.refstore.model import PutResult, StoreConfig
 from mqtool.refstore.put import RecordWriter
+from mqtool.refstore.values import PutResult, StoreConfig
 
 PROGRESS_FILE = "mqtool-delay-progress"  # per-level delivery progress, 8 bytes per level
 PROGRESS_FILE_SIZE = 4096

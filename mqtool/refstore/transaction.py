@@ -75,8 +75,8 @@ from mqtool.formats.rules import (
     TRANSACTION_TYPE_MASK,
 )
 from mqtool.refstore.mapped import RefStoreError
-from mqtool.refstore.model import Message, PutResult
 from mqtool.refstore.put import DEFAULT_BORN_HOST
+from mqtool.refstore.values import Message, PutResult
 
 if TYPE_CHECKING:
     from mqtool.refstore.engine import RefStore

@@ -85,7 +85,7 @@ def _log(msg: str) -> None:
     print(f"mqtool serve: {msg}", file=sys.stderr, flush=True)
 
 
-def open_store(opts: ServeOptions, broker_port: int) -> RefStore:
+def open_served_store(opts: ServeOptions, broker_port: int) -> RefStore:
     """Open the store with the serving broker's identity (store host, names, delay levels).
 
     The store's saved settings are kept except those the options name; when they differ the
@@ -171,7 +171,7 @@ class Service:
         try:
             bport = await self.broker_server.start(opts.host, opts.broker_port)
             nport = await self.ns_server.start(opts.host, opts.namesrv_port)
-            self.store = open_store(opts, bport)
+            self.store = open_served_store(opts, bport)
         except BaseException:
             await self.broker_server.close()
             await self.ns_server.close()
@@ -303,4 +303,4 @@ def serve(opts: ServeOptions, ready: Callable[[str], None]) -> dict[str, int]:
     return asyncio.run(run(opts, ready))
 
 
-__all__ = ["ServeOptions", "Service", "open_store", "run", "serve", "serve_options"]
+__all__ = ["ServeOptions", "Service", "open_served_store", "run", "serve", "serve_options"]

@@ -18,7 +18,7 @@ import pytest
 from mqtool.delaylevels import SAMPLE, resolve_delay_levels
 from mqtool.formats.rules import DEFAULT_MESSAGE_DELAY_LEVEL, SCHEDULE_TOPIC, parse_delay_levels
 from mqtool.refstore.engine import RefStore
-from mqtool.refstore.model import ManualClock, Message, StoreConfig
+from mqtool.refstore.values import ManualClock, Message, StoreConfig
 from mqtool.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
