@@ -486,6 +486,25 @@ def figures(s: dict[str, Any], messages: int) -> list[dict[str, Any]]:
     return rows
 
 
+def memory_at_sizes(args: argparse.Namespace) -> dict[str, Any]:
+    """With ``--memory-store``: the memory runs of the main store and of each of those."""
+    memory: dict[str, Any] = {}
+    if args.memory_store:
+        memory["1x"] = memory_runs(args.store)
+        for spec in args.memory_store:
+            path, _, size = spec.partition("=")
+            store = Path(path)
+            build_store(store, size or "8GiB")
+            memory[size or store.name] = {"warm": warm(commitlog_files(store)),
+                                          **memory_runs(store)}
+        for size, m in memory.items():
+            for role in ("driverPython", "jvm", "heapAfterGcMiB"):
+                if size != "1x" and role in m and role in memory["1x"]:
+                    m[role]["ratioToMain"] = round(m[role]["median"]
+                                                   / memory["1x"][role]["median"], 3)
+    return memory
+
+
 def measure(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]],
                                               dict[str, Any]]:
     """The run's rounds (and memory runs): its parameters, the rounds, the memory runs."""
@@ -509,21 +528,7 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, An
     data_bytes = rounds[0]["rocketmq"]["bytes"]
     res.update(messages=messages, dataBytes=data_bytes, avgRecordBytes=round(data_bytes / messages,
                                                                               1))
-    memory: dict[str, Any] = {}
-    if args.memory_store:
-        memory["1x"] = memory_runs(args.store)
-        for spec in args.memory_store:
-            path, _, size = spec.partition("=")
-            store = Path(path)
-            build_store(store, size or "8GiB")
-            memory[size or store.name] = {"warm": warm(commitlog_files(store)),
-                                          **memory_runs(store)}
-        for size, m in memory.items():
-            for role in ("driverPython", "jvm", "heapAfterGcMiB"):
-                if size != "1x" and role in m and role in memory["1x"]:
-                    m[role]["ratioToMain"] = round(m[role]["median"]
-                                                   / memory["1x"][role]["median"], 3)
-    return res, rounds, memory
+    return res, rounds, memory_at_sizes(args)
 
 
 def main() -> None:
@@ -534,8 +539,9 @@ def main() -> None:
     ap.add_argument("--no-each-audit", action="store_true",
                     help="skip the scans with each audit alone (a shorter run)")
     ap.add_argument("--resummarise", action="store_true",
-                    help="measure nothing: summarise again the rounds and memory runs of "
-                    "bench/scan/last-run.json (after a change to this script's summary)")
+                    help="measure no round: summarise again the rounds of "
+                    "bench/scan/last-run.json (after a change to this script's summary); with "
+                    "--memory-store, measure the memory runs alone")
     ap.add_argument("--memory-store", action="append", default=[], metavar="DIR=SIZE",
                     help="also scan this store (built there once with mqtool demo --size SIZE) "
                     f"{MEMORY_RUNS} times: memory against the main store's")
@@ -549,6 +555,9 @@ def main() -> None:
         meta = {k: old[k] for k in ("commit", "dirty", "cpuCount", "loadAverage", "startedUtc")}
         res, rounds, memory = old["params"], old["rounds"], old["memory"]
         meta["resummarisedUtc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        if args.memory_store:  # measured now, beside the last run's rounds
+            meta["memoryRun"] = run_meta()
+            memory = memory_at_sizes(args)
     else:
         meta = run_meta()
         res, rounds, memory = measure(args)
