@@ -73,7 +73,7 @@ def _acl(access_key: str | None, secret_key: str | None) -> AclCredentials | Non
 def _source(store: Path | None, namesrv: str | None, access_key: str | None,
             secret_key: str | None) -> tuple[str | None, AclCredentials | None]:
     """The live name servers (None: STORE is read) and, live, the ACL credentials."""
-    from mqtool.dlq.ops import dlq_source
+    from mqtool.dlq.actions import dlq_source
 
     ns = as_bad_parameter(dlq_source, store, namesrv)
     return ns, _acl(access_key, secret_key) if ns is not None else None
@@ -135,7 +135,7 @@ def list_cmd(
     Example: mqtool dlq list ~/store --target /data/replay-store --json
     Example: mqtool dlq list --namesrv 127.0.0.1:9876 --json
     """
-    from mqtool.dlq.ops import list_dlq
+    from mqtool.dlq.actions import list_dlq
 
     ns, acl = _source(store, namesrv, access_key, secret_key)
     with handle_errors():
@@ -190,7 +190,7 @@ def show(
     Example: mqtool dlq show --namesrv 127.0.0.1:9876 --group cg_journey --json
     """
     from mqtool.dlq import export_dict, origin_msg_id, original_topic
-    from mqtool.dlq.ops import dlq_records
+    from mqtool.dlq.actions import dlq_records
 
     check_body_mode(body)
     sel = _selection(group, since, until, topic, msg_id, key, limit)
@@ -266,7 +266,7 @@ def export(
     Example: mqtool dlq export --namesrv 127.0.0.1:9876 --group cg_journey -o dlq.jsonl
     """
     from mqtool.dlq import csv_header, csv_row, export_dict
-    from mqtool.dlq.ops import dlq_records
+    from mqtool.dlq.actions import dlq_records
 
     check_body_mode(body)
     if format_ not in ("jsonl", "csv"):
@@ -385,7 +385,7 @@ def resend_cmd(
     Example: mqtool dlq resend ~/dead-broker/store --group cg_journey --namesrv 10.0.0.5:9876
     Example: mqtool dlq resend ~/store --group cg_journey --target /data/replay --dry-run
     """
-    from mqtool.dlq.ops import plan_resend, run_resend
+    from mqtool.dlq.actions import plan_resend, run_resend
 
     check_body_mode(body)
     sel = _selection(group, since, until, topic, msg_id, key, limit)

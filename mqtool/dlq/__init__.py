@@ -8,7 +8,7 @@ Rooms:
 * :mod:`~mqtool.dlq.targets`: where copies go (a store directory) and the target safety check;
 * :mod:`~mqtool.dlq.resend`: the run (skip done, resolve pending, send, report);
 * :mod:`~mqtool.dlq.live`: a live cluster's %DLQ% as a source and the cluster as a target;
-* :mod:`~mqtool.dlq.ops`: what each ``mqtool dlq`` command does (its places, its one call).
+* :mod:`~mqtool.dlq.actions`: what each ``mqtool dlq`` command does (where it reads and writes).
 """
 
 from mqtool.dlq.selection import *  # noqa: F403 - the package's face is the read side
