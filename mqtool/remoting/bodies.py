@@ -432,14 +432,17 @@ def encode_batch(msgs: Iterable[BatchMessage]) -> bytes:
     return b"".join(parts)
 
 
-def build_queue_table(name: str, rows: Iterable[tuple[MessageQueue, Mapping[str, object]]],
+def build_queue_table(name: str,
+                      rows: Iterable[tuple[MessageQueue, Mapping[str, object] | int]],
                       **fields: object) -> bytes:
     """An object with a ``Map<MessageQueue, V>`` field ``name`` as fastjson writes it (each key
     the queue as an object, which ``JSON.parseObject`` reads back) and the other ``fields``,
-    in fastjson's (alphabetical) order: ``TopicStatsTable``, ``ConsumeStats``."""
+    in fastjson's (alphabetical) order: ``TopicStatsTable``, ``ConsumeStats``,
+    ``ResetOffsetBody`` (an offset per queue)."""
     table = ",".join(
         json.dumps(mq.to_json(), sort_keys=True, separators=(",", ":")) + ":"
-        + json.dumps(dict(v), sort_keys=True, separators=(",", ":"))
+        + json.dumps(v if isinstance(v, int) else dict(v), sort_keys=True,
+                     separators=(",", ":"))
         for mq, v in rows)
     parts = {k: json.dumps(v, sort_keys=True, separators=(",", ":")) for k, v in fields.items()}
     parts[name] = "{" + table + "}"

@@ -180,6 +180,25 @@ class SendMessageResponseHeader(Header):
 
 
 @dataclass
+class ResetOffsetRequestHeader(Header):
+    """INVOKE_BROKER_TO_RESET_OFFSET (222, ``mqadmin resetOffsetByTime``,
+    ``skipAccumulatedMessage``) and RESET_CONSUMER_CLIENT_OFFSET (220, to each consumer)."""
+
+    topic: str = _f("str")
+    group: str = _f("str")
+    timestamp: int = _f("long")
+    isForce: bool | None = _f("bool", required=False)
+
+
+@dataclass
+class DeleteSubscriptionGroupRequestHeader(Header):
+    """DELETE_SUBSCRIPTIONGROUP (207, ``mqadmin deleteSubGroup``)."""
+
+    groupName: str = _f("str")
+    removeOffset: bool | None = _f("bool", required=False)
+
+
+@dataclass
 class CreateTopicRequestHeader(Header):
     """UPDATE_AND_CREATE_TOPIC (17, ``mqadmin updateTopic``)."""
 

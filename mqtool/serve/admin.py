@@ -9,8 +9,20 @@ and ``DefaultMQAdminExt`` send them.
   route); its consume queues stay on disk until the topic is created again, where they go on.
 * UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200, ``updateSubGroup``): the body's
   ``SubscriptionGroupConfig`` replaces the group's.
+* DELETE_SUBSCRIPTIONGROUP (207, ``deleteSubGroup``): the group's config is removed, its
+  offsets too when the header says ``removeOffset``.
 * GET_BROKER_CONFIG (26, ``getBrokerConfig``): the settings serve runs with, as
   ``key=value`` lines (only the keys serve has; a real broker lists every bean field).
+* UPDATE_BROKER_CONFIG (25, ``updateBrokerConfig``): the honoured keys of the body's
+  properties take effect at once; the others, and the store's own settings (read at start),
+  are named once on stderr.
+* INVOKE_BROKER_TO_RESET_OFFSET (222, ``resetOffsetByTime``, ``skipAccumulatedMessage``): per
+  queue the offset at the time (``-1``: the max offset), kept where the group is already
+  behind unless forced, sent oneway to each online consumer of the group
+  (RESET_CONSUMER_CLIENT_OFFSET, 220) and answered; CONSUMER_NOT_ONLINE when none is (the
+  tool then sets the offsets itself), SYSTEM_ERROR for a group without offsets on the topic.
+* QUERY_TOPIC_CONSUME_BY_WHO (300, ``queryMsgByOffset``, ``queryMsgById``): the groups online
+  on the topic and those with offsets for it.
 * GET_BROKER_RUNTIME_INFO (28, ``brokerStatus``, ``clusterList``): the ``KVTable`` of what
   serve counts (puts and gets since it started, the commitlog's offsets, the disk) with the
   broker's key names; thread pool and latency keys are zero (serve has no such pools).
@@ -31,15 +43,17 @@ import shutil
 import time
 from dataclasses import replace
 
+from mqtool.formats.config.properties import parse_properties
 from mqtool.formats.config.subscription_group import SubscriptionGroupConfig
 from mqtool.formats.config.topics import TopicConfig
 from mqtool.formats.errors import MqtoolError
 from mqtool.formats.rules import is_validator_system_topic, topic_refusal
 from mqtool.refstore.configs import check_store_name
 from mqtool.remoting import bodies, headers
-from mqtool.remoting.codes import ResponseCode
+from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.frame import HeaderFieldError, RemotingCommand
 from mqtool.remoting.server import Peer
+from mqtool.serve.config import AT_START, BrokerConfError, updated
 from mqtool.serve.core import BrokerCore, ClientInfo
 
 #: ``MQVersion.Version`` ordinal and name of each dialect's broker. The broker's responses carry
@@ -106,7 +120,78 @@ class Admin:
         store.configs.persist_groups()
         return cmd.response()
 
+    async def delete_group(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        h = headers.decode_header(headers.DeleteSubscriptionGroupRequestHeader, cmd.ext_fields)
+        store = self.broker.store
+        if store.groups.pop(h.groupName, None) is not None:
+            store.configs.persist_groups()
+        if h.removeOffset:
+            gone = [k for k in store.consumer_offsets if k.split("@", 1)[1:] == [h.groupName]]
+            for key in gone:
+                del store.consumer_offsets[key]
+            if gone:
+                store.configs.persist_consumer_offsets()
+        return cmd.response()
+
+    # -- offsets ------------------------------------------------------------------------------
+
+    async def reset_offset(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        """``Broker2Client#resetOffset``."""
+        h = headers.decode_header(headers.ResetOffsetRequestHeader, cmd.ext_fields)
+        b = self.broker
+        store = b.store
+        tc = store.topics.get(h.topic)
+        if tc is None:
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"[reset-offset] reset offset failed, no topic in this broker. topic={h.topic}")
+        rows: list[tuple[bodies.MessageQueue, int]] = []
+        for qid in range(tc.write_queue_nums):
+            current = store.get_consumer_offset(h.group, h.topic, qid)
+            if current < 0:
+                return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                    f"THe consumer group <{h.group}> not exist")
+            target = (b.queue_bounds(h.topic, qid)[1] if h.timestamp == -1
+                      else b.offset_at_time(h.topic, qid, h.timestamp))
+            rows.append((bodies.MessageQueue(h.topic, store.config.broker_name, qid),
+                         max(target, 0) if h.isForce or target < current else current))
+        body = bodies.build_queue_table("offsetTable", rows)
+        online = [info for info in b.consumers.get(h.group, {}).values() if not info.peer.closed]
+        if not online:
+            return cmd.response(
+                ResponseCode.CONSUMER_NOT_ONLINE,
+                f"Consumer not online, so can not reset offset, Group: {h.group} Topic: "
+                f"{h.topic} Timestamp: {h.timestamp}")
+        for info in online:
+            await info.peer.send(RemotingCommand.request(
+                RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+                {"topic": h.topic, "group": h.group, "timestamp": h.timestamp},
+                body, oneway=True))
+        return cmd.response(body=body)
+
+    async def consumed_by(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        topic = _field(cmd, "topic")
+        b = self.broker
+        groups = {g for g, members in b.consumers.items() for info in members.values()
+                  if info.consumer is not None
+                  and any(s.topic == topic for s in info.consumer.subscriptions)}
+        groups |= {key.split("@", 1)[1] for key in b.store.consumer_offsets
+                   if key.split("@", 1)[0] == topic and "@" in key}
+        return cmd.response(body=bodies.json_body({"groupList": sorted(groups)}))
+
     # -- the broker ---------------------------------------------------------------------------
+
+    async def update_broker_config(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        props = parse_properties((cmd.body or b"").decode("utf-8", "replace"))
+        b = self.broker
+        try:
+            b.settings, not_taken = updated(b.settings, props, at_start=False)
+        except BrokerConfError as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
+        for key in not_taken:
+            why = "read only at start (--broker-conf)" if key in AT_START else "not honoured"
+            b.log(f"updateBrokerConfig: {key} is {why} by mqtool serve")
+        return cmd.response()
 
     def settings_table(self) -> dict[str, str]:
         """The settings serve runs with, by the broker's key names."""

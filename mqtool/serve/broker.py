@@ -119,6 +119,7 @@ class Broker:
         self.broker_name = broker_name
         self.settings = settings or BrokerSettings()
         self.host = store.config.store_host.rpartition(":")[0]  # brokerIP1
+        self.log = log
         self.transactions = Transactions(self, log)
         self.admin = Admin(self)
         self.waiters = PullWaiters()
@@ -159,6 +160,10 @@ class Broker:
             RequestCode.GET_TOPIC_STATS_INFO: self.admin.topic_stats,
             RequestCode.GET_CONSUME_STATS: self.admin.consume_stats,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.admin.consumer_connections,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.admin.delete_group,
+            RequestCode.UPDATE_BROKER_CONFIG: self.admin.update_broker_config,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.admin.reset_offset,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.admin.consumed_by,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.admin.producer_connections,
         }
 
@@ -456,16 +461,22 @@ class Broker:
     async def search_offset(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
         """First queue offset whose store time is >= the timestamp (max offset when none)."""
         h = headers.decode_header(headers.SearchOffsetRequestHeader, cmd.ext_fields)
-        lo, hi = self.queue_bounds(h.topic, h.queueId)
+        offset = self.offset_at_time(h.topic, h.queueId, h.timestamp)
+        return cmd.response(ext=headers.OffsetResponseHeader(offset=offset).to_ext())
+
+    def offset_at_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """``getOffsetInQueueByTime``: the first queue offset whose store time is at or after
+        ``timestamp`` (the max offset when none is)."""
+        lo, hi = self.queue_bounds(topic, queue_id)
         a, b = lo, hi
         while a < b:
             mid = (a + b) // 2
-            item = next(iter(self.store.iter_queue(h.topic, h.queueId, mid)), None)
-            if item is None or item[1].store_timestamp >= h.timestamp:
+            item = next(iter(self.store.iter_queue(topic, queue_id, mid)), None)
+            if item is None or item[1].store_timestamp >= timestamp:
                 b = mid
             else:
                 a = mid + 1
-        return cmd.response(ext=headers.OffsetResponseHeader(offset=a).to_ext())
+        return a
 
     async def max_offset(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
         h = headers.decode_header(headers.GetMaxOffsetRequestHeader, cmd.ext_fields)

@@ -10,7 +10,7 @@ stderr as not honoured. Values are parsed as the broker's setters take them
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -93,14 +93,26 @@ def _value(key: str, raw: str) -> Any:
     return v
 
 
+#: Keys the broker reads only when it starts (the store's own settings): serve takes them from
+#: ``--broker-conf`` and not from ``mqadmin updateBrokerConfig``.
+AT_START = frozenset({"maxMessageSize", "messageDelayLevel"})
+
+
 def read_broker_conf(path: str | Path) -> tuple[BrokerSettings, list[str]]:
     """The settings of a broker config file and the keys in it serve does not honour."""
-    props = load_properties(path)
-    given = {k: _value(k, v) for k, v in props.items() if k in _KINDS}
-    settings = BrokerSettings(**given)
+    return updated(BrokerSettings(), load_properties(path))
+
+
+def updated(settings: BrokerSettings, props: dict[str, str], *, at_start: bool = True
+            ) -> tuple[BrokerSettings, list[str]]:
+    """``settings`` with the honoured keys of ``props`` set, and the keys not taken (not
+    honoured, or with ``at_start`` False a key read only at start)."""
+    taken = set(_KINDS) if at_start else set(_KINDS) - AT_START
+    given = {k: _value(k, v) for k, v in props.items() if k in taken}
+    settings = replace(settings, **given)
     if settings.maxMessageSize <= 0:
         raise BrokerConfError(f"broker.conf: maxMessageSize={settings.maxMessageSize}")
     if settings.defaultTopicQueueNums <= 0:
         raise BrokerConfError(
             f"broker.conf: defaultTopicQueueNums={settings.defaultTopicQueueNums}")
-    return settings, sorted(k for k in props if k not in _KINDS)
+    return settings, sorted(k for k in props if k not in taken)

@@ -50,3 +50,9 @@ class BrokerCore(Protocol):
 
     def queue_bounds(self, topic: str, queue_id: int) -> tuple[int, int]:
         """(min offset, max offset) of a consume queue."""
+
+    def offset_at_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """The first queue offset stored at or after ``timestamp``."""
+
+    def log(self, line: str) -> None:
+        """Say ``line`` on the server's stderr."""

@@ -171,3 +171,115 @@ def test_consumer_connection_and_progress(sides: harness.Sides, tmp_path: Path) 
     assert sum(b for b, _ in progress["serve"]) == 5
     for t in threads:
         t.join(200)
+
+
+def _offset_rows(text: str) -> list[tuple[int, ...]]:
+    """A reset's table (brokerOffset, consumerOffset, timestampOffset, rollbackOffset) per
+    queue, without the queue (placement differs between the two brokers)."""
+    return sorted(tuple(int(x) for x in r[2:6]) for r in rows(text)
+                  if len(r) >= 6 and r[0] == "broker-a")
+
+
+def _consumed(s: harness.Sides, side: str, group: str, until: int | None = None) -> int:
+    """The group's consumer offsets on AdmT, summed; with ``until``, asked again (up to 30
+    times) until they reach it (a consumer's last offsets are sent oneway as it stops)."""
+    for _ in range(30 if until is not None else 1):
+        text = admin(s, side, "consumerProgress", "-g", group)
+        got = sum(int(r[4]) for r in rows(text) if len(r) > 4 and r[0] == "AdmT"
+                  and r[4].isdigit())
+        if got == until:
+            break
+    return got
+
+
+def test_query_by_key_and_offset(sides: harness.Sides) -> None:
+    """queryMsgByKey, then queryMsgByOffset at the queue it names (with who consumed it)."""
+    found = {side: rows(admin(sides, side, "queryMsgByKey", "-t", "AdmT", "-k", "m-0"))
+             for side in SIDES}
+    assert [len(r) for r in found["real"]] == [len(r) for r in found["serve"]] == [3], found
+    shown: dict[str, list[str]] = {}
+    for side in SIDES:
+        qid = found[side][0][1]
+        text = admin(sides, side, "queryMsgByOffset", "-t", "AdmT", "-b", "broker-a", "-i",
+                     qid, "-o", "0")
+        shown[side] = [ln for ln in text.splitlines() if ln.startswith(
+            ("Topic:", "Tags:", "Keys:", "Queue Offset:", "Reconsume Times:", "System Flag:",
+             "MessageTrack", "WARN"))]
+    assert shown["real"] == shown["serve"] and any("m-0" in ln for ln in shown["serve"]), shown
+
+
+def test_delete_sub_group(sides: harness.Sides) -> None:
+    for group in ("AdmG3", "AdmNoSuchGroup"):
+        if group == "AdmG3":
+            both(sides, "updateSubGroup", "-c", "DefaultCluster", "-g", group)
+        out = both(sides, "deleteSubGroup", "-c", "DefaultCluster", "-g", group)
+        said = {side: [re.sub(r"\d+\.\d+\.\d+\.\d+:\d+", "ADDR", ln)
+                       for ln in text.splitlines() if ln.startswith("delete")]
+                for side, text in out.items()}
+        assert said["real"] == said["serve"] and len(said["serve"]) == 5, out
+    assert "AdmG3" not in (sides.serve.store / "config" / "subscriptionGroup.json").read_text()
+
+
+def test_update_broker_config(sides: harness.Sides) -> None:
+    """A key the broker takes at once: getBrokerConfig shows it; set back afterwards."""
+    try:
+        for value in ("false", "true"):
+            got = {}
+            for side in SIDES:
+                out = admin(sides, side, "updateBrokerConfig", "-b", broker_addr(sides, side),
+                            "-k", "notifyConsumerIdsChangedEnable", "-v", value)
+                assert "update broker config success" in out, out
+                got[side] = table(admin(sides, side, "getBrokerConfig", "-b",
+                                        broker_addr(sides, side)))
+                assert got[side]["notifyConsumerIdsChangedEnable"] == value, (side, got[side])
+    finally:
+        for side in SIDES:
+            admin(sides, side, "updateBrokerConfig", "-b", broker_addr(sides, side),
+                  "-k", "notifyConsumerIdsChangedEnable", "-v", "true")
+
+
+def test_reset_offsets_of_an_offline_group(sides: harness.Sides, tmp_path: Path) -> None:
+    """resetOffsetByTime and skipAccumulatedMessage of a group that consumed all five and is
+    gone: the broker answers CONSUMER_NOT_ONLINE and the tool sets the offsets itself."""
+    for side in SIDES:
+        realmq.java(VERSION, "mqtool.realmq.ConsumeAll", sides.namesrv[side], "AdmT", "AdmG5",
+                    "5", "60000", class_dir=realmq.programs(VERSION), timeout=180,
+                    home=tmp_path / f"c-{side}")
+    got5 = {side: _consumed(sides, side, "AdmG5", until=5) for side in SIDES}
+    assert got5 == {"real": 5, "serve": 5}
+    out = both(sides, "resetOffsetByTime", "-g", "AdmG5", "-t", "AdmT", "-s", "0")
+    got = {side: _offset_rows(text) for side, text in out.items()}
+    assert got["real"] == got["serve"] and len(got["serve"]) == 4, out
+    assert {side: _consumed(sides, side, "AdmG5") for side in SIDES} == {"real": 0, "serve": 0}
+    out = both(sides, "skipAccumulatedMessage", "-g", "AdmG5", "-t", "AdmT")
+    got = {side: _offset_rows(text) for side, text in out.items()}
+    assert got["real"] == got["serve"], out
+    assert {side: _consumed(sides, side, "AdmG5") for side in SIDES} == {"real": 5, "serve": 5}
+    out = both(sides, "resetOffsetByTime", "-g", "AdmNoSuchG", "-t", "AdmT", "-s", "0")
+    assert error_code(out["real"]) == error_code(out["serve"]) == "1", out
+
+
+def test_reset_offsets_of_an_online_group(sides: harness.Sides, tmp_path: Path) -> None:
+    """resetOffsetByTime of a group with a push consumer online: the broker computes the
+    offsets, passes them to the consumer (RESET_CONSUMER_CLIENT_OFFSET) and answers them."""
+    done: dict[str, int] = {}
+
+    def consume(side: str) -> None:  # waits for a sixth message that never comes
+        res = realmq.java(VERSION, "mqtool.realmq.ConsumeAll", sides.namesrv[side], "AdmT",
+                          "AdmG6", "6", "40000", class_dir=realmq.programs(VERSION),
+                          timeout=240, home=tmp_path / f"c-{side}")
+        done[side] = res.returncode
+
+    threads = [threading.Thread(target=consume, args=(side,), daemon=True) for side in SIDES]
+    for t in threads:
+        t.start()
+    for side in SIDES:
+        _consumed(sides, side, "AdmG6", until=5)  # it consumed all five
+    out = both(sides, "resetOffsetByTime", "-g", "AdmG6", "-t", "AdmT", "-s", "0")
+    said = {side: [" ".join(ln.split()[2:]) for ln in text.splitlines()
+                   if ln.startswith("broker-a") or ln.startswith("rollback")]
+            for side, text in out.items()}
+    assert sorted(said["real"]) == sorted(said["serve"]) and len(said["serve"]) == 5, out
+    for t in threads:
+        t.join(240)
+    assert done["real"] == done["serve"], (done, out)
