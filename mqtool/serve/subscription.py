@@ -170,32 +170,28 @@ def _as_bool(n: _Node) -> _Node:
     raise SqlFilterError("Expression will not result in a boolean value")
 
 
-def _and(a: _Node, b: _Node) -> _Node:
+def _logic(a: _Node, b: _Node, decides: bool) -> _Node:
+    """AND (``decides`` False) or OR (True) in three-valued logic (``LogicExpression``): the
+    value that decides, else NULL if either side is NULL, else the other value."""
     la, lb = _as_bool(a).run, _as_bool(b).run
 
     def run(p: Props) -> Value:
         lv = la(p)
-        if lv is False:
-            return False
+        if lv is decides:
+            return decides
         rv = lb(p)
-        if rv is False:
-            return False
-        return None if lv is None or rv is None else True
+        if rv is decides:
+            return decides
+        return None if lv is None or rv is None else not decides
     return _Node(run, boolean=True)
+
+
+def _and(a: _Node, b: _Node) -> _Node:
+    return _logic(a, b, False)
 
 
 def _or(a: _Node, b: _Node) -> _Node:
-    la, lb = _as_bool(a).run, _as_bool(b).run
-
-    def run(p: Props) -> Value:
-        lv = la(p)
-        if lv is True:
-            return True
-        rv = lb(p)
-        if rv is True:
-            return True
-        return None if lv is None or rv is None else False
-    return _Node(run, boolean=True)
+    return _logic(a, b, True)
 
 
 def _not(a: _Node) -> _Node:
