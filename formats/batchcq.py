@@ -33,11 +33,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-
-import construct as cs
+from typing import Any
 
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.errors import FormatError, TruncatedError
+from mqtool.formats.reference import layout
 from mqtool.formats.rules import (  # ConsumeQueueExt addresses: one home, formats/rules.py
     MAX_ADDR,
     MAX_REAL_OFFSET,
@@ -47,8 +47,6 @@ from mqtool.formats.rules import (  # ConsumeQueueExt addresses: one home, forma
 )
 
 __all__ = [
-    "BATCH_CQ_UNIT",
-    "CQ_EXT_UNIT",
     "CQ_STORE_UNIT_SIZE",
     "INVALID_POS",
     "MAX_ADDR",
@@ -83,26 +81,39 @@ MAX_EXT_UNIT_SIZE = 32767  # Short.MAX_VALUE
 END_BLANK_DATA_LENGTH = 4
 MAPPED_FILE_SIZE_CQ_EXT = 48 * 1024 * 1024  # mappedFileSizeConsumeQueueExt
 
-BATCH_CQ_UNIT = cs.Struct(
-    "phyOffset" / cs.Int64sb,
-    "size" / cs.Int32sb,
-    "tagsCode" / cs.Int64sb,
-    "storeTime" / cs.Int64sb,
-    "msgBaseOffset" / cs.Int64sb,
-    "batchSize" / cs.Int16sb,
-    "compactedOffset" / cs.Int32sb,
-    "reserved" / cs.Int32sb,
-)
-"""Reference layout of one 46-byte BatchConsumeQueue unit."""
 
-CQ_EXT_UNIT = cs.Struct(
-    "size" / cs.Rebuild(cs.Int16sb, lambda ctx: MIN_EXT_UNIT_SIZE + len(ctx.filterBitMap)),
-    "tagsCode" / cs.Int64sb,
-    "msgStoreTime" / cs.Int64sb,
-    "bitMapSize" / cs.Rebuild(cs.Int16sb, cs.len_(cs.this.filterBitMap)),
-    "filterBitMap" / cs.Bytes(cs.this.bitMapSize),
-)
-"""Reference layout of one ConsumeQueueExt unit (``CqExtUnit#write``); sizes are derived."""
+def _layouts() -> dict[str, Any]:
+    import construct as cs
+
+    return {
+        # one 46-byte BatchConsumeQueue unit
+        "BATCH_CQ_UNIT": cs.Struct(
+            "phyOffset" / cs.Int64sb,
+            "size" / cs.Int32sb,
+            "tagsCode" / cs.Int64sb,
+            "storeTime" / cs.Int64sb,
+            "msgBaseOffset" / cs.Int64sb,
+            "batchSize" / cs.Int16sb,
+            "compactedOffset" / cs.Int32sb,
+            "reserved" / cs.Int32sb,
+        ),
+        # one ConsumeQueueExt unit (CqExtUnit#write); sizes are derived
+        "CQ_EXT_UNIT": cs.Struct(
+            "size" / cs.Rebuild(cs.Int16sb,
+                                lambda ctx: MIN_EXT_UNIT_SIZE + len(ctx.filterBitMap)),
+            "tagsCode" / cs.Int64sb,
+            "msgStoreTime" / cs.Int64sb,
+            "bitMapSize" / cs.Rebuild(cs.Int16sb, cs.len_(cs.this.filterBitMap)),
+            "filterBitMap" / cs.Bytes(cs.this.bitMapSize),
+        ),
+    }
+
+
+def __getattr__(name: str) -> Any:
+    """``BATCH_CQ_UNIT``, ``CQ_EXT_UNIT``: the reference layouts (construct,
+    :mod:`mqtool.formats.reference`)."""
+    return layout(__name__, name, _layouts)
+
 
 _BATCH = struct.Struct(">qiqqqhii")
 _EXT_HEAD = struct.Struct(">hqqh")
@@ -140,8 +151,10 @@ def parse_batch_cq_entry(
 
 def build_batch_cq_entry(e: BatchCqEntry) -> bytes:
     """Encode one unit as ``BatchConsumeQueue#putBatchMessagePositionInfo`` writes it."""
+    import construct as cs
+
     try:
-        data: bytes = BATCH_CQ_UNIT.build(
+        data: bytes = __getattr__("BATCH_CQ_UNIT").build(
             {
                 "phyOffset": e.phy_offset,
                 "size": e.size,
@@ -214,8 +227,10 @@ def build_cq_ext_unit(u: CqExtUnit) -> bytes:
     """Encode ``u`` (size and bitMapSize derived)."""
     if u.size > MAX_EXT_UNIT_SIZE:
         raise FormatError(None, None, f"ext unit of {u.size} bytes > {MAX_EXT_UNIT_SIZE}")
+    import construct as cs
+
     try:
-        data: bytes = CQ_EXT_UNIT.build(
+        data: bytes = __getattr__("CQ_EXT_UNIT").build(
             {
                 "tagsCode": u.tags_code,
                 "msgStoreTime": u.msg_store_time,

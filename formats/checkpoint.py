@@ -16,17 +16,18 @@ Bytes after offset 40 are kept verbatim (``trailer``) so ``build(parse(b)) == b`
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
-
-import construct as cs
+from typing import Any
 
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.errors import FormatError, TruncatedError
+from mqtool.formats.reference import layout
 
 __all__ = [
     "CHECKPOINT_FILE_SIZE",
-    "CHECKPOINT_HEADER",
     "CHECKPOINT_HEADER_SIZE",
+    "CHECKPOINT_STRUCT",
     "Checkpoint",
     "build_checkpoint",
     "parse_checkpoint",
@@ -35,14 +36,26 @@ __all__ = [
 CHECKPOINT_FILE_SIZE = 4096  # UtilAll.OS_PAGE_SIZE
 CHECKPOINT_HEADER_SIZE = 40
 
-CHECKPOINT_HEADER = cs.Struct(
-    "physicMsgTimestamp" / cs.Int64sb,
-    "logicsMsgTimestamp" / cs.Int64sb,
-    "indexMsgTimestamp" / cs.Int64sb,
-    "masterFlushedOffset" / cs.Int64sb,
-    "confirmPhyOffset" / cs.Int64sb,
-)
-"""Reference layout of the first 40 bytes (field names as in ``StoreCheckpoint.java``)."""
+CHECKPOINT_STRUCT = struct.Struct(">qqqqq")
+"""The first 40 bytes for ``struct`` reads and writes (the layout of ``CHECKPOINT_HEADER``)."""
+
+
+def _layouts() -> dict[str, Any]:
+    import construct as cs
+
+    return {"CHECKPOINT_HEADER": cs.Struct(
+        "physicMsgTimestamp" / cs.Int64sb,
+        "logicsMsgTimestamp" / cs.Int64sb,
+        "indexMsgTimestamp" / cs.Int64sb,
+        "masterFlushedOffset" / cs.Int64sb,
+        "confirmPhyOffset" / cs.Int64sb,
+    )}
+
+
+def __getattr__(name: str) -> Any:
+    """``CHECKPOINT_HEADER``: the reference layout of the first 40 bytes (construct, field
+    names as in ``StoreCheckpoint.java``; :mod:`mqtool.formats.reference`)."""
+    return layout(__name__, name, _layouts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,16 +95,13 @@ def parse_checkpoint(buf: Buffer, *, file: str | None = None) -> Checkpoint:
             f"truncated checkpoint: {len(data)} of {CHECKPOINT_HEADER_SIZE} header bytes "
             f"(file should be {CHECKPOINT_FILE_SIZE} bytes)",
         )
-    try:
-        c = CHECKPOINT_HEADER.parse(data[:CHECKPOINT_HEADER_SIZE])
-    except cs.ConstructError as e:  # pragma: no cover - fixed-size ints cannot fail here
-        raise FormatError(file, 0, f"bad checkpoint header: {e}") from e
+    physic, logics, index, flushed, confirm = CHECKPOINT_STRUCT.unpack_from(data, 0)
     return Checkpoint(
-        physic_msg_timestamp=c.physicMsgTimestamp,
-        logics_msg_timestamp=c.logicsMsgTimestamp,
-        index_msg_timestamp=c.indexMsgTimestamp,
-        master_flushed_offset=c.masterFlushedOffset,
-        confirm_phy_offset=c.confirmPhyOffset,
+        physic_msg_timestamp=physic,
+        logics_msg_timestamp=logics,
+        index_msg_timestamp=index,
+        master_flushed_offset=flushed,
+        confirm_phy_offset=confirm,
         file_size=len(data),
         trailer=data[CHECKPOINT_HEADER_SIZE:].rstrip(b"\x00"),
     )
@@ -104,16 +114,10 @@ def build_checkpoint(cp: Checkpoint) -> bytes:
     ``confirm_phy_offset`` at 0 for a 4.x store and the output matches what it wrote.
     """
     try:
-        header: bytes = CHECKPOINT_HEADER.build(
-            {
-                "physicMsgTimestamp": cp.physic_msg_timestamp,
-                "logicsMsgTimestamp": cp.logics_msg_timestamp,
-                "indexMsgTimestamp": cp.index_msg_timestamp,
-                "masterFlushedOffset": cp.master_flushed_offset,
-                "confirmPhyOffset": cp.confirm_phy_offset,
-            }
-        )
-    except cs.ConstructError as e:
+        header = CHECKPOINT_STRUCT.pack(
+            cp.physic_msg_timestamp, cp.logics_msg_timestamp, cp.index_msg_timestamp,
+            cp.master_flushed_offset, cp.confirm_phy_offset)
+    except struct.error as e:
         raise FormatError(None, None, f"cannot encode checkpoint {cp}: {e}") from e
     body = header + cp.trailer
     if len(body) > cp.file_size:

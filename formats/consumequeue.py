@@ -12,16 +12,17 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
-import construct as cs
 import numpy as np
 
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.errors import FormatError
+from mqtool.formats.reference import layout
 from mqtool.formats.rules import LONG_MIN_VALUE, MAX_ADDR, SCHEDULE_TOPIC, is_ext_addr, tags_code_of
 
 __all__ = [
-    "CQ_DTYPE", "CQ_STORE_UNIT_SIZE", "CQ_UNIT", "CQ_UNIT_STRUCT", "LONG_MIN_VALUE", "MAX_ADDR",
+    "CQ_DTYPE", "CQ_STORE_UNIT_SIZE", "CQ_UNIT_STRUCT", "LONG_MIN_VALUE", "MAX_ADDR",
     "MSG_TAG_OFFSET_INDEX", "SCHEDULE_TOPIC", "CqEntry", "build_cq_entry", "cq_array", "iter_cq",
     "parse_cq_entry", "tags_code_of",
 ]
@@ -29,19 +30,28 @@ __all__ = [
 CQ_STORE_UNIT_SIZE = 20
 MSG_TAG_OFFSET_INDEX = 12
 
-CQ_UNIT = cs.Struct(
-    "commit_log_offset" / cs.Int64sb,
-    "size" / cs.Int32sb,
-    "tags_code" / cs.Int64sb,
-)
-"""Reference layout of one 20-byte unit (construct)."""
-
 CQ_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
 """numpy dtype of a unit, for bulk reads."""
 
 CQ_UNIT_STRUCT = struct.Struct(">qiq")
 """One 20-byte unit for ``struct`` reads and writes (``unpack_from``/``pack_into``): the one
 struct every reader and writer of units uses."""
+
+
+def _layouts() -> dict[str, Any]:
+    import construct as cs
+
+    return {"CQ_UNIT": cs.Struct(
+        "commit_log_offset" / cs.Int64sb,
+        "size" / cs.Int32sb,
+        "tags_code" / cs.Int64sb,
+    )}
+
+
+def __getattr__(name: str) -> Any:
+    """``CQ_UNIT``: the reference layout of one 20-byte unit (construct,
+    :mod:`mqtool.formats.reference`)."""
+    return layout(__name__, name, _layouts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,13 +24,14 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-import construct as cs
 import numpy as np
 
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.errors import FormatError
 from mqtool.formats.javacompat import java_string_hash
+from mqtool.formats.reference import layout
 
 INDEX_HEADER_SIZE = 40
 HASH_SLOT_SIZE = 4
@@ -39,20 +40,34 @@ INVALID_INDEX = 0
 DEFAULT_MAX_HASH_SLOT_NUM = 5_000_000
 DEFAULT_MAX_INDEX_NUM = 5_000_000 * 4
 
-INDEX_HEADER = cs.Struct(
-    "begin_timestamp" / cs.Int64sb,
-    "end_timestamp" / cs.Int64sb,
-    "begin_phy_offset" / cs.Int64sb,
-    "end_phy_offset" / cs.Int64sb,
-    "hash_slot_count" / cs.Int32sb,
-    "index_count" / cs.Int32sb,
-)
-INDEX_ENTRY = cs.Struct(
-    "key_hash" / cs.Int32sb,
-    "phy_offset" / cs.Int64sb,
-    "time_diff" / cs.Int32sb,
-    "prev_index" / cs.Int32sb,
-)
+
+def _layouts() -> dict[str, Any]:
+    import construct as cs
+
+    return {
+        "INDEX_HEADER": cs.Struct(
+            "begin_timestamp" / cs.Int64sb,
+            "end_timestamp" / cs.Int64sb,
+            "begin_phy_offset" / cs.Int64sb,
+            "end_phy_offset" / cs.Int64sb,
+            "hash_slot_count" / cs.Int32sb,
+            "index_count" / cs.Int32sb,
+        ),
+        "INDEX_ENTRY": cs.Struct(
+            "key_hash" / cs.Int32sb,
+            "phy_offset" / cs.Int64sb,
+            "time_diff" / cs.Int32sb,
+            "prev_index" / cs.Int32sb,
+        ),
+    }
+
+
+def __getattr__(name: str) -> Any:
+    """``INDEX_HEADER``, ``INDEX_ENTRY``: the reference layouts (construct,
+    :mod:`mqtool.formats.reference`)."""
+    return layout(__name__, name, _layouts)
+
+
 INDEX_HEADER_STRUCT = struct.Struct(">qqqqii")
 """The 40-byte header for ``struct`` reads and writes (the layout of INDEX_HEADER)."""
 INDEX_ENTRY_STRUCT = struct.Struct(">iqii")

@@ -24,12 +24,13 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
-import construct as cs
 import numpy as np
 
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.errors import FormatError, TruncatedError
+from mqtool.formats.reference import layout
 
 __all__ = [
     "BLANK_MAGIC_CODE",
@@ -38,11 +39,7 @@ __all__ = [
     "MAGIC_ROLL",
     "MIN_BLANK_LEN",
     "SLOT_SIZE",
-    "TIMER_CHECKPOINT",
     "TIMER_CHECKPOINT_FILE_SIZE",
-    "TIMER_LOG_BLANK",
-    "TIMER_LOG_UNIT",
-    "TIMER_WHEEL_SLOT",
     "TIMER_WHEEL_SLOTS_TOTAL",
     "TIMER_WHEEL_TTL_DAY",
     "UNIT_DTYPE",
@@ -84,45 +81,54 @@ TIMER_PRECISION_MS = 1000  # MessageStoreConfig.timerPrecisionMs
 TIMER_CHECKPOINT_FILE_SIZE = 4096
 TIMER_CHECKPOINT_HEADER_SIZE = 7 * 8
 
-TIMER_LOG_UNIT = cs.Struct(
-    "size" / cs.Const(UNIT_SIZE, cs.Int32sb),
-    "prevPos" / cs.Int64sb,
-    "magic" / cs.Int32sb,
-    "currWriteTimeMs" / cs.Int64sb,
-    "delayedTime" / cs.Int32sb,
-    "offsetPy" / cs.Int64sb,
-    "sizePy" / cs.Int32sb,
-    "hashTopic" / cs.Int32sb,
-    "reserved" / cs.Int64sb,
-)
-"""Reference layout of one 52-byte timerlog unit (``TimerMessageStore#doEnqueue``)."""
 
-TIMER_LOG_BLANK = cs.Struct(
-    "size" / cs.Int32sb,
-    "zero" / cs.Const(0, cs.Int64sb),
-    "magic" / cs.Const(BLANK_MAGIC_CODE, cs.Int32sb),
-)
-"""The 16 bytes ``TimerLog#append`` writes at the end of a file; ``size`` = bytes left."""
+def _layouts() -> dict[str, Any]:
+    import construct as cs
 
-TIMER_WHEEL_SLOT = cs.Struct(
-    "timeSecs" / cs.Int64sb,  # timeMs / precisionMs
-    "firstPos" / cs.Int64sb,
-    "lastPos" / cs.Int64sb,
-    "num" / cs.Int32sb,
-    "magic" / cs.Int32sb,
-)
-"""Reference layout of one 32-byte wheel slot (``TimerWheel#putSlot``)."""
+    return {
+        # one 52-byte timerlog unit (TimerMessageStore#doEnqueue)
+        "TIMER_LOG_UNIT": cs.Struct(
+            "size" / cs.Const(UNIT_SIZE, cs.Int32sb),
+            "prevPos" / cs.Int64sb,
+            "magic" / cs.Int32sb,
+            "currWriteTimeMs" / cs.Int64sb,
+            "delayedTime" / cs.Int32sb,
+            "offsetPy" / cs.Int64sb,
+            "sizePy" / cs.Int32sb,
+            "hashTopic" / cs.Int32sb,
+            "reserved" / cs.Int64sb,
+        ),
+        # the 16 bytes TimerLog#append writes at the end of a file; size = bytes left
+        "TIMER_LOG_BLANK": cs.Struct(
+            "size" / cs.Int32sb,
+            "zero" / cs.Const(0, cs.Int64sb),
+            "magic" / cs.Const(BLANK_MAGIC_CODE, cs.Int32sb),
+        ),
+        # one 32-byte wheel slot (TimerWheel#putSlot)
+        "TIMER_WHEEL_SLOT": cs.Struct(
+            "timeSecs" / cs.Int64sb,  # timeMs / precisionMs
+            "firstPos" / cs.Int64sb,
+            "lastPos" / cs.Int64sb,
+            "num" / cs.Int32sb,
+            "magic" / cs.Int32sb,
+        ),
+        # the first 56 bytes of config/timercheck
+        "TIMER_CHECKPOINT": cs.Struct(
+            "lastReadTimeMs" / cs.Int64sb,
+            "lastTimerLogFlushPos" / cs.Int64sb,
+            "lastTimerQueueOffset" / cs.Int64sb,
+            "masterTimerQueueOffset" / cs.Int64sb,
+            "stateVersion" / cs.Int64sb,
+            "timestamp" / cs.Int64sb,
+            "counter" / cs.Int64sb,
+        ),
+    }
 
-TIMER_CHECKPOINT = cs.Struct(
-    "lastReadTimeMs" / cs.Int64sb,
-    "lastTimerLogFlushPos" / cs.Int64sb,
-    "lastTimerQueueOffset" / cs.Int64sb,
-    "masterTimerQueueOffset" / cs.Int64sb,
-    "stateVersion" / cs.Int64sb,
-    "timestamp" / cs.Int64sb,
-    "counter" / cs.Int64sb,
-)
-"""Reference layout of the first 56 bytes of ``config/timercheck``."""
+
+def __getattr__(name: str) -> Any:
+    """``TIMER_LOG_UNIT``, ``TIMER_LOG_BLANK``, ``TIMER_WHEEL_SLOT``, ``TIMER_CHECKPOINT``: the
+    reference layouts (construct, :mod:`mqtool.formats.reference`)."""
+    return layout(__name__, name, _layouts)
 
 _UNIT = struct.Struct(">iqiqiqiiq")
 UNIT_DTYPE = np.dtype([
@@ -211,8 +217,10 @@ def parse_timerlog_unit(
 
 def build_timerlog_unit(u: TimerLogUnit) -> bytes:
     """Encode ``u`` as ``TimerMessageStore#doEnqueue`` does (``position`` is not stored)."""
+    import construct as cs
+
     try:
-        data: bytes = TIMER_LOG_UNIT.build(
+        data: bytes = __getattr__("TIMER_LOG_UNIT").build(
             {
                 "prevPos": u.prev_pos,
                 "magic": u.magic,
@@ -233,7 +241,7 @@ def build_timerlog_blank(size: int) -> bytes:
     """The 16-byte blank for a file with ``size`` bytes left (the rest stays zero)."""
     if not MIN_BLANK_LEN <= size < 2**31:
         raise FormatError(None, None, f"timerlog blank needs {MIN_BLANK_LEN}..2^31-1 bytes: {size}")
-    data: bytes = TIMER_LOG_BLANK.build({"size": size})
+    data: bytes = __getattr__("TIMER_LOG_BLANK").build({"size": size})
     return data
 
 
@@ -345,8 +353,10 @@ def parse_wheel_slot(buf: Buffer, index: int, *, file: str | None = None) -> Tim
 
 def build_wheel_slot(s: TimerSlot) -> bytes:
     """Encode one slot (its ``index`` only says where it goes: ``index * 32``)."""
+    import construct as cs
+
     try:
-        data: bytes = TIMER_WHEEL_SLOT.build(
+        data: bytes = __getattr__("TIMER_WHEEL_SLOT").build(
             {
                 "timeSecs": s.time_secs,
                 "firstPos": s.first_pos,
@@ -404,7 +414,7 @@ def parse_timer_checkpoint(buf: Buffer, *, file: str | None = None) -> TimerChec
             len(data),
             f"truncated timercheck: {len(data)} of {TIMER_CHECKPOINT_HEADER_SIZE} bytes",
         )
-    c = TIMER_CHECKPOINT.parse(data[:TIMER_CHECKPOINT_HEADER_SIZE])
+    c = __getattr__("TIMER_CHECKPOINT").parse(data[:TIMER_CHECKPOINT_HEADER_SIZE])
     return TimerCheckpoint(
         c.lastReadTimeMs,
         c.lastTimerLogFlushPos,
@@ -420,8 +430,10 @@ def parse_timer_checkpoint(buf: Buffer, *, file: str | None = None) -> TimerChec
 
 def build_timer_checkpoint(cp: TimerCheckpoint) -> bytes:
     """Encode ``cp`` as a whole ``timercheck`` file (``cp.file_size`` bytes)."""
+    import construct as cs
+
     try:
-        header: bytes = TIMER_CHECKPOINT.build(
+        header: bytes = __getattr__("TIMER_CHECKPOINT").build(
             {
                 "lastReadTimeMs": cp.last_read_time_ms,
                 "lastTimerLogFlushPos": cp.last_timer_log_flush_pos,

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mqtool.formats import commitlog_fields as fields
 from mqtool.formats.commitlog import PROPERTY_TAGS, CommitLogMessage
 from mqtool.formats.consumequeue import tags_code_of
 from mqtool.formats.indexfile import index_key_hash_of, index_key_hashes
@@ -168,6 +167,8 @@ class MessagesBuilder:
         """``string2messageProperties`` of each record (the kernel's split): the pair index of
         TAGS, KEYS and UNIQ_KEY per record (-1: none) and the pairs (key start, key length,
         value start, value length in ``a``)."""
+        from mqtool.formats import commitlog_fields as fields  # numba: where the kernel runs
+
         n = len(starts)
         map_off = np.empty(n + 1, dtype=np.int32)
         picked = np.empty((len(fields.PICK_NAMES), n), dtype=np.int64)
@@ -209,6 +210,8 @@ class MessagesBuilder:
 
     def add_fields(self, a: np.ndarray, f: np.ndarray, check_crc: bool) -> None:
         """Add the records of a kernel field table (``a``: the file's bytes)."""
+        from mqtool.formats import commitlog_fields as fields  # numba: where the kernel runs
+
         n = f.shape[1]
         rows = self.rows + np.arange(n, dtype=np.int64)
         tid = self.topic_ids(a, f[fields.F_TOPIC_POS], f[fields.F_TOPIC_LEN])

@@ -1,12 +1,13 @@
 """The records at given commitlog positions, read in place by the compiled kernel.
 
 Consume-queue units, index entries and timerlog units name a record by its commitlog offset.
-:func:`records_at` answers, for many offsets at once, whether the kernel accepts a record
-starting exactly there (the kernel's one rule: magic, TOTALSIZE bounds, every length adding up
-to TOTALSIZE, PHYSICALOFFSET equal to the position, UTF-8 topic and properties) and gives its
-fields (:mod:`mqtool.formats.commitlog_fields`'s field table, one column per offset). Nothing is
-kept between calls: the answer is read from the mapped commitlog, so a check that joins units or
-entries to their records needs memory for one batch, not for every message of the store.
+:func:`~mqtool.store.records_kernel.records_at` answers, for many offsets at once, whether the
+kernel accepts a record starting exactly there (the kernel's one rule: magic, TOTALSIZE bounds,
+every length adding up to TOTALSIZE, PHYSICALOFFSET equal to the position, UTF-8 topic and
+properties) and gives its fields (:mod:`mqtool.formats.commitlog_fields`'s field table, one
+column per offset). Nothing is kept between calls: the answer is read from the mapped commitlog,
+so a check that joins units or entries to their records needs memory for one batch, not for
+every message of the store.
 
 The kernel never judges damage: where it does not accept the bytes, callers that need the
 walker's verdict (the record may still be one the walker reads) ask :mod:`mqtool.formats`'s
@@ -18,16 +19,11 @@ The unit rule (:mod:`mqtool.store.unit_check`) reads the records its units name 
 
 from __future__ import annotations
 
-# isort: off
-from mqtool.formats import jit  # first: it sets NUMBA_CACHE_DIR for numba
-# isort: on
 import mmap
 from typing import Protocol
 
-import numba as nb
 import numpy as np
 
-from mqtool.formats import commitlog_fields
 from mqtool.formats.commitlog import CommitLogMessage, parse_message
 from mqtool.formats.errors import MqtoolError
 from mqtool.store.facts import Messages, MessagesBuilder
@@ -48,65 +44,6 @@ KERNEL_MIN_UNITS = 4096
 """Records at this many commitlog offsets or more (a batch of consume-queue units or of index
 entries) are read by the compiled kernel; fewer by the Python rule, one by one
 (:func:`messages_at`)."""
-
-
-@nb.njit(cache=True, nogil=True)
-def _scan_at(
-    buf: np.ndarray, words: np.ndarray, pos: np.ndarray, file_start: int, out: np.ndarray,
-    tables: np.ndarray,
-) -> np.ndarray:
-    """For each in-file position, :func:`commitlog_fields.scan` of exactly one record there (into
-    ``out``'s column); whether the kernel accepted it."""
-    n = pos.shape[0]
-    ok = np.zeros(n, dtype=np.bool_)
-    one = np.empty((out.shape[0], 1), dtype=np.int64)
-    size = buf.shape[0]
-    for i in range(n):
-        p = pos[i]
-        if p < 0 or p + 8 > size:
-            continue
-        count, _q, _status = commitlog_fields.scan(
-            buf, words, p, p + 1, file_start, False, one, tables
-        )
-        if count == 1:
-            ok[i] = True
-            for k in range(out.shape[0]):
-                out[k, i] = one[k, 0]
-    return ok
-
-
-def records_at(
-    store: CommitLogReader, phys: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For each commitlog offset in ``phys``: (index of its commitlog file in
-    ``store.commitlog_files``, -1 when in none; whether the kernel accepts a record starting
-    exactly there; the kernel's field table, ``N_FIELDS`` x len(phys), filled for accepted
-    offsets, positions in-file)."""
-    phys = np.asarray(phys, dtype=np.int64)
-    n = len(phys)
-    fields = commitlog_fields.field_table(n)
-    ok = np.zeros(n, dtype=bool)
-    files = store.commitlog_files
-    fi = np.full(n, -1, dtype=np.int64)
-    if not n or not files:
-        return fi, ok, fields
-    starts = np.array([f.start for f in files], dtype=np.int64)
-    sizes = np.array([f.size for f in files], dtype=np.int64)
-    k = np.searchsorted(starts, phys, side="right") - 1
-    kc = np.maximum(k, 0)
-    inside = (k >= 0) & (phys - starts[kc] < sizes[kc])
-    fi[inside] = k[inside]
-    for j in np.unique(fi[inside]).tolist():
-        sel = np.flatnonzero(fi == j)
-        f = files[j]
-        a = commitlog_fields.as_bytes(store.mapped(f))
-        part = commitlog_fields.field_table(len(sel))
-        got = _scan_at(a, commitlog_fields.words_of(a), phys[sel] - f.start, f.start, part,
-                       jit.CRC_TABLES)
-        ok[sel] = got
-        fields[:, sel] = part
-        del a
-    return fi, ok, fields
 
 
 def message_at(store: CommitLogReader, phy: int) -> CommitLogMessage | None:
@@ -140,6 +77,9 @@ def messages_at(
             if m is not None:
                 cols.add_message(m, True)
         return cols.messages()
+    from mqtool.formats import commitlog_fields
+    from mqtool.store.records_kernel import records_at
+
     fi, ok, fields = records_at(store, at)
     files = store.commitlog_files
     for j in np.unique(fi[ok]).tolist():
