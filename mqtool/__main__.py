@@ -2,7 +2,8 @@
 
 ``mqtool --version``, ``mqtool --help`` (``-h``) and ``mqtool`` alone are answered here without
 importing typer: the top-level help is :data:`mqtool.tophelp.TOP_HELP`, the text typer prints
-on a terminal 80 columns wide or wider (a test keeps the two equal). Anything else, a narrower
+on a terminal 80 columns wide or wider (a test keeps the two equal). So are the common forms
+of ``inspect``, ``msg`` and ``trace`` (:mod:`mqtool.cli.quick`). Anything else, a narrower
 terminal, or shell completion (``_MQTOOL_COMPLETE``) goes to the typer app.
 """
 
@@ -44,6 +45,10 @@ def main() -> None:
                 return
             sys.stderr.write(TOP_HELP)  # no command: the help, as a usage error
             sys.exit(2)
+    from mqtool.cli import quick
+
+    if quick.run(args):
+        return
     from mqtool.cli import main as cli_main
 
     cli_main()

@@ -4,21 +4,21 @@ A run builds the app with only the module of the command it runs (:func:`build_a
 builds every command it is given, each option through pydantic, before it parses a word. The
 command imports what it uses (numpy, numba, pyspark, matplotlib, the remoting stack) when it
 runs. ``app`` (every command) is built on first use, for tests and tools. Help is typer's plain
-(click) help; the top-level help is printed without typer at all (:mod:`mqtool.__main__`).
+(click) help; the top-level help is printed without typer at all (:mod:`mqtool.__main__`), and
+so are the common forms of the quick look-ups (:mod:`mqtool.cli.quick`). This package imports
+neither typer nor rich until a command needs them.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Annotated, Any
-
-import typer
-
-from mqtool import __version__
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    import typer
 
 HELP = ("Inspect, trace, verify, repair and audit Apache RocketMQ message stores offline; resend "
         "dead-lettered messages into a store directory or a live cluster.")
@@ -37,33 +37,15 @@ COMMANDS = {
 Modules are registered in this order (their commands are listed in it)."""
 
 
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"mqtool {__version__}")
-        raise typer.Exit(0)
-
-
-def root(
-    version: Annotated[
-        bool, typer.Option("--version", help="Print mqtool's version and exit.",
-                           callback=_version, is_eager=True),
-    ] = False,
-    no_color: Annotated[
-        bool, typer.Option("--no-color", help="No colour in any output (as NO_COLOR=1 does).",
-                           show_default=False),
-    ] = False,
-) -> None:
-    """The options before the command."""
-    if no_color:
-        os.environ["NO_COLOR"] = "1"
-
-
 def build_app(command: str | None = None) -> typer.Typer:
     """The app with the module of ``command`` only (one of :data:`COMMANDS`), or with every
     command (``None``, or a word that names none: click then says so)."""
     import importlib
 
+    import typer
+
     from mqtool.cli.common import tidy_help
+    from mqtool.cli.root import root
 
     app = typer.Typer(
         name="mqtool", help=HELP, epilog=EPILOG, no_args_is_help=True,

@@ -1,7 +1,9 @@
 """Shared CLI plumbing: output helpers, argument rules, the one error handler.
 
-Imports only typer and the standard library at start-up (rich when a command prints); the
-options several commands share are in :mod:`mqtool.cli.options`.
+Imports only the standard library at start-up: typer when an argument rule refuses a value,
+rich when a command prints on a terminal (:mod:`mqtool.cli.plain`); the options several
+commands share are in :mod:`mqtool.cli.options`. A command ends with an exit status by
+raising ``SystemExit`` (typer and click let it through, as they do their own ``Exit``).
 """
 
 from __future__ import annotations
@@ -15,8 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import typer
-
+from mqtool.cli.plain import Line, PlainOut, line, line_text
 from mqtool.formats.errors import (
     EXIT_ENVIRONMENT,
     EXIT_FINDINGS,
@@ -28,6 +29,7 @@ from mqtool.formats.errors import (
 from mqtool.timefmt import fmt_time as fmt_time
 
 if TYPE_CHECKING:
+    import typer
     from rich.console import Console
 
     from mqtool.store import Store
@@ -45,69 +47,31 @@ def one_shot() -> bool:
     return _PROCESS["one_shot"]
 
 
-PIPE_WIDTH = 100_000
-"""Width of a piped stdout (no COLUMNS): nothing is wrapped, ids and names stay whole."""
+def out_console() -> Console | PlainOut:
+    """Console for data on stdout (tables, trees, lines: :mod:`mqtool.cli.plain`).
 
-
-def out_console() -> Console:
-    """Console for data on stdout (tables); no colour with NO_COLOR (or --no-color) or when
-    stdout is not a terminal.
-
-    On a terminal, tables fit its width. When stdout is a pipe or a file (and COLUMNS is
-    unset), a table becomes plain rows: its title, then its header and rows in columns two
-    spaces apart, no box, nothing wrapped (ids, offsets and topic names stay whole, for
-    ``grep`` and ``awk``).
+    On a terminal, rich: colour (none with NO_COLOR or --no-color), tables fit its width
+    (so with COLUMNS set, in a pipe too). When stdout is a pipe or a file and COLUMNS is
+    unset, :class:`~mqtool.cli.plain.PlainOut`: a table becomes plain rows (its title, then
+    its header and rows in columns two spaces apart, no box, nothing wrapped: ids, offsets and
+    topic names stay whole, for ``grep`` and ``awk``), and rich is not imported unless a
+    command prints a rich object.
     """
-    from rich.console import Console
+    if "COLUMNS" not in os.environ and not isatty(sys.stdout):
+        out = PlainOut(_plain_rich)
+        return out.rich() if os.environ.get("FORCE_COLOR") else out  # colour, plain rows
+    from mqtool.cli.richout import terminal_console
 
-    if "COLUMNS" not in os.environ and not _isatty(sys.stdout):
-        return _plain_console()
-    return Console(soft_wrap=False)
-
-
-def _plain_console() -> Console:
-    from rich.console import Console
-    from rich.table import Table
-
-    class PlainRows(Console):
-        """Prints a :class:`rich.table.Table` as plain rows (see :func:`out_console`)."""
-
-        tables: int
-
-        def print(self, *objects: Any, **kwargs: Any) -> None:
-            if len(objects) == 1 and isinstance(objects[0], Table):
-                self._rows(objects[0])
-            else:
-                super().print(*objects, **kwargs)
-
-        def _rows(self, table: Table) -> None:
-            from rich.cells import cell_len
-            from rich.text import Text
-
-            def plain(cell: Any) -> str:
-                text = cell.plain if isinstance(cell, Text) else str(cell)
-                return text.replace("\n", " ")
-
-            cols = [([plain(c.header)] if table.show_header else [])
-                    + [plain(v) for v in c.cells] for c in table.columns]
-            widths = [max((cell_len(v) for v in col), default=0) for col in cols]
-            right = [c.justify == "right" for c in table.columns]
-            lines = ["  ".join((" " * (w - cell_len(v)) + v) if r else (v + " " * (w - cell_len(v)))
-                               for v, w, r in zip(row, widths, right, strict=True)).rstrip()
-                     for row in zip(*cols, strict=True)]
-            title, caption = table.title, table.caption
-            out = ([plain(title)] if title else []) + lines + ([plain(caption)] if caption else [])
-            if self.tables:  # a blank line between tables
-                out.insert(0, "")
-            self.tables += 1
-            self.file.write("\n".join(out) + "\n")
-
-    con = PlainRows(soft_wrap=False, width=PIPE_WIDTH)
-    con.tables = 0
-    return con
+    return terminal_console()
 
 
-def _isatty(stream: Any) -> bool:
+def _plain_rich(out: PlainOut) -> Console:
+    from mqtool.cli.richout import plain_rich_console
+
+    return plain_rich_console(out)
+
+
+def isatty(stream: Any) -> bool:
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError):
@@ -119,6 +83,17 @@ def err_console() -> Console:
     from rich.console import Console
 
     return Console(stderr=True, soft_wrap=True)
+
+
+def err_line(text: Line | str) -> None:
+    """One line on stderr: through rich on a terminal or with FORCE_COLOR (its styles), else
+    as it is."""
+    if isatty(sys.stderr) or os.environ.get("FORCE_COLOR"):
+        from mqtool.cli.plain import to_rich
+
+        err_console().print(to_rich(text), markup=False, highlight=False)
+    else:
+        sys.stderr.write(line_text(text) + "\n")
 
 
 def parse_time(text: str | None, what: str = "time") -> int | None:
@@ -133,6 +108,8 @@ def parse_time(text: str | None, what: str = "time") -> int | None:
     try:
         dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
     except ValueError as e:
+        import typer
+
         raise typer.BadParameter(f"{what}: {text!r} is neither epoch ms nor ISO-8601") from e
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
@@ -191,27 +168,25 @@ def handle_errors() -> Iterator[None]:
                 if is_damage(f) and str(f) != str(e):
                     report_error(str(f))
         report_error(str(e))
-        raise typer.Exit(e.exit_status) from None
+        raise SystemExit(e.exit_status) from None
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        raise typer.Exit(0) from None
+        raise SystemExit(0) from None
     except OSError as e:
         if e.errno not in _OUTSIDE:
             raise
         sys.stdout.flush()  # not a bug: one line, as mqtool's own errors
         where = failed_path(e)
         report_error(f"{where}: {e.strerror}" if where else str(e.strerror or e))
-        raise typer.Exit(EXIT_ENVIRONMENT) from None
+        raise SystemExit(EXIT_ENVIRONMENT) from None
     finally:
         del _OPENED[first:]
 
 
 def report_error(text: str) -> None:
     """One ``error: ...`` line on stderr (no markup interpretation of the text)."""
-    from rich.text import Text
-
-    err_console().print(Text.assemble(("error: ", "bold red"), text), highlight=False)
+    err_line(line(("error: ", "bold red"), text))
 
 
 def is_damage(f: Finding) -> bool:
@@ -226,18 +201,18 @@ def exit_on_findings(store: Store) -> None:
     bad = [f for f in store.findings if is_damage(f)]
     for f in store.findings:
         if not is_damage(f) and (f.kind == "layout" or f.severity == Severity.WARNING):
-            err_console().print(f"warning: {f}", markup=False, highlight=False)
+            err_line(f"warning: {f}")
     if bad:
         sys.stdout.flush()
         for f in bad:
             report_error(str(f))
-        raise typer.Exit(EXIT_FINDINGS)
+        raise SystemExit(EXIT_FINDINGS)
 
 
 def print_notes(notes: Iterable[Any]) -> None:
     """Warnings and info findings on stderr, one line each (they do not change the exit code)."""
     for f in notes:
-        err_console().print(f"{f.severity}: {f}", markup=False, highlight=False)
+        err_line(f"{f.severity}: {f}")
 
 
 _OPENED: list[Store] = []  # stores opened inside handle_errors (their findings are printed)
@@ -256,15 +231,16 @@ def open_store(root: Path) -> Store:
 def say_live(pid: int | None) -> None:
     """The one note (stderr) that a running broker holds the store being read."""
     who = f"pid {pid}" if pid else "a running process"
-    err_console().print(f"note: the store is live ({who} holds its lock): it is read as it is "
-                        "now, and what the broker is still writing is not damage",
-                        markup=False, highlight=False)
+    err_line(f"note: the store is live ({who} holds its lock): it is read as it is now, and "
+             "what the broker is still writing is not damage")
 
 
 def check_body_mode(mode: str) -> str:
     from mqtool.jsonview import BODY_MODES
 
     if mode not in BODY_MODES:
+        import typer
+
         raise typer.BadParameter(f"--body must be one of {', '.join(BODY_MODES)}, not {mode!r}")
     return mode
 
@@ -273,6 +249,8 @@ def check_body_mode(mode: str) -> str:
 def require_with(value: object, needed: object, flag: str, needs: str) -> None:
     """``flag`` only makes sense together with ``needs`` (e.g. --queue with --topic)."""
     if value is not None and needed is None:
+        import typer
+
         raise typer.BadParameter(f"{flag} needs {needs} (a queue id alone names no queue)"
                                  if flag == "--queue" else f"{flag} needs {needs}")
 
@@ -287,6 +265,8 @@ def as_bad_parameter(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
     except MqtoolError as e:
         if e.exit_status != EXIT_USAGE:
             raise
+        import typer
+
         raise typer.BadParameter(str(e)) from None
 
 
@@ -297,6 +277,10 @@ def exactly_one(what: str, given: dict[str, object]) -> None:
     """
     options = " or ".join(given)
     n = sum(v is not None for v in given.values())
+    if n == 1:
+        return
+    import typer
+
     if n == 0:
         raise typer.BadParameter(f"give {what}: {options}")
     if n > 1:

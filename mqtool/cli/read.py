@@ -189,41 +189,14 @@ def msg(
 
     Example: mqtool msg ~/store C0A8010A00002A9F0000000000000000 --json
     """
-    from mqtool.formats.msgid import classify_id
-    from mqtool.integrity.records import records_named
-    from mqtool.jsonview import message_dict
+    from mqtool.cli.lookups import msg_by_offset, run_msg
 
     check_body_mode(body)
-    by_offset = msg_id.isdigit() and len(msg_id) < 20
-    if not by_offset and classify_id(msg_id) == "invalid":
+    by_offset = msg_by_offset(msg_id)
+    if by_offset is None:
         raise typer.BadParameter(f"{msg_id!r} is not an offsetMsgId, UNIQ_KEY (32 or 56 hex "
                                  "characters) or commitlog offset", param_hint="ID|OFFSET")
-    with handle_errors():
-        st = open_store(store)
-        found, how = records_named(st, msg_id, by_offset=by_offset)
-        if json_:
-            print_json([message_dict(m, body) for m in found])
-        else:
-            from rich.table import Table
-
-            con = out_console()
-            for m in found:
-                t = Table(title=f"{m.topic} @ {m.physical_offset} (found by {how})",
-                          show_header=False)
-                t.add_column("field")
-                t.add_column("value", overflow="fold")
-                for k, v in message_dict(m, body).items():
-                    if k == "properties":
-                        for pk, pv in v.items():
-                            t.add_row(f"  {pk}", pv)
-                    else:
-                        t.add_row(k, "-" if v is None else str(v))
-                con.print(t)
-        if not found:
-            report_error(f"no message for {msg_id} in {st.root} ({how})")
-        exit_on_findings(st)  # damage met on the way: one line each, exit 1
-        if not found:
-            raise typer.Exit(EXIT_FINDINGS)
+    run_msg(store, msg_id, by_offset, body, json_)
 
 
 def index(
