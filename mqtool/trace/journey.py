@@ -35,7 +35,6 @@ from mqtool.query import ProgressFn
 from mqtool.store.reader import Store
 from mqtool.store.search import Finder, search
 from mqtool.timefmt import fmt_time
-from mqtool.trace.client import client_events
 from mqtool.trace.hops import (
     TraceContext,
     consumers,
@@ -57,6 +56,7 @@ from mqtool.trace.model import (
     Trace,
     TraceError,
 )
+from mqtool.trace.reported import client_events
 from mqtool.trace.transaction import (
     dlq_counts,
     transaction_records,
