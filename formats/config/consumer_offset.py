@@ -34,8 +34,13 @@ class ConsumerOffsets:
 
     def topic_group(self, key: str) -> tuple[str, str]:
         """Split an offsetTable key into (topic, group)."""
-        topic, _, group = key.partition(TOPIC_GROUP_SEPARATOR)
-        return topic, group
+        return split_offset_key(key)
+
+
+def split_offset_key(key: str) -> tuple[str, str]:
+    """An offsetTable key ``"<topic>@<group>"`` as (topic, group)."""
+    topic, _, group = key.partition(TOPIC_GROUP_SEPARATOR)
+    return topic, group
 
 
 def parse_consumer_offset(text: str, *, file: str | None = None) -> ConsumerOffsets:

@@ -43,6 +43,7 @@ import shutil
 import time
 from dataclasses import replace
 
+from mqtool.formats.config.consumer_offset import split_offset_key
 from mqtool.formats.config.properties import parse_properties
 from mqtool.formats.config.subscription_group import SubscriptionGroupConfig
 from mqtool.formats.config.topics import TopicConfig
@@ -126,7 +127,7 @@ class Admin:
         if store.groups.pop(h.groupName, None) is not None:
             store.configs.persist_groups()
         if h.removeOffset:
-            gone = [k for k in store.consumer_offsets if k.split("@", 1)[1:] == [h.groupName]]
+            gone = [k for k in store.consumer_offsets if split_offset_key(k)[1] == h.groupName]
             for key in gone:
                 del store.consumer_offsets[key]
             if gone:
@@ -175,8 +176,8 @@ class Admin:
         groups = {g for g, members in b.consumers.items() for info in members.values()
                   if info.consumer is not None
                   and any(s.topic == topic for s in info.consumer.subscriptions)}
-        groups |= {key.split("@", 1)[1] for key in b.store.consumer_offsets
-                   if key.split("@", 1)[0] == topic and "@" in key}
+        groups |= {g for t, g in map(split_offset_key, b.store.consumer_offsets)
+                   if t == topic and g}
         return cmd.response(body=bodies.json_body({"groupList": sorted(groups)}))
 
     # -- the broker ---------------------------------------------------------------------------
@@ -313,8 +314,7 @@ class Admin:
         b = self.broker
         store = b.store
         topics = [asked] if asked else sorted({
-            key.split("@", 1)[0] for key in store.consumer_offsets
-            if key.split("@", 1)[1:] == [group]})
+            t for t, g in map(split_offset_key, store.consumer_offsets) if g == group})
         online = b.consumers.get(group, {})
         subscribed = {s.topic for info in online.values() if info.consumer is not None
                       for s in info.consumer.subscriptions}

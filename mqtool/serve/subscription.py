@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Union
 
 __all__ = ["EXPRESSION_SQL92", "EXPRESSION_TAG", "MessageFilter", "SqlFilterError",
@@ -518,11 +519,13 @@ class MessageFilter:
         return self.tags is None or (tags or "") in self.tags
 
 
+@lru_cache(maxsize=128)
 def message_filter(expression: str | None, expression_type: str | None, *, v5: bool
                    ) -> MessageFilter:
     """The filter of a subscription (``FilterAPI.build`` and ``ConsumerFilterManager.build``):
     :class:`SqlFilterError` when a SQL92 expression does not compile; any type other than
-    TAG and SQL92 selects everything (the broker has no other filter)."""
+    TAG and SQL92 selects everything (the broker has no other filter). Compiled once per
+    expression, not on every pull (the broker's parser keeps a cache too)."""
     if not is_tag_type(expression_type):
         if expression_type == EXPRESSION_SQL92:
             return MessageFilter(sql=compile_sql(expression or "", v5=v5))
