@@ -304,9 +304,27 @@ public final class Flow {
             }
             String fresh = prefix + "Fresh";
             sendEach(p, "autocreate", Collections.singletonList(msg(fresh, "T", "f-0", "fresh")));
-            out("route.autocreated", "queues", p.fetchPublishMessageQueues(fresh).size());
+            out("route.autocreated", "queues", routeOnceRegistered(p, fresh).size());
         } finally {
             p.shutdown();
+        }
+    }
+
+    /**
+     * The publish queues of a topic a send just created. A broker registers such a topic with
+     * the name server in the background, so the route may lag the send by a moment.
+     */
+    static List<MessageQueue> routeOnceRegistered(DefaultMQProducer p, String topic)
+            throws Exception {
+        for (int attempt = 0; ; attempt++) {
+            try {
+                return p.fetchPublishMessageQueues(topic);
+            } catch (MQClientException e) {
+                if (attempt >= 40) {
+                    throw e;
+                }
+                Thread.sleep(250);
+            }
         }
     }
 
