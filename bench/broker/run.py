@@ -1,0 +1,228 @@
+"""bench/broker: ``mqtool serve`` against the real RocketMQ 4.9.7 broker, the same clients in
+the same run; every ratio is serve's figure over the real broker's.
+
+Usage: .venv/bin/python bench/broker/run.py [--full] [--dir bench/out/broker]
+       (needs ``make peers`` for the C++ client; RocketMQ comes from Maven Central)
+
+Both servers run at once on 127.0.0.1, each over a fresh store: ``mqtool serve`` (name server
+and broker in one process) and the real 4.9.7 name server and broker (two JVMs, the broker with
+tests/realmq.py's configuration: async flush, 2 send threads as on this 2-core machine). Each
+case runs against serve, then against the real broker, back to back, so that a load change on
+the shared machine falls on both alike. Every message has a 1 KiB body, a tag and a key.
+
+* ``C++ sync, 8 producers``: 8 processes of the C++-core client (PyPI rocketmq 0.4.4), sync
+  sends one at a time; the rate over the send window (first send to last SEND_OK);
+* ``Java sync, 8 threads``: the official 4.9.7 Java client, one producer shared by 8 threads;
+* ``Java batch 32``: one thread sending batches of 32 messages;
+* ``Java push consumer``: a concurrent push consumer draining what the batch case stored,
+  from its first offset; and the time from the consumer's start to its first message.
+
+For each case: msgs/s on both sides and the ratio; the server's CPU per 1,000 messages (the
+broker JVM's, or serve's process) and the clients' own CPU per 1,000 messages (which bounds
+both sides alike). Serve's and the broker's anonymous RSS (heap and buffers, without the mapped
+store files) are sampled during the 8-producer case.
+
+Writes bench/broker/last-run.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench" / "serve"))
+sys.path.insert(0, str(ROOT / "tests"))
+import realmq  # noqa: E402
+import run as serve_bench  # noqa: E402  (bench/serve/run.py: serve's process, the C++ clients)
+from figures import run_meta, write_last_run  # noqa: E402
+
+VERSION = "4.9.7"
+SIZES = {  # (per C++ producer, per Java thread, messages drained)
+    "small": (2000, 1000, 20_000),
+    "full": (5000, 5000, 100_000),
+}
+PRODUCERS = 8
+BODY = 1024
+BATCH = 32
+
+
+class Proc:
+    """CPU and anonymous RSS of a process from /proc."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def rss_kib(self, field: str = "RssAnon") -> int:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+        return 0
+
+    def cpu(self) -> tuple[float, float]:
+        """(user, system) CPU seconds, all threads."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        tck = os.sysconf("SC_CLK_TCK")
+        return int(fields[11]) / tck, int(fields[12]) / tck
+
+
+class Side:
+    """One server under test: its name server address and the process that does the work."""
+
+    def __init__(self, name: str, namesrv: str, proc: Proc, work: Path) -> None:
+        self.name, self.namesrv, self.proc, self.work = name, namesrv, proc, work
+
+    # bench/serve's producers() reads these from its server
+    def rss_kib(self) -> int:
+        return self.proc.rss_kib()
+
+    def cpu(self) -> tuple[float, float]:
+        return self.proc.cpu()
+
+
+def java_load(side: Side, classes: Path, *args: str) -> dict[str, Any]:
+    """One JVM of bench/broker/java Load against ``side``: its JSON line, plus the server's
+    CPU seconds over the client's whole run."""
+    u0, s0 = side.cpu()
+    res = realmq.java(VERSION, "mqtool.bench.Load", *args[:1], side.namesrv, *args[1:],
+                      class_dir=classes, timeout=1800, home=side.work / "client-home")
+    u1, s1 = side.cpu()
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
+    if res.returncode != 0 or not lines:
+        raise SystemExit(f"Load {' '.join(args)} against {side.name} exit {res.returncode}:\n"
+                         f"{res.stdout[-2000:]}{res.stderr[-4000:]}")
+    got: dict[str, Any] = json.loads(lines[-1])
+    got["server_cpu"] = (u1 - u0) + (s1 - s0)
+    return got
+
+
+def figures_of(got: dict[str, Any]) -> dict[str, Any]:
+    n = got["messages"]
+    return {"msgs_per_s": round(n / got["seconds"]),
+            "server_cpu_ms_per_1000": round(got["server_cpu"] / n * 1e6, 1),
+            "clients_cpu_ms_per_1000": round(got["cpu"] / n * 1e6, 1),
+            **({"first_message_ms": got["firstMs"]} if got.get("firstMs", -1) >= 0 else {})}
+
+
+def cpp_producers(side: Side, per: int) -> dict[str, Any]:
+    got = serve_bench.producers(side, side.work, PRODUCERS, per, BODY, "BenchCpp")
+    us = got["server_cpu_us_per_msg"]
+    return {"msgs_per_s": got["msgs_per_s"],
+            "server_cpu_ms_per_1000": round(us["user"] + us["system"], 1),
+            "clients_cpu_ms_per_1000": got["clients_cpu_us_per_msg"],
+            "rss_kib": got["rss_kib"]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--full", action="store_true",
+                    help="5,000 messages per producer and thread, 100,000 drained")
+    ap.add_argument("--dir", type=Path, default=ROOT / "bench" / "out" / "broker")
+    args = ap.parse_args()
+    if not serve_bench.CPP_PYTHON.exists():
+        raise SystemExit("the C++ client is not installed: run `make peers`")
+    size = "full" if args.full else "small"
+    per_cpp, per_thread, drain = SIZES[size]
+    meta = run_meta()
+    work = args.dir
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    classes = realmq.compile_java(VERSION, sorted((HERE / "java").rglob("*.java")),
+                                  *realmq.DEFAULT_ARTIFACTS)
+
+    serve = serve_bench.Server(work / "serve" / "store")
+    cluster = realmq.Cluster(VERSION, work / "broker" / "store")
+    cases: dict[str, dict[str, dict[str, Any]]] = {}
+    try:
+        cluster.start()
+        assert cluster.broker is not None
+        sides = [Side("serve", serve.namesrv, Proc(serve.proc.pid), work / "serve"),
+                 Side("broker", cluster.namesrv_addr, Proc(cluster.broker.pid), work / "broker")]
+        steps: list[tuple[str, Any]] = [
+            (f"C++ sync, {PRODUCERS} producers", lambda s: cpp_producers(s, per_cpp)),
+            (f"Java sync, {PRODUCERS} threads",
+             lambda s: figures_of(java_load(s, classes, "produce", "BenchSync", str(PRODUCERS),
+                                            str(per_thread), str(BODY), "1"))),
+            (f"Java batch {BATCH}",
+             lambda s: figures_of(java_load(s, classes, "produce", "BenchDrain", "1",
+                                            str(drain), str(BODY), str(BATCH)))),
+            ("Java push consumer",
+             lambda s: figures_of(java_load(s, classes, "consume", "CID-BENCH-DRAIN",
+                                            "BenchDrain", str(drain)))),
+        ]
+        for name, step in steps:
+            cases[name] = {}
+            for side in sides:
+                print(f"{name}: {side.name} ...", file=sys.stderr, flush=True)
+                cases[name][side.name] = step(side)
+                time.sleep(1)
+    finally:
+        serve_rc = serve.stop()
+        broker_rc = cluster.stop()
+
+    figures: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for name, c in cases.items():
+        s, b = c["serve"], c["broker"]
+        c["ratio"] = round(s["msgs_per_s"] / b["msgs_per_s"], 3)
+        figures.append({"what": f"{name}: real broker", "value": b["msgs_per_s"],
+                        "unit": "msgs/s", "ratio": 1.0})
+        figures.append({"what": f"{name}: mqtool serve", "value": s["msgs_per_s"],
+                        "unit": "msgs/s", "ratio": c["ratio"]})
+        notes.append(f"{name}: server CPU per 1,000 messages: serve "
+                     f"{s['server_cpu_ms_per_1000']} ms, broker {b['server_cpu_ms_per_1000']} ms; "
+                     f"the clients' own {s['clients_cpu_ms_per_1000']} ms (against serve) and "
+                     f"{b['clients_cpu_ms_per_1000']} ms (against the broker)")
+    first = cases["Java push consumer"]
+    for side in ("broker", "serve"):
+        if "first_message_ms" in first[side]:
+            figures.append({"what": f"consumer start to first message: "
+                                    f"{'real broker' if side == 'broker' else 'mqtool serve'}",
+                            "value": first[side]["first_message_ms"], "unit": "ms",
+                            "ratio": round(first[side]["first_message_ms"]
+                                           / max(1, first["broker"].get("first_message_ms", 1)),
+                                           3)})
+    notes.append("Java push consumer: its rate counts from the consumer's start, so its first "
+                 "rebalance and the first message's wait are inside it")
+    cpp = cases[f"C++ sync, {PRODUCERS} producers"]
+    notes.append(f"anonymous RSS during the C++ case (KiB, first / last / peak): serve "
+                 f"{cpp['serve']['rss_kib']['first']} / {cpp['serve']['rss_kib']['last']} / "
+                 f"{cpp['serve']['rss_kib']['max']}, broker JVM "
+                 f"{cpp['broker']['rss_kib']['first']} / {cpp['broker']['rss_kib']['last']} / "
+                 f"{cpp['broker']['rss_kib']['max']} (its heap is capped at "
+                 f"{realmq.SERVER_HEAP[-1][4:]})")
+    met = [n for n, c in cases.items() if c["ratio"] >= 1.0
+           and c["serve"]["server_cpu_ms_per_1000"] <= c["broker"]["server_cpu_ms_per_1000"]]
+    notes.append("target: serve at least 1.0x the real broker's rate and at most its server "
+                 f"CPU per message in each case; met in this run by: {', '.join(met) or 'none'}")
+    write_last_run("broker", meta, {
+        "size": size,
+        "params": {"perCppProducer": per_cpp, "perJavaThread": per_thread, "drained": drain,
+                   "producers": PRODUCERS, "bodyBytes": BODY, "batch": BATCH,
+                   "rocketmq": VERSION},
+        "baseline": f"the real RocketMQ {VERSION} name server and broker (Maven Central), the "
+                    "same clients and messages, the same run",
+        "figures": figures,
+        "cases": cases,
+        "exit": {"serve": serve_rc, "broker": broker_rc},
+        "notes": notes,
+    })
+    print("| case | real broker msgs/s | serve msgs/s | ratio |\n|---|---:|---:|---:|")
+    for name, c in cases.items():
+        print(f"| {name} | {c['broker']['msgs_per_s']} | {c['serve']['msgs_per_s']} | "
+              f"{c['ratio']} |")
+    for note in notes:
+        print(note)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
