@@ -148,11 +148,12 @@ def pop_retry_topic(group: str, topic: str, *, v2: bool = False) -> str:
     return retry_topic(group) + (RETRY_V2_SEPARATOR if v2 else RETRY_V1_SEPARATOR) + topic
 
 
-def split_pop_retry_topic(retry_topic: str, groups: set[str] | None = None
-                          ) -> tuple[str, str] | None:
+def split_pop_retry_topic(retry_topic: str, groups: set[str] | None = None,
+                          topics: set[str] | None = None) -> tuple[str, str] | None:
     """(group, original topic) of a POP retry topic, else None. A V2 name splits at its
-    ``+`` (neither groups nor topics may hold one); a V1 name is ambiguous when the group holds
-    ``_``: with ``groups`` given, the known group that prefixes it wins."""
+    ``+`` (neither groups nor topics may hold one); a V1 name is ambiguous when the group or
+    the topic holds ``_``: with ``groups`` given, the known group that prefixes it wins, then
+    with ``topics`` given, the known topic that ends it."""
     if not retry_topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
         return None
     rest = retry_topic[len(RETRY_GROUP_TOPIC_PREFIX):]
@@ -163,6 +164,10 @@ def split_pop_retry_topic(retry_topic: str, groups: set[str] | None = None
         for g in sorted(groups, key=len, reverse=True):
             if rest.startswith(g + RETRY_V1_SEPARATOR) and len(rest) > len(g) + 1:
                 return g, rest[len(g) + 1:]
+    if topics:
+        for t in sorted(topics, key=len, reverse=True):
+            if rest.endswith(RETRY_V1_SEPARATOR + t) and len(rest) > len(t) + 1:
+                return rest[:-len(t) - 1], t
     if RETRY_V1_SEPARATOR in rest:
         g, _, t = rest.partition(RETRY_V1_SEPARATOR)
         return (g, t) if g and t else None

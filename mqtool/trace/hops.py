@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mqtool.formats.commitlog import CommitLogMessage
+from mqtool.formats.pop import split_pop_retry_topic
 from mqtool.formats.rules import (
     DLQ_GROUP_TOPIC_PREFIX,
     PROPERTY_ORIGIN_MESSAGE_ID,
@@ -70,14 +71,13 @@ def is_resend(m: CommitLogMessage) -> bool:
 
 
 def retry_group(topic: str, original_topic: str | None) -> tuple[str, bool]:
-    """The consumer group of a ``%RETRY%`` topic, and whether it is a 5.x POP retry topic."""
-    rest = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+    """The consumer group of a ``%RETRY%`` topic, and whether it is a 5.x POP retry topic of
+    ``original_topic`` (:func:`mqtool.formats.pop.split_pop_retry_topic`)."""
     if original_topic:
-        for sep in ("+", "_"):
-            suffix = sep + original_topic
-            if rest.endswith(suffix) and len(rest) > len(suffix):
-                return rest[: -len(suffix)], True
-    return rest, False
+        split = split_pop_retry_topic(topic, topics={original_topic})
+        if split is not None and split[1] == original_topic:
+            return split[0], True
+    return topic[len(RETRY_GROUP_TOPIC_PREFIX):], False
 
 
 def consumers(

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from mqtool.backlog import timer_read_ms
+from mqtool.dlq.selection import original_topic as dlq_original_topic
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.errors import usage
 from mqtool.formats.msgid import classify_id
@@ -117,9 +118,8 @@ def _collect(
 def _build_hops(ctx: TraceContext, msgs: list[CommitLogMessage]) -> list[Hop]:
     original_topic = None
     for m in msgs:
-        rt = m.properties.get(PROPERTY_RETRY_TOPIC)
-        if rt:
-            original_topic = rt
+        if m.properties.get(PROPERTY_RETRY_TOPIC):
+            original_topic = dlq_original_topic(m)  # a POP dead letter names its retry topic
             break
     if original_topic is None:
         for m in msgs:

@@ -98,6 +98,8 @@ def test_pop_retry_topic_names() -> None:
     assert pop.pop_retry_topic("cg", "T", v2=True) == "%RETRY%cg+T"
     assert pop.split_pop_retry_topic("%RETRY%cg+T") == ("cg", "T")
     assert pop.split_pop_retry_topic("%RETRY%cg_pop_PopTopic", {"cg_pop"}) == ("cg_pop", "PopTopic")
+    assert pop.split_pop_retry_topic("%RETRY%cg_pop_PopTopic", topics={"PopTopic"}) == \
+        ("cg_pop", "PopTopic")
     assert pop.split_pop_retry_topic("%RETRY%cg") is None
     assert pop.split_pop_retry_topic("Topic") is None
 

@@ -44,3 +44,28 @@ def test_dlq_original_topic_of_pop_dead_letters() -> None:
     groups = {g["group"]: g for g in json.loads(res.stdout)}
     assert groups["cg_pop"]["originalTopics"] == {"PopTopic": 4}
     assert groups["cg_pop2"]["originalTopics"] == {"PopTopic2": 2}
+
+
+def _dead_letters() -> list[dict[str, object]]:
+    return [r for r in manifest_jsonl(NAME, "commitlog.jsonl")
+            if r["kind"] == "msg" and str(r["topic"]).startswith("%DLQ%")]
+
+
+def test_trace_of_a_pop_dead_letter_names_the_group() -> None:
+    """Every hop in a POP retry topic ``%RETRY%<group>_<topic>`` (or ``+``) names the group the
+    DLQ topic ``%DLQ%<group>`` names, never ``<group>_<topic>``."""
+    for dead in _dead_letters():
+        group = str(dead["topic"])[len("%DLQ%"):]
+        uniq = str(dead["uniqKey"])
+        retry_copies = [r for r in manifest_jsonl(NAME, "commitlog.jsonl")
+                        if r["kind"] == "msg" and r.get("uniqKey") == uniq
+                        and str(r["topic"]).startswith("%RETRY%")]
+        res = CliRunner().invoke(app, ["trace", str(store_dir(NAME)), uniq, "--json"])
+        assert res.exit_code == 0, res.output
+        tr = json.loads(res.stdout)
+        assert tr["dlqGroup"] == group
+        retries = [h for h in tr["hops"] if h["kind"] == "pop-retry"]
+        assert [h["commitLogOffset"] for h in retries] == \
+            [r["phyOffset"] for r in retry_copies]
+        assert {h["group"] for h in retries} == {group}
+        assert all(f"group {group}_" not in h["stateDetail"] for h in tr["hops"])
