@@ -239,12 +239,12 @@ def dlq_view(store: Path, prefix: str = "") -> list[str]:
 
 def trace_view(store: Path, key: str) -> list[str]:
     """The journeys of the messages with business key ``key`` (by ``trace --key``): each
-    one's verdict and the topics its hops went through."""
+    one's kind of verdict and its hops (kind, topic, state), without times and ids."""
     doc = mqtool_json("trace", store, "--key", key)
     out = []
     for t in doc.get("traces", []):
-        hops = [h.get("topic") for h in t.get("hops", [])]
-        out.append(json.dumps({"verdict": t.get("verdict"), "hops": hops}, sort_keys=True))
+        hops = [[h.get("kind"), h.get("topic"), h.get("state")] for h in t.get("hops", [])]
+        out.append(json.dumps({"verdict": t.get("verdictKind"), "hops": hops}, sort_keys=True))
     return sorted(out)
 
 

@@ -7,6 +7,7 @@ broker.conf (:data:`harness.BROKER_CONF`). Every flow uses topics and groups of 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +18,11 @@ from tests.serve.differential import harness
 pytestmark = pytest.mark.slow
 
 Obs = dict[str, list[dict[str, Any]]]
+
+# the transaction flow's messages and the journey trace must give each (its consumer
+# consumes what was committed)
+TX_VERDICTS = {"tx-commit": "consumed", "tx-rollback": "rolled-back",
+               "tx-unknown-commit": "consumed", "tx-unknown-rollback": "rolled-back"}
 
 
 @pytest.fixture(scope="module", params=["4.9.7"])
@@ -80,9 +86,16 @@ def test_rebalance(sides: harness.Sides) -> None:
 
 
 def test_stores_agree(sides: harness.Sides) -> None:
-    """After every flow: the same topics with the same message counts, the same DLQs."""
+    """After every flow: the same topics with the same message counts, the same DLQs, the
+    same transaction journeys."""
     codes = sides.stop()
     assert codes["serve"] == 0, sides.serve.stderr()
     real, serve = sides.stores["real"], sides.stores["serve"]
     harness.assert_same("topics (inspect)", harness.topics_view(real), harness.topics_view(serve))
     harness.assert_same("dead letters (dlq list)", harness.dlq_view(real), harness.dlq_view(serve))
+    # the transaction flow's journeys, with their verdicts, as trace reads each store
+    for key in TX_VERDICTS:
+        real_tx, serve_tx = harness.trace_view(real, key), harness.trace_view(serve, key)
+        harness.assert_same(f"trace --key {key}", real_tx, serve_tx)
+        verdicts = [json.loads(t)["verdict"] for t in real_tx]
+        assert verdicts == [TX_VERDICTS[key]], (key, real_tx)
