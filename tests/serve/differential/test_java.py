@@ -72,6 +72,27 @@ def test_transaction(sides: harness.Sides) -> None:
         assert [o["both"] for o in steps(side, "checked", "delivered")] == [True, True]
 
 
+def test_transaction_producer_dies(sides: harness.Sides) -> None:
+    """A producer that dies before it answers a check: its half message stays prepared and
+    is checked again until a new producer of its group answers COMMIT; then delivered."""
+    died = sides.flow("txdies", "D")
+    for side in died.values():
+        assert [o["state"] for o in steps(side, "send")] == ["UNKNOW"]
+        assert steps(side, "check.dead") == []
+    obs = sides.flow("txrevive", "D")
+    checks: dict[str, list[int]] = {}
+    for name, side in obs.items():
+        # how many checks found no producer depends on timing: compared by presence
+        props = [o["m"]["properties"] for o in steps(side, "check")]
+        checks[name] = [int(p.pop("TRANSACTION_CHECK_TIMES", "0")) for p in props]
+    harness.compare_flow("txrevive", obs)
+    for name, side in obs.items():
+        assert [o["key"] for o in steps(side, "check")] == ["tx-dies"], name
+        assert [o["ok"] for o in steps(side, "checked", "delivered")] == [True, True], name
+        assert [o["m"]["keys"] for o in steps(side, "deliver")] == ["tx-dies"], name
+    assert all(c and c[0] >= 1 for c in checks.values()), checks
+
+
 def test_rebalance(sides: harness.Sides) -> None:
     """Consumers join and leave a group (NOTIFY_CONSUMER_IDS_CHANGED): the queues each holds
     after each change."""
@@ -99,3 +120,7 @@ def test_stores_agree(sides: harness.Sides) -> None:
         harness.assert_same(f"trace --key {key}", real_tx, serve_tx)
         verdicts = [json.loads(t)["verdict"] for t in real_tx]
         assert verdicts == [TX_VERDICTS[key]], (key, real_tx)
+    # the dead producer's transaction: how often it was put back depends on timing
+    dies = {side: [json.loads(t)["verdict"] for t in harness.trace_view(store, "tx-dies")]
+            for side, store in (("real", real), ("serve", serve))}
+    assert dies == {"real": ["consumed"], "serve": ["consumed"]}, dies

@@ -690,6 +690,79 @@ public final class Flow {
         }
     }
 
+    /**
+     * A transaction whose producer dies before the broker checks it back: the producer sends
+     * the half message, leaves it UNKNOW and halts without shutting down.
+     */
+    static void transactionDies() throws Exception {
+        TransactionMQProducer p = config(new TransactionMQProducer(prefix + "_txdg"));
+        p.setSendMsgTimeout(15000);
+        p.setTransactionListener(new TransactionListener() {
+            @Override
+            public LocalTransactionState executeLocalTransaction(Message m, Object arg) {
+                return LocalTransactionState.UNKNOW;
+            }
+
+            @Override
+            public LocalTransactionState checkLocalTransaction(MessageExt m) {
+                out("check.dead", "key", m.getKeys());
+                return LocalTransactionState.UNKNOW;
+            }
+        });
+        p.start();
+        TransactionSendResult r = p.sendMessageInTransaction(
+            msg(prefix + "TxDies", "TX", "tx-dies", "tx-dies"), null);
+        out("send", "key", "tx-dies", "status", r.getSendStatus().name(), "state",
+            r.getLocalTransactionState().name());
+        System.out.flush();
+        Runtime.getRuntime().halt(0);
+    }
+
+    /**
+     * A new producer of the dead one's group: the broker's next check-back reaches it, it
+     * commits, and a consumer gets the message.
+     */
+    static void transactionRevives() throws Exception {
+        String t = prefix + "TxDies";
+        CountDownLatch checked = new CountDownLatch(1);
+        TransactionMQProducer p = config(new TransactionMQProducer(prefix + "_txdg"));
+        p.setTransactionListener(new TransactionListener() {
+            @Override
+            public LocalTransactionState executeLocalTransaction(Message m, Object arg) {
+                return LocalTransactionState.UNKNOW;
+            }
+
+            @Override
+            public LocalTransactionState checkLocalTransaction(MessageExt m) {
+                if (checked.getCount() > 0) {
+                    out("check", "key", m.getKeys(), "m", seen(m));
+                }
+                checked.countDown();
+                return LocalTransactionState.COMMIT_MESSAGE;
+            }
+        });
+        p.start();
+        try {
+            CountDownLatch got = new CountDownLatch(1);
+            DefaultMQPushConsumer c = pushConsumer(prefix + "_txdc");
+            c.subscribe(t, "*");
+            c.registerMessageListener((MessageListenerConcurrently) (list, ctx) -> {
+                for (MessageExt m : list) {
+                    out("deliver", "m", seen(m));
+                    got.countDown();
+                }
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+            });
+            c.start();
+            out("checked", "ok", await(checked, 120000));
+            out("delivered", "ok", await(got, 120000));
+            Thread.sleep(3000);  // the consumed offset is stored before the consumer leaves
+            c.shutdown();
+        } finally {
+            p.shutdown();
+        }
+    }
+
     /** Consumers join and leave a group: the queues each holds after each change. */
     static void rebalance() throws Exception {
         String t = prefix + "Rb";
@@ -788,6 +861,12 @@ public final class Flow {
                     break;
                 case "rebalance":
                     rebalance();
+                    break;
+                case "txdies":
+                    transactionDies();
+                    break;
+                case "txrevive":
+                    transactionRevives();
                     break;
                 default:
                     System.err.println("no flow " + flow);
