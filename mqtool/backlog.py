@@ -15,9 +15,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from mqtool.formats.errors import MqtoolError
+from mqtool.formats.commitlog import CommitLogMessage
+from mqtool.formats.errors import FormatError, MqtoolError
 from mqtool.formats.pop import REVIVE_TOPIC_PREFIX, PopAck, PopCheckPoint
 from mqtool.formats.rules import PROPERTY_REAL_TOPIC, PROPERTY_TIMER_OUT_MS, TIMER_TOPIC
 from mqtool.formats.timer import parse_timer_checkpoint
@@ -26,45 +29,102 @@ from mqtool.store.reader import Store
 
 REVIVE_GROUP = "CID_RMQ_SYS_REVIVE_GROUP"  # PopAckConstants.REVIVE_GROUP
 
+#: What became of one popped message of a checkpoint (:meth:`PopLedger.state`).
+POP_STATES = ("acked", "changed", "revived", "revive-due", "in-flight")
+
+
+@dataclass(frozen=True, slots=True)
+class Checkout:
+    """One checkpoint: the messages one POP request checked out of one queue, the first stored
+    copy of its record (``record``: the timer's, else the revive topic's) and whether the revive
+    service has passed its revive-topic copy (``passed``)."""
+
+    ck: PopCheckPoint
+    record: CommitLogMessage
+    passed: bool
+
+
+class PopLedger:
+    """Every checkpoint and ack of the revive records (at commitlog offset ``since`` or later,
+    of the ``topics`` given, else of all). A record whose body does not parse is noted on the
+    store (a finding at its file and offset) and left out."""
+
+    def __init__(self, store: Store, revive_offsets: dict[int, int] | None = None, *,
+                 since: int = 0, topics: Iterable[str] | None = None) -> None:
+        want = None if topics is None else set(topics)
+        self.checkouts: dict[tuple[str, str, int, int, int], Checkout] = {}
+        # (group, topic, queue, queue offset, popTime of the checkpoint acked) -> first record
+        self.acks: dict[tuple[str, str, int, int, int], CommitLogMessage] = {}
+        for m in revive_records(store, since):
+            try:
+                rec = parse_record(store, m)
+            except FormatError as e:
+                store.note(e.finding())
+                continue
+            if want is not None and rec.topic not in want:
+                continue
+            if isinstance(rec, PopAck):
+                for off in rec.ack_offsets:
+                    k = (rec.group, rec.topic, rec.queue_id, off, rec.pop_time)
+                    if k not in self.acks or m.physical_offset < self.acks[k].physical_offset:
+                        self.acks[k] = m
+                continue
+            key = (rec.group, rec.topic, rec.queue_id, rec.start_offset, rec.pop_time)
+            passed = (m.topic.startswith(REVIVE_TOPIC_PREFIX) and revive_offsets is not None
+                      and m.queue_offset < revive_offsets.get(m.queue_id, 0))
+            old = self.checkouts.get(key)
+            if old is not None:
+                first = min(old.record, m, key=lambda x: x.physical_offset)
+                self.checkouts[key] = Checkout(rec, first, passed or old.passed)
+            else:
+                self.checkouts[key] = Checkout(rec, m, passed)
+        self._popped: dict[tuple[str, str, int, int], list[int]] = {}
+        for (g, t, q, _, pt), c in self.checkouts.items():
+            for off in c.ck.queue_offsets():
+                self._popped.setdefault((g, t, q, off), []).append(pt)
+
+    def ack_of(self, ck: PopCheckPoint, offset: int) -> CommitLogMessage | None:
+        """The first record acking ``offset`` of checkpoint ``ck`` (an ack names the popTime
+        of the checkpoint it closes)."""
+        return self.acks.get((ck.group, ck.topic, ck.queue_id, offset, ck.pop_time))
+
+    def checked_out_again(self, ck: PopCheckPoint, offset: int) -> bool:
+        """Whether a later checkpoint holds ``offset`` (changeInvisibleTime writes a new
+        checkpoint and acks the old one)."""
+        return any(pt > ck.pop_time
+                   for pt in self._popped.get((ck.group, ck.topic, ck.queue_id, offset), ()))
+
+    def state(self, c: Checkout, offset: int, now: int, *, revived: bool = False) -> str:
+        """One of :data:`POP_STATES` for ``offset`` of checkout ``c``: ``revived`` when the
+        revive service has passed its checkpoint or the caller has seen the revived copy."""
+        if self.ack_of(c.ck, offset) is not None:
+            return "changed" if self.checked_out_again(c.ck, offset) else "acked"
+        if revived or c.passed:
+            return "revived"
+        return "revive-due" if c.ck.revive_time <= now else "in-flight"
+
 
 def pop_inflight(store: Store, revive_offsets: dict[int, int] | None, now: int
                  ) -> list[dict[str, Any]]:
-    """Per (group, topic, queue): popped messages acked, in flight (invisible until when),
-    due for revive (their revive time is past ``now`` but the revive service has not passed
-    their checkpoint) and revived. ``revive_offsets``: the revive service's committed offset
-    per revive queue."""
-    cks: dict[tuple[str, str, int, int, int], tuple[PopCheckPoint, bool]] = {}
-    acked: set[tuple[str, str, int, int]] = set()
-    for m in revive_records(store):
-        try:
-            rec = parse_record(store, m)
-        except MqtoolError:
-            continue  # verify reports it (integrity.pop.check_pop)
-        if isinstance(rec, PopAck):
-            for off in rec.ack_offsets:
-                acked.add((rec.group, rec.topic, rec.queue_id, off))
-            continue
-        key = (rec.group, rec.topic, rec.queue_id, rec.start_offset, rec.pop_time)
-        passed = (m.topic.startswith(REVIVE_TOPIC_PREFIX) and revive_offsets is not None
-                  and m.queue_offset < revive_offsets.get(m.queue_id, 0))
-        old = cks.get(key)
-        cks[key] = (rec, passed or (old[1] if old else False))
+    """Per (group, topic, queue): popped messages acked, acked by an invisible-time change,
+    in flight (invisible until when), due for revive (their revive time is past ``now`` but
+    the revive service has not passed their checkpoint) and revived. ``revive_offsets``: the
+    revive service's committed offset per revive queue."""
+    ledger = PopLedger(store, revive_offsets)
+    names = {"acked": "acked", "changed": "invisibleChanged", "revived": "revived",
+             "revive-due": "reviveDue", "in-flight": "inFlight"}
     rows: dict[tuple[str, str, int], dict[str, Any]] = {}
-    for (group, topic, qid, _, _), (ck, passed) in sorted(cks.items()):
+    for (group, topic, qid, _, _), c in sorted(ledger.checkouts.items()):
         row = rows.setdefault((group, topic, qid), {
             "group": group, "topic": topic, "queueId": qid, "popped": 0, "acked": 0,
-            "inFlight": 0, "reviveDue": 0, "revived": 0, "invisibleUntil": None})
-        for off in ck.queue_offsets():
+            "invisibleChanged": 0, "inFlight": 0, "reviveDue": 0, "revived": 0,
+            "invisibleUntil": None})
+        for off in c.ck.queue_offsets():
             row["popped"] += 1
-            if (group, topic, qid, off) in acked:
-                row["acked"] += 1
-            elif passed:
-                row["revived"] += 1
-            elif ck.revive_time <= now:
-                row["reviveDue"] += 1
-            else:
-                row["inFlight"] += 1
-                row["invisibleUntil"] = max(row["invisibleUntil"] or 0, ck.revive_time)
+            st = ledger.state(c, off, now)
+            row[names[st]] += 1
+            if st == "in-flight":
+                row["invisibleUntil"] = max(row["invisibleUntil"] or 0, c.ck.revive_time)
     return list(rows.values())
 
 

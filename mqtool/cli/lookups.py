@@ -188,6 +188,8 @@ _STATE_STYLE = {
     "rolled-back": "red",
     "discarded": "red",
     "checked": "yellow",
+    "in-flight": "yellow",
+    "revive-due": "bold yellow",
 }
 
 
@@ -199,6 +201,7 @@ def _fmt_ms(ms: int | None) -> str:
 
 def _hop_node(n: int, h: Hop) -> Tree:
     from mqtool.formats.rules import fmt_delay
+    from mqtool.trace import fmt_duration
 
     node = Tree(line(
         (f"{n}. ", "dim"),
@@ -222,6 +225,10 @@ def _hop_node(n: int, h: Hop) -> Tree:
         node.add(" · ".join(bits))
     if h.note:
         node.add(h.note)
+    for c in h.checkouts:
+        node.add(line((f"POP checkout by {c.group} at {fmt_time(c.pop_time)}, invisible "
+                       f"{fmt_duration(c.invisible_time)}: {c.state}", "dim"),
+                      f" · {c.detail} · checkpoint at commitlog {c.ck_record}"))
     node.add(line((h.state_detail, _STATE_STYLE.get(h.state, ""))))
     return node
 

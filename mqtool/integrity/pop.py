@@ -19,8 +19,9 @@ from mqtool.formats.rules import PROPERTY_REAL_TOPIC, PROPERTY_TAGS, TIMER_TOPIC
 from mqtool.store.reader import Store
 
 
-def revive_records(store: Store) -> Iterator[CommitLogMessage]:
-    """The revive topics' records, and the timer's records bound for a revive topic."""
+def revive_records(store: Store, since: int = 0) -> Iterator[CommitLogMessage]:
+    """The revive topics' records, and the timer's records bound for a revive topic (those at
+    commitlog offset ``since`` or later)."""
     seen: set[int] = set()
     for topic, qid in store.queue_ids():
         timer = topic == TIMER_TOPIC
@@ -28,7 +29,7 @@ def revive_records(store: Store) -> Iterator[CommitLogMessage]:
             continue
         for qe in store.queue_entries(topic, qid):
             phy = qe.entry.commit_log_offset
-            if phy in seen:
+            if phy in seen or phy < since:
                 continue
             m = store.try_message_at(phy)
             if m is None:

@@ -230,6 +230,17 @@ def _trace_section(page: Page, tr: dict[str, Any], number: int, total: int) -> N
         + ["offsetMsgId"],
         rows, cell_class=classes,
     )
+    pops = [(i, c) for i, h in enumerate(hops, 1) for c in h.get("popCheckouts") or []]
+    if pops:
+        page.raw(f"<p>POP checkouts ({len(pops)}, from the checkpoint and ack records in "
+                 "rmq_sys_REVIVE_LOG and the timer):</p>")
+        page.table(["record #", "group", "checked out (UTC)", "invisible until (UTC)", "state",
+                    "detail", "checkpoint record"],
+                   [[i, c["group"], _on(day, c["popTime"]), _on(day, c["invisibleUntil"]),
+                     c["state"], c["detail"], f"commitlog {c['checkpointRecord']}"]
+                    for i, c in pops],
+                   cell_class=[["", "", "", "", f"state-{c['state']}", "", "mono"]
+                               for _, c in pops])
     client = tr.get("clientTrace") or []
     if client:
         page.raw(f"<p>What the clients reported ({len(client)} events in RMQ_SYS_TRACE_TOPIC, "

@@ -4,7 +4,8 @@ share."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.pop import split_pop_retry_topic
@@ -23,6 +24,7 @@ from mqtool.trace.model import (
     RESEND_PROPERTY_NAMES,
     RESEND_PROPERTY_PREFIX,
     ConsumerState,
+    PopCheckout,
 )
 
 
@@ -36,6 +38,8 @@ class TraceContext:
     now: int
     # records whose place in their queue holds another unit (RecordCheck.check)
     unreached: frozenset[int] = frozenset()
+    # POP checkouts by the commitlog offset of the copy checked out (mqtool.trace.checkouts)
+    checkouts: Mapping[int, tuple[PopCheckout, ...]] = field(default_factory=dict)
 
 
 def fmt_duration(ms: int) -> str:

@@ -36,6 +36,7 @@ from mqtool.query import ProgressFn
 from mqtool.store.reader import Store
 from mqtool.store.search import Finder, search
 from mqtool.timefmt import fmt_time
+from mqtool.trace.checkouts import journey_checkouts
 from mqtool.trace.hops import (
     TraceContext,
     consumers,
@@ -205,7 +206,18 @@ def _build_hops(ctx: TraceContext, msgs: list[CommitLogMessage]) -> list[Hop]:
             if back is not None:
                 state, detail = "consumed", f"consumed by {back} and sent back" + (
                     "" if ctx.consumer_offsets is None else f"; {detail}")
-        hops.append(Hop(kind, m, since, level, delay_ms, due, state, detail, group, cons, note))
+            pops = ctx.checkouts.get(m.physical_offset, ())
+            if pops and back is None:  # POP: what became of the last checkout
+                last = pops[-1]
+                state = {"acked": "consumed", "changed": "consumed"}.get(last.state, last.state)
+                n = f"{len(pops)} times" if len(pops) > 1 else "once"
+                verb = {"acked": "was acked", "changed": "had its invisible time changed",
+                        "revived": "was not acked and was revived",
+                        "revive-due": "was not acked and is due for revive"}.get(
+                    last.state, f"is in flight, invisible until {fmt_time(last.revive_time)}")
+                detail = f"checked out by {last.group} (POP) {n}; the last checkout {verb}"
+        hops.append(Hop(kind, m, since, level, delay_ms, due, state, detail, group, cons, note,
+                        ctx.checkouts.get(m.physical_offset, ())))
     return hops
 
 
@@ -265,6 +277,15 @@ def _verdict(ctx: TraceContext, hops: list[Hop]) -> tuple[str, str]:
         if last.state in ("pending", "overdue"):
             return prefix + f"still scheduled: timer due at {due}{rel}", "scheduled"
         return prefix + f"delivered by the timer to {last.real_topic}; copy not found", "delivered"
+    pop = last.checkouts[-1] if last.checkouts else None
+    if pop is not None and pop.state in ("in-flight", "revive-due"):
+        until = fmt_time(pop.revive_time)
+        if pop.state == "in-flight":
+            return (prefix + f"checked out by group {pop.group} (POP) at "
+                    f"{fmt_time(pop.pop_time)}, not acked: invisible until {until}, in "
+                    f"{fmt_duration(pop.revive_time - ctx.now)}", "in-flight")
+        return (prefix + f"checked out by group {pop.group} (POP) at {fmt_time(pop.pop_time)}, "
+                f"not acked: due for revive since {until}", "waiting-retry")
     retries = len([h for h in tail if h.kind in ("retry", "pop-retry")])
     what = "delivered" if retries == 0 else (
         f"delivered after {retries} {'retry' if retries == 1 else 'retries'}")
@@ -335,6 +356,7 @@ def _make_trace(
     # the damage around the journey's records (and those the search read on the way)
     unreached = check.check([*msgs, *finder.walked])
     ctx, src = _context(store, delay_levels, now, msgs, unreached)
+    ctx.checkouts = journey_checkouts(store, msgs, ctx.now)
     hops = _build_hops(ctx, msgs)
     uniq = next((m.uniq_key for m in msgs if m.uniq_key), None)
     verdict, vkind = _verdict(ctx, hops)

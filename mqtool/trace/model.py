@@ -39,6 +39,30 @@ class ConsumerState:
 
 
 @dataclass(frozen=True, slots=True)
+class PopCheckout:
+    """One POP checkout of a hop's copy (a checkpoint of the revive records): by which group,
+    when (``pop_time``), invisible until ``revive_time``; ``state`` one of
+    :data:`mqtool.backlog.POP_STATES`, ``at`` when it ended (the ack's or the revived copy's
+    store time), the commitlog offsets of the checkpoint and ack records."""
+
+    group: str
+    pop_time: int
+    invisible_time: int
+    revive_time: int
+    state: str
+    at: int | None
+    detail: str
+    ck_record: int
+    ack_record: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"group": self.group, "popTime": self.pop_time,
+                "invisibleTimeMs": self.invisible_time, "invisibleUntil": self.revive_time,
+                "state": self.state, "at": self.at, "detail": self.detail,
+                "checkpointRecord": self.ck_record, "ackRecord": self.ack_record}
+
+
+@dataclass(frozen=True, slots=True)
 class Hop:
     """One record of the journey, with what the store says happened to it.
 
@@ -60,6 +84,7 @@ class Hop:
     group: str | None = None
     consumers: tuple[ConsumerState, ...] = ()
     note: str | None = None  # e.g. which DLQ record a resent copy came from
+    checkouts: tuple[PopCheckout, ...] = ()  # POP checkouts of this copy
 
     @property
     def topic(self) -> str:
@@ -116,6 +141,7 @@ class Hop:
             "originMessageId": p.get(PROPERTY_ORIGIN_MESSAGE_ID),
             "consumers": [c.to_json() for c in self.consumers],
             "note": self.note,
+            "popCheckouts": [c.to_json() for c in self.checkouts],
         }
 
 

@@ -3,6 +3,7 @@ and dead letters whose original topic is the POP retry topic's topic part."""
 
 from __future__ import annotations
 
+import base64
 import json
 
 from typer.testing import CliRunner
@@ -69,3 +70,95 @@ def test_trace_of_a_pop_dead_letter_names_the_group() -> None:
             [r["phyOffset"] for r in retry_copies]
         assert {h["group"] for h in retries} == {group}
         assert all(f"group {group}_" not in h["stateDetail"] for h in tr["hops"])
+
+
+def _revive_bodies() -> tuple[dict[tuple[str, str, int, int, int], dict[str, object]],
+                              dict[tuple[str, str, int, int, int], int]]:
+    """From the manifest: every checkpoint (group, topic, queue, startOffset, popTime) -> body
+    and every acked (group, topic, queue, offset, popTime) -> first ack record's offset."""
+    cks: dict[tuple[str, str, int, int, int], dict[str, object]] = {}
+    acks: dict[tuple[str, str, int, int, int], int] = {}
+    for r in manifest_jsonl(NAME, "commitlog.jsonl"):
+        if r["kind"] != "msg":
+            continue
+        p = r["properties"]
+        if "REVIVE_LOG" not in str(r["topic"]) + p.get("REAL_TOPIC", ""):
+            continue
+        b = json.loads(base64.b64decode(r["bodyBase64"]))
+        if p["TAGS"] == "ck":
+            cks.setdefault((b["c"], b["t"], b["q"], b["so"], b["pt"]), b)
+        else:
+            acks.setdefault((b["c"], b["t"], b["q"], b["ao"], b["pt"]), r["phyOffset"])
+    return cks, acks
+
+
+def _scenario_fates() -> dict[str, list[str]]:
+    """What the scenario's clients did with each key (scenario-log.txt, written by the
+    fixture script as it drove the real broker)."""
+    fates: dict[str, list[str]] = {}
+    log = (store_dir(NAME).parent / "scenario-log.txt").read_text(encoding="utf-8")
+    for ln in log.splitlines():
+        parts = ln.split()
+        for word in ("acked", "dead-lettered", "change", "left", "held"):
+            if word in parts[1:3] or (word == "held" and "held" in parts):
+                key = next((p for p in parts if p.startswith("PopTopic")), None)
+                if key is not None:
+                    fates.setdefault(key, []).append(word)
+    return fates
+
+
+def test_trace_shows_each_pop_checkout_and_its_end() -> None:
+    """Every copy of every POP message: its checkouts are the manifest's checkpoints that hold
+    its queue offset, each acked (an ack with that popTime), changed (acked and checked out
+    again), revived (a later copy in the POP retry topic) or in flight."""
+    cks, acks = _revive_bodies()
+    msgs = [r for r in manifest_jsonl(NAME, "commitlog.jsonl") if r["kind"] == "msg"]
+    fates = _scenario_fates()
+    for key in sorted(fates):
+        res = CliRunner().invoke(app, ["trace", str(store_dir(NAME)), "--key", key, "--json"])
+        assert res.exit_code == 0, res.output
+        (tr,) = json.loads(res.stdout)["traces"]
+        copies = [r for r in msgs if r["properties"].get("KEYS") == key
+                  and not str(r["topic"]).startswith(("%DLQ%", "rmq_sys"))]
+        hops = {h["commitLogOffset"]: h for h in tr["hops"]}
+        states = []
+        for i, r in enumerate(copies):
+            held = [(k, b) for k, b in sorted(cks.items(), key=lambda kv: kv[0][4])
+                    if k[1:3] == (r["topic"], r["queueId"])
+                    and r["queueOffset"] in [k[3] + d for d in b["d"]]]
+            got = hops[r["phyOffset"]]["popCheckouts"]
+            assert [c["popTime"] for c in got] == [k[4] for k, _ in held], key
+            for (k, b), c in zip(held, got, strict=True):
+                assert c["invisibleUntil"] == k[4] + b["it"]
+                ack = acks.get((k[0], k[1], k[2], r["queueOffset"], k[4]))
+                assert c["ackRecord"] == ack
+                later = any(k2[1:3] == k[1:3] and k2[4] > k[4] for k2, b2 in held)
+                if ack is not None:
+                    assert c["state"] == ("changed" if later else "acked"), key
+                elif copies[i + 1:]:
+                    assert c["state"] == "revived", key
+                    assert c["at"] == copies[i + 1]["storeTimestamp"]
+                else:
+                    assert c["state"] == "in-flight", key
+                states.append(c["state"])
+        fate = fates[key]
+        if "held" in fate:
+            assert states == ["in-flight"] and tr["verdictKind"] == "in-flight", key
+        if "left" in fate:
+            assert states[0] == "revived", key
+        if "change" in fate:
+            assert states[0] == "changed", key
+        if "acked" in fate or "dead-lettered" in fate:
+            assert states[-1] == "acked", key
+        if "dead-lettered" in fate:
+            assert tr["verdictKind"] == "dead-lettered"
+
+
+def test_trace_html_lists_the_pop_checkouts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "journey.html"
+    res = CliRunner().invoke(app, ["trace", str(store_dir(NAME)), "--key", "PopTopic-2",
+                                   "--html", str(out)])
+    assert res.exit_code == 0, res.output
+    page = out.read_text(encoding="utf-8")
+    assert "POP checkouts" in page and "state-changed" in page and "state-revived" in page
+    assert "POP checkout by cg_pop" in res.stdout
