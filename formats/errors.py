@@ -1,4 +1,5 @@
-"""The one exception hierarchy of mqtool, and the one ``Finding`` type.
+"""The one exception hierarchy of mqtool, and the one ``Finding`` type (the Spark adapter's
+errors, :mod:`mqtool.spark.errors`, derive from it one layer up).
 
 Every error mqtool raises on purpose derives from :class:`MqtoolError`; the CLI catches exactly
 that base, prints one line and exits with the error's :attr:`MqtoolError.exit_status` (the

@@ -1,5 +1,8 @@
 """POP consumption records: checkpoints and acks in the revive topic (RocketMQ 5.x).
 
+Parsed here; ``mqtool verify`` checks them in :mod:`mqtool.integrity.pop` (the same records,
+one layer up).
+
 Mirrors ``org.apache.rocketmq.store.pop.PopCheckPoint``, ``AckMsg`` and ``BatchAckMsg`` (their
 fastjson ``@JSONField`` names) and ``org.apache.rocketmq.common.PopAckConstants``. The broker
 stores them as the bodies of messages in ``rmq_sys_REVIVE_LOG_<cluster>`` (tag ``ck``, ``ack`` or

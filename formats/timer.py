@@ -1,5 +1,8 @@
 """Timer message store files (RocketMQ 5.0.0+): timerlog, timerwheel, config/timercheck.
 
+Read here; ``mqtool verify`` checks them in :mod:`mqtool.integrity.timer` (the same files, one
+layer up).
+
 Mirrors ``org.apache.rocketmq.store.timer.TimerLog`` / ``TimerMessageStore#doEnqueue`` (the
 52-byte timerlog unit and its file-end blank), ``TimerWheel`` / ``Slot`` (the 32-byte wheel slot)
 and ``TimerCheckpoint`` (``config/timercheck``). Byte order: big-endian everywhere (Java

@@ -19,7 +19,7 @@ from mqtool.formats.buffers import Buffer
 from mqtool.formats.commitlog import CommitLogMessage, FileEnd, parse_message
 from mqtool.formats.errors import Finding, FormatError
 from mqtool.formats.walker import Unreadable
-from mqtool.integrity.records import RecordCheck
+from mqtool.integrity.record_check import RecordCheck
 from mqtool.store.files import CommitLogFile
 from mqtool.store.reader import Store
 
@@ -177,7 +177,7 @@ def select_messages(
 ) -> Iterator[CommitLogMessage]:
     """Messages matching ``flt`` in commitlog order (files before ``since`` are skipped); the
     damage around each (its consume-queue unit, its index entries:
-    :class:`mqtool.integrity.records.RecordCheck`) is noted in the store's findings."""
+    :class:`mqtool.integrity.record_check.RecordCheck`) is noted in the store's findings."""
     n = 0
     if flt.limit is not None and flt.limit <= 0:
         return

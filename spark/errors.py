@@ -1,4 +1,5 @@
-"""Errors of the Spark adapter (part of mqtool's one exception hierarchy)."""
+"""Errors of the Spark adapter: the exception hierarchy of :mod:`mqtool.formats.errors`, one
+layer up (the same concept at two layers)."""
 
 from __future__ import annotations
 

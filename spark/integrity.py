@@ -35,7 +35,7 @@ from mqtool.formats.errors import (
     Severity,
 )
 from mqtool.formats.rules import KEY_SEPARATOR, TRANSACTION_ROLLBACK_TYPE
-from mqtool.integrity.rules import NOT_IN_CONSUME_QUEUE, TRANSACTION_TYPE_MASK
+from mqtool.integrity.dispatch_rules import NOT_IN_CONSUME_QUEUE, TRANSACTION_TYPE_MASK
 from mqtool.spark.audits import CRC_ROW, TALLY_SUM, TALLY_XOR, fold_tallies, messages
 from mqtool.spark.schema import (
     FINDING_SCHEMA,
@@ -51,8 +51,9 @@ _KEYS = ["store", "commitLogOffset"]
 
 def gets_unit(sys_flag: Column) -> Column:
     """Whether a message record of ``sys_flag`` gets a consume-queue unit: the rule of
-    :func:`mqtool.integrity.rules.expected_in_cq` as a column (tests/spark/test_spark_facts.py
-    checks the two, and ``FactsJob.java``'s reading of :func:`unit_rule`, against each other)."""
+    :func:`mqtool.integrity.dispatch_rules.expected_in_cq` as a column
+    (tests/spark/test_spark_facts.py checks the two, and ``FactsJob.java``'s reading of
+    :func:`unit_rule`, against each other)."""
     return ~sys_flag.bitwiseAND(TRANSACTION_TYPE_MASK).isin(*NOT_IN_CONSUME_QUEUE)
 
 

@@ -1,4 +1,5 @@
 """``mqtool scan`` as a library call: decode stores with Spark, run the audits, summarise.
+``mqtool scan`` (:mod:`mqtool.cli.scan`) is its command line.
 
 :func:`run_scan` is what the CLI calls; it returns a :class:`ScanResult` whose ``summary`` is
 the JSON contract of ``mqtool scan --json``::

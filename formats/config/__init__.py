@@ -4,7 +4,7 @@ and the one loader with the broker's ``.bak`` fallback.
 * :mod:`.fastjson` - the fastjson 1.x text dialect (parser and byte-exact writer);
 * :mod:`.delay_offset`, :mod:`.consumer_offset`, :mod:`.topics`, :mod:`.subscription_group` -
   one module per config file (typed model, ``parse_*`` and ``build_*``);
-* :mod:`.records` - ``DataVersion`` and the field readers the models share;
+* :mod:`.fields` - ``DataVersion`` and the field readers the models share;
 * :mod:`.load` - ``ConfigManager#load`` / ``loadBak``: :func:`load_config`.
 
 Java map orders (``chm_order``) live in :mod:`mqtool.formats.javacompat`.
@@ -32,13 +32,13 @@ from mqtool.formats.config.fastjson import (
     java_set,
     loads_fastjson,
 )
+from mqtool.formats.config.fields import (
+    DataVersion,
+)
 from mqtool.formats.config.load import (
     CONFIG_PARSERS,
     ConfigLoad,
     load_config,
-)
-from mqtool.formats.config.records import (
-    DataVersion,
 )
 from mqtool.formats.config.subscription_group import (
     SUBSCRIPTION_GROUP_TABLE_CAPACITY,

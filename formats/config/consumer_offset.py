@@ -10,7 +10,7 @@ from mqtool.formats.config.fastjson import (
     dumps_fastjson,
     java_set,
 )
-from mqtool.formats.config.records import DataVersion, int_table, load_object
+from mqtool.formats.config.fields import DataVersion, int_table, load_object
 from mqtool.formats.errors import FormatError
 from mqtool.formats.javacompat import hashmap_order
 

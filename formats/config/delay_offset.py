@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqtool.formats.config.fastjson import dumps_fastjson
-from mqtool.formats.config.records import DataVersion, int_table, load_object
+from mqtool.formats.config.fields import DataVersion, int_table, load_object
 from mqtool.formats.errors import FormatError
 
 

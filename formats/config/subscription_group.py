@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mqtool.formats.config.fastjson import dumps_fastjson
-from mqtool.formats.config.records import DataVersion, load_object
+from mqtool.formats.config.fields import DataVersion, load_object
 from mqtool.formats.errors import FormatError
 from mqtool.formats.rules import DEFAULT_MAX_RECONSUME_TIMES
 

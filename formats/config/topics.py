@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mqtool.formats.config.fastjson import dumps_fastjson
-from mqtool.formats.config.records import DataVersion, is_int, load_object
+from mqtool.formats.config.fields import DataVersion, is_int, load_object
 from mqtool.formats.errors import FormatError
 
 TOPIC_CONFIG_TABLE_CAPACITY = 1024  # TopicConfigManager.topicConfigTable (ConcurrentHashMap)

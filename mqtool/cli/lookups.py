@@ -131,7 +131,7 @@ def msg_by_offset(msg_id: str) -> bool | None:
 
 def run_msg(store: Path, msg_id: str, by_offset: bool, body: str, json_: bool) -> None:
     """``mqtool msg``: every message an id or offset names (``body``: a checked --body mode)."""
-    from mqtool.integrity.records import records_named
+    from mqtool.integrity.record_check import records_named
     from mqtool.jsonview import message_dict
 
     with handle_errors():

@@ -221,7 +221,7 @@ def index(
         if key is None:
             _index_files(st, json_)
         else:
-            from mqtool.integrity.records import records_keyed
+            from mqtool.integrity.record_check import records_keyed
 
             found, via = records_keyed(st, key, topic)
             _key_messages(key, topic, via, found, json_)

@@ -1,5 +1,7 @@
 """``mqtool scan``: Spark-backed bulk audits over one or more stores.
 
+The command line of :mod:`mqtool.spark.scan` (the same concept, one layer up).
+
 The command parses options, makes one library call (:func:`mqtool.spark.scan.run_scan`) and
 renders the summary. pyspark is imported only when the command runs.
 """

@@ -89,8 +89,8 @@ def serve(
     Example: mqtool serve ./live-store --namesrv-port 9876 --broker-port 10911
     """
     from mqtool.delaylevels import levels_to_write
-    from mqtool.serve.server import ServeOptions, serve_options
-    from mqtool.serve.server import serve as run_serve
+    from mqtool.serve.service import ServeOptions, serve_options
+    from mqtool.serve.service import serve as run_serve
 
     with handle_errors():  # refused before the store is touched: a usage error
         delay_levels = levels_to_write(delay_levels, broker_conf)

@@ -2,7 +2,7 @@
 would cut at the next start, and a repaired copy (``mqtool repair``).
 
 ``Report`` and ``verify`` (:mod:`.checks`) load on first use, so that a module of the package
-(``integrity.pop``, ``integrity.rules``) is imported without the whole of verify and numba.
+(``integrity.pop``, ``integrity.dispatch_rules``) is imported without the whole of verify and numba.
 """
 
 from __future__ import annotations

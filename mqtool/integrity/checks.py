@@ -3,7 +3,7 @@
 Reads the store through :class:`mqtool.store.Store` (read-only maps; the commitlog through its
 record walk) and checks:
 
-* the commitlog (:mod:`.scan`): the record chain of every file (magic, TOTALSIZE,
+* the commitlog (:mod:`.commitlog_pass`): the record chain of every file (magic, TOTALSIZE,
   PHYSICALOFFSET, fields adding up), body CRC (and the 5.x ``__CRC32#`` property CRC) when
   asked, BLANK ends, file sizes, gaps between files, zeros in the middle of the data versus a
   crash's pre-allocated tail;
@@ -23,8 +23,8 @@ place. Only ``tables=True`` (what ``mqtool repair`` asks for) keeps every messag
 entry in the report.
 
 The rules shared with the Spark audits (which units and messages are not findings) live in
-:mod:`mqtool.integrity.rules`. Every finding names the file relative to the store root and the
-byte offset inside that file (a commitlog position may follow as ``phy``).
+:mod:`mqtool.integrity.dispatch_rules`. Every finding names the file relative to the store root
+and the byte offset inside that file (a commitlog position may follow as ``phy``).
 """
 
 from __future__ import annotations
@@ -35,9 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from mqtool.formats.errors import Finding, Severity
+from mqtool.integrity.commitlog_pass import scan_commitlog
 from mqtool.integrity.indexcheck import IndexCheck
 from mqtool.integrity.meta import check_checkpoint, check_configs
-from mqtool.integrity.model import (
+from mqtool.integrity.pop import check_pop
+from mqtool.integrity.queues import check_units, check_window, queue_shape
+from mqtool.integrity.rocksdb import compare_double_written
+from mqtool.integrity.verify_report import (
     FileScan,
     FindingSink,
     IndexScan,
@@ -45,10 +49,6 @@ from mqtool.integrity.model import (
     QueueScan,
     Report,
 )
-from mqtool.integrity.pop import check_pop
-from mqtool.integrity.queues import check_units, check_window, queue_shape
-from mqtool.integrity.rocksdb import compare_double_written
-from mqtool.integrity.scan import scan_commitlog
 from mqtool.store.facts import Messages
 from mqtool.store.reader import Store
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mqtool.delaylevels import DelayLevels, resolve_delay_levels
-from mqtool.integrity.model import FindingSink
+from mqtool.integrity.verify_report import FindingSink
 from mqtool.store.reader import Store
 
 

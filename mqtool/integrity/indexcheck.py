@@ -26,8 +26,8 @@ import numpy as np
 
 from mqtool.formats.errors import Finding, FormatError
 from mqtool.formats.indexfile import INDEX_ENTRY_DTYPE, IndexGeometry, IndexReader
-from mqtool.integrity import rules
-from mqtool.integrity.model import FindingSink, IndexScan, ProgressFn
+from mqtool.integrity import dispatch_rules
+from mqtool.integrity.verify_report import FindingSink, IndexScan, ProgressFn
 from mqtool.store.facts import Messages
 from mqtool.store.files import map_readonly
 from mqtool.store.reader import Store
@@ -238,7 +238,7 @@ class IndexCheck:
         known = (pos_k < len(kr)) & (kr[np.minimum(pos_k, max(len(kr) - 1, 0))] == pair) if (
             len(kr)) else np.zeros(len(pair), bool)
         bad_key = ok & ~known
-        exp = rules.index_time_diffs(msgs.store_ts[ii] if len(msgs) else phys,
+        exp = dispatch_rules.index_time_diffs(msgs.store_ts[ii] if len(msgs) else phys,
                                      ix.begin_timestamp)
         bad_time = ok & known & (nums >= 2) & (ix.begin_timestamp > 0) & (exp != tds)
         for i in np.flatnonzero(past | dangling | bad_prev | bad_key | bad_time).tolist():

@@ -11,7 +11,7 @@ from mqtool.formats.config import parse_consumer_offset, parse_delay_offset
 from mqtool.formats.config.load import ConfigLoad, load_config
 from mqtool.formats.errors import Finding, FormatError, Severity
 from mqtool.formats.rules import SCHEDULE_TOPIC
-from mqtool.integrity.model import FindingSink, QueueScan
+from mqtool.integrity.verify_report import FindingSink, QueueScan
 from mqtool.store.reader import Store
 
 

@@ -1,5 +1,5 @@
 """POP records in ``mqtool verify``: every checkpoint and ack in the revive topic must be the
-JSON the broker writes (:mod:`mqtool.formats.pop`).
+JSON the broker writes. The checks over the POP records that :mod:`mqtool.formats.pop` parses.
 
 The broker stores a POP checkpoint or ack as a message of ``rmq_sys_REVIVE_LOG_<cluster>``
 (tag ``ck``, ``ack`` or ``bAck``), put through the timer with a delivery time: while it waits it

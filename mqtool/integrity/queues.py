@@ -6,9 +6,9 @@ and messages that have no unit.
   (:class:`QueueScan` ``segments``, min and max offset).
 * :func:`check_window` takes one window of the commitlog pass: for each message it reads the
   unit at its queue offset; a unit that points at the message, with its size and tagsCode, is
-  marked good (one bit per unit). Messages that must have a unit (``rules.expected_in_cq``) and
-  have none are findings; only when the unit at the message's offset is not its unit is the
-  whole queue consulted.
+  marked good (one bit per unit). Messages that must have a unit
+  (``dispatch_rules.expected_in_cq``) and have none are findings; only when the unit at the
+  message's offset is not its unit is the whole queue consulted.
 * :func:`check_units` reads the units :data:`QueueScan.CHUNK` at a time and checks every unit
   not marked good against the record at its commitlog offset (read in place,
   :func:`mqtool.store.records_at.messages_at`): impossible values, units past the valid data, units
@@ -28,8 +28,8 @@ import numpy as np
 
 from mqtool.formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, MAX_ADDR
 from mqtool.formats.errors import Finding, Severity
-from mqtool.integrity import rules
-from mqtool.integrity.model import FindingSink, ProgressFn, QueueChunk, QueueScan
+from mqtool.integrity import dispatch_rules
+from mqtool.integrity.verify_report import FindingSink, ProgressFn, QueueChunk, QueueScan
 from mqtool.store.facts import Messages
 from mqtool.store.files import numbered_files
 from mqtool.store.reader import Store
@@ -232,7 +232,7 @@ def check_window(
         return unreached
     for t_idx, topic in enumerate(msgs.topics):
         sel = np.flatnonzero(msgs.topic == t_idx)
-        tag_hash = rules.tags_code_is_tag_hash(topic)
+        tag_hash = dispatch_rules.tags_code_is_tag_hash(topic)
         for qid in np.unique(msgs.queue_id[sel]).tolist():
             rows = sel[msgs.queue_id[sel] == qid]
             qs = queues.get((topic, qid))
@@ -244,7 +244,7 @@ def check_window(
                 if tag_hash:
                     good &= (tags <= MAX_ADDR) | (tags == msgs.tags_code[rows])
                 qs.mark_good(place[good])
-            need = rules.expected_in_cq(msgs.sys_flag[rows]) & ~ours
+            need = dispatch_rules.expected_in_cq(msgs.sys_flag[rows]) & ~ours
             qmin = qs.min_offset if qs is not None else 0
             qmax = qs.max_offset if qs is not None else 0
             rows = rows[need & (msgs.queue_offset[rows] >= qmin)]

@@ -39,9 +39,9 @@ from typing import Any
 import numpy as np
 
 from mqtool.integrity.checks import Report
-from mqtool.integrity.model import QueueScan
-from mqtool.integrity.scan import message_windows
+from mqtool.integrity.commitlog_pass import message_windows
 from mqtool.integrity.timer import timer_restart_loss
+from mqtool.integrity.verify_report import QueueScan
 from mqtool.store.facts import Messages
 from mqtool.store.reader import Store
 from mqtool.store.records_at import messages_at
@@ -280,13 +280,13 @@ def _restart_loss(r: Report, store: Store) -> RestartLoss:
 def _keys_of(store: Store, lo: int, hi: int) -> int:
     """How many index entries RocketMQ's dispatch writes for the messages in [lo, hi) (read
     from the commitlog)."""
-    from mqtool.integrity import rules
+    from mqtool.integrity import dispatch_rules
 
     n = 0
     for m in message_windows(store, lo, hi):
         for phy in m.phy.tolist():
             msg = store.try_message_at(int(phy))
-            if msg is not None and (msg.sys_flag & rules.TRANSACTION_TYPE_MASK) != (
-                    rules.NOT_IN_CONSUME_QUEUE[1]):
-                n += len(rules.index_keys(msg.topic, msg.properties))
+            if msg is not None and (msg.sys_flag & dispatch_rules.TRANSACTION_TYPE_MASK) != (
+                    dispatch_rules.NOT_IN_CONSUME_QUEUE[1]):
+                n += len(dispatch_rules.index_keys(msg.topic, msg.properties))
     return n

@@ -1,5 +1,6 @@
 """``mqtool repair``: a repaired copy of a store that keeps every record and unit RocketMQ's own
 recovery keeps of it, and refuses when it cannot write one RocketMQ would start on.
+``mqtool repair`` (:mod:`mqtool.cli.repair`) is its command line.
 
 The source store is only read. The copy is built in a temporary directory beside ``--out``,
 every file fsynced, then renamed into place, so ``--out`` is either absent or complete; it keeps
@@ -76,7 +77,7 @@ from mqtool.formats.errors import (
 from mqtool.formats.indexfile import INDEX_ENTRY_DTYPE, index_key_hash
 from mqtool.formats.rules import SCHEDULE_TOPIC, TIMER_TOPIC, schedule_unit_delay
 from mqtool.formats.walker import data_extents, nonzero_end
-from mqtool.integrity import rules
+from mqtool.integrity import dispatch_rules
 from mqtool.integrity.checks import QueueScan, Report, verify
 from mqtool.integrity.layout import Layout, blank_record, missing_names, plan_layout
 from mqtool.integrity.recovery import cut_position, queue_cut
@@ -400,7 +401,7 @@ class _Plan:
         topic_idx = m.topics.index(q.topic) if q.topic in m.topics else -1
         sel = np.flatnonzero((m.topic == topic_idx) & (m.queue_id == q.queue_id)
                              & (m.phy < self.cut)
-                             & rules.expected_in_cq(m.sys_flag)) if topic_idx >= 0 else (
+                             & dispatch_rules.expected_in_cq(m.sys_flag)) if topic_idx >= 0 else (
             np.zeros(0, np.int64))
         by_qoff = {int(m.queue_offset[i]): int(i) for i in sel.tolist()}
         # schedule queues: tagsCode = deliver time = store time + the level's delay (evidence)
@@ -470,7 +471,7 @@ class _Plan:
     def _unit_for(self, row: int, q: QueueScan, m: Any, delta: int | None,
                   old_tags: int | None) -> tuple[int, int, int] | None:
         phy, size = int(m.phy[row]), int(m.size[row])
-        if rules.tags_code_is_tag_hash(q.topic):
+        if dispatch_rules.tags_code_is_tag_hash(q.topic):
             return phy, size, int(m.tags_code[row])
         if delta is not None:
             return phy, size, int(m.store_ts[row]) + delta
@@ -605,12 +606,12 @@ class _Plan:
                             offs.append(phy)
                             stamps.append(_store_time(src, phy))
                         continue
-                    if (msg.sys_flag & rules.TRANSACTION_TYPE_MASK) == (
-                            rules.NOT_IN_CONSUME_QUEUE[1]):
+                    if (msg.sys_flag & dispatch_rules.TRANSACTION_TYPE_MASK) == (
+                            dispatch_rules.NOT_IN_CONSUME_QUEUE[1]):
                         continue
                     kept = held.get(phy)
                     for h in kept if kept is not None else (
-                            index_key_hash(k) for k in rules.index_keys(msg.topic,
+                            index_key_hash(k) for k in dispatch_rules.index_keys(msg.topic,
                                                                         msg.properties)):
                         hashes.append(h)
                         offs.append(phy)

@@ -1,6 +1,6 @@
 """``mqtool verify``'s check of the RocketMQ 5.x timer files against each other and the
-commitlog: ``timerlog/``, ``timerwheel`` and ``config/timercheck`` (formats in
-:mod:`mqtool.formats.timer`).
+commitlog: ``timerlog/``, ``timerwheel`` and ``config/timercheck``. The checks over the timer
+files that :mod:`mqtool.formats.timer` reads.
 
 Facts (apache/rocketmq ``TimerMessageStore``, ``TimerLog``, ``TimerWheel``, ``TimerCheckpoint``):
 
@@ -45,7 +45,6 @@ from mqtool.formats.timer import (
     parse_timer_checkpoint,
     timer_wheel_file_size,
 )
-from mqtool.integrity.model import FindingSink, QueueScan
 from mqtool.integrity.timerlog import (
     TIMER_METRICS,
     TimerLog,
@@ -55,6 +54,7 @@ from mqtool.integrity.timerlog import (
     read_timerlog,
     timer_precision,
 )
+from mqtool.integrity.verify_report import FindingSink, QueueScan
 from mqtool.store.files import map_readonly
 from mqtool.store.reader import Store
 from mqtool.store.records_at import messages_at

@@ -23,7 +23,7 @@ from mqtool.formats.timer import (
     TimerLogEnd,
     iter_timerlog,
 )
-from mqtool.integrity.model import FindingSink
+from mqtool.integrity.verify_report import FindingSink
 from mqtool.store.files import map_readonly, numbered_files
 
 TIMER_METRIC_SMALL_THRESHOLD = 1_000_000  # MessageStoreConfig.timerMetricSmallThreshold

@@ -23,7 +23,6 @@ from mqtool.formats.timer import (
     parse_timer_checkpoint,
     timer_wheel_file_size,
 )
-from mqtool.integrity.model import FindingSink
 from mqtool.integrity.timerlog import (
     TIMER_METRICS,
     TimerLog,
@@ -33,6 +32,7 @@ from mqtool.integrity.timerlog import (
     read_timerlog,
     timer_precision,
 )
+from mqtool.integrity.verify_report import FindingSink
 from mqtool.store.files import map_readonly
 
 # So a repaired copy truncates the timerlog at the first unit whose record (offsetPy + sizePy)

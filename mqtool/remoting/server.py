@@ -1,8 +1,7 @@
 """The remoting server (asyncio, stdlib): connections accepted, frames read, requests handed
 to handlers, answers written.
 
-The same concept as :mod:`mqtool.serve.server` one layer down: this module serves frames to
-handlers, that one is the name server and broker process built on it.
+``mqtool serve`` (:mod:`mqtool.serve.service`) runs its name server and broker on this server.
 
 An :class:`asyncio.Protocol` per connection feeds the socket's bytes straight into a
 :class:`FrameDecoder` (no stream reader, no task or timer per request). Requests whose code may be

@@ -1,1 +1,1 @@
-"""``mqtool serve``: name server + broker over a reference store (see :mod:`.server`)."""
+"""``mqtool serve``: name server + broker over a reference store (see :mod:`.service`)."""

@@ -3,7 +3,7 @@ sysFlag, body CRC, index key hashes), one column each, in commitlog order.
 
 :class:`MessagesBuilder` builds them from kernel field tables (topic ids, tagsCode, index key
 hashes) or from records the walker decoded; ``verify``'s commitlog pass
-(:mod:`mqtool.integrity.scan`) builds them window by window, and
+(:mod:`mqtool.integrity.commitlog_pass`) builds them window by window, and
 :func:`mqtool.store.records_at.messages_at` for records read at given offsets (consume-queue
 units, index entries).
 """
@@ -20,7 +20,7 @@ from mqtool.formats.consumequeue import tags_code_of
 from mqtool.formats.indexfile import index_key_hash_of, index_key_hashes
 from mqtool.formats.javacompat import java_hash_ranges, java_hash_unsigned, java_token_hashes
 from mqtool.formats.rules import KEY_SEPARATOR
-from mqtool.integrity import rules
+from mqtool.integrity import dispatch_rules
 
 
 @dataclass
@@ -109,7 +109,7 @@ class _KeyHashes:
         self.done: list[np.ndarray] = []
 
     def add(self, row: int, topic: str, props: dict[str, str]) -> None:
-        ks = rules.index_key_suffixes(props)
+        ks = dispatch_rules.index_key_suffixes(props)
         if not ks:
             return
         pre = self.prefix(topic)
@@ -234,7 +234,7 @@ class MessagesBuilder:
 
     def _add_keys(self, a: np.ndarray, rows: np.ndarray, tid: np.ndarray, picked: np.ndarray,
                   pairs: np.ndarray) -> None:
-        """Index keys (rules.index_keys): UNIQ_KEY, then each KEYS token, as topic#key."""
+        """Index keys (dispatch_rules.index_keys): UNIQ_KEY, then each KEYS token, as topic#key."""
         names = list(self.topics)
         pre = np.array([self.keys.prefix(t.decode("utf-8")) for t in names], dtype=np.uint32)
         i = np.flatnonzero(picked[2] >= 0)

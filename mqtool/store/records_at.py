@@ -64,7 +64,7 @@ def message_at(store: CommitLogReader, phy: int) -> CommitLogMessage | None:
 def messages_at(
     store: CommitLogReader, phys: np.ndarray, *, keys: bool = False, tags: bool = True
 ) -> Messages:
-    """The compact facts (:class:`mqtool.integrity.model.Messages`, in commitlog order) of the
+    """The compact facts (:class:`mqtool.store.facts.Messages`, in commitlog order) of the
     records starting at the distinct offsets of ``phys``: those the kernel accepts, and those
     only the Python rule reads (:func:`message_at`). Offsets where no record starts are not in
     the table. ``keys``: also the index key hashes; ``tags``: the tagsCodes (else 0)."""

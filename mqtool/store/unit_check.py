@@ -16,7 +16,7 @@ import numpy as np
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.consumequeue import MAX_ADDR
 from mqtool.formats.errors import Finding
-from mqtool.integrity import rules
+from mqtool.integrity import dispatch_rules
 from mqtool.integrity.lmq import is_lmq, lmq_finding, lmq_unit_problem
 from mqtool.store.records_at import CommitLogReader, messages_at
 
@@ -47,7 +47,7 @@ def unit_findings(
     are units of records past the files it was opened with (written since), and records past
     ``data_end`` are read as they are now. Returns (index into the arrays, finding) for each
     unit that is a finding."""
-    tag_hash = rules.tags_code_is_tag_hash(topic)
+    tag_hash = dispatch_rules.tags_code_is_tag_hash(topic)
     impossible = (phys < 0) | (sizes <= 0)
     below = (~impossible) & (phys < first_start)
     n = len(phys)

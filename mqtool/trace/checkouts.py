@@ -15,7 +15,7 @@ from mqtool.formats.pop import REVIVE_TOPIC_PREFIX, split_pop_retry_topic
 from mqtool.store.reader import Store
 from mqtool.timefmt import fmt_time
 from mqtool.trace.hops import fmt_duration
-from mqtool.trace.model import PopCheckout
+from mqtool.trace.results import PopCheckout
 
 
 def _revived_copy(m: CommitLogMessage, group: str, later: list[CommitLogMessage]

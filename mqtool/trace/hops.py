@@ -20,7 +20,7 @@ from mqtool.formats.rules import (
 )
 from mqtool.store.reader import Store
 from mqtool.timefmt import fmt_time
-from mqtool.trace.model import (
+from mqtool.trace.results import (
     RESEND_PROPERTY_NAMES,
     RESEND_PROPERTY_PREFIX,
     ConsumerState,

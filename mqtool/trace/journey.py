@@ -25,7 +25,7 @@ from mqtool.formats.rules import (
     parse_delay_levels,
 )
 from mqtool.formats.walker import Unreadable
-from mqtool.integrity.records import RecordCheck
+from mqtool.integrity.record_check import RecordCheck
 from mqtool.overview import (
     DEFAULT_DELAY_LEVELS,
     load_consumer_offsets,
@@ -49,7 +49,8 @@ from mqtool.trace.hops import (
     sent_back,
     timer_state,
 )
-from mqtool.trace.model import (
+from mqtool.trace.reported import client_events
+from mqtool.trace.results import (
     RESEND_PROPERTY_NAMES,
     RESEND_TARGET_PLACEHOLDER,
     ConsumerState,
@@ -58,7 +59,6 @@ from mqtool.trace.model import (
     Trace,
     TraceError,
 )
-from mqtool.trace.reported import client_events
 from mqtool.trace.transaction import (
     dlq_counts,
     transaction_records,

@@ -17,7 +17,7 @@ from mqtool.formats.errors import BadFieldError
 from mqtool.formats.rules import TRACE_TOPIC
 from mqtool.store.reader import Store
 from mqtool.store.search import Finder
-from mqtool.trace.model import ClientEvent
+from mqtool.trace.results import ClientEvent
 
 _ORDER = {"Pub": 0, "EndTransaction": 1, "SubBefore": 2, "SubAfter": 3}
 

@@ -61,7 +61,7 @@ from mqtool.store.files import numbered_files
 from mqtool.store.reader import Store
 from mqtool.store.search import Finder, search
 from mqtool.timefmt import fmt_time
-from mqtool.trace.model import Hop
+from mqtool.trace.results import Hop
 
 TX_KINDS = ("half", "op", "prepared", "commit", "rollback", "discarded")
 """Hop kinds of a transaction journey."""

@@ -58,10 +58,10 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Read features: they never import the write engine (mqtool.refstore) nor a writer.
 READ_FEATURES = (
     "mqtool/store/*.py", "mqtool/overview.py", "mqtool/query.py",
-    "mqtool/jsonview.py", "mqtool/trace.py", "mqtool/trace/*.py", "mqtool/dlq/selection.py",
-    "mqtool/integrity/checks.py", "mqtool/integrity/rules.py", "mqtool/integrity/meta.py",
-    "mqtool/integrity/scan.py", "mqtool/integrity/queues.py", "mqtool/integrity/indexcheck.py",
-    "mqtool/integrity/recovery.py",
+    "mqtool/jsonview.py", "mqtool/trace/*.py", "mqtool/dlq/selection.py",
+    "mqtool/integrity/checks.py", "mqtool/integrity/dispatch_rules.py",
+    "mqtool/integrity/meta.py", "mqtool/integrity/commitlog_pass.py", "mqtool/integrity/queues.py",
+    "mqtool/integrity/indexcheck.py", "mqtool/integrity/recovery.py",
     "mqtool/cli/inspect_cmd.py", "mqtool/cli/read.py", "mqtool/cli/trace.py",
 )
 

@@ -18,7 +18,7 @@ from mqtool.remoting import bodies, frame, headers
 from mqtool.remoting.codes import RequestCode, ResponseCode, SerializeType
 from mqtool.remoting.connection import Connection
 from mqtool.remoting.frame import RemotingCommand
-from mqtool.serve.server import ServeOptions, Service
+from mqtool.serve.service import ServeOptions, Service
 
 
 def _run(tmp_path: Path, body: Callable[[Service, Connection, Connection], Awaitable[None]],

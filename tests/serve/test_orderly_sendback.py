@@ -38,7 +38,7 @@ from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.connection import Connection
 from mqtool.remoting.frame import RemotingCommand
 from mqtool.serve.config import BrokerSettings
-from mqtool.serve.server import ServeOptions, Service
+from mqtool.serve.service import ServeOptions, Service
 from mqtool.store import Store
 
 DELAYS = "1s 1s 1s 1s 1s 1s"

@@ -169,7 +169,7 @@ def test_scan_takes_the_java_facts(spark: Any, monkeypatch: pytest.MonkeyPatch) 
 
 def test_which_records_get_a_unit_is_the_integrity_rule(spark: Any, tmp_path: Path) -> None:  # noqa: F811
     """The Spark side's "which records get a consume-queue unit" is
-    :func:`mqtool.integrity.rules.expected_in_cq`: the SQL form
+    :func:`mqtool.integrity.dispatch_rules.expected_in_cq`: the SQL form
     (:func:`mqtool.spark.integrity.gets_unit`) on every sysFlag value, and ``FactsJob.java``'s
     reading of :func:`~mqtool.spark.integrity.unit_rule` on a store whose records carry every
     transaction type (its unit tally counts what the rule says, and equals the SQL's)."""
@@ -186,7 +186,7 @@ def test_which_records_get_a_unit_is_the_integrity_rule(spark: Any, tmp_path: Pa
         TRANSACTION_ROLLBACK_TYPE,
         TRANSACTION_TYPE_MASK,
     )
-    from mqtool.integrity.rules import expected_in_cq
+    from mqtool.integrity.dispatch_rules import expected_in_cq
     from mqtool.spark import audits as A
     from mqtool.spark import integrity as integ
     from mqtool.spark import source

@@ -26,8 +26,8 @@ import numpy as np
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.errors import Finding
 from mqtool.integrity.indexcheck import IndexCheck
-from mqtool.integrity.model import FindingSink, QueueScan
 from mqtool.integrity.queues import check_places
+from mqtool.integrity.verify_report import FindingSink, QueueScan
 from mqtool.store.reader import Store
 from mqtool.store.records_at import messages_at
 from mqtool.store.search import find_by_key, find_id

@@ -1,20 +1,17 @@
-"""The integrity rules of record, one home for ``mqtool verify`` and the Spark audits.
+"""What the broker's dispatch writes for each record, as ``mqtool verify`` and the Spark audits
+check it: one home for both, over numpy columns (the names and scalar rules are
+:mod:`mqtool.formats.rules`).
 
 * Which messages have a consume-queue unit: ``CommitLogDispatcherBuildConsumeQueue#dispatch``
   builds one only for transaction types NOT_TYPE and COMMIT_TYPE (PREPARED and ROLLBACK records
-  get none).
-* Units or index entries below the first commitlog file are not findings: RocketMQ deletes
-  commitlog files before the consume queues and index files that point into them.
+  get none); the fields a unit must share with its record (:data:`CQ_UNIT_MUST_MATCH`).
 * The tagsCode of a unit is the tag's hash (``tagsString2tagsCode``) except in
   ``SCHEDULE_TOPIC_XXXX`` (the deliver time) and when it is a ConsumeQueueExt address.
 * Index keys: ``IndexService#buildIndex`` (UNIQ_KEY, then each KEYS token, as ``topic#key``;
   ROLLBACK records are not indexed); the entry's timeDiff is
   ``(storeTimestamp - beginTimestamp) / 1000`` clamped to ``0..Integer.MAX_VALUE``
   (``IndexFile#putKey``).
-* A ``delayOffset.json`` offset beyond its schedule queue's max offset is a finding
-  (the schedule service skips or stalls: apache/rocketmq #1869, #7077, #1472).
 """
-
 from __future__ import annotations
 
 import numpy as np

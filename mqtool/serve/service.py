@@ -9,8 +9,8 @@ close every connection (their descriptors given back, so the store can write its
 after the process ran out of them), close the store (offsets, checkpoint, ``abort`` removed,
 lock released), return 0. Answers never name the store's path (``<store>`` stands for it).
 
-The same concept as :mod:`mqtool.remoting.server` one layer up: that module serves frames to
-handlers; this one is the name server and broker process whose handlers they are.
+Requests arrive through :class:`mqtool.remoting.server.RemotingServer`, which reads frames and
+hands them to this service's handlers.
 """
 
 from __future__ import annotations

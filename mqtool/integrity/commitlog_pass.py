@@ -32,7 +32,7 @@ from mqtool.formats.commitlog import (
     parse_message,
 )
 from mqtool.formats.errors import Finding, Severity, TornPropertiesError
-from mqtool.integrity.model import FileScan, FindingSink, ProgressFn
+from mqtool.integrity.verify_report import FileScan, FindingSink, ProgressFn
 from mqtool.store.facts import Messages, MessagesBuilder
 from mqtool.store.files import CommitLogFile
 from mqtool.store.reader import Store

@@ -1,4 +1,4 @@
-"""Pieces shared by the config models: ``DataVersion`` and typed field readers."""
+"""The fields the config models share: ``DataVersion`` and typed readers of JSON fields."""
 
 from __future__ import annotations
 
