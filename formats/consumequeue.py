@@ -12,9 +12,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.errors import FormatError
@@ -30,8 +28,12 @@ __all__ = [
 CQ_STORE_UNIT_SIZE = 20
 MSG_TAG_OFFSET_INDEX = 12
 
-CQ_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
-"""numpy dtype of a unit, for bulk reads."""
+if TYPE_CHECKING:
+    import numpy as np
+
+    CQ_DTYPE: np.dtype[Any]
+    """numpy dtype of a unit, for bulk reads (made on first use: numpy is imported by the
+    reads that use it)."""
 
 CQ_UNIT_STRUCT = struct.Struct(">qiq")
 """One 20-byte unit for ``struct`` reads and writes (``unpack_from``/``pack_into``): the one
@@ -48,9 +50,19 @@ def _layouts() -> dict[str, Any]:
     )}
 
 
+def _cq_dtype() -> np.dtype[Any]:
+    import numpy as np
+
+    dtype = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+    globals()["CQ_DTYPE"] = dtype
+    return dtype
+
+
 def __getattr__(name: str) -> Any:
-    """``CQ_UNIT``: the reference layout of one 20-byte unit (construct,
-    :mod:`mqtool.formats.reference`)."""
+    """``CQ_DTYPE``: numpy's dtype of a unit; ``CQ_UNIT``: the reference layout of one 20-byte
+    unit (construct, :mod:`mqtool.formats.reference`)."""
+    if name == "CQ_DTYPE":
+        return _cq_dtype()
     return layout(__name__, name, _layouts)
 
 
@@ -114,8 +126,10 @@ def iter_cq(
 
 def cq_array(buf: Buffer) -> np.ndarray:
     """All written units of a file as a numpy structured array (zero tail cut)."""
+    import numpy as np
+
     n = len(buf) // CQ_STORE_UNIT_SIZE
-    arr = np.frombuffer(buf, dtype=CQ_DTYPE, count=n)
+    arr = np.frombuffer(buf, dtype=_cq_dtype(), count=n)
     empty = (arr["offset"] == 0) & (arr["size"] == 0) & (arr["tags"] == 0)
     idx = np.flatnonzero(empty)
     return arr[: idx[0]] if idx.size else arr

@@ -24,14 +24,19 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.errors import FormatError
 from mqtool.formats.javacompat import java_string_hash
 from mqtool.formats.reference import layout
+
+if TYPE_CHECKING:  # numpy is imported by the vectorised checks that use it
+    import numpy as np
+
+    INDEX_ENTRY_DTYPE: np.dtype[Any]
+    """numpy dtype of an entry (keyHash, phyOffset, timeDiff, prevIndex), for bulk reads and
+    writes (made on first use)."""
 
 INDEX_HEADER_SIZE = 40
 HASH_SLOT_SIZE = 4
@@ -62,9 +67,19 @@ def _layouts() -> dict[str, Any]:
     }
 
 
+def _entry_dtype() -> np.dtype[Any]:
+    import numpy as np
+
+    dtype = np.dtype([("h", ">i4"), ("p", ">i8"), ("t", ">i4"), ("v", ">i4")])
+    globals()["INDEX_ENTRY_DTYPE"] = dtype
+    return dtype
+
+
 def __getattr__(name: str) -> Any:
-    """``INDEX_HEADER``, ``INDEX_ENTRY``: the reference layouts (construct,
-    :mod:`mqtool.formats.reference`)."""
+    """``INDEX_ENTRY_DTYPE``: numpy's dtype of an entry; ``INDEX_HEADER``, ``INDEX_ENTRY``: the
+    reference layouts (construct, :mod:`mqtool.formats.reference`)."""
+    if name == "INDEX_ENTRY_DTYPE":
+        return _entry_dtype()
     return layout(__name__, name, _layouts)
 
 
@@ -73,8 +88,6 @@ INDEX_HEADER_STRUCT = struct.Struct(">qqqqii")
 INDEX_ENTRY_STRUCT = struct.Struct(">iqii")
 """One 20-byte entry for ``struct`` reads and writes (the layout of INDEX_ENTRY)."""
 HASH_SLOT_STRUCT = struct.Struct(">i")
-INDEX_ENTRY_DTYPE = np.dtype([("h", ">i4"), ("p", ">i8"), ("t", ">i4"), ("v", ">i4")])
-"""numpy dtype of an entry (keyHash, phyOffset, timeDiff, prevIndex), for bulk reads/writes."""
 """One 4-byte hash slot (the 1-based number of the slot's newest entry, 0 when empty)."""
 
 
@@ -181,6 +194,8 @@ def _candidate_geometries(
     a hostile 420 MB file has ~21 million of them, too many to test one by one). With
     ``strict=False`` that filter is dropped for a small file (at most 65,536 splits): its
     newest entry's slot may be the damaged one."""
+    import numpy as np
+
 
     if body % HASH_SLOT_SIZE:
         return
@@ -232,22 +247,57 @@ def _plausible(buf: Buffer, h: IndexHeader, g: IndexGeometry, tolerate: int = 0)
 def _proven(buf: Buffer, h: IndexHeader, g: IndexGeometry, live: bool = False) -> bool:
     """Full test: the number of non-empty slots equals the header's hashSlotCount (in a
     ``live`` file: lies between the slots that point at counted entries and all used ones)."""
-
-    slots = np.array(np.frombuffer(buf, dtype=">i4", count=g.hash_slot_num,
-                                   offset=INDEX_HEADER_SIZE))
-    if int(slots.max(initial=0)) > (g.index_num - 1 if live else h.index_count):
+    xp = _xp(g)
+    slots = _slot_table(buf, g, xp)
+    if int(xp.amax(slots, initial=0)) > (g.index_num - 1 if live else h.index_count):
         return False
-    return h.index_count <= 1 or _slot_count_fits(slots, h, live)
+    return h.index_count <= 1 or _slot_count_fits(slots, h, live, xp)
 
 
-def _slot_count_fits(slots: np.ndarray, h: IndexHeader, live: bool) -> bool:
+SMALL_TABLE = 1 << 14
+"""An index file of at most this many slots and entries is checked over Python lists
+(:mod:`mqtool.formats.smallarray`), a larger one by numpy: the same rules, written once."""
+
+
+def _xp(g: IndexGeometry) -> Any:
+    """The array namespace the checks of a file of geometry ``g`` run with."""
+    if g.hash_slot_num + g.index_num <= SMALL_TABLE:
+        from mqtool.formats import smallarray
+
+        return smallarray
+    import numpy as np
+
+    return np
+
+
+def _slot_table(buf: Buffer, g: IndexGeometry, xp: Any) -> Any:
+    """The slot table, copied (one table for a check, whatever a broker writes meanwhile)."""
+    if xp.__name__ == "numpy":
+        return xp.array(xp.frombuffer(buf, dtype=">i4", count=g.hash_slot_num,
+                                      offset=INDEX_HEADER_SIZE))
+    return xp.Vec(struct.unpack_from(f">{g.hash_slot_num}i", buf, INDEX_HEADER_SIZE))
+
+
+def _entry_columns(buf: Buffer, g: IndexGeometry, count: int, xp: Any) -> tuple[Any, Any, Any]:
+    """keyHash, phyOffset and prevIndex of entries 1 .. ``count``-1, one array each (numpy:
+    views of the file's bytes)."""
+    if xp.__name__ == "numpy":
+        ent = xp.frombuffer(buf, dtype=_entry_dtype(), count=count - 1, offset=g.entry_pos(1))
+        return ent["h"], ent["p"], ent["v"]
+    rows = list(INDEX_ENTRY_STRUCT.iter_unpack(
+        bytes(buf[g.entry_pos(1):g.entry_pos(count)])))
+    return (xp.Vec([r[0] for r in rows]), xp.Vec([r[1] for r in rows]),
+            xp.Vec([r[3] for r in rows]))
+
+
+def _slot_count_fits(slots: Any, h: IndexHeader, live: bool, xp: Any) -> bool:
     """Whether the used ``slots`` (one copy of the table) agree with the header's
     hashSlotCount: equal, or in a ``live`` file between the slots that point at entries the
     header counts and every used slot (module doc)."""
-    used = int(np.count_nonzero(slots))
+    used = int(xp.count_nonzero(slots))
     if not live:
         return used == h.hash_slot_count
-    counted = int(np.count_nonzero((slots > 0) & (slots < h.index_count)))
+    counted = int(xp.count_nonzero((slots > 0) & (slots < h.index_count)))
     return counted <= h.hash_slot_count <= used
 
 
@@ -272,6 +322,8 @@ def index_key_hashes(prefixes: Sequence[int], keys: Sequence[str]) -> list[int]:
 def index_key_hash_of(states: np.ndarray) -> np.ndarray:
     """``indexKeyHashMethod`` of ``String.hashCode`` states (uint32 array): abs of the signed
     int, ``Integer.MIN_VALUE`` -> 0 (int64 array)."""
+    import numpy as np
+
 
     signed = np.asarray(states, dtype=np.uint32).view(np.int32).astype(np.int64)
     res = np.abs(signed)
@@ -398,16 +450,17 @@ class IndexReader:
         entry; ``mqtool verify`` checks the entries itself, a chunk at a time).
         """
         h, g = self.header, self.geometry
+        xp = _xp(g)
         out: list[FormatError] = []
-        slots = self._slots()
-        if not _slot_count_fits(slots, h, self.live):
-            used = int(np.count_nonzero(slots))
+        slots = _slot_table(self.buf, g, xp)
+        if not _slot_count_fits(slots, h, self.live, xp):
+            used = int(xp.count_nonzero(slots))
             out.append(FormatError(
                 self.file, 32, f"{used} hash slots in use, header says {h.hash_slot_count} "
                 "(slot table damaged: lookups would miss keys)",
                 expected=str(h.hash_slot_count), found=str(used),
             ))
-        out += self._entry_problems(slots, entries=entries)
+        out += self._entry_problems(slots, xp, entries=entries)
         if h.index_count > 1 and entries and not self.live:  # live: endPhyOffset may lag
             last = self.entry(h.index_count - 1)
             if last.phy_offset != h.end_phy_offset:
@@ -419,38 +472,32 @@ class IndexReader:
                 ))
         return out
 
-    def _slots(self) -> np.ndarray:
-        """The slot table, copied (one table for a check, whatever a broker writes meanwhile)."""
-        g = self.geometry
-        return np.array(np.frombuffer(self.buf, dtype=">i4", count=g.hash_slot_num,
-                                      offset=INDEX_HEADER_SIZE))
-
     def _entry_problems(
-        self, slots: np.ndarray, most: int = 20, entries: bool = True
+        self, slots: Any, xp: Any, most: int = 20, entries: bool = True
     ) -> list[FormatError]:
-        """Slots and entries that RocketMQ's writer cannot have left (vectorised): a slot that
-        points past the entries or at an entry of another slot; an entry whose prevIndex is
-        not an earlier entry or leads into another slot's chain, whose keyHash is negative, or
-        whose phyOffset is outside the header's range or out of commitlog order (entries are
-        written in commitlog order). At most ``most`` are listed, then a count."""
+        """Slots and entries that RocketMQ's writer cannot have left (over arrays, ``xp``: numpy
+        or :mod:`mqtool.formats.smallarray`): a slot that points past the entries or at an
+        entry of another slot; an entry whose prevIndex is not an earlier entry or leads into
+        another slot's chain, whose keyHash is negative, or whose phyOffset is outside the
+        header's range or out of commitlog order (entries are written in commitlog order). At
+        most ``most`` are listed, then a count."""
         h, g = self.header, self.geometry
         count, nslot = h.index_count, g.hash_slot_num
         bad: dict[int, str] = {}
         # a live file's slots may point at entries written after the header was read
         top = g.index_num if self.live else max(count, 1)
-        for i in np.flatnonzero((slots < 0) | (slots >= top))[:most].tolist():
+        for i in xp.flatnonzero((slots < 0) | (slots >= top))[:most].tolist():
             bad[g.slot_pos(i)] = (f"slot {i} points at entry {int(slots[i])} "
                                   f"(entries 1..{count - 1})")
         if count > 1:
-            ent = np.frombuffer(self.buf, dtype=INDEX_ENTRY_DTYPE, count=count - 1,
-                                offset=g.entry_pos(1))
+            key_hash, phy, prev = _entry_columns(self.buf, g, count, xp)
             used = (slots > 0) & (slots < count)
             wrong_head: list[int] = []
             # a chunk of slots at a time: the temporaries stay a few MiB whatever the file holds
             # (all at once they were ~30 bytes per used slot: 130 MiB for a full table)
             for lo in range(0, nslot, SLOT_CHUNK):
-                heads = np.flatnonzero(used[lo:lo + SLOT_CHUNK]) + lo
-                head_slot = ent["h"][slots[heads] - 1].astype(np.int64) % nslot
+                heads = xp.flatnonzero(used[lo:lo + SLOT_CHUNK]) + lo
+                head_slot = key_hash[slots[heads] - 1].astype(xp.int64) % nslot
                 wrong_head += heads[head_slot != heads][:most - len(wrong_head)].tolist()
                 if len(wrong_head) >= most:
                     break
@@ -458,16 +505,13 @@ class IndexReader:
                 bad.setdefault(g.slot_pos(i), f"slot {i} points at entry {int(slots[i])}, "
                                "whose keyHash belongs to another slot")
         if count > 1 and entries:
-            ent = np.frombuffer(self.buf, dtype=INDEX_ENTRY_DTYPE, count=count - 1,
-                                offset=g.entry_pos(1))
-            num = np.arange(1, count)
-            key_hash, phy, prev = (ent["h"].astype(np.int64), ent["p"].astype(np.int64),
-                                   ent["v"].astype(np.int64))
+            key_hash, phy, prev = (c.astype(xp.int64) for c in (key_hash, phy, prev))
+            num = xp.arange(1, count)
             slot_of = key_hash % nslot
-            why = np.zeros(count - 1, dtype=np.int8)
+            why = xp.zeros(count - 1, xp.int8)
             why[(prev < 0) | (prev >= num)] = 1
             linked = (prev > 0) & (prev < num)
-            why[linked & (slot_of[np.clip(prev - 1, 0, count - 2)] != slot_of)] = 2
+            why[linked & (slot_of[xp.clip(prev - 1, 0, count - 2)] != slot_of)] = 2
             why[key_hash < 0] = 3
             past_end = phy > h.end_phy_offset
             if self.live:  # the header's endPhyOffset is set after its indexCount
@@ -476,17 +520,17 @@ class IndexReader:
             if count > 3:  # one entry out of order between two neighbours that are in order
                 mid = (phy[1:-1] < phy[:-2]) | (phy[1:-1] > phy[2:])
                 ok = phy[:-2] <= phy[2:]
-                why[1:-1][mid & ok & (why[1:-1] == 0)] = 5
+                why[xp.flatnonzero(mid & ok & (why[1:-1] == 0)) + 1] = 5
             text = {1: "prevIndex {v} is not an earlier entry",
                     2: "prevIndex {v} leads into another slot's chain",
                     3: "negative keyHash {k}",
                     4: "phyOffset {p} outside the header's {b}..{e}",
                     5: "phyOffset {p} out of commitlog order with its neighbours"}
-            for k in np.flatnonzero(why)[:most].tolist():
+            for k in xp.flatnonzero(why)[:most].tolist():
                 bad[g.entry_pos(k + 1)] = f"entry {k + 1}: " + text[int(why[k])].format(
                     v=int(prev[k]), k=int(key_hash[k]), p=int(phy[k]), b=h.begin_phy_offset,
                     e=h.end_phy_offset)
-            extra = int(np.count_nonzero(why)) - min(most, int(np.count_nonzero(why)))
+            extra = int(xp.count_nonzero(why)) - min(most, int(xp.count_nonzero(why)))
             if extra > 0:
                 bad[g.entry_pos(count - 1) + INDEX_SIZE - 1] = f"... and {extra} more entries"
         return [FormatError(self.file, pos, f"{what} (index damaged: lookups would miss or "

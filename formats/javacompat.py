@@ -29,8 +29,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported by the vectorised functions that use it
+    import numpy as np
 
 _MASK = 0xFFFFFFFF
 
@@ -69,6 +71,8 @@ def java_hash_continue_many(prefixes: Sequence[int], keys: Sequence[str]) -> np.
     ``hashCode``). Horner's rule runs vectorised per key length (uint32 arithmetic wraps like
     Java's int); non-ASCII keys take the per-character path.
     """
+    import numpy as np
+
     n = len(keys)
     out = np.empty(n, dtype=np.uint32)
     pre = np.asarray(prefixes, dtype=np.uint32)
@@ -97,6 +101,8 @@ def _wide_fix(
     out: np.ndarray, wide: np.ndarray,
 ) -> None:
     """Hash the non-ASCII ranges' UTF-16 units (:func:`java_hash_unsigned`)."""
+    import numpy as np
+
     for i in np.flatnonzero(wide).tolist():
         s = int(starts[i])
         text = buf[s : s + int(lengths[i])].tobytes().decode("utf-8", "surrogatepass")
@@ -109,6 +115,8 @@ def java_hash_ranges(
     """``String.hashCode`` state (uint32) of many UTF-8 byte ranges ``buf[starts[i]:][:lengths[i]]``
     of a uint8 array, each continued from ``init[i]`` (0 when None), in compiled code
     (:mod:`.javahash`); ranges with non-ASCII text hash their UTF-16 units here."""
+    import numpy as np
+
     from mqtool.formats import javahash
 
     starts = np.ascontiguousarray(starts, dtype=np.int64)
@@ -128,6 +136,8 @@ def java_token_hashes(
     """Split byte ranges of ``buf`` at the one-byte separator ``sep`` into non-empty tokens and
     hash each token continued from its range's ``init``: (range index, uint32 state) per token,
     in order (like ``[k for k in text.split(sep) if k]`` range by range)."""
+    import numpy as np
+
     from mqtool.formats import javahash
 
     starts = np.ascontiguousarray(starts, dtype=np.int64)

@@ -27,13 +27,16 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.errors import FormatError, TruncatedError
 from mqtool.formats.reference import layout
+
+if TYPE_CHECKING:  # numpy is imported by the vectorised scans that use it
+    import numpy as np
+
+    UNIT_DTYPE: np.dtype[Any]
 
 __all__ = [
     "BLANK_MAGIC_CODE",
@@ -128,18 +131,27 @@ def _layouts() -> dict[str, Any]:
     }
 
 
+def _unit_dtype() -> np.dtype[Any]:
+    import numpy as np
+
+    dtype = np.dtype([
+        ("size", ">i4"), ("prevPos", ">i8"), ("magic", ">i4"), ("currWriteTimeMs", ">i8"),
+        ("delayedTime", ">i4"), ("offsetPy", ">i8"), ("sizePy", ">i4"), ("hashTopic", ">i4"),
+        ("reserved", ">i8"),
+    ])
+    globals()["UNIT_DTYPE"] = dtype
+    return dtype
+
+
 def __getattr__(name: str) -> Any:
-    """``TIMER_LOG_UNIT``, ``TIMER_LOG_BLANK``, ``TIMER_WHEEL_SLOT``, ``TIMER_CHECKPOINT``: the
-    reference layouts (construct, :mod:`mqtool.formats.reference`)."""
+    """``UNIT_DTYPE``: numpy's view of packed 52-byte timerlog units (vectorised scans, made on
+    first use); ``TIMER_LOG_UNIT``, ``TIMER_LOG_BLANK``, ``TIMER_WHEEL_SLOT``,
+    ``TIMER_CHECKPOINT``: the reference layouts (construct, :mod:`mqtool.formats.reference`)."""
+    if name == "UNIT_DTYPE":
+        return _unit_dtype()
     return layout(__name__, name, _layouts)
 
 _UNIT = struct.Struct(">iqiqiqiiq")
-UNIT_DTYPE = np.dtype([
-    ("size", ">i4"), ("prevPos", ">i8"), ("magic", ">i4"), ("currWriteTimeMs", ">i8"),
-    ("delayedTime", ">i4"), ("offsetPy", ">i8"), ("sizePy", ">i4"), ("hashTopic", ">i4"),
-    ("reserved", ">i8"),
-])
-"""numpy view of packed 52-byte timerlog units (vectorised scans)."""
 _BLANK = struct.Struct(">iqi")
 _SLOT = struct.Struct(">qqqii")
 _I32 = struct.Struct(">i")
@@ -381,6 +393,8 @@ def iter_wheel(buf: Buffer, *, file: str | None = None) -> Iterator[TimerSlot]:
             len(buf) - len(buf) % SLOT_SIZE,
             f"timerwheel size {len(buf)} is not a multiple of {SLOT_SIZE}",
         )
+    import numpy as np
+
     words = np.frombuffer(buf, dtype=">u8").reshape(-1, SLOT_SIZE // 8)
     for index in np.flatnonzero(words.any(axis=1)).tolist():
         yield parse_wheel_slot(buf, index, file=file)

@@ -38,8 +38,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from mqtool.formats import commitlog_layout as layout
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.commitlog import (
@@ -310,8 +308,8 @@ def nonzero_end(buf: Buffer, start: int, stop: int | None = None, *,
     """One past the last non-zero byte in ``[start, stop)`` (``start`` if all are zero).
 
     Reads backwards from ``stop`` in chunks that grow from 4 KiB to ``chunk`` (a file that ends
-    in data costs one small read; a zero tail is checked by numpy, 8 bytes at a time), and skips
-    the holes of a sparse file when its ``fd`` is given.
+    in data costs one small read; a chunk above 1 MiB is checked by numpy, 8 bytes at a time),
+    and skips the holes of a sparse file when its ``fd`` is given.
     """
     n = len(buf) if stop is None else min(stop, len(buf))
     step = 4096
@@ -320,30 +318,35 @@ def nonzero_end(buf: Buffer, start: int, stop: int | None = None, *,
         while hi > lo:
             c_lo = max(lo, hi - step)
             step = min(step * 4, chunk)
-            if _any_nonzero(buf, c_lo, hi):
-                a = np.frombuffer(buf, dtype=np.uint8, count=hi - c_lo, offset=c_lo)
-                end = hi - int(np.argmax(a[::-1] != 0))
-                del a
+            end = _last_nonzero(buf, c_lo, hi)
+            if end is not None:
                 return end
             hi = c_lo
     return start
 
 
-def _any_nonzero(buf: Buffer, lo: int, hi: int) -> bool:
-    """Whether ``buf[lo:hi]`` holds a non-zero byte (the 8-byte aligned middle as uint64)."""
+_SMALL_CHUNK = 1 << 20
+
+
+def _last_nonzero(buf: Buffer, lo: int, hi: int) -> int | None:
+    """One past the last non-zero byte of ``buf[lo:hi]``, None when all are zero (a chunk of
+    at most :data:`_SMALL_CHUNK` bytes is copied and stripped; a larger one is read in place by
+    numpy, its 8-byte aligned middle as uint64)."""
+    if hi - lo <= _SMALL_CHUNK:
+        kept = len(bytes(buf[lo:hi]).rstrip(b"\0"))
+        return lo + kept if kept else None
+    import numpy as np
+
     a_lo, a_hi = (lo + 7) & ~7, hi & ~7
-    if a_hi - a_lo < 64:
-        a = np.frombuffer(buf, dtype=np.uint8, count=hi - lo, offset=lo)
-        found = bool(a.any())
-        del a
-        return found
     w = np.frombuffer(buf, dtype=np.uint64, count=(a_hi - a_lo) >> 3, offset=a_lo)
     found = bool(w.any())
     del w
-    if found:
-        return True
-    edges = [(lo, a_lo), (a_hi, hi)]
-    return any(any(bytes(buf[x:y])) for x, y in edges if y > x)
+    if not found and not any(any(bytes(buf[x:y])) for x, y in ((lo, a_lo), (a_hi, hi)) if y > x):
+        return None
+    a = np.frombuffer(buf, dtype=np.uint8, count=hi - lo, offset=lo)
+    end = hi - int(np.argmax(a[::-1] != 0))
+    del a
+    return end
 
 
 # --- what is wrong at a position --------------------------------------------------------------

@@ -14,12 +14,15 @@ check it: one home for both, over numpy columns (the names and scalar rules are
 """
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from mqtool.formats.rules import NOT_IN_CONSUME_QUEUE as NOT_IN_CONSUME_QUEUE
 from mqtool.formats.rules import SCHEDULE_TOPIC
 from mqtool.formats.rules import TRANSACTION_TYPE_MASK as TRANSACTION_TYPE_MASK
 from mqtool.formats.rules import index_keys as _index_keys
+
+if TYPE_CHECKING:  # imported by the vectorised rules that use it
+    import numpy as np
 
 CQ_UNIT_MUST_MATCH = ("topic", "queueId", "queueOffset", "storeSize")
 """Fields of the record a consume-queue unit points at that must be the unit's own."""
@@ -27,6 +30,8 @@ CQ_UNIT_MUST_MATCH = ("topic", "queueId", "queueOffset", "storeSize")
 
 def expected_in_cq(sys_flag: np.ndarray) -> np.ndarray:
     """Mask of the records (by sysFlag) that must have a consume-queue unit."""
+    import numpy as np
+
     tran = np.asarray(sys_flag) & TRANSACTION_TYPE_MASK
     return ~np.isin(tran, NOT_IN_CONSUME_QUEUE)
 
@@ -49,6 +54,8 @@ def index_key_suffixes(properties: dict[str, str]) -> list[str]:
 
 def index_time_diffs(store_timestamps: np.ndarray, begin_timestamp: int) -> np.ndarray:
     """``IndexFile#putKey``'s timeDiff in seconds for entries after the file's first."""
+    import numpy as np
+
     ts = np.asarray(store_timestamps, dtype=np.int64)
     if begin_timestamp <= 0:
         return np.zeros(len(ts), np.int64)

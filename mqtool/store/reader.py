@@ -32,9 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from mqtool.formats.buffers import close_map
 from mqtool.formats.commitlog import (
@@ -45,8 +43,8 @@ from mqtool.formats.commitlog import (
 )
 from mqtool.formats.commitlog_layout import MIN_RECORD_SIZE
 from mqtool.formats.consumequeue import (
-    CQ_DTYPE,
     CQ_STORE_UNIT_SIZE,
+    CQ_UNIT_STRUCT,
     CqEntry,
 )
 from mqtool.formats.errors import (
@@ -82,6 +80,10 @@ from mqtool.store.files import (
 )
 from mqtool.store.indexfiles import IndexFiles
 from mqtool.store.queue_sources import QueueSources
+from mqtool.store.records_at import KERNEL_MIN_UNITS
+
+if TYPE_CHECKING:
+    from mqtool.store.unit_check import Ints
 
 ProgressFn = Callable[[int, int], None]  # (bytes done, bytes total)
 
@@ -138,6 +140,39 @@ def _size_now(p: Path) -> int | None:
         return p.stat().st_size
     except FileNotFoundError:
         return None
+
+
+def _units(p: Path, first: int, count: int, arrays: bool) -> tuple[Ints, Ints, Ints]:
+    """(commitlog offsets, sizes, tagsCodes) of the units of consume-queue file ``p`` from
+    unit ``first``, at most ``count``: numpy int64 arrays when ``arrays``, else lists (numpy
+    is not imported). FileNotFoundError when the file is gone."""
+    if arrays:
+        import numpy as np
+
+        from mqtool.formats.consumequeue import CQ_DTYPE
+
+        u = np.fromfile(p, dtype=CQ_DTYPE, count=count, offset=first * CQ_STORE_UNIT_SIZE)
+        return u["offset"].astype(np.int64), u["size"].astype(np.int64), \
+            u["tags"].astype(np.int64)
+    with open(p, "rb") as fh:
+        fh.seek(first * CQ_STORE_UNIT_SIZE)
+        raw = fh.read(count * CQ_STORE_UNIT_SIZE)
+    units = list(CQ_UNIT_STRUCT.iter_unpack(raw[: len(raw) - len(raw) % CQ_STORE_UNIT_SIZE]))
+    return [u[0] for u in units], [u[1] for u in units], [u[2] for u in units]
+
+
+def _written(offs: Ints, sizes: Ints, tags: Ints) -> tuple[Ints, Ints, Ints, Ints]:
+    """The written units (not all zeros) of :func:`_units`' columns: their in-file byte
+    positions, commitlog offsets, sizes and tagsCodes."""
+    if isinstance(offs, list):
+        idx = [j for j, u in enumerate(zip(offs, sizes, tags, strict=True)) if any(u)]
+        return ([j * CQ_STORE_UNIT_SIZE for j in idx], [offs[j] for j in idx],
+                [sizes[j] for j in idx], [tags[j] for j in idx])
+    import numpy as np
+
+    o, s, t = np.asarray(offs), np.asarray(sizes), np.asarray(tags)
+    w = np.flatnonzero((o != 0) | (s != 0) | (t != 0))
+    return w * CQ_STORE_UNIT_SIZE, o[w], s[w], t[w]
 
 
 @dataclass
@@ -638,51 +673,58 @@ class Store(IndexFiles):
             while first < units:
                 k = min(chunk, units - first)
                 try:
-                    u = np.fromfile(p, dtype=CQ_DTYPE, count=k, offset=first * CQ_STORE_UNIT_SIZE)
+                    offs, sizes, tags = _units(p, first, k, arrays=False)
                 except FileNotFoundError:
                     break  # deleted since the listing
-                offs, sizes, tags = (u[c].astype(np.int64) for c in ("offset", "size", "tags"))
-                zero = np.flatnonzero((offs == 0) & (sizes == 0) & (tags == 0))
-                n = int(zero[0]) if zero.size else len(u)
-                pos = (first + np.arange(n, dtype=np.int64)) * CQ_STORE_UNIT_SIZE
+                n = next((j for j, u in enumerate(zip(offs, sizes, tags, strict=True))
+                          if not any(u)), len(offs))
+                pos = [(first + j) * CQ_STORE_UNIT_SIZE for j in range(n)]
                 self.units_ok(topic, queue_id, rel, base, pos, offs[:n], sizes[:n], tags[:n])
                 for j in range(n):
-                    at = int(pos[j])
+                    at = pos[j]
                     yield QueueEntry(topic, queue_id, (base + at) // CQ_STORE_UNIT_SIZE,
-                                     CqEntry(int(offs[j]), int(sizes[j]), int(tags[j])), rel, at)
-                if n < len(u):
+                                     CqEntry(offs[j], sizes[j], tags[j]), rel, at)
+                if n < len(offs):
                     break  # the file's written units end here
                 first += k
                 chunk = min(chunk * 4, 1 << 14)
 
     def units_ok(
-        self, topic: str, queue_id: int, rel: str, base: int, pos: np.ndarray,
-        offs: np.ndarray, sizes: np.ndarray, tags: np.ndarray,
-    ) -> np.ndarray:
+        self, topic: str, queue_id: int, rel: str, base: int, pos: Ints, offs: Ints,
+        sizes: Ints, tags: Ints,
+    ) -> set[int]:
         """Verify's unit rule (:func:`mqtool.store.unit_check.unit_findings`) for units of
-        consume-queue file ``rel`` (named ``base``) at in-file byte positions ``pos``: their
-        findings are noted (on a live store, a unit read while the broker wrote it is read
-        again). True where a unit is no finding."""
+        consume-queue file ``rel`` (named ``base``) at in-file byte positions ``pos`` (lists,
+        or numpy arrays for many units): their findings are noted (on a live store, a unit read
+        while the broker wrote it is read again). Returns the indices of the units that are
+        findings."""
         from mqtool.store.unit_check import unit_findings
 
-        ok = np.ones(len(pos), bool)
+        bad: set[int] = set()
         if not len(pos):
-            return ok
+            return bad
         first = self.commitlog_files[0].start if self.commitlog_files else 0
 
         def where(logical: int) -> tuple[str, int]:
             return rel, logical * CQ_STORE_UNIT_SIZE - base
 
         data_end = self.max_physical_offset()
-        for i, f in unit_findings(self, topic, queue_id, (base + pos) // CQ_STORE_UNIT_SIZE,
-                                  offs, sizes, tags, where, first, data_end):
+        logical: Ints
+        if isinstance(pos, list):
+            logical = [(base + p) // CQ_STORE_UNIT_SIZE for p in pos]
+        else:
+            import numpy as np
+
+            logical = (base + np.asarray(pos)) // CQ_STORE_UNIT_SIZE
+        for i, f in unit_findings(self, topic, queue_id, logical, offs, sizes, tags, where,
+                                  first, data_end):
             if self.live and self._unit_settled(
                     topic, queue_id, rel, base, int(pos[i]),
                     CqEntry(int(offs[i]), int(sizes[i]), int(tags[i]))):
                 continue
-            ok[i] = False
+            bad.add(i)
             self.note(f)
-        return ok
+        return bad
 
     def _unit_settled(
         self, topic: str, queue_id: int, rel: str, base: int, pos: int, unit: CqEntry
@@ -695,11 +737,10 @@ class Store(IndexFiles):
         for _ in range(SETTLE_TRIES):
             now = read_unit(self.root / rel, pos)
             if now is not None and now != unit:
-                lo, phy, size, tags = (np.array([v], np.int64) for v in (
-                    (base + pos) // CQ_STORE_UNIT_SIZE, now.commit_log_offset, now.size,
-                    now.tags_code))
-                return not unit_findings(self, topic, queue_id, lo, phy, size, tags,
-                                         lambda _: (rel, pos), first, self.max_physical_offset())
+                return not unit_findings(
+                    self, topic, queue_id, [(base + pos) // CQ_STORE_UNIT_SIZE],
+                    [now.commit_log_offset], [now.size], [now.tags_code],
+                    lambda _: (rel, pos), first, self.max_physical_offset())
             time.sleep(0.01)
         return False
 
@@ -780,22 +821,23 @@ class Store(IndexFiles):
             try:
                 if size is None:
                     raise FileNotFoundError(p)
-                u = np.fromfile(p, dtype=CQ_DTYPE, count=size // CQ_STORE_UNIT_SIZE)
+                count = size // CQ_STORE_UNIT_SIZE
+                pos, offs, sizes, tags = _written(
+                    *_units(p, 0, count, arrays=count >= KERNEL_MIN_UNITS))
             except FileNotFoundError:
                 continue  # deleted since the listing (the broker's cleanup)
             self._check_cq_size(rel, size)
-            offs, sizes, tags = (u[k].astype(np.int64) for k in ("offset", "size", "tags"))
-            written = np.flatnonzero((offs != 0) | (sizes != 0) | (tags != 0))
-            if not written.size:
+            if not len(pos):
                 continue
             if not first_seen:
-                info.min_offset = base + int(written[0])
+                info.min_offset = base + int(pos[0]) // CQ_STORE_UNIT_SIZE
                 first_seen = True
-            ok = self.units_ok(topic, queue_id, rel, int(p.name), written * CQ_STORE_UNIT_SIZE,
-                               offs[written], sizes[written], tags[written])
-            if ok.any():
-                last = int(written[np.flatnonzero(ok)[-1]])
-                info.max_offset = base + last + 1
+            bad = self.units_ok(topic, queue_id, rel, int(p.name), pos, offs, sizes, tags)
+            last = len(pos) - 1
+            while last >= 0 and last in bad:
+                last -= 1
+            if last >= 0:
+                info.max_offset = base + int(pos[last]) // CQ_STORE_UNIT_SIZE + 1
                 info.last_commit_log_offset = int(offs[last])
         if not first_seen and files:
             info.min_offset = info.max_offset = int(files[0].name) // CQ_STORE_UNIT_SIZE

@@ -20,14 +20,16 @@ The unit rule (:mod:`mqtool.store.unit_check`) reads the records its units name 
 from __future__ import annotations
 
 import mmap
-from typing import Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Protocol
 
 from mqtool.formats.commitlog import CommitLogMessage, parse_message
 from mqtool.formats.errors import MqtoolError
-from mqtool.store.facts import Messages, MessagesBuilder
 from mqtool.store.files import CommitLogFile
+
+if TYPE_CHECKING:  # numpy and the facts table are imported by messages_at
+    import numpy as np
+
+    from mqtool.store.facts import Messages
 
 
 class CommitLogReader(Protocol):
@@ -68,6 +70,9 @@ def messages_at(
     records starting at the distinct offsets of ``phys``: those the kernel accepts, and those
     only the Python rule reads (:func:`message_at`). Offsets where no record starts are not in
     the table. ``keys``: also the index key hashes; ``tags``: the tagsCodes (else 0)."""
+    import numpy as np
+
+    from mqtool.store.facts import MessagesBuilder
 
     at = np.unique(np.asarray(phys, dtype=np.int64))
     cols = MessagesBuilder(keys=keys, tags=tags)

@@ -2,23 +2,32 @@
 
 :func:`unit_findings` is ``verify``'s rule for consume-queue units (:mod:`mqtool.integrity.queues`)
 and is applied by every read of a queue (:meth:`mqtool.store.reader.Store.units_ok`): each unit is
-checked against the record at its commitlog offset, read in place
-(:func:`mqtool.store.records_at.messages_at`).
+checked against the record at its commitlog offset, read in place. The rule is written once, for
+one unit (:class:`_UnitRule`). A batch of fewer than
+:data:`~mqtool.store.records_at.KERNEL_MIN_UNITS` units reads each unit's record with the Python
+rule (:func:`mqtool.store.records_at.message_at`) and imports no numpy; a larger batch reads its
+records at once (:func:`mqtool.store.records_at.messages_at`) and gives the rule only the units
+that are not plainly their record's (the others are no findings).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeAlias
 
-import numpy as np
-
-from mqtool.formats.commitlog import CommitLogMessage
-from mqtool.formats.consumequeue import MAX_ADDR
+from mqtool.formats.commitlog import PROPERTY_TAGS, CommitLogMessage
+from mqtool.formats.consumequeue import MAX_ADDR, tags_code_of
 from mqtool.formats.errors import Finding
 from mqtool.integrity import dispatch_rules
 from mqtool.integrity.lmq import is_lmq, lmq_finding, lmq_unit_problem
-from mqtool.store.records_at import CommitLogReader, messages_at
+from mqtool.store.records_at import KERNEL_MIN_UNITS, CommitLogReader, message_at
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    Ints: TypeAlias = Sequence[int] | np.ndarray
+    """A column of integers: a list (a few units) or a numpy array (verify's batches)."""
 
 
 class UnitReader(CommitLogReader, Protocol):
@@ -31,89 +40,140 @@ class UnitReader(CommitLogReader, Protocol):
     def try_message_at(self, offset: int) -> CommitLogMessage | None: ...
 
 
+class UnitRecord(NamedTuple):
+    """What the unit rule compares of the record a unit names."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    size: int
+    tags_code: int  # the tag's hash (0 without a tag; 0 when the rule does not compare it)
+
+    @classmethod
+    def of(cls, m: CommitLogMessage | None, tags: bool) -> UnitRecord | None:
+        if m is None:
+            return None
+        tag = m.properties.get(PROPERTY_TAGS) if tags else None
+        return cls(m.topic, m.queue_id, m.queue_offset, m.total_size,
+                   tags_code_of(tag) if tag else 0)
+
+
+class _UnitRule:
+    """The rule for one unit of ``topic``/``qid`` (see :func:`unit_findings`)."""
+
+    def __init__(self, store: UnitReader, topic: str, qid: int,
+                 where: Callable[[int], tuple[str, int | None]], first_start: int,
+                 data_end: int) -> None:
+        self.store, self.topic, self.qid, self.where = store, topic, qid, where
+        self.first_start, self.data_end = first_start, data_end
+        self.tag_hash = dispatch_rules.tags_code_is_tag_hash(topic)
+        self.lmq = is_lmq(topic)
+        self.listed_end = store.listed_end() if store.live else 0
+
+    def finding(self, lo: int, phy: int, size: int, tag: int,
+                record: Callable[[], UnitRecord | None]) -> Finding | None:
+        """The finding of unit ``lo`` (commitlog offset ``phy``, ``size``, tagsCode ``tag``;
+        ``record`` reads the record at ``phy``, None where none starts), or None."""
+        rel, pos = self.where(lo)
+        unit = f"unit {self.topic}/{self.qid}@{lo} -> commitlog offset {phy} size {size}"
+        if phy < 0 or size <= 0:
+            return Finding("bad-field", rel, pos, f"{unit}: impossible values (RocketMQ's "
+                           "ConsumeQueue.recover stops at this unit)")
+        if phy < self.first_start:
+            return None
+        if self.store.live:
+            if phy >= self.listed_end:
+                return None
+        elif phy + size > self.data_end:
+            return Finding("cq", rel, pos, f"{unit}: points past the valid commitlog data "
+                           f"(ends at {self.data_end})", phy=phy)
+        r = record()
+        if r is None:
+            return Finding("cq", rel, pos, f"{unit}: no readable message starts there", phy=phy)
+        if self.lmq:
+            why = lmq_unit_problem(self.store, self.topic, lo, phy, size)
+            if why is not None:
+                return lmq_finding(rel, pos, unit, why, phy)
+        elif (r.topic, r.queue_id, r.queue_offset, r.size) != (self.topic, self.qid, lo, size):
+            return Finding("cq", rel, pos, f"{unit}: the message there is {r.topic}/"
+                           f"{r.queue_id}@{r.queue_offset} size {r.size}", phy=phy)
+        if self.tag_hash and tag > MAX_ADDR and r.tags_code != tag:
+            return Finding("cq", rel, pos, f"{unit}: tagsCode is not the message's tag hash",
+                           expected=str(r.tags_code), found=str(tag), phy=phy)
+        return None
+
+
 def unit_findings(
-    store: UnitReader, topic: str, qid: int, offsets: np.ndarray, phys: np.ndarray,
-    sizes: np.ndarray, tags: np.ndarray, where: Callable[[int], tuple[str, int | None]],
-    first_start: int, data_end: int,
+    store: UnitReader, topic: str, qid: int, offsets: Ints, phys: Ints, sizes: Ints, tags: Ints,
+    where: Callable[[int], tuple[str, int | None]], first_start: int, data_end: int,
 ) -> list[tuple[int, Finding]]:
     """The rule for consume-queue units of ``topic``/``qid`` (logical ``offsets`` and their
     commitlog offsets, sizes and tagsCodes; ``where`` gives a unit's file and in-file offset),
-    each checked against the record at its commitlog offset (read in place,
-    :func:`messages_at`): impossible values, a record past the valid
-    data (``data_end``), no record there, another queue's record (topic, queueId,
-    queueOffset, size; an LMQ's unit must name a record dispatched to it,
+    each checked against the record at its commitlog offset (read in place): impossible values,
+    a record past the valid data (``data_end``), no record there, another queue's record
+    (topic, queueId, queueOffset, size; an LMQ's unit must name a record dispatched to it,
     :mod:`mqtool.integrity.lmq`), a tagsCode that is not the record's tag hash. Units below
     ``first_start`` (commitlog files deleted first) are no findings; on a live store, neither
     are units of records past the files it was opened with (written since), and records past
-    ``data_end`` are read as they are now. Returns (index into the arrays, finding) for each
+    ``data_end`` are read as they are now. Returns (index into the columns, finding) for each
     unit that is a finding."""
-    tag_hash = dispatch_rules.tags_code_is_tag_hash(topic)
-    impossible = (phys < 0) | (sizes <= 0)
-    below = (~impossible) & (phys < first_start)
-    n = len(phys)
-    if store.live:  # records written since the pass are read as they are now
-        later = (~impossible) & (~below) & (phys >= store.listed_end())
-        past = np.zeros(n, bool)
+    rule = _UnitRule(store, topic, qid, where, first_start, data_end)
+    record: Callable[[int], UnitRecord | None]
+    todo: Iterable[int]
+    if len(phys) < KERNEL_MIN_UNITS:
+        todo = range(len(phys))
+
+        def record(i: int) -> UnitRecord | None:
+            return UnitRecord.of(message_at(store, int(phys[i])), rule.tag_hash)
     else:
-        later = np.zeros(n, bool)
-        past = (~impossible) & (~below) & (phys + sizes > data_end)
-    check = ~(impossible | below | past | later)
-    msgs = messages_at(store, phys[check], tags=tag_hash)
-    if len(msgs):
-        idx_c = np.minimum(np.searchsorted(msgs.phy, phys), len(msgs) - 1)
-        hit = msgs.phy[idx_c] == phys
-    else:
-        idx_c = np.zeros(n, np.int64)
-        hit = np.zeros(n, bool)
-    dangling = check & ~hit
-    matched = check & hit
-    wrong = np.zeros(n, bool)
-    wrong_tags = np.zeros(n, bool)
-    lmq_why: dict[int, str] = {}
-    if matched.any() and is_lmq(topic):  # units naming another topic's records
-        for i in np.flatnonzero(matched).tolist():
-            why = lmq_unit_problem(store, topic, int(offsets[i]), int(phys[i]), int(sizes[i]))
-            if why is not None:
-                lmq_why[i] = why
-                wrong[i] = True
-        if tag_hash:
-            wrong_tags = matched & ~wrong & (tags > MAX_ADDR) & (msgs.tags_code[idx_c] != tags)
-    elif matched.any():
-        topic_idx = msgs.topics.index(topic) if topic in msgs.topics else -1
-        same = (
-            (msgs.topic[idx_c] == topic_idx) & (msgs.queue_id[idx_c] == qid)
-            & (msgs.queue_offset[idx_c] == offsets) & (msgs.size[idx_c] == sizes)
-        )
-        wrong = matched & ~same
-        if tag_hash:
-            wrong_tags = (matched & same & (tags > MAX_ADDR)
-                          & (msgs.tags_code[idx_c] != tags))
+        todo, record = _not_plain(rule, offsets, phys, sizes, tags)
     out: list[tuple[int, Finding]] = []
-    for i in np.flatnonzero(impossible | past | dangling | wrong | wrong_tags).tolist():
-        lo = int(offsets[i])
-        rel, pos = where(lo)
-        phy, size, tag = int(phys[i]), int(sizes[i]), int(tags[i])
-        unit = f"unit {topic}/{qid}@{lo} -> commitlog offset {phy} size {size}"
-        r = int(idx_c[i])
-        if impossible[i]:
-            f = Finding("bad-field", rel, pos, f"{unit}: impossible values (RocketMQ's "
-                        "ConsumeQueue.recover stops at this unit)")
-        elif past[i]:
-            f = Finding("cq", rel, pos, f"{unit}: points past the valid commitlog data "
-                        f"(ends at {data_end})", phy=phy)
-        elif dangling[i]:
-            f = Finding("cq", rel, pos, f"{unit}: no readable message starts there", phy=phy)
-        elif i in lmq_why:
-            f = lmq_finding(rel, pos, unit, lmq_why[i], phy)
-        elif wrong[i]:
-            f = Finding(
-                "cq", rel, pos,
-                f"{unit}: the message there is {msgs.topics[int(msgs.topic[r])]}/"
-                f"{int(msgs.queue_id[r])}@{int(msgs.queue_offset[r])} size "
-                f"{int(msgs.size[r])}", phy=phy,
-            )
-        else:
-            f = Finding("cq", rel, pos, f"{unit}: tagsCode is not the message's tag hash",
-                        expected=str(int(msgs.tags_code[r])), found=str(tag), phy=phy)
-        out.append((i, f))
+    for i in todo:
+        f = rule.finding(int(offsets[i]), int(phys[i]), int(sizes[i]), int(tags[i]),
+                         partial(record, i))
+        if f is not None:
+            out.append((i, f))
     return out
+
+
+def _not_plain(rule: _UnitRule, offsets: Ints, phys: Ints, sizes: Ints, tags: Ints
+               ) -> tuple[list[int], Callable[[int], UnitRecord | None]]:
+    """For a large batch: the units the rule must look at (every unit but those whose record
+    is plainly theirs: checked, a record there of their topic, queue, queue offset and size,
+    and the tagsCode the rule compares equal) and their records, read at once
+    (:func:`messages_at`)."""
+    import numpy as np
+
+    from mqtool.store.records_at import messages_at
+
+    phy, size, lo, tag = (np.asarray(c, dtype=np.int64) for c in (phys, sizes, offsets, tags))
+    n = len(phy)
+    if rule.store.live:
+        check = (phy >= 0) & (size > 0) & (phy >= rule.first_start) & (phy < rule.listed_end)
+    else:
+        check = (phy >= 0) & (size > 0) & (phy >= rule.first_start) & (phy + size <= rule.data_end)
+    below = (phy >= 0) & (size > 0) & (phy < rule.first_start)
+    later = (phy >= 0) & (size > 0) & ~below & (phy >= rule.listed_end) if rule.store.live else \
+        np.zeros(n, bool)
+    msgs = messages_at(rule.store, phy[check], tags=rule.tag_hash)
+    if len(msgs):
+        row = np.minimum(np.searchsorted(msgs.phy, phy), len(msgs) - 1)
+        hit = msgs.phy[row] == phy
+    else:
+        row, hit = np.zeros(n, np.int64), np.zeros(n, bool)
+    plain = np.zeros(n, bool)
+    if not rule.lmq and len(msgs):
+        t = msgs.topics.index(rule.topic) if rule.topic in msgs.topics else -1
+        plain = (check & hit & (msgs.topic[row] == t) & (msgs.queue_id[row] == rule.qid)
+                 & (msgs.queue_offset[row] == lo) & (msgs.size[row] == size))
+        if rule.tag_hash:
+            plain &= (tag <= MAX_ADDR) | (msgs.tags_code[row] == tag)
+
+    def record(i: int) -> UnitRecord | None:
+        if not hit[i]:
+            return None
+        r = int(row[i])
+        return UnitRecord(msgs.topics[int(msgs.topic[r])], int(msgs.queue_id[r]),
+                          int(msgs.queue_offset[r]), int(msgs.size[r]), int(msgs.tags_code[r]))
+
+    return np.flatnonzero(~(plain | below | later)).tolist(), record

@@ -20,11 +20,12 @@ JOURNEY = "4.9.7/journey"
 ID = "C000020247AB5FFD2B276B8361EB0007"  # j-always-1: original to DLQ
 OFFSET_MSG_ID = "C0A8010A00002A9F0000000000004355"  # its DLQ copy
 HEAVY = ("typer", "click", "rich", "numba", "pyspark")
+WATCHED = (*HEAVY, "numpy")  # numpy: only where a store is large
 
 RUN = (
     "import atexit, os, sys\n"
     "def heavy():\n"
-    f"    got = sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r}))\n"
+    f"    got = sorted({{m.split('.')[0] for m in sys.modules}} & set({WATCHED!r}))\n"
     "    with open(os.environ['MQTOOL_TEST_MODULES'], 'w') as f:\n"
     "        f.write(' '.join(got))\n"
     "atexit.register(heavy)\n"
@@ -52,7 +53,7 @@ def _run(args: list[str], tmp: Path, quick: bool,
 def _same(args: list[str], tmp: Path,
           columns: str | None = None) -> tuple[int, str, str, list[str]]:
     """Run ``args`` both ways; assert the same output and status; the quick run's result and
-    the heavy modules it loaded."""
+    the watched modules it loaded."""
     q = _run(args, tmp, True, columns)
     t = _run(args, tmp, False, columns)
     assert q[:3] == t[:3], f"mqtool {' '.join(args)}: quick {q[:3]!r} != typer {t[:3]!r}"
@@ -109,7 +110,8 @@ def test_quick_forms_print_what_typer_prints(stores: dict[str, Path], store: str
     statuses = set()
     for form in FORMS:
         args = [a.format(s=stores[store]) for a in form]
-        status, out, err, heavy = _same(args, tmp_path)
+        status, out, err, loaded = _same(args, tmp_path)
+        heavy = [m for m in loaded if m in HEAVY]
         assert heavy == [], f"mqtool {' '.join(args)} loaded {heavy}"
         assert "Traceback" not in err
         statuses.add(status)
@@ -144,3 +146,14 @@ def test_with_columns_set_rich_draws_both(stores: dict[str, Path], tmp_path: Pat
         assert "typer" not in heavy and "numba" not in heavy
         if args[0] != "trace" and "--json" not in args:  # (trace's resend line stays whole)
             assert max(len(ln) for ln in out.splitlines()) <= 100
+
+
+def test_inspect_of_a_small_store_imports_no_numpy(stores: dict[str, Path],
+                                                  tmp_path: Path) -> None:
+    """The checks of every read run over Python lists on a store this small (numpy only
+    where a file is large): ``inspect`` of the journey store loads no numpy."""
+    s = str(stores["journey"])
+    for args in (["inspect", s], ["inspect", s, "--json"]):
+        status, out, _err, loaded = _run(args, tmp_path, True)
+        assert status == 0 and out
+        assert "numpy" not in loaded, f"mqtool {' '.join(args)} loaded {loaded}"
