@@ -11,7 +11,6 @@ Big-endian throughout.
 
 from __future__ import annotations
 
-import calendar
 import ipaddress
 import struct
 import time
@@ -44,6 +43,8 @@ class UniqKey:
         record instead of "now": when the result lands after the anchor by more than a day,
         the previous month is taken.
         """
+        import calendar
+
         t = time.gmtime(anchor_ms / 1000)
         start = calendar.timegm((t.tm_year, t.tm_mon, 1, 0, 0, 0)) * 1000
         ts = start + self.ms_in_month

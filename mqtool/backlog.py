@@ -23,7 +23,6 @@ from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.errors import FormatError, MqtoolError
 from mqtool.formats.pop import REVIVE_TOPIC_PREFIX, PopAck, PopCheckPoint
 from mqtool.formats.rules import PROPERTY_REAL_TOPIC, PROPERTY_TIMER_OUT_MS, TIMER_TOPIC
-from mqtool.formats.timer import parse_timer_checkpoint
 from mqtool.integrity.pop import parse_record, revive_records
 from mqtool.store.reader import Store
 
@@ -133,6 +132,8 @@ def timer_read_ms(store: Store) -> int | None:
     p = store.config_path("timercheck")
     if not p.exists():
         return None
+    from mqtool.formats.timer import parse_timer_checkpoint  # a 5.x store's timer only
+
     try:
         return parse_timer_checkpoint(p.read_bytes(), file="config/timercheck").last_read_time_ms
     except MqtoolError:

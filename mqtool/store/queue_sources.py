@@ -20,13 +20,15 @@ import mmap
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mqtool.formats.batchcq import CQ_STORE_UNIT_SIZE as BATCH_UNIT_SIZE
-from mqtool.formats.batchcq import BatchCqEntry, iter_batch_cq
 from mqtool.formats.consumequeue import CqEntry
 from mqtool.formats.errors import Finding
 from mqtool.store.files import QueueEntry, map_readonly, numbered_files
 from mqtool.store.rocksdb_queue import RocksQueues, is_rocksdb_dir
+
+if TYPE_CHECKING:  # the batch layout is imported where a store has batch queues
+    from mqtool.formats.batchcq import BatchCqEntry
 
 BATCH_DIR = "batchconsumequeue"  # StorePathConfigHelper.getStorePathBatchConsumeQueue
 ROCKS_REL = "consumequeue"
@@ -110,6 +112,9 @@ class QueueSources:
 
     def batch_units(self, topic: str, queue_id: int
                     ) -> list[tuple[int, BatchCqEntry, str, int]]:
+        from mqtool.formats.batchcq import CQ_STORE_UNIT_SIZE as BATCH_UNIT_SIZE
+        from mqtool.formats.batchcq import iter_batch_cq
+
         key = (topic, queue_id)
         got = self._batch_units.get(key)
         if got is not None:

@@ -10,25 +10,15 @@ finding naming the directory.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mqtool.formats.errors import Finding, FormatError
-from mqtool.formats.rocksdbcq import (
-    CHECKPOINT_TOPIC,
-    OFFSET_COLUMN_FAMILY,
-    RocksUnit,
-    build_unit_key,
-    parse_checkpoint_value,
-    parse_offset_key,
-    parse_offset_value,
-    parse_unit_key,
-    parse_unit_value,
-)
+
+if TYPE_CHECKING:  # the layout is imported where a RocksDB queue is read
+    from mqtool.formats.rocksdbcq import RocksUnit
 
 ROCKSDB_MARKER = "CURRENT"  # every RocksDB directory names its current MANIFEST here
 RDICT_CONFIG = "rocksdict-config.json"  # what rocksdict writes beside a database it opens
@@ -52,6 +42,9 @@ class RocksQueues:
 
     @classmethod
     def open(cls, path: Path, rel: str) -> RocksQueues:
+        import shutil
+        import tempfile
+
         rq = cls(rel)
         # rocksdict writes its own rocksdict-config.json beside any database it opens, read-only
         # or not: it opens a private directory of symbolic links to the database's files
@@ -68,6 +61,8 @@ class RocksQueues:
         return rq
 
     def _read(self, view: Path) -> None:
+        from mqtool.formats.rocksdbcq import OFFSET_COLUMN_FAMILY
+
         try:
             from rocksdict import AccessType, Options, Rdict
 
@@ -93,6 +88,8 @@ class RocksQueues:
                                      found=key.hex()))
 
     def _read_units(self, db: Any) -> None:
+        from mqtool.formats.rocksdbcq import parse_unit_key, parse_unit_value
+
         for key, value in db.items():
             try:
                 k = parse_unit_key(bytes(key))
@@ -103,6 +100,13 @@ class RocksQueues:
             self.units.setdefault((k.topic, k.queue_id), []).append((k.queue_offset, u))
 
     def _read_offsets(self, cf: Any) -> None:
+        from mqtool.formats.rocksdbcq import (
+            CHECKPOINT_TOPIC,
+            parse_checkpoint_value,
+            parse_offset_key,
+            parse_offset_value,
+        )
+
         for key, value in cf.items():
             try:
                 k = parse_offset_key(bytes(key))
@@ -124,4 +128,6 @@ class RocksQueues:
 
     def key_of(self, topic: str, queue_id: int, queue_offset: int) -> str:
         """The unit's RocksDB key in hex (where a finding about it points)."""
+        from mqtool.formats.rocksdbcq import build_unit_key
+
         return build_unit_key(topic, queue_id, queue_offset).hex()
