@@ -18,25 +18,33 @@ Timed, interleaved (one of each per round, medians over the rounds):
 - ``python -c pass`` with the venv's Python: the baseline every short command is divided by;
 - ``mqtool --help``, ``mqtool inspect``, ``mqtool trace ID``, ``mqtool msg ID`` on the real
   RocketMQ 4.9.7 journey store (``fixtures/``), and ``python -c "import typer"``, the floor of
-  any command that parses its options with typer;
+  any command that parses its options with typer. Their output goes to a pipe, as in a script
+  or ``| grep``: plain rows (COLUMNS unset, as a shell leaves it for a command it starts);
+- ``inspect``, ``trace ID`` and ``msg ID`` again with their output on a pseudo-terminal of 100
+  columns, as an operator at a terminal runs them: rich's tables and colour;
 - a bare local Spark session as a user would start one (``SparkSession.builder.master(...)
   .getOrCreate()``, one tiny job, default settings, same master) and ``mqtool scan`` of the
   journey store with the same master: the scan's figure is its wall time less the bare
   session's.
 
-Targets: ``--help`` and ``inspect`` at most 3x ``python -c pass``, ``trace`` and
-``msg`` at most 5x; the tiny-store scan at most the bare session + 1 s. Prints a table and
+Targets (on the pipe): ``--help`` and ``inspect`` at most 3x ``python -c pass``, ``trace``
+and ``msg`` at most 5x; the tiny-store scan at most the bare session + 1 s. The terminal
+figures have no target of their own; they show what the tables cost. Prints a table and
 writes ``bench/cli/last-run.json`` (see bench/figures.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
+import pty
 import shutil
 import statistics
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -74,32 +82,65 @@ def _venv() -> tuple[Path, Path]:
     return py, VENV / "bin" / "mqtool"
 
 
+TTY = " (terminal)"
+"""Suffix of a case whose stdout is a pseudo-terminal (:func:`_run_tty`)."""
+
+
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "MQTOOL_SPARK_CDS")}
-    env.update(XDG_CACHE_HOME=str(OUT / "cache"), NO_COLOR="1", COLUMNS="100")
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "MQTOOL_SPARK_CDS", "COLUMNS", "LINES",
+                        "NO_COLOR", "FORCE_COLOR", "PYTHONDONTWRITEBYTECODE")}
+    env.update(XDG_CACHE_HOME=str(OUT / "cache"))
     return env
 
 
 def _run(cmd: list[str], env: dict[str, str]) -> float:
     t = time.perf_counter()
-    res = subprocess.run(cmd, cwd=OUT, env=env, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True, check=False)
+    res = subprocess.run(cmd, cwd=OUT, env=env, capture_output=True, check=False)
     wall = time.perf_counter() - t
     if res.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)}: exit {res.returncode}: {res.stderr[-2000:]}")
+        raise SystemExit(f"{' '.join(cmd)}: exit {res.returncode}: "
+                         f"{res.stderr.decode(errors='replace')[-2000:]}")
+    return wall
+
+
+def _run_tty(cmd: list[str], env: dict[str, str]) -> float:
+    """Wall time of ``cmd`` with its stdout on a pseudo-terminal of 40 x 100 (read to the
+    end as a terminal would)."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=OUT, env=env, stdin=subprocess.DEVNULL, stdout=slave,
+                            stderr=subprocess.PIPE)
+    os.close(slave)
+    while True:
+        try:
+            if not os.read(master, 1 << 16):
+                break
+        except OSError:  # EIO: the terminal's last writer is gone
+            break
+    err = proc.stderr.read() if proc.stderr else b""
+    code = proc.wait()
+    wall = time.perf_counter() - t
+    os.close(master)
+    if code != 0:
+        raise SystemExit(f"{' '.join(cmd)} (terminal): exit {code}: "
+                         f"{err.decode(errors='replace')[-2000:]}")
     return wall
 
 
 def _timed(cases: dict[str, list[str]], rounds: int, warm: int,
            env: dict[str, str]) -> dict[str, list[float]]:
+    def run(name: str, cmd: list[str]) -> float:
+        return _run_tty(cmd, env) if name.endswith(TTY) else _run(cmd, env)
+
     for _ in range(warm):
-        for cmd in cases.values():
-            _run(cmd, env)
+        for name, cmd in cases.items():
+            run(name, cmd)
     times: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(rounds):
         for name, cmd in cases.items():
-            times[name].append(_run(cmd, env))
+            times[name].append(run(name, cmd))
     return times
 
 
@@ -120,6 +161,8 @@ def main() -> None:
         "mqtool msg STORE ID": [str(mqtool), "msg", str(JOURNEY), TRACE_ID],
         "python -c 'import typer'": [str(py), "-c", "import typer"],
     }
+    for name in ("mqtool inspect STORE", "mqtool trace STORE ID", "mqtool msg STORE ID"):
+        short[name + TTY] = short[name]
     spark = {
         "bare local Spark session": [str(py), "-c", BARE_SESSION],
         "mqtool scan STORE": [str(mqtool), "scan", str(JOURNEY), "--master", MASTER],
@@ -161,8 +204,11 @@ def main() -> None:
         "notes": [
             "Each process is started from a wheel installed in a virtual environment of its "
             "own (no editable install), warm, with the commands interleaved round by round; "
-            "medians. `python -c 'import typer'` is the floor of any command that parses its "
-            "options with typer; --help is printed without typer.",
+            "medians. Output goes to a pipe (plain rows; the targets are measured there), and "
+            f"for the rows marked{TTY} to a pseudo-terminal of 100 columns (rich's tables and "
+            "colour, what an operator at a terminal sees). `python -c 'import typer'` is the "
+            "floor of any command that parses its options with typer; --help is printed "
+            "without typer.",
             f"Targets in this run: {verdict}.",
         ],
     })
