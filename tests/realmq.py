@@ -225,27 +225,30 @@ def _java_cmd(home: Path, heap: Sequence[str], cp: str, main: str, *args: str,
 def java(version: str, main_class: str, *args: str, class_dir: Path | None = None,
          artifacts: Sequence[str] = DEFAULT_ARTIFACTS, timeout: float = 300,
          home: Path | None = None, input: str | None = None,
-         log: str = "client") -> subprocess.CompletedProcess[str]:
+         log: str = "client", cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``main_class`` in a JVM with RocketMQ ``version``'s jars (and ``class_dir``) on the
-    class path; ``home`` (default: a directory under build/realmq) is its user.home."""
+    class path; ``home`` (default: a directory under build/realmq) is its user.home, ``cwd``
+    its working directory (default: this process's)."""
     cp = classpath(version, *artifacts)
     if class_dir is not None:
         cp = f"{class_dir}:{cp}"
     home = prepare_home(home if home is not None else BUILD / "home" / version)
     return subprocess.run(
         _java_cmd(home, TOOL_HEAP, cp, main_class, *args, log=log),
-        capture_output=True, text=True, timeout=timeout, env=_env(home), input=input,
+        capture_output=True, text=True, timeout=timeout, env=_env(home), input=input, cwd=cwd,
     )
 
 
 def mqadmin(version: str, namesrv: str, *args: str, timeout: float = 120,
-            home: Path | None = None) -> subprocess.CompletedProcess[str]:
+            home: Path | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """``mqadmin <command> -n namesrv <options>`` of RocketMQ ``version``
-    (``org.apache.rocketmq.tools.command.MQAdminStartup``); ``args[0]`` is the command."""
+    (``org.apache.rocketmq.tools.command.MQAdminStartup``); ``args[0]`` is the command, run in
+    ``cwd`` (``consumerStatus`` writes its files there)."""
     if not args:
         raise ValueError("mqadmin needs a command")
     return java(version, "org.apache.rocketmq.tools.command.MQAdminStartup",
-                args[0], "-n", namesrv, *args[1:], timeout=timeout, home=home, log="tools")
+                args[0], "-n", namesrv, *args[1:], timeout=timeout, home=home, log="tools",
+                cwd=cwd)
 
 
 def _port_free(port: int) -> bool:

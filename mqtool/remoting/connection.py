@@ -20,7 +20,8 @@ from mqtool.remoting.frame import (
 class Connection:
     """A client connection: ``invoke`` sends a request and awaits the response with its opaque.
 
-    Requests the server pushes (e.g. NOTIFY_CONSUMER_IDS_CHANGED) go to ``on_request`` when set.
+    Requests the server pushes (e.g. NOTIFY_CONSUMER_IDS_CHANGED) go to ``on_request`` when set;
+    ``respond`` answers those that want an answer.
     """
 
     def __init__(
@@ -98,6 +99,10 @@ class Connection:
             raise RemotingError(f"connection lost: {e}") from None
         finally:
             self._pending.pop(cmd.opaque, None)
+
+    def respond(self, cmd: RemotingCommand) -> None:
+        """Write ``cmd``, a response to a request the server sent (its opaque kept)."""
+        self._writer.write(encode(cmd, max_frame=self.max_frame))
 
     async def invoke_oneway(self, cmd: RemotingCommand) -> None:
         """Send a request flagged oneway (no response)."""

@@ -9,8 +9,10 @@ held (``held_codes``, e.g. PULL_MESSAGE with long polling) run in their own task
 block the other requests of the same connection; the rest are started inline and answered in
 order as they arrive, the answers to one read's requests in one write (a handler that has to
 wait pauses reading until it is answered). A response carries the request's opaque; oneway
-requests get none. A bad frame (:class:`FrameError`) closes that one connection with a one-line
-log; other connections keep being served. Requests are bounded: ``max_frame`` before any
+requests get none. The server may also ask a client over its connection (:meth:`Peer.invoke`):
+the client's response is matched by its opaque as soon as it is read. A bad frame
+(:class:`FrameError`) closes that one connection with a one-line log; other connections keep
+being served. Requests are bounded: ``max_frame`` before any
 allocation, an idle timeout between frames, a timeout for the rest of a frame once its first
 bytes arrived (slow or vanished clients release their connection), and reading pauses while a
 client does not read its answers (the socket's write buffer is over its high-water mark).
@@ -27,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import itertools
 import socket
 import sys
 from collections import deque
@@ -34,7 +37,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any
 
 from mqtool.formats.errors import MqtoolError
-from mqtool.remoting.codes import ResponseCode
+from mqtool.remoting.codes import FLAG_RESPONSE, ResponseCode
 from mqtool.remoting.frame import (
     DEFAULT_MAX_FRAME,
     LENGTH_FIELD_SIZE,
@@ -74,8 +77,21 @@ class UnsupportedCode(RemotingError):
     """Raised by a handler for a code it does not serve (answered REQUEST_CODE_NOT_SUPPORTED)."""
 
 
+class NoResponse(RemotingError):
+    """A request sent to a client got no response: none within the timeout, or the connection
+    closed first (``RemotingTimeoutException`` of the broker)."""
+
+
+#: Opaques of the requests the server sends to its clients (``RemotingCommand.requestId``).
+_OPAQUES = itertools.count(1)
+
+
 class Peer:
-    """One accepted connection as handlers see it."""
+    """One accepted connection as handlers see it.
+
+    Besides answering, the server may ask the client on the other end (``invoke``): the request
+    carries an opaque of its own, and the client's response, flagged as one, is matched by it.
+    """
 
     def __init__(self, address: str, transport: asyncio.Transport) -> None:
         self.address = address
@@ -85,6 +101,7 @@ class Peer:
         self.closed = False
         self._writable = asyncio.Event()
         self._writable.set()
+        self._asked: dict[int, asyncio.Future[RemotingCommand]] = {}
 
     def write(self, data: bytes) -> None:
         """Queue encoded frames on the socket (dropped once the connection is gone)."""
@@ -99,6 +116,48 @@ class Peer:
         while not self._writable.is_set() and not self.closed:
             await self._writable.wait()
         self.write(data)
+
+    async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send the request ``cmd`` to the client and return its response; NoResponse when none
+        comes within ``timeout`` seconds or the connection closes first.
+
+        A handler of a request of this same connection that is not under ``held_codes`` must
+        not ask it: reading that connection waits for the handler's answer."""
+        loop = asyncio.get_running_loop()
+        cmd.opaque = next(_OPAQUES) & 0x7FFFFFFF
+        cmd.flag &= ~FLAG_RESPONSE
+        fut: asyncio.Future[RemotingCommand] = loop.create_future()
+        why = f"wait response on the channel <{self.address}> timeout, {timeout * 1000:.0f}(ms)"
+        timer = loop.call_later(timeout, _fail, fut, why)
+        self._asked[cmd.opaque] = fut
+        try:
+            if self.closed or self.transport.is_closing():
+                raise NoResponse(f"the connection to <{self.address}> is closed")
+            await self.send(cmd)
+            return await fut
+        finally:
+            timer.cancel()
+            self._asked.pop(cmd.opaque, None)
+
+    def answered(self, cmd: RemotingCommand) -> None:
+        """A response from the client: to the request that waits for it (else dropped, as a
+        response that came after its request gave up)."""
+        fut = self._asked.pop(cmd.opaque, None)
+        if fut is not None and not fut.done():
+            fut.set_result(cmd)
+
+    def lost(self) -> None:
+        """The connection closed: the requests waiting for a response get none."""
+        self.closed = True
+        self._writable.set()
+        for fut in self._asked.values():
+            _fail(fut, f"the connection to <{self.address}> closed before it answered")
+        self._asked.clear()
+
+
+def _fail(fut: asyncio.Future[RemotingCommand], why: str) -> None:
+    if not fut.done():
+        fut.set_exception(NoResponse(why))
 
 
 def _log(msg: str) -> None:
@@ -199,8 +258,15 @@ class _Connection(asyncio.Protocol):
                 timer.cancel()
                 self._arm()
         if cmds:
-            self.backlog.extend(cmds)
-            self._process()
+            peer = self.peer
+            assert peer is not None
+            for cmd in cmds:  # responses to the server's own requests are matched at once
+                if cmd.is_response:
+                    peer.answered(cmd)
+                else:
+                    self.backlog.append(cmd)
+            if self.backlog:
+                self._process()
 
     def eof_received(self) -> bool | None:
         self.eof = True
@@ -222,8 +288,7 @@ class _Connection(asyncio.Protocol):
         peer = self.peer
         if peer is None:
             return
-        peer.closed = True
-        peer._writable.set()
+        peer.lost()
         self.backlog.clear()
         self.server.peers.discard(peer)
         if self.server.on_disconnect is not None:
@@ -247,8 +312,6 @@ class _Connection(asyncio.Protocol):
         out: list[bytes] = []
         while self.backlog and self.ordered is None and not peer.closed:
             cmd = self.backlog.popleft()
-            if cmd.is_response:
-                continue  # mqtool's server sends no requests; stray responses are dropped
             if cmd.code in srv.held_codes:
                 if len(peer.tasks) >= srv.max_held:
                     resp: RemotingCommand | None = cmd.response(

@@ -31,6 +31,13 @@ and ``DefaultMQAdminExt`` send them.
 * GET_CONSUMER_CONNECTION_LIST (203, ``consumerConnection``) and GET_PRODUCER_CONNECTION_LIST
   (204, ``producerConnection``): the group's connections (address, client id, language,
   version) and, for consumers, how they consume and their subscriptions.
+* GET_CONSUMER_RUNNING_INFO (307, ``consumerStatus``) and CONSUME_MESSAGE_DIRECTLY (309,
+  ``queryMsgById -g -d``, ``queryMsgByUniqueKey -g -d``): asked of the consumer client itself
+  over its own connection (``Broker2Client#callClient``: the request's header and body, for 309
+  the body replaced by the stored message the header's ``msgId`` names and ``brokerName``
+  added), its response relayed as it came; SYSTEM_ERROR when the client is not online or older
+  than V3_1_8_SNAPSHOT, CONSUME_MSG_TIMEOUT when it gives no response within 10 s or its
+  connection closes first.
 * GET_CONSUME_STATS (208, ``consumerProgress``): per queue of the group's topics (the one
   asked, else those it has offsets for) the broker's max offset, the group's offset and the
   store time of the last message it consumed.
@@ -43,23 +50,29 @@ import shutil
 import time
 from dataclasses import replace
 
+from mqtool.formats.commitlog import build_message
 from mqtool.formats.config.consumer_offset import split_offset_key
 from mqtool.formats.config.properties import parse_properties
 from mqtool.formats.config.subscription_group import SubscriptionGroupConfig
 from mqtool.formats.config.topics import TopicConfig
 from mqtool.formats.errors import MqtoolError
+from mqtool.formats.msgid import decode_offset_msg_id
 from mqtool.formats.rules import is_validator_system_topic, topic_refusal
 from mqtool.refstore.configs import check_store_name
 from mqtool.remoting import bodies, headers
 from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.frame import HeaderFieldError, RemotingCommand
-from mqtool.remoting.server import Peer
+from mqtool.remoting.server import NoResponse, Peer
 from mqtool.serve.config import AT_START, BrokerConfError, updated
 from mqtool.serve.core import BrokerCore, ClientInfo
 
 #: ``MQVersion.Version`` ordinal and name of each dialect's broker. The broker's responses carry
 #: the ordinal; clients read it (the Java client pulls by SQL92 only from 4.1.0 on).
 BROKER_VERSIONS = {"4.9.7": (407, "V4_9_7"), "5.3.3": (479, "V5_3_3")}
+#: ``MQVersion.Version.V3_1_8_SNAPSHOT.ordinal()``: the oldest client the broker asks.
+OLDEST_ASKED_CLIENT = 62
+#: ``Broker2Client#callClient``: how long the broker waits for a client's response (s).
+CALL_CLIENT_TIMEOUT = 10.0
 
 
 def _field(cmd: RemotingCommand, name: str, required: bool = True) -> str:
@@ -330,6 +343,48 @@ class Admin:
                     "brokerOffset": hi, "consumerOffset": off,
                     "lastTimestamp": self._last_store_time(topic, qid, off)}))
         return cmd.response(body=bodies.build_queue_table("offsetTable", rows, consumeTps=0.0))
+
+    # -- asking a consumer ---------------------------------------------------------------------
+
+    async def consumer_running_info(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
+        return await self._call_consumer(RequestCode.GET_CONSUMER_RUNNING_INFO, cmd,
+                                         cmd.ext_fields, cmd.body)
+
+    async def consume_message_directly(self, cmd: RemotingCommand,
+                                       peer: Peer) -> RemotingCommand:
+        ext = dict(cmd.ext_fields)
+        ext["brokerName"] = self.broker.store.config.broker_name
+        body = cmd.body
+        msg_id = ext.get("msgId")
+        if msg_id is not None:
+            offset = decode_offset_msg_id(msg_id).commit_log_offset
+            body = build_message(self.broker.store.read_message(offset))
+        return await self._call_consumer(RequestCode.CONSUME_MESSAGE_DIRECTLY, cmd, ext, body)
+
+    async def _call_consumer(self, code: int, cmd: RemotingCommand, ext: dict[str, str],
+                             body: bytes) -> RemotingCommand:
+        """``AdminBrokerProcessor#callConsumer``: ``code`` with ``ext`` and ``body`` asked of
+        the client the header names; its response is the answer."""
+        group = _field(cmd, "consumerGroup")
+        client_id = _field(cmd, "clientId")
+        info = self.broker.consumers.get(group, {}).get(client_id)
+        if info is None or info.peer.closed:
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                f"The Consumer <{group}> <{client_id}> not online")
+        if info.version < OLDEST_ASKED_CLIENT:
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer <{client_id}> Version <{info.version}> too low to finish, please "
+                "upgrade it to V3_1_8_SNAPSHOT")
+        try:
+            answer = await info.peer.invoke(RemotingCommand.request(code, ext, body),
+                                            CALL_CLIENT_TIMEOUT)
+        except NoResponse as e:
+            return cmd.response(
+                ResponseCode.CONSUME_MSG_TIMEOUT,
+                f"consumer <{group}> <{client_id}> Timeout: "
+                f"org.apache.rocketmq.remoting.exception.RemotingTimeoutException: {e}")
+        return cmd.response(answer.code, answer.remark, answer.ext_fields, answer.body)
 
     # -- connections --------------------------------------------------------------------------
 

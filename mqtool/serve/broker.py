@@ -165,6 +165,8 @@ class Broker:
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.admin.reset_offset,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.admin.consumed_by,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.admin.producer_connections,
+            RequestCode.GET_CONSUMER_RUNNING_INFO: self.admin.consumer_running_info,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY: self.admin.consume_message_directly,
         }
 
     async def handle(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand | None:

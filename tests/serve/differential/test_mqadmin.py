@@ -8,6 +8,7 @@ broker.conf (:data:`harness.BROKER_CONF`).
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Iterator
@@ -40,7 +41,9 @@ def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Sides]:
 
 def admin(s: harness.Sides, side: str, *args: str) -> str:
     """``mqadmin`` against one side: what it printed (stdout, then stderr)."""
-    res = realmq.mqadmin(VERSION, s.namesrv[side], *args, home=s.work / f"admin-{side}")
+    home = s.work / f"admin-{side}"
+    home.mkdir(exist_ok=True)
+    res = realmq.mqadmin(VERSION, s.namesrv[side], *args, home=home, cwd=home)
     return res.stdout + res.stderr
 
 
@@ -283,3 +286,134 @@ def test_reset_offsets_of_an_online_group(sides: harness.Sides, tmp_path: Path) 
     for t in threads:
         t.join(240)
     assert done["real"] == done["serve"], (done, out)
+
+
+#: What a printed message (``MessageExt#toString``) says that names a place or an instant.
+_PLACES = re.compile(r"(MSGID: \S+ |queueId=\d+|\w+Timestamp=\d+|\w+Host=\S+|msgId=\w+"
+                     r"|commitLogOffset=\d+|UNIQ_KEY=\w+|spentTimeMills=\d+)")
+
+
+def printed(text: str) -> list[str]:
+    """What ``printMsg``, ``consumeMessage`` and the query commands print, each line without
+    what names a place or an instant, sorted (queues are placed differently)."""
+    return sorted(_PLACES.sub("", ln) for ln in text.splitlines()
+                  if ln.strip() and not ln.startswith(("\t", "Message Body Path", "Born Host",
+                                                        "Store Host", "Queue ID", "CommitLog",
+                                                        "Born Timestamp", "Store Timestamp")))
+
+
+def test_query_by_unique_key(sides: harness.Sides) -> None:
+    """queryMsgByUniqueKey of m-1 (its id from queryMsgByKey), and of an id nothing has."""
+    shown: dict[str, list[str]] = {}
+    for side in SIDES:
+        found = rows(admin(sides, side, "queryMsgByKey", "-t", "AdmT", "-k", "m-1"))
+        assert len(found) == 1, (side, found)
+        shown[side] = printed(admin(sides, side, "queryMsgByUniqueKey", "-t", "AdmT", "-i",
+                                    found[0][0]))
+    assert shown["real"] == shown["serve"] and any("[m-1]" in ln for ln in shown["serve"]), shown
+    out = both(sides, "queryMsgByUniqueKey", "-t", "AdmT", "-i", "0A0B0C0D0E0F")
+    assert error_code(out["real"]) == error_code(out["serve"]) == "208", out
+
+
+def test_print_msg_and_consume_message(sides: harness.Sides) -> None:
+    """printMsg and consumeMessage (a pull consumer of the tools) print every message of AdmT."""
+    for args in (("printMsg", "-t", "AdmT"), ("printMsg", "-t", "AdmT", "-d", "true"),
+                 ("consumeMessage", "-t", "AdmT")):
+        out = {side: printed(text) for side, text in both(sides, *args).items()}
+        assert out["real"] == out["serve"], (args, out)
+        assert sum(ln.startswith("MessageExt") for ln in out["serve"]) == 5, (args, out)
+
+
+def test_consumer_status_and_direct_consume(sides: harness.Sides, tmp_path: Path) -> None:
+    """A push consumer of group AdmCs on AdmS online: consumerStatus asks the consumer itself
+    for its running info through the broker (GET_CONSUMER_RUNNING_INFO); queryMsgById and
+    queryMsgByUniqueKey with ``-g -d`` have the broker hand it a message to consume
+    (CONSUME_MESSAGE_DIRECTLY). A third message sent at the end lets the consumer finish."""
+    sent = {side: realmq.produce(VERSION, sides.namesrv[side], "AdmS", 2, prefix="s",
+                                 home=sides.work / f"p-{side}") for side in SIDES}
+    got: dict[str, str] = {}
+
+    def consume(side: str) -> None:
+        res = realmq.java(VERSION, "mqtool.realmq.ConsumeAll", sides.namesrv[side], "AdmS",
+                          "AdmCs", "3", "150000", class_dir=realmq.programs(VERSION),
+                          timeout=240, home=tmp_path / f"c-{side}")
+        got[side] = res.stdout if res.returncode == 0 else f"exit {res.returncode}"
+
+    threads = [threading.Thread(target=consume, args=(side,), daemon=True) for side in SIDES]
+    for t in threads:
+        t.start()
+    client: dict[str, str] = {}
+    status: dict[str, list[str]] = {}
+    direct: dict[str, list[str]] = {}
+    for side in SIDES:
+        for _ in range(30):  # until the consumer registered and its offsets reached the broker
+            text = admin(sides, side, "consumerProgress", "-g", "AdmCs")
+            if sum(int(r[4]) for r in rows(text) if len(r) > 4 and r[0] == "AdmS"
+                   and r[4].isdigit()) == 2:
+                break
+        ids = re.findall(r"^(\S+@\S+)\s", admin(sides, side, "consumerConnection", "-g",
+                                                  "AdmCs"), re.M)
+        assert len(ids) == 1, (side, ids)
+        client[side] = ids[0]
+        listed = admin(sides, side, "consumerStatus", "-g", "AdmCs")
+        info = admin(sides, side, "consumerStatus", "-g", "AdmCs", "-i", client[side])
+        status[side] = _status_lines(listed, info, client[side])
+        direct[side] = [
+            admin(sides, side, "queryMsgById", "-i", sent[side][0]["offsetMsgId"], "-g",
+                  "AdmCs", "-d", client[side]),
+            admin(sides, side, "queryMsgByUniqueKey", "-t", "AdmS", "-i", sent[side][1]["msgId"],
+                  "-g", "AdmCs", "-d", client[side]),
+            admin(sides, side, "consumerStatus", "-g", "AdmCs", "-i", "nobody@1"),
+            admin(sides, side, "queryMsgById", "-i", sent[side][0]["offsetMsgId"], "-g",
+                  "AdmCs", "-d", "nobody@1"),
+        ]
+    assert status["real"] == status["serve"] and len(status["serve"]) > 40, status
+    said = {side: [_said(text) for text in texts] for side, texts in direct.items()}
+    assert said["real"] == said["serve"], direct
+    assert said["serve"][:2] == ["ConsumeMessageDirectlyResult [order=false, autoCommit=true, "
+                                 "consumeResult=CR_SUCCESS, remark=null, ]"] * 2, direct
+    assert said["serve"][2:] == ["CODE: 1  DESC: The Consumer <AdmCs> <nobody@1> not online"] * 2
+    for side in SIDES:
+        realmq.produce(VERSION, sides.namesrv[side], "AdmS", 1, prefix="t",
+                       home=sides.work / f"p-{side}")
+    for t in threads:
+        t.join(240)
+    seen = {side: sorted(json.dumps({k: v for k, v in json.loads(ln).items() if k in (
+        "topic", "tags", "keys", "body", "reconsumeTimes")}, sort_keys=True)
+        for ln in text.splitlines() if ln.startswith("{")) for side, text in got.items()}
+    assert seen["real"] == seen["serve"] and len(seen["serve"]) == 5, got
+
+
+def _said(text: str) -> str:
+    """The line a command printed, or the broker's code and remark it failed with."""
+    m = re.search(r"CODE: \d+\s+DESC: [^\n]*", text)
+    return m.group(0) if m else _PLACES.sub("", text.strip())
+
+
+#: Running-info properties whose values are the same for the same client code and settings.
+_STABLE_PROPERTIES = ("consumerGroup", "messageModel", "consumeFromWhere", "PROP_CONSUME_TYPE",
+                      "PROP_CONSUMEORDERLY", "PROP_CLIENT_VERSION", "pullBatchSize",
+                      "consumeThreadMin", "maxReconsumeTimes", "unitMode")
+
+
+def _status_lines(listed: str, info: str, client: str) -> list[str]:
+    """consumerStatus as comparable lines: the list of clients (client id, time and path
+    left out) with its verdicts; of one client's running info every section's heading, the
+    names of its properties and the values of the stable ones, its subscriptions, and its
+    queues' consumer offsets without the queue."""
+    out = [" ".join(w for w in ln.replace(client, "CLIENT").split() if not w[0].isdigit())
+           for ln in listed.splitlines() if ln.strip()]
+    section = ""
+    for ln in info.splitlines():
+        if ln.startswith("#") and ln.endswith("#"):
+            section = ln
+            out.append(ln)
+        elif section == "#Consumer Properties#" and ":" in ln:
+            key, _, value = (p.strip() for p in ln.partition(":"))
+            out.append(f"{key}: {value}" if key in _STABLE_PROPERTIES else key)
+        elif section == "#Consumer Subscription#" and ln.strip():
+            out.append(ln)
+        elif section == "#Consumer Offset#" and ln.strip() and not ln.startswith("#"):
+            w = ln.split()
+            out.append(f"offset {w[0]} {w[1]} {w[3]}")
+    return sorted(out)
