@@ -35,6 +35,9 @@ public final class ConsumeAll {
         consumer.setNamesrvAddr(namesrv);
         consumer.setInstanceName("realmq-consume-" + ProcessHandle.current().pid());
         consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        // shutdown waits for the listener calls under way, so the offsets it sends last
+        // include the message that completed the count
+        consumer.setAwaitTerminationMillisWhenShutdown(5000);
         consumer.subscribe(topic, "*");
         consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
             for (MessageExt m : msgs) {
