@@ -117,6 +117,17 @@ class ConsumeQueues:
         if keys:
             self.index.add(topic, keys, phys, store_timestamp, recovering=recovering)
 
+    def destroy_topic(self, topic: str) -> None:
+        """Every consume queue of ``topic`` deleted (each queue's directory with it), its next
+        offsets forgotten (``DefaultMessageStore#cleanUnusedTopic``, 5.3.3 ``deleteTopics``: a
+        topic created again starts at 0)."""
+        for key in [k for k in self.files if k[0] == topic]:
+            self.files.pop(key).destroy()
+            self.next_offset.pop(key, None)
+        tdir = self.root / "consumequeue" / topic
+        if self.config.v5 and tdir.is_dir() and not any(tdir.iterdir()):
+            tdir.rmdir()  # 5.3.3 deleteTopics: the emptied topic directory too
+
     def close(self) -> None:
         """Unmap every queue's files."""
         for cq in self.files.values():

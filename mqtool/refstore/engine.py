@@ -45,6 +45,7 @@ from pathlib import Path
 
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.config import SubscriptionGroupConfig, TopicConfig
+from mqtool.formats.config.consumer_offset import split_offset_key
 from mqtool.formats.errors import Finding, environment, failed_path
 from mqtool.refstore import redelivery
 from mqtool.refstore.configs import BrokerConfigs
@@ -297,6 +298,22 @@ class RefStore:
         a name the store cannot hold (:func:`~mqtool.formats.rules.store_name_refusal`)."""
         self.check_open()
         return self.configs.create_topic(topic, queue_nums, perm=perm, persist=persist)
+
+    def delete_topic(self, topic: str) -> None:
+        """``deleteTopic`` as the broker does it: the topic's config removed (persisted) and its
+        consume queues deleted; 5.3.3 also removes the consumer offsets on it. Its records stay
+        in the commitlog and the index."""
+        self.check_open()
+        if self.configs.topics.pop(topic, None) is not None:
+            self.configs.persist_topics()
+        self.queues.destroy_topic(topic)
+        if self.config.v5:
+            offsets = self.configs.consumer_offsets
+            gone = [k for k in offsets if split_offset_key(k)[0] == topic]
+            for key in gone:
+                del offsets[key]
+            if gone:
+                self.configs.persist_consumer_offsets()
 
     def create_group(
         self, group: str, *, retry_max_times: int | None = None, retry_queue_nums: int = 1,

@@ -319,6 +319,16 @@ class ConsumeQueueFiles:
         self.files = []
         self._last = None
 
+    def destroy(self) -> None:
+        """``ConsumeQueue#destroy``: every file deleted, then the queue's directory."""
+        for mf in self.files:
+            mf.remove()
+        self.files = []
+        self._last = None
+        self.max_offset = self.min_offset = self.max_physic_end = 0
+        if self.dir.is_dir():
+            self.dir.rmdir()
+
 
 def index_file_name(ts_ms: int) -> str:
     """``UtilAll.timeMillisToHumanString``: ``yyyyMMddHHmmssSSS`` (UTC here)."""

@@ -5,8 +5,10 @@ and ``DefaultMQAdminExt`` send them.
   queue numbers, perm, filter type and sysFlag (created when new), after
   ``TopicValidator#validateTopic`` and ``isSystemTopic`` (SYSTEM_ERROR in 4.9.7,
   INVALID_PARAMETER in 5.3.3, with the broker's remark).
-* DELETE_TOPIC_IN_BROKER (215, ``deleteTopic``): the topic's config is removed (so is its
-  route); its consume queues stay on disk until the topic is created again, where they go on.
+* DELETE_TOPIC_IN_BROKER (215, ``deleteTopic``): after the broker's name checks (4.9.7: those
+  of 17; 5.3.3: a blank name and the system topics), the topic's config is removed (so is its
+  route) and its consume queues are deleted (a topic created again starts at offset 0); 5.3.3
+  also removes the consumer offsets on it. Its records stay in the commitlog.
 * UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200, ``updateSubGroup``): the body's
   ``SubscriptionGroupConfig`` replaces the group's.
 * DELETE_SUBSCRIPTIONGROUP (207, ``deleteSubGroup``): the group's config is removed, its
@@ -119,8 +121,16 @@ class Admin:
     async def delete_topic(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:
         topic = _field(cmd, "topic")
         store = self.broker.store
-        if store.topics.pop(topic, None) is not None:
-            store.configs.persist_topics()
+        if store.config.v5:  # a blank name and the system topics only
+            code = ResponseCode.INVALID_PARAMETER
+            why = "The specified topic is blank." if not topic.strip() else None
+        else:
+            code, why = ResponseCode.SYSTEM_ERROR, topic_refusal(topic)
+        if why is not None:
+            return cmd.response(code, why)
+        if is_validator_system_topic(topic):
+            return cmd.response(code, f"The topic[{topic}] is conflict with system topic.")
+        store.delete_topic(topic)
         return cmd.response()
 
     async def update_group(self, cmd: RemotingCommand, peer: Peer) -> RemotingCommand:

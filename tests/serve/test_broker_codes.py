@@ -262,3 +262,29 @@ def test_client_send_to_retry_topic_past_max_is_dead_lettered(tmp_path: Path) ->
         assert [m.body for _, m in store.iter_queue("%RETRY%G", 0)] == [b"y"]
 
     _run(tmp_path, body, max_reconsume_times=3)
+
+
+def test_delete_topic_deletes_its_queues(tmp_path: Path) -> None:
+    """DELETE_TOPIC_IN_BROKER: the config and the consume queues go (the records stay); a topic
+    created again starts at offset 0. A system topic is refused."""
+    async def body(svc: Service, ns: Connection, br: Connection) -> None:
+        assert svc.store is not None
+        send = RemotingCommand.request(RequestCode.SEND_MESSAGE, _send_ext("DelT", 1, ""), b"x")
+        for want in ("0", "1"):
+            r = await br.invoke(send)
+            assert (r.code, r.ext_fields["queueOffset"]) == (ResponseCode.SUCCESS, want)
+        queues = svc.store.root / "consumequeue" / "DelT"
+        assert (queues / "1").is_dir()
+        r = await br.invoke(RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_BROKER,
+                                                    {"topic": "DelT"}))
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        assert not (queues / "1").exists() and "DelT" not in svc.store.topics
+        assert '"DelT"' not in (svc.store.root / "config" / "topics.json").read_text()
+        r = await br.invoke(send)
+        assert (r.code, r.ext_fields["queueOffset"]) == (ResponseCode.SUCCESS, "0")
+        r = await br.invoke(RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_BROKER,
+                                                    {"topic": "SCHEDULE_TOPIC_XXXX"}))
+        assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "The topic[SCHEDULE_TOPIC_XXXX] "
+                                      "is conflict with system topic.")
+
+    _run(tmp_path, body)

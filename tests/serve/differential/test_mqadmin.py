@@ -119,11 +119,29 @@ def test_update_and_delete_topic(sides: harness.Sides) -> None:
     out = both(sides, "topicRoute", "-t", "AdmT2")
     for text in out.values():
         assert '"readQueueNums":2' in text.replace(" ", ""), out
+    for side in SIDES:
+        realmq.produce(VERSION, sides.namesrv[side], "AdmT2", 2, prefix="d",
+                       home=sides.work / f"p-{side}")
+    assert queue_files(sides, "AdmT2") == {side: ["0", "0/00000000000000000000", "1",
+                                                  "1/00000000000000000000"] for side in SIDES}
     out = both(sides, "deleteTopic", "-c", "DefaultCluster", "-t", "AdmT2")
     for text in out.values():
         assert "delete topic [AdmT2] from NameServer success." in text, out
     out = both(sides, "topicRoute", "-t", "AdmT2")
     assert error_code(out["real"]) == error_code(out["serve"]) == "17", out
+    files = queue_files(sides, "AdmT2")
+    assert files["real"] == files["serve"], files
+    for side, store in sides.stores.items():
+        assert '"AdmT2"' not in (store / "config" / "topics.json").read_text(), side
+
+
+def queue_files(s: harness.Sides, topic: str) -> dict[str, list[str]]:
+    """What each store holds under ``consumequeue/<topic>`` (paths relative to it)."""
+    out = {}
+    for side, store in s.stores.items():
+        root = store / "consumequeue" / topic
+        out[side] = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    return out
 
 
 def test_update_sub_group(sides: harness.Sides) -> None:
