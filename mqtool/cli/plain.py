@@ -75,6 +75,8 @@ def cell_len(text: str) -> int:
     """Terminal cells of ``text``: wide East Asian characters take two, combining marks and
     control characters none."""
     if text.isascii():
+        if text.isprintable():  # ASCII printable: " " .. "~", one cell each
+            return len(text)
         return sum(1 for c in text if " " <= c < "\x7f")
     n = 0
     for c in text:
