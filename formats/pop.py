@@ -37,6 +37,7 @@ __all__ = [
     "REVIVE_TOPIC_PREFIX",
     "PopAck",
     "PopCheckPoint",
+    "dead_letter_original_topic",
     "parse_revive_body",
     "pop_retry_topic",
     "split_pop_retry_topic",
@@ -175,3 +176,11 @@ def split_pop_retry_topic(retry_topic: str, groups: set[str] | None = None,
         g, _, t = rest.partition(RETRY_V1_SEPARATOR)
         return (g, t) if g and t else None
     return None
+
+
+def dead_letter_original_topic(retry_topic_property: str, group: str) -> str:
+    """The original topic of a dead letter of ``group`` whose ``RETRY_TOPIC`` is
+    ``retry_topic_property``: that topic, or for a POP consumer's dead letter (sent back from
+    its POP retry topic, which ``RETRY_TOPIC`` then names) the retry topic's topic part."""
+    split = split_pop_retry_topic(retry_topic_property, {group})
+    return split[1] if split is not None and split[0] == group else retry_topic_property

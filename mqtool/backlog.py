@@ -159,6 +159,30 @@ def timer_backlog(store: Store, read_ms: int | None, now: int) -> dict[str, Any]
             real = m.properties.get(PROPERTY_REAL_TOPIC, "?")
             waiting[real] = waiting.get(real, 0) + 1
             due.append(at)
+    minutes: dict[int, int] = {}
+    for d in due:
+        minutes[d - d % 60_000] = minutes.get(d - d % 60_000, 0) + 1
     return {"waiting": sum(waiting.values()), "byTopic": dict(sorted(waiting.items())),
             "nextDue": min(due) if due else None, "overdue": sum(d <= now for d in due),
+            "byDueMinute": [{"dueStart": k, "count": v} for k, v in sorted(minutes.items())],
             "lastReadTimeMs": read_ms}
+
+
+def revive_offsets(entries: Iterable[tuple[str, str, int, int]]) -> dict[int, int]:
+    """The revive service's committed offset per revive queue, from consumerOffset.json's
+    ``(group, topic, queueId, offset)`` entries."""
+    return {q: o for g, t, q, o in entries
+            if g == REVIVE_GROUP and t.startswith(REVIVE_TOPIC_PREFIX)}
+
+
+def backlogs(store: Store, revive: dict[int, int] | None, now: int, *, pop: bool = True,
+             timer: bool = True) -> dict[str, Any]:
+    """What ``inspect`` and ``scan`` show of a 5.x store's backlog: ``popInFlight``
+    (:func:`pop_inflight`) and ``timerBacklog`` (:func:`timer_backlog`), measured at ``now``;
+    ``revive``: :func:`revive_offsets` (None: no consumerOffset.json)."""
+    out: dict[str, Any] = {}
+    if pop:
+        out["popInFlight"] = pop_inflight(store, revive, now)
+    if timer:
+        out["timerBacklog"] = timer_backlog(store, timer_read_ms(store), now)
+    return out

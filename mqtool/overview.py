@@ -95,14 +95,12 @@ def read_checkpoint(store: Store) -> dict[str, Any] | None:
 def backlogs(store: Store, offsets: dict[tuple[str, str], dict[int, int]] | None
              ) -> dict[str, Any]:
     """POP messages in flight and the timer backlog (:mod:`mqtool.backlog`)."""
-    from mqtool.backlog import REVIVE_GROUP, pop_inflight, timer_backlog, timer_read_ms
-    from mqtool.formats.pop import REVIVE_TOPIC_PREFIX
+    from mqtool.backlog import backlogs as measure
+    from mqtool.backlog import revive_offsets
 
-    revive = {q: o for (t, g), table in (offsets or {}).items()
-              if g == REVIVE_GROUP and t.startswith(REVIVE_TOPIC_PREFIX) for q, o in table.items()}
-    now = store_time(store)
-    return {"popInFlight": pop_inflight(store, revive if offsets is not None else None, now),
-            "timerBacklog": timer_backlog(store, timer_read_ms(store), now)}
+    revive = None if offsets is None else revive_offsets(
+        (g, t, q, o) for (t, g), table in offsets.items() for q, o in table.items())
+    return measure(store, revive, store_time(store))
 
 
 def inspect_store(

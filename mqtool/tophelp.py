@@ -36,7 +36,7 @@ TOP_HELP = (
     "  repair    Write a repaired copy: what RocketMQ's recovery would leave.\n"
     '  demo      Build a demo store with retries and DLQs; say what to try next.\n'
     '  serve     A name server and a broker in one process, over a store.\n'
-    '  scan      Audit whole stores with Spark: queues, DLQs, retries, lag.\n'
+    '  scan      Audit whole stores with Spark: queues, DLQs, retries, lag,...\n'
     '  dlq       Dead-letter queues: list, show, export and resend their records.\n'
     '  store     Create and feed a reference store: produce, consume, tick.\n'
     '\n'

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from mqtool.spark.errors import SparkScanError
 
-AUDITS = ("queues", "rate", "dlq", "retry", "schedule", "integrity", "lag")
+AUDITS = ("queues", "rate", "dlq", "retry", "schedule", "integrity", "lag", "pop", "timer")
 """Every audit ``mqtool scan`` knows, in the order the summary shows them (the one list: the
 command line's ``--audits`` and :func:`mqtool.spark.scan.run_scan` check names against it)."""
 

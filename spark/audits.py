@@ -20,6 +20,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from mqtool.formats.pop import dead_letter_original_topic
 from mqtool.formats.rules import DLQ_GROUP_TOPIC_PREFIX as DLQ_PREFIX
 from mqtool.formats.rules import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
 from mqtool.formats.rules import SCHEDULE_TOPIC
@@ -42,7 +43,9 @@ RARE_COLUMNS = ("file", "fileOffset", "commitLogOffset", "storeSize", "detail", 
 """The ``records`` columns a rare row of :func:`message_facts` keeps (as ``x<Column>``)."""
 ORIGINAL_TOPIC_PROPERTIES = ("RETRY_TOPIC", "REAL_TOPIC")
 """Where a dead letter's original topic is, the first present wins: CONSUMER_SEND_MSG_BACK
-sets RETRY_TOPIC to the original topic before routing to the DLQ."""
+sets RETRY_TOPIC to the original topic before routing to the DLQ (a POP consumer's: its POP
+retry topic, folded to the original on the driver by
+:func:`mqtool.formats.pop.dead_letter_original_topic`)."""
 
 
 def _x(column: str) -> str:
@@ -221,6 +224,12 @@ TABLE_SCHEMAS: dict[str, str] = {
                 "beyondMax boolean",
     "lag": "store string, group string, topic string, queueId int, consumerOffset long, "
            "maxOffset long, lag long",
+    "pop": "store string, group string, topic string, queueId int, popped long, acked long, "
+           "invisibleChanged long, inFlight long, reviveDue long, revived long, "
+           "invisibleUntil long",
+    "timer": "store string, waiting long, byTopic map<string,long>, nextDue long, "
+             "overdue long, byDueMinute array<struct<dueStart:long,count:long>>, "
+             "lastReadTimeMs long",
 }
 """The Spark schema (DDL) of each audit table, for ``--out`` and ``--sql``
 (:func:`table_df`)."""
@@ -230,7 +239,12 @@ def table_df(spark: SparkSession, name: str, rows: list[Row]) -> DataFrame:
     """An audit table's rows as a DataFrame of :data:`TABLE_SCHEMAS` (``lagByQueue`` is
     ``lag``'s)."""
     ddl = TABLE_SCHEMAS["lag" if name == "lagByQueue" else name]
-    names = [f.strip().split(" ")[0] for f in ddl.split(",")]
+    names, depth, start = [], 0, 0
+    for i, ch in enumerate(ddl + ","):  # the top-level fields (a nested type holds commas)
+        depth += {"<": 1, ">": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            names.append(ddl[start:i].strip().split(" ")[0])
+            start = i + 1
     return spark.createDataFrame([tuple(r[n] for n in names) for r in rows], ddl)
 
 
@@ -302,7 +316,11 @@ def fact_tables(facts: list[Row], bucket_ms: int = 60_000) -> dict[str, list[Row
         {"store": s, "group": grp, "originalTopic": t, "count": _sum(r["count"] for r in g),
          "firstStoreTimestamp": _min(r["minStoreTimestamp"] for r in g),
          "lastStoreTimestamp": _max(r["maxStoreTimestamp"] for r in g)}
-        for (s, grp, t), g in _groups(sets["dlq"], ("store", "dlqGroup", "originalTopic")).items()
+        for (s, grp, t), g in _groups(
+            [{**r, "originalTopic": dead_letter_original_topic(r["originalTopic"], r["dlqGroup"])
+              if r["originalTopic"] is not None and r["dlqGroup"] is not None
+              else r["originalTopic"]} for r in sets["dlq"]],
+            ("store", "dlqGroup", "originalTopic")).items()
         if grp is not None
     ), key=lambda r: _order(r["store"], r["group"], r["originalTopic"]))
     out["dlq"] = sorted((

@@ -12,6 +12,10 @@ the JSON contract of ``mqtool scan --json``::
                    "maxOffset", "minOffset", "beyondMax", "nextDeliverTimestamp"}],
      "integrity": [{"store", "kind", "file", "offset", "detail"}],
      "lag": [{"store", "group", "topic", "queueId", "consumerOffset", "maxOffset", "lag"}],
+     "pop": [{"store", "group", "topic", "queueId", "popped", "acked", "invisibleChanged",
+              "inFlight", "reviveDue", "revived", "invisibleUntil"}],
+     "timer": [{"store", "waiting", "byTopic", "nextDue", "overdue", "byDueMinute",
+                "lastReadTimeMs"}],
      "rate": [{"store", "topic", "bucketStart", "count", "bytes", "perSecond"}],
      "totals": {...}, "stores": [...], "audits": [...], "now": <epoch ms>}
 
@@ -30,7 +34,9 @@ and index entries. The consume queues and the index are read (by the Java reader
 session has it) only for the audits that need them. With the Java reader the three
 aggregations are jobs of ``FactsJob.java`` with no SQL plan (:func:`mqtool.spark.source.
 java_facts`, :func:`~mqtool.spark.source.java_aux_facts`; the SQL forms above stay the rules'
-definition and the Python data source's path): a clean scan runs 3 Spark jobs. ``--out``
+definition and the Python data source's path): a clean scan runs 3 Spark jobs. The POP and
+timer audits are no Spark job: the driver reads the revive and timer queues' records, what
+``inspect`` reads (:func:`mqtool.backlog.backlogs`), beside the jobs. ``--out``
 writes the full ``messages`` table in a further pass; ``--sql`` runs over views of the full
 tables (``messages``, ``records``, ``consumequeue``, ``index``) and of every audit result.
 """
@@ -174,6 +180,45 @@ def load_store_config(store: str) -> StoreConfig:
                 continue
             cfg.consumer_offsets += [(group, topic, q, o) for q, o in queues.items()]
     return cfg
+
+
+def store_backlogs(stores: Sequence[str], configs: dict[str, StoreConfig], now_ms: int, *,
+                   pop: bool, timer: bool) -> dict[str, Any]:
+    """The POP and timer audits, on the driver: each store's :func:`mqtool.backlog.backlogs`
+    (what ``inspect`` shows) as ``pop`` and ``timer`` rows, and ``findings`` (store, Finding):
+    the damage those reads met."""
+    from mqtool.backlog import backlogs, revive_offsets
+    from mqtool.store import Store
+
+    out: dict[str, Any] = {"findings": []}
+    if pop:
+        out["pop"] = []
+    if timer:
+        out["timer"] = []
+    for s in stores:
+        c = configs[s]
+        with Store.open(s) as st:
+            known = set(st.findings)  # the layout's, already among the config findings
+            b = backlogs(st, revive_offsets(c.consumer_offsets) if c.has_consumer_offsets
+                         else None, now_ms, pop=pop, timer=timer)
+            out["findings"] += [(s, f) for f in st.findings if f not in known]
+        if pop:
+            out["pop"] += [{"store": s, **r} for r in b["popInFlight"]]
+        if timer:
+            out["timer"].append({"store": s, **b["timerBacklog"]})
+    return out
+
+
+def timed_driver(jobs: dict[str, tuple[float, float]], clock: Callable[[], float], name: str,
+                 run: Callable[[], T]) -> Callable[[], T]:
+    """``run`` with its time kept in ``jobs`` as ``name`` (driver work, no Spark job)."""
+    def timed() -> T:
+        t = clock()
+        try:
+            return run()
+        finally:
+            jobs[name] = (t, clock())
+    return timed
 
 
 def _commitlog_start(store: str) -> int | None:
@@ -341,7 +386,7 @@ def run_scan(
     # (Spark takes jobs from several; they inherit the caller's job group and other local
     # properties): their planning and their tasks fill the time and the cores the commitlog's
     # job leaves idle.
-    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mqtool-scan")
+    pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="mqtool-scan")
 
     def inherit(run: Callable[[], T]) -> Callable[[], T]:
         # the caller's local properties (job group, ...), a copy for each job (that a job's
@@ -385,6 +430,10 @@ def run_scan(
                 return integ.index_tallies(index, cl_starts)
 
             index_job = pool.submit(inherit(timed("index", index_tallies)))
+        backlog_job = None
+        if want & {"pop", "timer"}:
+            backlog_job = pool.submit(timed_driver(jobs, clock, "backlog", lambda: store_backlogs(
+                stores, configs, now_ms, pop="pop" in want, timer="timer" in want)))
         t_commitlog = clock()
         with job("commitlog"):
             java_facts = None
@@ -433,6 +482,10 @@ def run_scan(
         if "lag" in want:
             tables["lagByQueue"] = tables["lag"] = A.lag_rows(
                 queues, {s: c.consumer_offsets for s, c in configs.items()})
+        backlog: dict[str, Any] = backlog_job.result() if backlog_job else {}
+        for name in ("pop", "timer"):
+            if name in backlog:
+                tables[name] = backlog[name]
         settled: dict[str, Any] = {}
         if index_job is not None:
             settled = integ.settle(
@@ -463,7 +516,14 @@ def run_scan(
         }
         if full_cq:
             summary["totals"]["consumeQueueUnits"] = sum(q["entries"] for q in queues)
-        for name in ("queues", "rate", "retry", "schedule", "integrity", "lag"):
+        if backlog.get("findings"):  # what the integrity audit did not say already
+            from mqtool.spark.schema import finding_row
+
+            rows = tables.setdefault("integrity", [])
+            said = {(r["store"], r["file"], r["offset"]) for r in rows}
+            rows += [finding_row(st, f) for st, f in backlog["findings"]
+                     if (st, f.file, f.offset) not in said]
+        for name in ("queues", "rate", "retry", "schedule", "integrity", "lag", "pop", "timer"):
             if name in tables:
                 summary[name] = tables[name]
         if "dlq" in tables:

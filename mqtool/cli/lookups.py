@@ -106,6 +106,21 @@ def render_overview(d: dict[str, Any]) -> None:
             gt.add_row(g["group"], g["topic"], str(g["queueId"]), str(g["offset"]),
                        str(g["maxOffset"]), str(g["lag"]))
         con.print(gt)
+    if d.get("popInFlight"):
+        pt = Table(title="POP checkouts (rmq_sys_REVIVE_LOG)")
+        for c in ("group", "topic", "queue", "popped", "acked", "changed", "in flight",
+                  "invisible until", "revive due", "revived"):
+            pt.add_column(c)
+        for r in d["popInFlight"]:
+            pt.add_row(r["group"], r["topic"], str(r["queueId"]), str(r["popped"]),
+                       str(r["acked"]), str(r["invisibleChanged"]), str(r["inFlight"]),
+                       fmt_time(r["invisibleUntil"]), str(r["reviveDue"]), str(r["revived"]))
+        con.print(pt)
+    tb = d.get("timerBacklog") or {}
+    if tb.get("waiting"):
+        con.print(f"timer backlog: {tb['waiting']} waiting, {tb['overdue']} overdue, next due "
+                  f"{fmt_time(tb['nextDue'])}; by real topic: " + ", ".join(
+                      f"{t} ({n})" for t, n in tb["byTopic"].items()), highlight=False)
     if d["configFiles"] or d["index"]:
         ot = Table(title="config and index files")
         for c in ("file", "size / entries", "note"):

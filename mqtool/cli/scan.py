@@ -126,7 +126,7 @@ def scan(
     json_: JsonOpt = False,
     report: HtmlOpt = None,
 ) -> None:
-    """Audit whole stores with Spark: queues, DLQs, retries, lag.
+    """Audit whole stores with Spark: queues, DLQs, retries, lag, POP, timer.
 
     Runs an embedded local Spark by default (--master for a cluster). Prints a summary (the
     per-minute rates as one row per topic); --out, --json and --html have every row. Exits 1
@@ -302,6 +302,24 @@ def render(
             cols("group", "topic", "queue", "offset", "max", "lag"),
             [pick(r, "group", "topic", "queueId", "consumerOffset", "maxOffset", "lag")
              for r in summary["lag"]],
+        ))
+    if "pop" in summary:
+        console.print(_table(
+            "POP checkouts (rmq_sys_REVIVE_LOG: checkpoints and acks)",
+            cols("group", "topic", "queue", "popped", "acked", "invisible changed",
+                 "in flight", "invisible until", "revive due", "revived"),
+            [pick(r, "group", "topic", "queueId", "popped", "acked", "invisibleChanged",
+                  "inFlight") + [fmt_time(r["invisibleUntil"]), r["reviveDue"], r["revived"]]
+             for r in summary["pop"]],
+        ))
+    if "timer" in summary:
+        console.print(_table(
+            "timer backlog (rmq_sys_wheel_timer)",
+            cols("waiting", "overdue", "next due", "timer read up to", "by real topic"),
+            [pick(r, "waiting", "overdue") + [
+                fmt_time(r["nextDue"]), fmt_time(r["lastReadTimeMs"]),
+                ", ".join(f"{t} ({n})" for t, n in r["byTopic"].items())]
+             for r in summary["timer"]],
         ))
     if "integrity" in summary:
         findings = summary["integrity"]

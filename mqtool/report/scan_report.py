@@ -318,6 +318,43 @@ def _chart(page: Page, summary: dict[str, Any], store: str, audit: str, title: s
             page.note(empty)
 
 
+def _pop_section(page: Page, rows: list[dict[str, Any]]) -> None:
+    page.h3("POP checkouts")
+    if not rows:
+        page.note("no POP checkpoints (rmq_sys_REVIVE_LOG_<cluster>)")
+        return
+    page.table(
+        ["group", "topic", "queue", "checked out", "acked", "invisible time changed",
+         "in flight", "invisible until (UTC)", "revive due", "revived"],
+        [[r["group"], r["topic"], r["queueId"], r["popped"], r["acked"],
+          r["invisibleChanged"], r["inFlight"], utc(r["invisibleUntil"]), r["reviveDue"],
+          r["revived"]] for r in rows],
+        sortable=True, css_class="pop",
+        cell_class=[["", "", "", "", "", "", "state-in-flight" if r["inFlight"] else "", "",
+                     "state-revive-due" if r["reviveDue"] else "", ""] for r in rows],
+    )
+    page.note("in flight: checked out, not acked, invisible until its checkpoint's revive "
+              "time; revive due: that time is past and the revive service's committed offset "
+              "(CID_RMQ_SYS_REVIVE_GROUP) has not passed its checkpoint")
+
+
+def _timer_section(page: Page, rows: list[dict[str, Any]], now: int) -> None:
+    page.h3("timer backlog")
+    waiting = [r for r in rows if r["waiting"]]
+    if not waiting:
+        page.note("no message waiting in the timer (rmq_sys_wheel_timer)")
+        return
+    page.table(["waiting", "overdue", "next due (UTC)", "timer read up to (UTC)",
+                "by real topic"],
+               [[r["waiting"], r["overdue"], utc(r["nextDue"]), utc(r["lastReadTimeMs"]),
+                 ", ".join(f"{t} ({n})" for t, n in r["byTopic"].items())] for r in waiting],
+               css_class="timer")
+    page.table(["due from (UTC, minute)", "waiting"],
+               [[utc(b["dueStart"]), b["count"]] for r in waiting for b in r["byDueMinute"]],
+               css_class="timer-due")
+    page.note(f"overdue: due before {utc(now)} UTC (the scan's --now)")
+
+
 def _store_section(page: Page, summary: dict[str, Any], facts: dict[str, Any] | None,
                    store: str, n: int, multi: bool) -> None:
     page.h2(f"Store {n}: {store}" if multi else f"Store: {store}", anchor=f"store-{n}")
@@ -339,6 +376,14 @@ def _store_section(page: Page, summary: dict[str, Any], facts: dict[str, Any] | 
         sched = _for(summary["schedule"], store)
         cards.append(("scheduled, pending", sum(r["pending"] for r in sched),
                       "warn" if any(r["overdue"] for r in sched) else ""))
+    if "pop" in summary:
+        pop = _for(summary["pop"], store)
+        cards.append(("POP in flight", sum(r["inFlight"] for r in pop),
+                      "warn" if any(r["reviveDue"] for r in pop) else ""))
+    if "timer" in summary:
+        timer = _for(summary["timer"], store)
+        cards.append(("timer, waiting", sum(r["waiting"] for r in timer),
+                      "warn" if any(r["overdue"] for r in timer) else ""))
     if "integrity" in summary:
         cards.append(("integrity findings", len(integrity), "bad" if integrity else "ok"))
     page.cards(cards)
@@ -403,6 +448,10 @@ def _store_section(page: Page, summary: dict[str, Any], facts: dict[str, Any] | 
             page.note(f"overdue: due before {utc(summary['now'])} UTC (the scan's --now)")
         else:
             page.note("nothing in SCHEDULE_TOPIC_XXXX")
+    if "pop" in summary:
+        _pop_section(page, _for(summary["pop"], store))
+    if "timer" in summary:
+        _timer_section(page, _for(summary["timer"], store), summary["now"])
     if "lag" in summary:
         page.h3("consumer lag")
         lag = _for(summary["lag"], store)
