@@ -149,10 +149,14 @@ def store_name_refusal(kind: str, name: str) -> str | None:
     """Why a store cannot hold ``name`` (a ``topic`` or a ``group``) as a directory or a config
     key, None when it can: the broker's characters (no path separator or dot, so never a path
     outside the store, and no ``@`` of a ``topic@group`` offset key), not empty, at most 255
-    characters (a file name's limit, which a ``%RETRY%<group>`` topic also meets)."""
+    characters (a file name's limit, which a ``%RETRY%<group>`` topic also meets). A 5.x POP
+    retry topic ``%RETRY%<group>+<topic>`` (``enableRetryTopicV2``), which the broker makes and
+    writes itself, holds one ``+``."""
     if not name:
         return f"the {kind} name is empty"
-    if is_name_illegal(name):
+    pop_v2 = (kind == "topic" and name.startswith(RETRY_GROUP_TOPIC_PREFIX)
+              and name.count("+") == 1)  # KeyBuilder.POP_RETRY_SEPARATOR_V2
+    if is_name_illegal(name.replace("+", "_") if pop_v2 else name):
         return f"the {kind} name {name[:64]!r} has characters outside {NAME_PATTERN}"
     if len(name) > NAME_MAX_BYTES:
         return f"the {kind} name of {len(name)} characters is longer than {NAME_MAX_BYTES}"

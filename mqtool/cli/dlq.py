@@ -326,10 +326,12 @@ def resend_cmd(
     namesrv: NamesrvOpt = None,
     to: Annotated[
         str,
-        typer.Option("--to", help="retry (default): %RETRY%<group>, consumed again only by the "
-                     "group that failed; original: the topic in RETRY_TOPIC, which EVERY "
-                     "group subscribed to it receives again, not only the failed one; any "
-                     "other value: that topic, which must exist, e.g. --to OrderTopicRepair."),
+        typer.Option("--to", help="retry (default): %RETRY%<group> (a POP group's own POP "
+                     "retry topic, %RETRY%<group>_<topic> or +<topic>), consumed again only by "
+                     "the group that failed; original: the topic in RETRY_TOPIC (of a POP "
+                     "retry topic, its topic part), which EVERY group subscribed to it "
+                     "receives again, not only the failed one; any other value: that topic, "
+                     "which must exist, e.g. --to OrderTopicRepair."),
     ] = "retry",
     since: SinceOpt = None,
     until: UntilOpt = None,

@@ -26,8 +26,11 @@ Tie properties (what ``mqtool trace`` reads to show the resend as a hop)
 Destinations (``--to``)
 -----------------------
 ``retry`` (default): ``%RETRY%<group>``: only the group that failed consumes it again (its
-client maps it back to RETRY_TOPIC). ``original``: the topic in RETRY_TOPIC; every group
-subscribed to that topic receives it again, not only the failed one. Anything else: that topic.
+client maps it back to RETRY_TOPIC); for a POP consumer's dead letter, whose RETRY_TOPIC names
+its POP retry topic (``%RETRY%<group>_<topic>`` or ``%RETRY%<group>+<topic>``), that topic, which
+the broker pops for the group. ``original``: the original topic (RETRY_TOPIC, or a POP retry
+topic's topic part); every group subscribed to that topic receives it again, not only the
+failed one. Anything else: that topic.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from mqtool.dlq.selection import DlqError, original_topic, retry_topic
+from mqtool.dlq.selection import DlqError, group_retry_topic, original_topic
 from mqtool.formats.commitlog import (
     BORNHOST_V6_FLAG,
     STOREHOSTADDRESS_V6_FLAG,
@@ -121,9 +124,10 @@ def resend_id(m: CommitLogMessage) -> str:
 
 
 def destination_topic(to: str, group: str, m: CommitLogMessage) -> str:
-    """``retry`` -> ``%RETRY%<group>``, ``original`` -> RETRY_TOPIC, else ``to`` itself."""
+    """``retry`` -> ``%RETRY%<group>`` (a POP group's: its POP retry topic), ``original`` ->
+    the original topic (:func:`mqtool.dlq.selection.original_topic`), else ``to`` itself."""
     if to == TO_RETRY:
-        return retry_topic(group)
+        return group_retry_topic(m, group)
     if to == TO_ORIGINAL:
         t = original_topic(m)
         if not t:

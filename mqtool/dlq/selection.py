@@ -30,7 +30,7 @@ from mqtool.formats.commitlog import (
     CommitLogMessage,
 )
 from mqtool.formats.errors import MqtoolError, usage
-from mqtool.formats.pop import split_pop_retry_topic
+from mqtool.formats.pop import dead_letter_original_topic
 from mqtool.formats.rules import dlq_topic, retry_topic
 from mqtool.jsonview import body_value, message_dict
 from mqtool.query import MessageFilter, ProgressFn, scan_messages, select_messages
@@ -46,6 +46,7 @@ __all__ = [
     "dlq_topic",
     "export_dict",
     "group_of",
+    "group_retry_topic",
     "list_groups",
     "origin_msg_id",
     "original_topic",
@@ -70,11 +71,17 @@ def original_topic(m: CommitLogMessage) -> str | None:
     (``%RETRY%<group>_<topic>`` or ``%RETRY%<group>+<topic>``): the original is its topic part."""
     t = m.properties.get(PROPERTY_RETRY_TOPIC)
     group = group_of(m.topic)
-    if t is not None and group is not None:
-        split = split_pop_retry_topic(t, {group})
-        if split is not None and split[0] == group:
-            return split[1]
-    return t
+    return dead_letter_original_topic(t, group) if t is not None and group is not None else t
+
+
+def group_retry_topic(m: CommitLogMessage, group: str) -> str:
+    """Where ``group`` consumes a retry of dead letter ``m``: the POP retry topic its
+    ``RETRY_TOPIC`` names (a POP consumer's dead letter, in the form the broker used:
+    ``%RETRY%<group>_<topic>`` or ``%RETRY%<group>+<topic>``), else ``%RETRY%<group>``."""
+    t = m.properties.get(PROPERTY_RETRY_TOPIC)
+    if t is not None and dead_letter_original_topic(t, group) != t:
+        return t
+    return retry_topic(group)
 
 
 def origin_msg_id(m: CommitLogMessage) -> str | None:

@@ -162,3 +162,48 @@ def test_trace_html_lists_the_pop_checkouts(tmp_path) -> None:  # type: ignore[n
     page = out.read_text(encoding="utf-8")
     assert "POP checkouts" in page and "state-changed" in page and "state-revived" in page
     assert "POP checkout by cg_pop" in res.stdout
+
+
+def test_dlq_resend_of_pop_dead_letters_to_retry_and_original(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``--to retry`` puts a POP group's dead letters into its POP retry topic (the one their
+    RETRY_TOPIC names: ``%RETRY%<group>_<topic>``, with enableRetryTopicV2
+    ``%RETRY%<group>+<topic>``), ``--to original`` into ``<topic>``, in a store target."""
+    from mqtool.refstore.engine import ManualClock, RefStore, StoreConfig
+
+    dead = _dead_letters()
+    for to in ("retry", "original"):
+        target = tmp_path / to
+        RefStore.open(target, StoreConfig(commitlog_file_size=1 << 20), clock=ManualClock()).close()
+        for group in ("cg_pop", "cg_pop2"):
+            res = CliRunner().invoke(app, ["dlq", "resend", str(store_dir(NAME)), "-g", group,
+                                           "--target", str(target), "--to", to, "--json"])
+            assert res.exit_code == 0, res.output
+            rep = json.loads(res.stdout)
+            mine = [r for r in dead if r["topic"] == f"%DLQ%{group}"]
+            assert rep["sent"] == len(mine) and rep["failed"] == 0
+        with Store.open(target) as st:
+            got = sorted((m.topic, m.uniq_key) for m in st.messages())
+            assert not st.findings
+        want = []
+        for r in dead:
+            rt = str(r["properties"]["RETRY_TOPIC"])  # type: ignore[index]
+            group = str(r["topic"])[len("%DLQ%"):]
+            sep = rt[len("%RETRY%") + len(group)]
+            assert rt.startswith(f"%RETRY%{group}") and sep in "_+"
+            topic = rt if to == "retry" else rt[len("%RETRY%") + len(group) + 1:]
+            want.append((topic, r["uniqKey"]))
+        assert got == sorted(want)  # type: ignore[arg-type]
+    assert {t for t, _ in want} == {"PopTopic", "PopTopic2"}
+
+
+def test_inspect_shows_pop_checkouts_and_the_timer_backlog() -> None:
+    res = CliRunner().invoke(app, ["inspect", str(store_dir(NAME)), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    text = CliRunner().invoke(app, ["inspect", str(store_dir(NAME))])
+    assert text.exit_code == 0, text.output
+    assert "POP checkouts" in text.stdout
+    tb = doc["timerBacklog"]
+    assert f"timer backlog: {tb['waiting']} waiting" in text.stdout
+    # the scenario held 5 messages for an hour: their checkpoints wait in the timer
+    assert sum(r["inFlight"] for r in doc["popInFlight"]) == 5
