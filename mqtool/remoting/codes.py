@@ -54,6 +54,7 @@ class RequestCode(IntEnum):
     CONSUME_MESSAGE_DIRECTLY = 309
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
+    LITE_PULL_MESSAGE = 361
 
 
 class ResponseCode(IntEnum):

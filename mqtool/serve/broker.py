@@ -137,6 +137,8 @@ class Broker:
             RequestCode.SEND_MESSAGE_V2: self.send_message,
             RequestCode.SEND_BATCH_MESSAGE: self.send_message,
             RequestCode.PULL_MESSAGE: self.pull_message,
+            # 5.x: the lite pull consumer's pulls, served as PULL_MESSAGE (4.9.7 has no 361)
+            **({RequestCode.LITE_PULL_MESSAGE: self.pull_message} if store.config.v5 else {}),
             RequestCode.QUERY_MESSAGE: self.query_message,
             RequestCode.VIEW_MESSAGE_BY_ID: self.view_message,
             RequestCode.HEART_BEAT: self.heart_beat,

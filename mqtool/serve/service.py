@@ -164,7 +164,7 @@ class Service:
             name="broker",
             log=self.log,
             on_disconnect=disconnected,
-            held_codes=frozenset({RequestCode.PULL_MESSAGE}),
+            held_codes=frozenset({RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE}),
             redact=self.redact,
         )
         self.ns_server = RemotingServer(ns_handle, name="namesrv", log=self.log, redact=self.redact)

@@ -288,3 +288,24 @@ def test_delete_topic_deletes_its_queues(tmp_path: Path) -> None:
                                       "is conflict with system topic.")
 
     _run(tmp_path, body)
+
+
+def test_lite_pull_code_of_5x(tmp_path: Path) -> None:
+    """LITE_PULL_MESSAGE (361), the 5.x lite pull consumer's pull, is served as PULL_MESSAGE by
+    a 5.3.3 broker; a 4.9.7 broker does not know it."""
+    pull = {"consumerGroup": "G", "topic": "LiteT", "queueId": 0, "queueOffset": 0,
+            "maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0,
+            "subscription": "*", "subVersion": 0}
+    got: dict[str, tuple[int, list[bytes]]] = {}
+    for dialect in ("4.9.7", "5.3.3"):
+        async def body(svc: Service, ns: Connection, br: Connection, dialect: str = dialect
+                       ) -> None:
+            r = await br.invoke(RemotingCommand.request(RequestCode.SEND_MESSAGE,
+                                                        _send_ext("LiteT", 0, ""), b"lite"))
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            r = await br.invoke(RemotingCommand.request(RequestCode.LITE_PULL_MESSAGE, pull))
+            got[dialect] = (r.code, [m.body for m in _records(r.body)])
+
+        _run(tmp_path / dialect, body, dialect=dialect)
+    assert got == {"4.9.7": (ResponseCode.REQUEST_CODE_NOT_SUPPORTED, []),
+                   "5.3.3": (ResponseCode.SUCCESS, [b"lite"])}
