@@ -1,8 +1,8 @@
 """The official Java client's consumers against ``mqtool serve`` and against the real broker
-of the same version (``Flow.java``): what they saw must be the same.
+of the same version (``Flow.java``), 4.9.7 and 5.3.3: what they saw must be the same.
 
-Each side is started once for the module, on 127.0.0.1, over a fresh store, with the same
-broker.conf (:data:`harness.BROKER_CONF`). Every flow uses topics and groups of its own.
+Each side is started once for the module and version, on 127.0.0.1, over a fresh store, with
+the same broker.conf (:data:`harness.BROKER_CONF`). Every flow uses topics and groups of its own.
 """
 
 from __future__ import annotations
@@ -16,9 +16,25 @@ from tests.serve.differential import harness
 pytestmark = pytest.mark.slow
 
 
+#: Each flow and the prefix of its topics and groups.
+FLOWS = [
+    ("orderly", "O"),  # an orderly consumer, one message failing until the DLQ
+    ("pull", "L"),  # lite pull with assign and seek; pull by offset
+    ("query", "Q"),  # view by offset id and unique key, query by key
+    ("retry", "T"),  # a push consumer fails two messages through %RETRY% to %DLQ%
+    ("broadcast", "B"),  # two broadcasting consumers each get every message
+    ("filter", "F"),  # a tag filter; SQL92 filters, two of them refused by the broker
+]
+#: Against the real 5.3.3 broker, what the lite pull consumer polls right after a seek that
+#: follows its assign depends on timing (a run gave offsets 0-4, another 2-4): pull is
+#: compared on 4.9.7.
+CASES = [("4.9.7", *f) for f in FLOWS] + [("5.3.3", *f) for f in FLOWS if f[0] != "pull"]
+
+
 @pytest.fixture(scope="module")
-def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Sides]:
-    s = harness.Sides("4.9.7", tmp_path_factory.mktemp("consume"))
+def sides(request: pytest.FixtureRequest,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Sides]:
+    s = harness.Sides(str(request.param), tmp_path_factory.mktemp(f"consume-{request.param}"))
     s.start()
     try:
         yield s
@@ -26,14 +42,7 @@ def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Sides]:
         s.kill()
 
 
-@pytest.mark.parametrize("flow,prefix", [
-    ("orderly", "O"),  # an orderly consumer, one message failing until the DLQ
-    ("pull", "L"),  # lite pull with assign and seek; pull by offset
-    ("query", "Q"),  # view by offset id and unique key, query by key
-    ("retry", "T"),  # a push consumer fails two messages through %RETRY% to %DLQ%
-    ("broadcast", "B"),  # two broadcasting consumers each get every message
-    ("filter", "F"),  # a tag filter; SQL92 filters, two of them refused by the broker
-])
+@pytest.mark.parametrize("sides,flow,prefix", CASES, indirect=["sides"])
 def test_consume_flow(sides: harness.Sides, flow: str, prefix: str) -> None:
     """The same deliveries, properties and reconsume times on both sides."""
     harness.compare_flow(flow, sides.flow(flow, prefix))
