@@ -18,7 +18,8 @@ in its own processes against ``mqtool serve`` in its own process:
 * ``wire sync, N producers, null broker (ceiling)``: the same clients against
   bench/serve/null_server.py (same transport, SEND_OK without storing): the ceiling these
   clients leave any broker on this machine;
-* ``wire batch``: ``send_batch`` of 32 messages;
+* ``wire batch``: ``send_batch`` of 32 messages (RocketMQ, and so serve, stores each such
+  C++ batch as one message holding the encoded batch; the rate counts the 32);
 * ``wire pull``: a push consumer reading back everything one producer sent.
 
 Writes bench/serve/last-run.json (commit, cores, load average, every case and its ratio).

@@ -329,11 +329,13 @@ class RefStore:
 
     # -- puts and the schedule service ----------------------------------------------------------
 
-    def put(self, msg: Message) -> PutResult:
-        """Put one message (``SendMessageProcessor`` + ``DefaultMessageStore#putMessage``)."""
+    def put(self, msg: Message, *, as_sent: bool = False) -> PutResult:
+        """Put one message (``SendMessageProcessor`` + ``DefaultMessageStore#putMessage``).
+        A message without a UNIQ_KEY gets one, as a client gives it; ``as_sent`` stores its
+        properties as a client sent them to a broker, which adds none."""
         if self._closed:
             self.check_open()
-        return self.writer.put(msg)
+        return self.writer.put(msg, as_sent=as_sent)
 
     def put_batch(
         self,

@@ -69,8 +69,9 @@ class RecordWriter:
         self._prop_orders: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._born_hosts: dict[str, HostPort] = {}
 
-    def put(self, msg: Message) -> PutResult:
-        """Put one message (``SendMessageProcessor`` + ``DefaultMessageStore#putMessage``)."""
+    def put(self, msg: Message, *, as_sent: bool = False) -> PutResult:
+        """Put one message (``SendMessageProcessor`` + ``DefaultMessageStore#putMessage``);
+        ``as_sent``: see :meth:`.RefStore.put`."""
         tc = self.configs.topics.get(msg.topic) or self.configs.create_topic(msg.topic)
         qid = msg.queue_id
         if qid is None:
@@ -81,7 +82,7 @@ class RecordWriter:
                 f"(writeQueueNums {tc.write_queue_nums})"
             )
         props: dict[str, str] = dict(msg.properties)
-        if redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
+        if not as_sent and redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
             uniq = self.uniq
             t, c = uniq.next_parts()
             props[redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq.fix_string + t + c

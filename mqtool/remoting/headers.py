@@ -3,8 +3,10 @@
 A header travels as ``extFields`` (string -> string). Clients send numbers and booleans as JSON
 numbers/booleans or as strings (``PEERS.md``: the C++ client mixes both); :mod:`frame` turns
 every value into a string and :func:`decode_header` parses each field to its Java type:
-``Integer``/``Long`` with ``parseInt``/``parseLong`` range, ``Boolean`` as ``true``/``false``
-(plus ``1``/``0``, which the C++ client sends for ``batch`` and ``unitMode``). A required field
+``Integer``/``Long`` with ``parseInt``/``parseLong`` range, ``Boolean`` as Java's
+``Boolean.parseBoolean`` reads it: ``true`` in any case is true, anything else false. The C++
+client sends ``"1"`` for ``batch``, so RocketMQ's broker takes its batches as one message whose
+body is the encoded batch, and so does ``mqtool serve``. A required field
 that is missing or malformed raises :class:`HeaderFieldError` (the request is answered with an
 error, the connection stays). Unknown keys (``AccessKey``, ``Signature``, ...) are ignored.
 
@@ -34,13 +36,8 @@ def _f(kind: str, *, required: bool = True, default: Any = None) -> Any:
 def _parse(kind: str, name: str, raw: str) -> Any:
     if kind == "str":
         return raw
-    if kind == "bool":
-        low = raw.strip().lower()
-        if low in ("true", "1"):
-            return True
-        if low in ("false", "0", ""):
-            return False
-        raise HeaderFieldError(f"header field {name}: {raw!r} is not a boolean")
+    if kind == "bool":  # Boolean.parseBoolean: never an error
+        return raw.lower() == "true"
     lo, hi = _INT if kind == "int" else _LONG
     try:
         value = int(raw.strip())

@@ -204,12 +204,13 @@ async def send_message(broker: BrokerCore, cmd: RemotingCommand, peer: Peer) -> 
             r = transaction.send_half(store, msg, group)
             broker.half_put()
         elif store.config.v5:  # 5.x stores the properties as sent, WAIT too
-            r = store.put(msg)
+            r = store.put(msg, as_sent=True)
         else:
             # 4.x SendMessageProcessor#sendMessage writes the properties without WAIT ("no need
             # to store WAIT=true"); a half message's are written again later, with it
             r = store.put(replace(msg, properties=tuple(
-                (k, v) for k, v in msg.properties if k != PROPERTY_WAIT_STORE_MSG_OK)))
+                (k, v) for k, v in msg.properties if k != PROPERTY_WAIT_STORE_MSG_OK)),
+                as_sent=True)
         results = [r]
         msg_id = r.msg_id
         if store.config.v5:

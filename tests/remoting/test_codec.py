@@ -47,9 +47,12 @@ def test_cpp_send_message_mixed_types_coerced() -> None:
 
 
 def test_cpp_batch_on_code_10() -> None:
+    """The C++ client's batch flag is "1", which Java's Boolean.parseBoolean reads as false:
+    the broker takes the frame as one message whose body is the encoded batch."""
     cmd = frame.decode(_frame("rocketmq-0.4.4 send_batch"))
+    assert cmd.ext_fields["batch"] == "1"
     h = headers.decode_header(headers.SendMessageRequestHeader, cmd.ext_fields)
-    assert h.batch is True and h.queueId == 2
+    assert h.batch is False and h.queueId == 2
     msgs = bodies.decode_batch(cmd.body)
     assert [m.body for m in msgs] == [b"body-4", b"body-5"]
     assert "KEYS\x01key-4" in msgs[0].properties

@@ -65,9 +65,11 @@ def _records(root: Path) -> list[CommitLogMessage]:
 
 def _shape(records: list[CommitLogMessage]) -> list[dict[str, Any]]:
     """The records from the original on, as the rule decides them; UNIQ_KEY and
-    ORIGIN_MESSAGE_ID relative to the original's."""
+    ORIGIN_MESSAGE_ID relative to the original's (its UNIQ_KEY, or its offsetMsgId when the
+    client sent none, as the broker's send-back takes it)."""
     first = next(i for i, m in enumerate(records) if m.topic == TOPIC)
     orig = records[first]
+    origin_id = orig.uniq_key or orig.offset_msg_id
     out = []
     for m in records[first:]:
         p = m.properties
@@ -77,7 +79,7 @@ def _shape(records: list[CommitLogMessage]) -> list[dict[str, Any]]:
             "keys": sorted(p), "rule": {k: p.get(k) for k in RULE_PROPS},
             "sameUniq": p.get("UNIQ_KEY") == orig.uniq_key,
             "origin": None if "ORIGIN_MESSAGE_ID" not in p
-            else p["ORIGIN_MESSAGE_ID"] == orig.uniq_key,
+            else p["ORIGIN_MESSAGE_ID"] == origin_id,
         })
     return out
 
@@ -100,7 +102,7 @@ def _refstore_side(root: Path, dialect: str) -> None:
         v5 = dialect.startswith("5")
         m = s.put(Message.create(TOPIC, b"ordered", tags="O", keys=KEY, queue_id=0,
                                  wait_store_msg_ok=True if v5 else None,
-                                 properties=_sent(dialect)))
+                                 properties=_sent(dialect)), as_sent=True)
         # MAX + 1 failed attempts: MAX local retries, then the client sends it back
         s.send_back_orderly(GROUP, m.physical_offset, reconsume_times=MAX,
                             max_reconsume_times=MAX)
@@ -302,7 +304,8 @@ def test_real_client_orderly_send_back_matches_the_reference_store(
         s.create_group(GROUP, retry_max_times=MAX, consume_orderly=True)
         m = s.put(Message.create(TOPIC, f"body of {key}".encode(), tags="TagA", keys=key,
                                  wait_store_msg_ok=None,  # ali-ons sends no WAIT
-                                 properties=_sent(dialect)))
+                                 properties=_sent(dialect)),  # nor a UNIQ_KEY
+                  as_sent=True)
         s.send_back_orderly(GROUP, m.physical_offset, reconsume_times=MAX,
                             max_reconsume_times=MAX)
         clock.advance(5000)

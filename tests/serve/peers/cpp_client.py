@@ -78,7 +78,7 @@ def consume(ns, group, topic, expect_ok, timeout, fail_prefix=None, fail_deliver
             topic=m.topic,
             reconsume=m.reconsume_times,
             queue=m.queue_id,
-            body=m.body.decode(),
+            body=m.body.decode("utf-8", "replace"),
             fail=failing,
         )
         if failing:
