@@ -65,7 +65,7 @@ def test_copies_reach_the_official_consumer_exactly_once_and_unchanged(
     assert (rep["selected"], rep["sent"], rep["failed"]) == (N, N, 0)
 
     got = realmq.consume_all(VERSION, cluster.namesrv_addr, topic, "cid-realbroker", N,
-                             home=tmp_path / "consumer")
+                             timeout=300, home=tmp_path / "consumer")
     props_of = [e["properties"] for e in got]
     assert all(isinstance(p, dict) for p in props_of)
     by_id = Counter(str(p[RESEND_ID_PROPERTY]) for p in props_of)

@@ -774,6 +774,8 @@ public final class Flow {
         sendEach(p, "send", msgs);
         List<DefaultMQPushConsumer> cs = new ArrayList<>();
         CountDownLatch first = new CountDownLatch(1);
+        CountDownLatch all = new CountDownLatch(msgs.size());
+        Set<String> keys = ConcurrentHashMap.newKeySet();
         for (int k = 0; k < 2; k++) {
             DefaultMQPushConsumer c = pushConsumer(prefix + "_cg");
             c.subscribe(t, "*");
@@ -782,6 +784,9 @@ public final class Flow {
                 for (MessageExt m : list) {
                     out("deliver", "consumer", who, "m", seen(m));
                     first.countDown();
+                    if (keys.add(m.getKeys())) {
+                        all.countDown();
+                    }
                 }
                 return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
             });
@@ -794,6 +799,7 @@ public final class Flow {
         }
         cs.get(1).shutdown();
         settle(cs.subList(0, 1), t, 4);
+        out("all", "got", await(all, 60000));
         cs.get(0).shutdown();
         p.shutdown();
     }
