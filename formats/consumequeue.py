@@ -51,6 +51,9 @@ def _layouts() -> dict[str, Any]:
 
 
 def _cq_dtype() -> np.dtype[Any]:
+    got: np.dtype[Any] | None = globals().get("CQ_DTYPE")
+    if got is not None:  # made once: every reader shares the one dtype
+        return got
     import numpy as np
 
     dtype = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])

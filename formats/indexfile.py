@@ -68,6 +68,9 @@ def _layouts() -> dict[str, Any]:
 
 
 def _entry_dtype() -> np.dtype[Any]:
+    got: np.dtype[Any] | None = globals().get("INDEX_ENTRY_DTYPE")
+    if got is not None:  # made once: every reader shares the one dtype
+        return got
     import numpy as np
 
     dtype = np.dtype([("h", ">i4"), ("p", ">i8"), ("t", ">i4"), ("v", ">i4")])

@@ -132,6 +132,9 @@ def _layouts() -> dict[str, Any]:
 
 
 def _unit_dtype() -> np.dtype[Any]:
+    got: np.dtype[Any] | None = globals().get("UNIT_DTYPE")
+    if got is not None:  # made once: every reader shares the one dtype
+        return got
     import numpy as np
 
     dtype = np.dtype([
