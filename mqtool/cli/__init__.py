@@ -44,7 +44,7 @@ def build_app(command: str | None = None) -> typer.Typer:
 
     import typer
 
-    from mqtool.cli.common import tidy_help
+    from mqtool.cli.helptext import tidy_help
     from mqtool.cli.root import root
 
     app = typer.Typer(
@@ -96,7 +96,7 @@ def __getattr__(name: str) -> Any:
 
 def main() -> None:
     """Run the command line (:func:`mqtool.__main__.main` is the installed entry point)."""
-    from mqtool.cli.common import mark_one_shot
+    from mqtool.cli.exits import mark_one_shot
 
     mark_one_shot()
     complete = any(k.startswith("_MQTOOL_COMPLETE") for k in os.environ)

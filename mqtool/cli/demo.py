@@ -10,16 +10,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from mqtool.cli.common import (
-    err_console,
-    fmt_time,
-    handle_errors,
-    out_console,
-    parse_time,
-    print_json,
-)
+from mqtool.cli.arguments import parse_time
+from mqtool.cli.exits import handle_errors
 from mqtool.cli.options import JsonOpt
+from mqtool.cli.output import err_console, out_console, print_json
 from mqtool.cli.refstore import parse_size
+from mqtool.timefmt import fmt_time
 
 if TYPE_CHECKING:
     from mqtool.refstore.demo import DemoSummary

@@ -11,20 +11,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from mqtool.cli.common import (
-    as_bad_parameter,
-    check_body_mode,
-    err_console,
-    exit_on_findings,
-    fmt_time,
-    handle_errors,
-    open_store,
-    out_console,
-    parse_time,
-    print_json,
-    print_jsonl,
-    report_error,
-)
+from mqtool.cli.arguments import as_bad_parameter, check_body_mode, parse_time
+from mqtool.cli.exits import exit_on_findings, handle_errors, open_store
 from mqtool.cli.options import (
     AccessKeyOpt,
     BodyOpt,
@@ -43,7 +31,9 @@ from mqtool.cli.options import (
     TopicOpt,
     UntilOpt,
 )
+from mqtool.cli.output import err_console, out_console, print_json, print_jsonl, report_error
 from mqtool.formats.errors import EXIT_ENVIRONMENT, EXIT_FINDINGS, MqtoolError, environment
+from mqtool.timefmt import fmt_time
 
 if TYPE_CHECKING:
     from mqtool.dlq import DlqSelection

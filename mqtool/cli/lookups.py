@@ -13,20 +13,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqtool.cli.common import (
-    err_line,
-    exit_on_findings,
-    fmt_time,
-    handle_errors,
-    isatty,
-    open_store,
-    out_console,
-    print_json,
-    print_notes,
-    report_error,
-)
+from mqtool.cli.exits import exit_on_findings, handle_errors, open_store
+from mqtool.cli.output import err_line, isatty, out_console, print_json, print_notes, report_error
 from mqtool.cli.plain import PlainOut, Table, Tree, line
 from mqtool.formats.errors import EXIT_FINDINGS
+from mqtool.timefmt import fmt_time
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -301,7 +292,7 @@ def _scan_progress() -> Iterator[ProgressFn]:
             TimeRemainingColumn,
         )
 
-        from mqtool.cli.common import err_console
+        from mqtool.cli.output import err_console
 
         prog = state.get("p")
         if prog is None:

@@ -1,7 +1,7 @@
 """What commands print, without rich: tables, outlines and styled lines, and the plain writer.
 
 A command builds its output from :class:`Table`, :class:`Tree` and :data:`Line` (text with a
-style per part) and prints them on :func:`mqtool.cli.common.out_console`. On a terminal, and
+style per part) and prints them on :func:`mqtool.cli.output.out_console`. On a terminal, and
 with COLUMNS set, that is a rich console (boxes, colour, tables fitted to the width:
 :func:`to_rich`). When stdout is a pipe or a file it is :class:`PlainOut`, which writes them as
 plain text and imports nothing: a table is its title, then its header and rows in columns two
@@ -119,7 +119,7 @@ def tree_lines(tree: Tree) -> list[str]:
 class PlainOut:
     """stdout that is not a terminal: :class:`Table`, :class:`Tree`, :data:`Line` and strings
     as plain text (see the module doc); a blank line between tables. Other objects go to a
-    rich console that writes them in the same layout (:func:`mqtool.cli.common.out_console`)."""
+    rich console that writes them in the same layout (:func:`mqtool.cli.output.out_console`)."""
 
     def __init__(self, rich: Callable[[PlainOut], Console], file: TextIO | None = None) -> None:
         self._file = file

@@ -32,7 +32,8 @@ def run(args: list[str]) -> bool:
     if any(w.startswith("-") or not w for w in words):
         return False
     from mqtool.cli import lookups
-    from mqtool.cli.common import mark_one_shot, now_value
+    from mqtool.cli.arguments import now_value
+    from mqtool.cli.exits import mark_one_shot
 
     call: Callable[[], None]
     match words:

@@ -7,19 +7,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from mqtool.cli.common import (
-    check_body_mode,
-    exit_on_findings,
-    fmt_time,
-    handle_errors,
-    open_store,
-    out_console,
-    parse_time,
-    print_json,
-    print_jsonl,
-    report_error,
-    require_with,
-)
+from mqtool.cli.arguments import check_body_mode, parse_time, require_with
+from mqtool.cli.exits import exit_on_findings, handle_errors, open_store
 from mqtool.cli.options import (
     BodyOpt,
     JsonlOpt,
@@ -29,7 +18,9 @@ from mqtool.cli.options import (
     StoreArg,
     UntilOpt,
 )
+from mqtool.cli.output import out_console, print_json, print_jsonl, report_error
 from mqtool.formats.errors import EXIT_FINDINGS
+from mqtool.timefmt import fmt_time
 
 if TYPE_CHECKING:
     from mqtool.store import Store

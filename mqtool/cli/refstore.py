@@ -13,16 +13,8 @@ from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
-from mqtool.cli.common import (
-    as_bad_parameter,
-    err_console,
-    fmt_time,
-    handle_errors,
-    out_console,
-    parse_time,
-    print_json,
-    print_jsonl,
-)
+from mqtool.cli.arguments import as_bad_parameter, parse_time
+from mqtool.cli.exits import handle_errors
 from mqtool.cli.options import (
     BrokerConfOpt,
     ClockOpt,
@@ -37,6 +29,8 @@ from mqtool.cli.options import (
     StoreArg,
     WriteDelayLevelsOpt,
 )
+from mqtool.cli.output import err_console, out_console, print_json, print_jsonl
+from mqtool.timefmt import fmt_time
 
 if TYPE_CHECKING:
     from mqtool.refstore.engine import RefStore, StoreConfig

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import typer
 
-from mqtool.cli.common import err_console, handle_errors, out_console, print_json
+from mqtool.cli.exits import handle_errors
 from mqtool.cli.options import (
     DryRunOpt,
     JsonOpt,
     OutOpt,
     StoreArg,
 )
+from mqtool.cli.output import err_console, out_console, print_json
 from mqtool.formats.errors import EXIT_FINDINGS
 
 

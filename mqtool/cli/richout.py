@@ -1,4 +1,4 @@
-"""The rich consoles behind :func:`mqtool.cli.common.out_console` (imported when used)."""
+"""The rich consoles behind :func:`mqtool.cli.output.out_console` (imported when used)."""
 
 from __future__ import annotations
 

@@ -14,19 +14,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from mqtool.cli.common import (
-    err_console,
-    fmt_time,
-    handle_errors,
-    now_value,
-    one_shot,
-    out_console,
-    print_json,
-    report_error,
-)
+from mqtool.cli.arguments import now_value
+from mqtool.cli.exits import handle_errors, one_shot
 from mqtool.cli.options import CrcOpt, HtmlOpt, JsonOpt, NowOpt
+from mqtool.cli.output import err_console, out_console, print_json, report_error
 from mqtool.formats.errors import EXIT_FINDINGS
 from mqtool.spark import AUDITS
+from mqtool.timefmt import fmt_time
 
 if TYPE_CHECKING:
     from rich.table import Table

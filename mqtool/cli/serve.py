@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from mqtool.cli.common import handle_errors
+from mqtool.cli.exits import handle_errors
 from mqtool.cli.options import BrokerConfOpt, WriteDelayLevelsOpt
 
 
@@ -113,7 +113,7 @@ def serve(
         try:
             counts = run_serve(opts, ready)
         except OSError as e:  # a port in use, an address not on this machine
-            from mqtool.cli.common import report_error
+            from mqtool.cli.output import report_error
             from mqtool.formats.errors import EXIT_ENVIRONMENT
 
             report_error(f"cannot listen on {host}: {e.strerror or e} (--namesrv-port, "

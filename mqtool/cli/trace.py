@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from mqtool.cli.common import exactly_one, now_value
+from mqtool.cli.arguments import exactly_one, now_value
 from mqtool.cli.lookups import run_trace
 from mqtool.cli.options import BrokerConfOpt, DelayLevelsOpt, HtmlOpt, JsonOpt, NowOpt, StoreArg
 

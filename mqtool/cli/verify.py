@@ -7,8 +7,9 @@ from typing import Any
 
 import typer
 
-from mqtool.cli.common import err_console, handle_errors, out_console, print_json, say_live
+from mqtool.cli.exits import handle_errors
 from mqtool.cli.options import BrokerConfOpt, CrcOpt, DelayLevelsOpt, JsonOpt, StoreArg
+from mqtool.cli.output import err_console, out_console, print_json, say_live
 from mqtool.formats.errors import EXIT_FINDINGS, Severity
 
 

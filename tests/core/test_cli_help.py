@@ -147,7 +147,7 @@ def _help_at_80(path: list[str]) -> str:
 
 
 def test_reflow_marks_lists_and_examples_for_click() -> None:
-    from mqtool.cli.common import reflow
+    from mqtool.cli.helptext import reflow
 
     assert reflow("First line.\n\nOne sentence\nthat goes on.\n\n- item one\n- item two") == \
         "First line.\n\nOne sentence that goes on.\n\n\b\n- item one\n- item two"

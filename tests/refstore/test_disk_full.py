@@ -20,7 +20,7 @@ import pytest
 from crashkit import verify
 
 from conftest import ROOT, SmallFs
-from mqtool.cli.common import handle_errors
+from mqtool.cli.exits import handle_errors
 from mqtool.refstore.engine import RefStore
 
 JOURNEY = ROOT / "fixtures" / "rocketmq-stores" / "4.9.7" / "journey" / "store"
