@@ -31,6 +31,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mqtool.formats.store_dirs import COMMITLOG_DIR, numbered_files, store_root
+
 if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
@@ -139,16 +141,12 @@ def commitlog_bytes(stores: list[str] | tuple[str, ...]) -> int:
     """The commitlog bytes ``stores`` really hold (a sparse file's holes left out)."""
     total = 0
     for store in stores:
-        cl = Path(store) / "commitlog"
-        if not cl.is_dir():
-            cl = Path(store) / "store" / "commitlog"
-        if cl.is_dir():
-            for f in cl.iterdir():
-                try:
-                    st = f.stat()
-                except OSError:
-                    continue  # sizing only: a file that vanished is the scan's to report
-                total += min(st.st_size, getattr(st, "st_blocks", 0) * 512 or st.st_size)
+        for f in numbered_files(store_root(Path(store)) / COMMITLOG_DIR, strict=False):
+            try:
+                st = f.stat()
+            except OSError:
+                continue  # sizing only: a file that vanished is the scan's to report
+            total += min(st.st_size, getattr(st, "st_blocks", 0) * 512 or st.st_size)
     return total
 
 

@@ -20,6 +20,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mqtool.formats.store_dirs import COMMITLOG_DIR, numbered_files
 from mqtool.spark.errors import SparkScanError
 
 DEFAULT_SPLIT_SIZE = 128 * 1024 * 1024
@@ -81,17 +82,10 @@ def find_store_root(path: str | os.PathLike[str]) -> Path:
         store.close()
 
 
-def _numbered_files(directory: Path) -> list[Path]:
-    if not directory.is_dir():
-        return []
-    files = [f for f in directory.iterdir() if f.is_file() and f.name.isdigit()]
-    return sorted(files, key=lambda f: int(f.name))
-
-
 def commitlog_splits(store: str, root: Path, split_size: int) -> list[Split]:
     """Byte-range splits of every commitlog file of ``root``."""
     out: list[Split] = []
-    for f in _numbered_files(root / "commitlog"):
+    for f in numbered_files(root / COMMITLOG_DIR, strict=False):
         size = f.stat().st_size
         for start in range(0, max(size, 1), split_size):
             out.append(
@@ -118,7 +112,7 @@ def consumequeue_splits(
         for queue_dir in sorted(topic_dir.iterdir(), key=lambda d: d.name):
             if not queue_dir.is_dir() or not queue_dir.name.lstrip("-").isdigit():
                 continue
-            for f in _numbered_files(queue_dir):
+            for f in numbered_files(queue_dir, strict=False):
                 size = f.stat().st_size
                 out.append(
                     Split(
@@ -133,7 +127,7 @@ def consumequeue_splits(
 def index_splits(store: str, root: Path) -> list[Split]:
     """One split per index file (``index/<yyyyMMddHHmmssSSS>``)."""
     out: list[Split] = []
-    for f in _numbered_files(root / "index"):
+    for f in numbered_files(root / "index", strict=False):
         size = f.stat().st_size
         out.append(Split(KIND_INDEX, store, str(f.resolve()), f"index/{f.name}", 0, 0, size, size))
     return out

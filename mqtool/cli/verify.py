@@ -29,7 +29,7 @@ def _store_bytes(root: Any) -> int:
     from pathlib import Path
 
     total = 0
-    from mqtool.store.files import store_root
+    from mqtool.formats.store_dirs import store_root
 
     r = store_root(Path(root))
     for sub in ("commitlog", "consumequeue", "index"):

@@ -21,6 +21,7 @@ from mqtool.dlq.outgoing import (
     SendResult,
 )
 from mqtool.formats.errors import MqtoolError, environment, usage
+from mqtool.formats.store_dirs import COMMITLOG_DIR, store_root
 from mqtool.store import Store
 from mqtool.store.search import find_by_key
 
@@ -112,8 +113,8 @@ def check_store_target(root: str | os.PathLike[str]) -> str:
             raise environment(ResendError(f"--target {p}: cannot create a store there ({base} "
                                           "is not writable)"))
         return "create a new store"
-    if not (p / "commitlog").is_dir():
-        hint = (f"; did you mean {p / 'store'}?" if (p / "store" / "commitlog").is_dir()
+    if not (p / COMMITLOG_DIR).is_dir():
+        hint = (f"; did you mean {store_root(p)}?" if store_root(p) != p
                 else "; give a store root or a new/empty directory")
         raise usage(ResendError(f"--target {p}: exists and is not a RocketMQ store (no "
                                 f"commitlog/ directory){hint}"))
@@ -124,7 +125,7 @@ def check_store_target(root: str | os.PathLike[str]) -> str:
         raise environment(ResendError(
             f"--target {p}: the store is locked by a running process{who}; a running "
             "broker's store cannot be written (resend through the broker: --namesrv)"))
-    for sub in (p, p / "commitlog"):
+    for sub in (p, p / COMMITLOG_DIR):
         if not os.access(sub, os.W_OK | os.X_OK):
             raise environment(ResendError(f"--target {p}: {sub} is not writable"))
     return "existing store"
@@ -199,7 +200,7 @@ class RefStoreTarget:
     def contains(self, message: OutgoingMessage, since: int | None = None) -> bool:
         if not self.read_only:
             self._store()  # recovery first: a torn copy is cut, a whole one re-dispatched
-        if not (self.root / "commitlog").is_dir():
+        if not (self.root / COMMITLOG_DIR).is_dir():
             return False
         with Store.open(self.root) as st:
             if since is None and message.uniq_key and st.has_index:

@@ -60,6 +60,7 @@ from mqtool.formats.buffers import close_map
 from mqtool.formats.commitlog import MAGIC_BLANK, MAGIC_V1, MAGIC_V2, FileEnd
 from mqtool.formats.commitlog_layout import PHYSICALOFFSET_AT
 from mqtool.formats.consumequeue import CQ_DTYPE
+from mqtool.formats.store_dirs import offset_name
 from mqtool.formats.walker import looks_like_record_at, nonzero_end, walk
 from mqtool.store.files import map_readonly
 from mqtool.store.reader import Store
@@ -69,10 +70,6 @@ _PHY = struct.Struct(">q")
 _MAGIC_PREFIX = b"\xda\xa3\x20"  # V1 and V2 message magics share these three bytes
 _MAX_CANDIDATES = 4096  # magic-looking places tried per file before its records say nothing
 _COMPARE_CHUNK = 16 << 20
-
-
-def offset_name(offset: int) -> str:
-    return f"{offset:020d}"
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,10 @@ import numpy as np
 
 from mqtool.formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, MAX_ADDR
 from mqtool.formats.errors import Finding, Severity
+from mqtool.formats.store_dirs import numbered_files
 from mqtool.integrity import dispatch_rules
 from mqtool.integrity.verify_report import FindingSink, ProgressFn, QueueChunk, QueueScan
 from mqtool.store.facts import Messages
-from mqtool.store.files import numbered_files
 from mqtool.store.reader import Store
 from mqtool.store.unit_check import unit_findings
 

@@ -14,6 +14,7 @@ from mqtool.formats.buffers import close_map
 from mqtool.formats.config.fastjson import loads_fastjson
 from mqtool.formats.errors import TIMER, Finding
 from mqtool.formats.javacompat import java_string_hash
+from mqtool.formats.store_dirs import numbered_files
 from mqtool.formats.timer import (
     MAGIC_DELETE,
     TIMER_PRECISION_MS,
@@ -24,7 +25,7 @@ from mqtool.formats.timer import (
     iter_timerlog,
 )
 from mqtool.integrity.verify_report import FindingSink
-from mqtool.store.files import map_readonly, numbered_files
+from mqtool.store.files import map_readonly
 
 TIMER_METRIC_SMALL_THRESHOLD = 1_000_000  # MessageStoreConfig.timerMetricSmallThreshold
 TIMER_METRICS = "config/timermetrics"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from mqtool.formats.store_dirs import numbered_files
 from mqtool.refstore.key_hashes import JavaHashCache, index_hashes, java_hash_unsigned
 from mqtool.refstore.mapped import IndexFileWriter, RefStoreError, index_file_name
 from mqtool.refstore.values import StoreConfig
@@ -36,7 +37,7 @@ class IndexBuilder:
         """Open the last two index files (a file killed while being created is removed)."""
         d = self.dir
         d.mkdir(exist_ok=True)
-        names = sorted(p.name for p in d.iterdir() if p.name.isdigit())
+        names = [p.name for p in numbered_files(d, strict=False)]
         size = 40 + self.config.index_hash_slots * 4 + self.config.index_max_entries * 20
         opened: list[IndexFileWriter] = []
         if names and (d / names[-1]).stat().st_size < size:

@@ -10,10 +10,10 @@ from mqtool.formats.commitlog import (
     CommitLogMessage,
     parse_message,
 )
+from mqtool.formats.store_dirs import numbered_files, offset_name
 from mqtool.refstore.mapped import (
     MappedFile,
     RefStoreError,
-    offset_name,
     populate,
     release,
 )
@@ -32,11 +32,10 @@ class CommitLogFiles:
         self.file_size = file_size
         self.files: list[MappedFile] = []
         directory.mkdir(parents=True, exist_ok=True)
-        names = sorted(p.name for p in directory.iterdir() if p.name.isdigit())
-        for i, name in enumerate(names):
-            path = directory / name
+        paths = numbered_files(directory, strict=False)
+        for i, path in enumerate(paths):
             size = path.stat().st_size
-            if size < file_size and i == len(names) - 1:
+            if size < file_size and i == len(paths) - 1:
                 path.unlink()  # killed while creating it (before it was sized): nothing in it
                 break
             if size != file_size:
@@ -44,7 +43,7 @@ class CommitLogFiles:
                     f"{path}: {size} bytes, but the store's commitlog files are {file_size} "
                     "bytes (pass the matching StoreConfig)"
                 )
-            self.files.append(MappedFile(path, int(name), file_size, create=False))
+            self.files.append(MappedFile(path, int(path.name), file_size, create=False))
         self.write_pos = self.files[0].file_from_offset if self.files else 0
         self._cur: MappedFile | None = None  # the file the last reserve() returned
         self._populated = 0  # bytes of _cur already pre-faulted

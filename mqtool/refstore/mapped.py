@@ -37,15 +37,11 @@ from mqtool.formats.indexfile import HASH_SLOT_STRUCT as _I32
 from mqtool.formats.indexfile import INDEX_ENTRY_DTYPE as _ENTRY_DTYPE
 from mqtool.formats.indexfile import INDEX_ENTRY_STRUCT as _IDX_ENTRY
 from mqtool.formats.indexfile import INDEX_HEADER_STRUCT as _IDX_HEADER
+from mqtool.formats.store_dirs import numbered_files, offset_name
 
 
 class RefStoreError(MqtoolError):
     """A reference-store operation that cannot be done (locked store, bad geometry, ...)."""
-
-
-def offset_name(offset: int) -> str:
-    """``UtilAll.offset2FileName``: 20-digit zero-padded offset."""
-    return f"{offset:020d}"
 
 
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
@@ -194,10 +190,8 @@ class ConsumeQueueFiles:
     def _load(self) -> None:
         if not self.dir.is_dir():
             return
-        names = sorted(p.name for p in self.dir.iterdir() if p.name.isdigit())
-        for name in names:
-            start = int(name)
-            self.files.append(MappedFile(self.dir / name, start, self.file_size, create=False))
+        for path in numbered_files(self.dir, strict=False):
+            self.files.append(MappedFile(path, int(path.name), self.file_size, create=False))
         if not self.files:
             return
         self.min_offset = self.files[0].file_from_offset // CQ_STORE_UNIT_SIZE

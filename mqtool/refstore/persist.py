@@ -13,6 +13,7 @@ from mqtool.formats.consumequeue import CqEntry, iter_cq
 from mqtool.formats.errors import FormatError
 from mqtool.formats.indexfile import IndexReader
 from mqtool.formats.rules import fmt_delay, schedule_unit_delay
+from mqtool.formats.store_dirs import COMMITLOG_DIR, numbered_files
 from mqtool.formats.walker import scan_file
 from mqtool.refstore import redelivery
 from mqtool.refstore.values import StoreConfig
@@ -84,12 +85,7 @@ def _map(path: Path) -> bytes | mmap.mmap:
 
 def _commitlog_files(root: Path) -> list[tuple[Path, int, int]]:
     """(path, start offset, size) of the commitlog files, in offset order."""
-    d = root / "commitlog"
-    if not d.is_dir():
-        return []
-    out = [(p, int(p.name), p.stat().st_size) for p in d.iterdir()
-           if p.is_file() and len(p.name) == 20 and p.name.isdigit()]
-    return sorted(out, key=lambda t: t[1])
+    return [(p, int(p.name), p.stat().st_size) for p in numbered_files(root / COMMITLOG_DIR)]
 
 
 def _first_message(logs: list[tuple[Path, int, int]]) -> CommitLogMessage | None:
@@ -113,9 +109,7 @@ def _message_at(logs: list[tuple[Path, int, int]], offset: int) -> CommitLogMess
 
 def _last_cq_entry(queue_dir: Path) -> CqEntry | None:
     last = None
-    for p in sorted(queue_dir.iterdir()):
-        if not (p.is_file() and p.name.isdigit()):
-            continue
+    for p in numbered_files(queue_dir, strict=False):
         try:
             for _, e in iter_cq(_map(p)):
                 last = e

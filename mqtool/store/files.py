@@ -1,7 +1,6 @@
-"""The small value types of a store root and how its files are found and opened: where a store
-root is, its numbered files (commitlog, consume-queue, timerlog files named by their first
-offset), read-only maps, one consume-queue unit as it is on disk, queue places and the ``lock``
-file's holder."""
+"""The small value types of a store root and how its files are opened: read-only maps, one
+consume-queue unit as it is on disk, queue places and the ``lock`` file's holder (where the root
+and the numbered files are: :mod:`mqtool.formats.store_dirs`)."""
 
 from __future__ import annotations
 
@@ -17,47 +16,6 @@ from mqtool.formats.errors import MqtoolError
 
 class StoreError(MqtoolError):
     """A store root that cannot be used as asked (missing, not a store, bad argument)."""
-
-
-def holds_commitlog(directory: Path) -> bool:
-    """Whether ``directory`` holds a commitlog: ``commitlog/`` or a DLedger
-    ``dledger-<id>/data/``."""
-    return (directory / "commitlog").is_dir() or any(
-        p.is_dir() for p in directory.glob("dledger-*/data"))
-
-
-def store_root(given: Path) -> Path:
-    """The store root ``given`` names: itself, or its ``store/`` when only that holds a
-    commitlog (a broker's home directory given for its store)."""
-    if not holds_commitlog(given) and holds_commitlog(given / "store"):
-        return given / "store"
-    return given
-
-
-def root_above(given: Path) -> Path | None:
-    """The store root ``given`` lies inside (``store/commitlog`` given for ``store``), None when
-    no parent of it holds a commitlog."""
-    return next((p for p in given.resolve().parents if holds_commitlog(p)), None)
-
-
-def is_numbered(name: str) -> bool:
-    """Whether ``name`` is a numbered store file's: 20 digits, the offset of its first byte
-    (``UtilAll.offset2FileName``)."""
-    return len(name) == 20 and name.isdigit()
-
-
-def numbered_files(directory: Path, others: list[Path] | None = None) -> list[Path]:
-    """The regular files of ``directory`` named by their first offset (:func:`is_numbered`), in
-    offset order; none when it is missing or not a directory. The other regular files are added
-    to ``others`` (in name order) when it is given."""
-    try:
-        entries = sorted(directory.iterdir())
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    files = [p for p in entries if p.is_file()]
-    if others is not None:
-        others.extend(p for p in files if not is_numbered(p.name))
-    return sorted((p for p in files if is_numbered(p.name)), key=lambda p: int(p.name))
 
 
 def read_unit(path: Path, pos: int) -> CqEntry | None:

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 
 from mqtool.formats.consumequeue import CqEntry
 from mqtool.formats.errors import Finding
-from mqtool.store.files import QueueEntry, map_readonly, numbered_files
+from mqtool.formats.store_dirs import numbered_files
+from mqtool.store.files import QueueEntry, map_readonly
 from mqtool.store.rocksdb_queue import RocksQueues, is_rocksdb_dir
 
 if TYPE_CHECKING:  # the batch layout is imported where a store has batch queues

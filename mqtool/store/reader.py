@@ -57,6 +57,7 @@ from mqtool.formats.errors import (
 )
 from mqtool.formats.indexfile import IndexReader
 from mqtool.formats.msgid import decode_offset_msg_id
+from mqtool.formats.store_dirs import numbered_files, root_above, store_root
 from mqtool.formats.walker import (
     crc_findings,
     header_ok,
@@ -73,10 +74,7 @@ from mqtool.store.files import (
     disk_bytes,
     lock_state,
     map_readonly,
-    numbered_files,
     read_unit,
-    root_above,
-    store_root,
 )
 from mqtool.store.indexfiles import IndexFiles
 from mqtool.store.queue_sources import QueueSources

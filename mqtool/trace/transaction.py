@@ -57,7 +57,7 @@ from mqtool.formats.rules import (
     TRANS_OP_OFFSET_SEPARATOR,
     TRANSACTION_TYPE_MASK,
 )
-from mqtool.store.files import numbered_files
+from mqtool.formats.store_dirs import numbered_files
 from mqtool.store.reader import Store
 from mqtool.store.search import Finder, search
 from mqtool.timefmt import fmt_time
