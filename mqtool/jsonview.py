@@ -1,7 +1,7 @@
 """The JSON shapes of mqtool's machine output (field names follow RocketMQ's ``MessageExt``).
 
-The conformance checker and later tools rely on these names: change them only with the
-contract in the foundation issue.
+The conformance checker and other tools rely on these names: they are a contract, changed
+only together with every reader of them.
 """
 
 from __future__ import annotations

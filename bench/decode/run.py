@@ -329,7 +329,7 @@ def main() -> None:
                   f"{r['cpu_ratio_to_sequential_read']:>7}")
         target = results[FULL]["ratio_to_sequential_read"]
         target_cpu = results[FULL]["cpu_ratio_to_sequential_read"]
-        print(f"\nissue 13 target: full decode, every column, CRC off >= 0.25 of the read: "
+        print(f"\ntarget: full decode, every column, CRC off >= 0.25 of the read: "
               f"{target} (wall clock), {target_cpu} (CPU time)\n")
         label = (f"{len(files)} x {sizes[0] >> 20} MiB" if not args.store
                  else f"{size >> 20} MiB store")

@@ -16,7 +16,7 @@ around :func:`mqtool.dlq.resend.resend` (records selected before the clock start
   the same size), no journal: what the journal costs on the wire.
 
 Writes bench/resend/last-run.json (commit, cores, load average, every case and its ratio).
-The issue's target: the wire case reaches at least 0.5 of the store-target rate.
+The target: the wire case reaches at least 0.5 of the store-target rate.
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def main() -> int:
         "process on the same machine; the store target and the journal fsync (fdatasync)",
         f"the journal costs {doc['journalCostOnWire']:.0%} of the wire rate in this run "
         "(wire with journal vs wire without)",
-        "target of issue 12: the wire resend >= 0.5 of the store-target rate: "
+        "target: the wire resend >= 0.5 of the store-target rate: "
         + (f"met in this run ({ratio:.3g})" if ratio >= 0.5
            else f"NOT met in this run ({ratio:.3g})"),
     ]

@@ -23,7 +23,7 @@ in its own processes against ``mqtool serve`` in its own process:
 * ``wire pull``: a push consumer reading back everything one producer sent.
 
 Writes bench/serve/last-run.json (commit, cores, load average, every case and its ratio).
-The issue's target: with 8 producers, sync sends reach at least 0.5 of the direct put rate.
+The target: with 8 producers, sync sends reach at least 0.5 of the direct put rate.
 """
 
 from __future__ import annotations
@@ -252,7 +252,7 @@ def main() -> int:
             "message above has no such bias",
             f"server anonymous RSS under {args.producers} producers (KiB): first sample "
             f"{rssd['first']}, last {rssd['last']}, peak {rssd['max']}",
-            "target of issue 11: 8 producers' sync sends >= 0.5 of the direct put rate: "
+            "target: 8 producers' sync sends >= 0.5 of the direct put rate: "
             + ("met" if cases[nprod]["ratio"] >= 0.5 else "NOT met")
             + f" in this run ({cases[nprod]['ratio']}; the null broker's ceiling "
             f"{cases[nnull]['ratio']})",

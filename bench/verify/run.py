@@ -6,7 +6,7 @@ Usage::
         [--small-store DIR]
 
 The default is a small run (a 128 MiB store, memory also on a 32 MiB one); ``--full`` uses a
-1 GiB store (the issue's size) and a 256 MiB one for memory (4x apart).
+1 GiB store (the size the target is set for) and a 256 MiB one for memory (4x apart).
 Builds the stores once with the reference store (``mqtool demo DIR --size SIZE``: the demo's
 business messages plus 1 KiB BenchTopic messages up to SIZE) unless DIR already holds one, then
 measures on warm files, in this run:
@@ -24,7 +24,7 @@ measures on warm files, in this run:
   records decoded) against the walker's per-record walk (``Store.messages`` + the same filter)
   on the big store, same run.
 
-The issue's target is 0.1 of the sequential read with a CRC over every body. Results go to
+The target is 0.1 of the sequential read with a CRC over every body. Results go to
 stdout and to ``bench/verify/last-run.json`` (bench/figures.py's schema: commit, core count, load
 average, figures with ratios to the sequential read of the same run).
 This is a benchmark, not a test: run it once, not in a loop, on a shared machine.
@@ -222,7 +222,7 @@ def main() -> None:
              "value": round(walker_s, 2), "unit": "s", "ratio": None},
         ],
         "notes": [
-            f"Target (issue 10): verify at 0.1 of the sequential read with CRC; measured "
+            f"Target: verify at 0.1 of the sequential read with CRC; measured "
             f"{ratio:.3f} ({'met' if ratio >= TARGET_RATIO else 'NOT met'} in this run). "
             f"{big['errors']} error findings; restart would lose "
             f"{'nothing' if big['nothingLost'] else 'something'}. Memory: peak RssAnon growth "
