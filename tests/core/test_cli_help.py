@@ -103,7 +103,7 @@ def test_readme_claims_no_file_kind_a_command_does_not_read() -> None:
     assert "handles" not in readme.split("## Set up")[0]
 
 
-# --- CLI details (issue 9 item 7) --------------------------------------------------------------
+# --- CLI details ------------------------------------------------------------------------------
 FIXTURES = REPO / "fixtures" / "rocketmq-stores"
 JOURNEY = FIXTURES / "4.9.7" / "journey" / "store"
 

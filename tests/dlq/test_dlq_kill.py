@@ -1,4 +1,4 @@
-"""Acceptance 3: a resend of thousands of DLQ records, SIGKILLed at random points and re-run,
+"""A resend of thousands of DLQ records, SIGKILLed at random points and re-run,
 ends with every selected record resent exactly once (counted in the target)."""
 
 from __future__ import annotations

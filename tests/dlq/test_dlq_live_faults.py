@@ -1,4 +1,4 @@
-"""Faults of a live resend (issue 12 item 5): each gives one error line and exit 1, leaves the
+"""Faults of a live resend: each gives one error line and exit 1, leaves the
 journal consistent, and a rerun after the fault loses nothing and duplicates nothing.
 
 The cluster is `mqtool serve`; broker answers no healthy broker gives on demand (SEND_FAILED,

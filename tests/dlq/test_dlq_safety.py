@@ -1,4 +1,4 @@
-"""Target safety (issue 12 item 4): `--target` refuses what is not a store, `--dry-run` checks
+"""Target safety: `--target` refuses what is not a store, `--dry-run` checks
 the target exactly as a real run does, an unknown `--group` is an error (exit 1, one line)."""
 
 from __future__ import annotations

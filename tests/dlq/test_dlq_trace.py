@@ -1,4 +1,4 @@
-"""Acceptance 2: resend into a copy of the broker's store, then `mqtool trace` of a resent
+"""Resend into a copy of the broker's store, then `mqtool trace` of a resent
 message shows original -> retries -> DLQ -> resent copy."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Acceptance 3 of issue 3: SIGKILL a writing and ticking process at random points, reopen.
+"""SIGKILL a writing and ticking process at random points, reopen.
 
 50 runs: 10 fresh stores, each killed and recovered 5 times (kills land during open/recovery
 as well as during puts, send-backs, ticks and config writes). After every reopen, every put

@@ -1,4 +1,4 @@
-"""Acceptance 1 of issue 3: replay the real 4.9.7 journey store through the reference store.
+"""Replay the real 4.9.7 journey store through the reference store.
 
 The real store (fixtures/rocketmq-stores/4.9.7/journey) was written by RocketMQ 4.9.7's own
 store code and the broker's send-back logic. ``journey-log.txt`` says what the producer and the

@@ -1,4 +1,4 @@
-"""Acceptance 2 of issue 3: what the reference store writes reads back through mqtool's reader
+"""What the reference store writes reads back through mqtool's reader
 and round-trips through the formats, file by file (commitlog, consume queues, index files,
 checkpoint, config JSON), for both dialects, with small files so that everything rolls."""
 

@@ -456,8 +456,8 @@ def test_hostile_large_index_file_does_not_hang(tmp_path: Path) -> None:
 
 
 def test_delay_offset_beyond_the_schedule_queue_max_is_a_finding(tmp_path: Path) -> None:
-    """issue 10: a delayOffset.json offset past its SCHEDULE_TOPIC_XXXX queue's max was only
-    shown in a table, with exit 0."""
+    """A delayOffset.json offset past its SCHEDULE_TOPIC_XXXX queue's max is a finding
+    (exit 1), not only a row of the table."""
     root = copy_store("4.9.7/journey", tmp_path)
     (root / "config" / "delayOffset.json").write_text('{"offsetTable":{2:999}}')
     (root / "config" / "delayOffset.json.bak").unlink(missing_ok=True)
@@ -468,8 +468,8 @@ def test_delay_offset_beyond_the_schedule_queue_max_is_a_finding(tmp_path: Path)
 
 
 def test_impossible_and_dangling_cq_units_are_findings_and_not_counted(tmp_path: Path) -> None:
-    """issue 10: units with offset -1 / size -1, or pointing past the commitlog data, were
-    printed by `cq` with exit 0 and counted by `inspect` in the queue max."""
+    """Units with offset -1 / size -1, or pointing past the commitlog data, are findings
+    of `cq` (exit 1) and are not counted by `inspect` in the queue max."""
     import json
 
     root = copy_store("4.9.7/journey", tmp_path)

@@ -1,4 +1,4 @@
-"""Damage is never hidden by ``trace`` and ``msg``: the reproduction from issue 10 and a damaged
+"""Damage is never hidden by ``trace`` and ``msg``: a damaged store reproduced and a damaged
 index, on private copies of the real journey store (RocketMQ 4.9.7)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Transactions and orderly retries in ``trace`` (issue 10 item 8), on stores the reference
+"""Transactions and orderly retries in ``trace``, on stores the reference
 store writes as RocketMQ does (tests/refstore/test_transaction.py pins the records).
 
 Rules checked: a rollback (4.3+: an op record in RMQ_SYS_TRANS_OP_HALF_TOPIC and no committed
