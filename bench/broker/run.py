@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import time
@@ -55,29 +54,10 @@ BODY = 1024
 BATCH = 32
 
 
-class Proc:
-    """CPU and anonymous RSS of a process from /proc."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-
-    def rss_kib(self, field: str = "RssAnon") -> int:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-        return 0
-
-    def cpu(self) -> tuple[float, float]:
-        """(user, system) CPU seconds, all threads."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        tck = os.sysconf("SC_CLK_TCK")
-        return int(fields[11]) / tck, int(fields[12]) / tck
-
-
 class Side:
     """One server under test: its name server address and the process that does the work."""
 
-    def __init__(self, name: str, namesrv: str, proc: Proc, work: Path) -> None:
+    def __init__(self, name: str, namesrv: str, proc: serve_bench.Proc, work: Path) -> None:
         self.name, self.namesrv, self.proc, self.work = name, namesrv, proc, work
 
     # bench/serve's producers() reads these from its server
@@ -144,8 +124,9 @@ def main() -> int:
     try:
         cluster.start()
         assert cluster.broker is not None
-        sides = [Side("serve", serve.namesrv, Proc(serve.proc.pid), work / "serve"),
-                 Side("broker", cluster.namesrv_addr, Proc(cluster.broker.pid), work / "broker")]
+        proc = serve_bench.Proc
+        sides = [Side("serve", serve.namesrv, proc(serve.proc.pid), work / "serve"),
+                 Side("broker", cluster.namesrv_addr, proc(cluster.broker.pid), work / "broker")]
         steps: list[tuple[str, Any]] = [
             (f"C++ sync, {PRODUCERS} producers", lambda s: cpp_producers(s, per_cpp)),
             (f"Java sync, {PRODUCERS} threads",

@@ -69,6 +69,27 @@ def direct_put(root: Path, n: int, body: int) -> tuple[float, float]:
     return n / secs, n / cpu
 
 
+class Proc:
+    """A process's CPU and memory, read from /proc."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def rss_kib(self, field: str = "RssAnon") -> int:
+        """Anonymous resident memory (heap, buffers): the mapped store files' page cache,
+        which VmRSS also counts and which grows with every byte written, is left out."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+        return 0
+
+    def cpu(self) -> tuple[float, float]:
+        """(user, system) CPU seconds the process has used, all threads."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        tck = os.sysconf("SC_CLK_TCK")
+        return int(fields[11]) / tck, int(fields[12]) / tck
+
+
 class Server:
     """``mqtool serve`` (or, with ``null=True``, bench/serve/null_server.py) in its own process."""
 
@@ -85,19 +106,11 @@ class Server:
             raise SystemExit(f"{cmd[1]} did not start: {line}")
         self.namesrv = line[line.index("namesrv") + 1]
 
-    def rss_kib(self, field: str = "RssAnon") -> int:
-        """Anonymous resident memory (heap, buffers): the mapped store files' page cache,
-        which VmRSS also counts and which grows with every byte written, is left out."""
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-        return 0
+    def rss_kib(self) -> int:
+        return Proc(self.proc.pid).rss_kib()
 
     def cpu(self) -> tuple[float, float]:
-        """(user, system) CPU seconds the server process has used."""
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        tck = os.sysconf("SC_CLK_TCK")
-        return int(fields[11]) / tck, int(fields[12]) / tck
+        return Proc(self.proc.pid).cpu()
 
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)

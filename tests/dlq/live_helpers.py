@@ -91,6 +91,28 @@ def mqtool(*args: str, env: dict[str, str] | None = None,
                           text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
+KILL_POINTS = [["after-intent:1"], ["put:2"], ["before-done:1"], ["after-done:1", "put:1"]]
+"""Crash points of the resend journal (``mqtool.dlq.journal.crash_point``), one list per run."""
+
+
+def killed_then_rerun(args: list[str], points: list[str], env: dict[str, str],
+                      selected: int) -> None:
+    """``mqtool *args`` killed (-9) at each of ``points`` in turn, then run to the end: every
+    one of the ``selected`` records is sent or skipped, none fails; after a kill between the
+    send and the journal's done record, the rerun finds the batch's 8 copies on the broker
+    instead of sending them again."""
+    for p in points:
+        res = mqtool(*args, env={**env, "MQTOOL_CRASH_AT": p})
+        assert res.returncode == -9, (p, res.stdout, res.stderr)
+    final = mqtool(*args, "--json", env=env)
+    assert final.returncode == 0, final.stderr
+    rep = json.loads(final.stdout)
+    assert rep["failed"] == 0 and rep["sent"] + rep["skipped"] == selected
+    if points == ["before-done:1"]:
+        found = [o for o in rep["outcomes"] if "interrupted" in (o["reason"] or "")]
+        assert len(found) == 8
+
+
 def one_line_error(res: subprocess.CompletedProcess[str], *words: str, code: int) -> str:
     """One ``error:`` line with ``words``, and exit status ``code`` (1 findings, 2 usage,
     3 environment)."""

@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 from live_helpers import (  # noqa: F401 - cluster and source are fixtures
     GROUP,
+    KILL_POINTS,
     Consumer,
     FaultProxy,
     N,
     Served,
     cluster_fixture,
+    killed_then_rerun,
     mqtool,
     one_line_error,
     source_fixture,
@@ -154,27 +156,14 @@ def test_resend_from_a_store_to_a_real_ali_ons_consumer(
         assert e["body"].startswith("body ") and e["props"]["user"].startswith("u")
 
 
-KILL_POINTS = [["after-intent:1"], ["put:2"], ["before-done:1"], ["after-done:1", "put:1"]]
-
-
 @pytest.mark.parametrize("points", KILL_POINTS, ids=lambda p: "+".join(p))
 def test_killed_live_resend_rerun_loses_and_duplicates_nothing(
     cluster: Served, env: dict[str, str], source: Path, points: list[str]
 ) -> None:
     """kill -9 at fixed points (mqtool.dlq.journal.crash_point); the rerun resolves what the
     kill left pending by asking the broker (QUERY_MESSAGE by resend id)."""
-    ns = cluster.namesrv
-    args = ["dlq", "resend", "-g", GROUP, "--namesrv", ns, "--batch", "8"]
-    for p in points:
-        res = mqtool(*args, env={**env, "MQTOOL_CRASH_AT": p})
-        assert res.returncode == -9, (p, res.stderr)
-    final = mqtool(*args, "--json", env=env)
-    assert final.returncode == 0, final.stderr
-    rep = json.loads(final.stdout)
-    assert rep["failed"] == 0 and rep["sent"] + rep["skipped"] == N
-    if points == ["before-done:1"]:  # the 8 sent copies were found on the broker, not resent
-        found = [o for o in rep["outcomes"] if "interrupted" in (o["reason"] or "")]
-        assert len(found) == 8
+    args = ["dlq", "resend", "-g", GROUP, "--namesrv", cluster.namesrv, "--batch", "8"]
+    killed_then_rerun(args, points, env, N)
     assert copies(cluster.store) == Counter(dict.fromkeys(want_ids(source), 1))
 
 

@@ -6,15 +6,13 @@ nothing on the real broker either."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import realmq
+from live_helpers import KILL_POINTS, killed_then_rerun, mqtool
 from test_dlq_resend import make_dlq_source
 
 from mqtool.dlq import DlqSelection, select_dlq
@@ -24,10 +22,8 @@ from mqtool.store import Store
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 VERSION = "4.9.7"
 N = 24
-KILL_POINTS = [["after-intent:1"], ["put:2"], ["before-done:1"], ["after-done:1", "put:1"]]
 
 
 @pytest.fixture(scope="module")
@@ -35,12 +31,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[realmq.Cluster
     c = realmq.Cluster(VERSION, tmp_path_factory.mktemp("realbroker") / "store")
     with c.start():
         yield c
-
-
-def mqtool(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mqtool", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **env})
 
 
 def dead_letters(source: Path, group: str) -> dict[str, CommitLogMessage]:
@@ -102,15 +92,6 @@ def test_killed_resend_rerun_loses_and_duplicates_nothing(
     env = {"XDG_STATE_HOME": str(tmp_path / "state")}
     args = ["dlq", "resend", str(source), "-g", group, "--namesrv", cluster.namesrv_addr,
             "--batch", "8"]
-    for p in points:
-        res = mqtool(*args, env={**env, "MQTOOL_CRASH_AT": p})
-        assert res.returncode == -9, (p, res.stdout, res.stderr)
-    final = mqtool(*args, "--json", env=env)
-    assert final.returncode == 0, final.stderr
-    rep = json.loads(final.stdout)
-    assert rep["failed"] == 0 and rep["sent"] + rep["skipped"] == N
-    if points == ["before-done:1"]:  # the 8 sent copies were found on the broker, not resent
-        found = [o for o in rep["outcomes"] if "interrupted" in (o["reason"] or "")]
-        assert len(found) == 8
+    killed_then_rerun(args, points, env, N)
     want = Counter(dict.fromkeys(dead_letters(source, group), 1))
     assert copies_on_the_broker(cluster, f"%RETRY%{group}") == want

@@ -461,16 +461,7 @@ public final class Flow {
         sendEach(p, "send.sql", sql);
         p.shutdown();
         CountDownLatch tags = new CountDownLatch(2);
-        DefaultMQPushConsumer c = pushConsumer(prefix + "_tg");
-        c.subscribe(t, "TagA || TagC");
-        c.registerMessageListener((MessageListenerConcurrently) (list, ctx) -> {
-            for (MessageExt m : list) {
-                out("deliver.tag", "m", seen(m));
-                tags.countDown();
-            }
-            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-        });
-        c.start();
+        DefaultMQPushConsumer c = recording(prefix + "_tg", t, "TagA || TagC", "deliver.tag", tags);
         out("done.tag", "all", await(tags, 60000));
         Thread.sleep(2000);  // nothing else comes
         c.shutdown();
@@ -623,6 +614,25 @@ public final class Flow {
         }
     }
 
+    /**
+     * A started concurrent push consumer of GROUP on TOPIC (EXPR) that prints each message as
+     * STEP and counts EACH down once per message.
+     */
+    static DefaultMQPushConsumer recording(String group, String topic, String expr, String step,
+                                           CountDownLatch each) throws Exception {
+        DefaultMQPushConsumer c = pushConsumer(group);
+        c.subscribe(topic, expr);
+        c.registerMessageListener((MessageListenerConcurrently) (list, ctx) -> {
+            for (MessageExt m : list) {
+                out(step, "m", seen(m));
+                each.countDown();
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        return c;
+    }
+
     /** Transactions: commit, rollback, unknown then checked back (commit, rollback). */
     static void transaction() throws Exception {
         String t = prefix + "Tx";
@@ -744,16 +754,7 @@ public final class Flow {
         p.start();
         try {
             CountDownLatch got = new CountDownLatch(1);
-            DefaultMQPushConsumer c = pushConsumer(prefix + "_txdc");
-            c.subscribe(t, "*");
-            c.registerMessageListener((MessageListenerConcurrently) (list, ctx) -> {
-                for (MessageExt m : list) {
-                    out("deliver", "m", seen(m));
-                    got.countDown();
-                }
-                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-            });
-            c.start();
+            DefaultMQPushConsumer c = recording(prefix + "_txdc", t, "*", "deliver", got);
             out("checked", "ok", await(checked, 120000));
             out("delivered", "ok", await(got, 120000));
             Thread.sleep(3000);  // the consumed offset is stored before the consumer leaves
