@@ -7,7 +7,8 @@
   revive queue beyond the revive service's committed offset (group
   ``CID_RMQ_SYS_REVIVE_GROUP`` in ``consumerOffset.json``) and its revive time is ahead, *due
   for revive* when that time is past, and *revived* (sent to the retry topic) once the revive
-  service has passed its checkpoint.
+  service has passed its checkpoint or its revived copy is in the group's POP retry topic
+  (:func:`revived_copy_of`: the service commits its offset lazily).
 * Timer: a record of ``rmq_sys_wheel_timer`` is waiting while its ``TIMER_OUT_MS`` is after the
   timer's ``lastReadTimeMs`` (``config/timercheck``); it is overdue when that is before the
   store's own "now" (:func:`mqtool.overview.store_time`).
@@ -21,7 +22,13 @@ from typing import Any
 
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.errors import FormatError, MqtoolError
-from mqtool.formats.pop import REVIVE_TOPIC_PREFIX, PopAck, PopCheckPoint
+from mqtool.formats.pop import (
+    REVIVE_TOPIC_PREFIX,
+    PopAck,
+    PopCheckPoint,
+    pop_retry_topic,
+    split_pop_retry_topic,
+)
 from mqtool.formats.rules import PROPERTY_REAL_TOPIC, PROPERTY_TIMER_OUT_MS, TIMER_TOPIC
 from mqtool.integrity.pop import parse_record, revive_records
 from mqtool.store.reader import Store
@@ -103,13 +110,51 @@ class PopLedger:
         return "revive-due" if c.ck.revive_time <= now else "in-flight"
 
 
+def revived_copy_of(m: CommitLogMessage, group: str, candidates: Iterable[CommitLogMessage]
+                    ) -> CommitLogMessage | None:
+    """The copy the revive service wrote of ``m`` checked out by ``group``, among
+    ``candidates``: the same message (UNIQ_KEY) in the group's POP retry topic
+    (``%RETRY%<group>_<topic>`` or ``+``) with one more reconsume time
+    (``PopReviveService#reviveRetry``)."""
+    for x in candidates:
+        split = split_pop_retry_topic(x.topic, {group})
+        if split is not None and split[0] == group and x.uniq_key == m.uniq_key and \
+                x.reconsume_times == m.reconsume_times + 1:
+            return x
+    return None
+
+
+def _retry_copies(store: Store, group: str, topic: str) -> dict[str | None, list[CommitLogMessage]]:
+    """The messages of the POP retry topics a revive of ``group``'s checkout of ``topic`` writes
+    to, by UNIQ_KEY (a retry topic's own checkouts are revived into it again)."""
+    names = {topic} if split_pop_retry_topic(topic, {group}) is not None else {
+        pop_retry_topic(group, topic), pop_retry_topic(group, topic, v2=True)}
+    out: dict[str | None, list[CommitLogMessage]] = {}
+    for t, qid in store.queue_ids():
+        if t not in names:
+            continue
+        for qe in store.queue_entries(t, qid):
+            x = store.try_message_at(qe.entry.commit_log_offset)
+            if x is not None:
+                out.setdefault(x.uniq_key, []).append(x)
+    return out
+
+
+def _seen_revived(store: Store, group: str, topic: str, qid: int, offset: int,
+                  copies: dict[str | None, list[CommitLogMessage]]) -> bool:
+    unit = store.unit_at(topic, qid, offset)
+    m = None if unit is None else store.try_message_at(unit.commit_log_offset)
+    return m is not None and revived_copy_of(m, group, copies.get(m.uniq_key, ())) is not None
+
+
 def pop_inflight(store: Store, revive_offsets: dict[int, int] | None, now: int
                  ) -> list[dict[str, Any]]:
     """Per (group, topic, queue): popped messages acked, acked by an invisible-time change,
     in flight (invisible until when), due for revive (their revive time is past ``now`` but
-    the revive service has not passed their checkpoint) and revived. ``revive_offsets``: the
-    revive service's committed offset per revive queue."""
+    the revive service has not passed their checkpoint nor written their revived copy) and
+    revived. ``revive_offsets``: the revive service's committed offset per revive queue."""
     ledger = PopLedger(store, revive_offsets)
+    copies: dict[tuple[str, str], dict[str | None, list[CommitLogMessage]]] = {}
     names = {"acked": "acked", "changed": "invisibleChanged", "revived": "revived",
              "revive-due": "reviveDue", "in-flight": "inFlight"}
     rows: dict[tuple[str, str, int], dict[str, Any]] = {}
@@ -121,6 +166,12 @@ def pop_inflight(store: Store, revive_offsets: dict[int, int] | None, now: int
         for off in c.ck.queue_offsets():
             row["popped"] += 1
             st = ledger.state(c, off, now)
+            if st == "revive-due":
+                got = copies.get((group, topic))
+                if got is None:
+                    got = copies[(group, topic)] = _retry_copies(store, group, topic)
+                if _seen_revived(store, group, topic, qid, off, got):
+                    st = "revived"
             row[names[st]] += 1
             if st == "in-flight":
                 row["invisibleUntil"] = max(row["invisibleUntil"] or 0, c.ck.revive_time)

@@ -9,24 +9,13 @@ revive service has passed."""
 
 from __future__ import annotations
 
-from mqtool.backlog import PopLedger
+from mqtool.backlog import PopLedger, revived_copy_of
 from mqtool.formats.commitlog import CommitLogMessage
-from mqtool.formats.pop import REVIVE_TOPIC_PREFIX, split_pop_retry_topic
+from mqtool.formats.pop import REVIVE_TOPIC_PREFIX
 from mqtool.store.reader import Store
 from mqtool.timefmt import fmt_time
 from mqtool.trace.hops import fmt_duration
 from mqtool.trace.results import PopCheckout
-
-
-def _revived_copy(m: CommitLogMessage, group: str, later: list[CommitLogMessage]
-                  ) -> CommitLogMessage | None:
-    """The copy the revive service wrote for ``m`` checked out by ``group``."""
-    for x in later:
-        split = split_pop_retry_topic(x.topic, {group})
-        if split is not None and split[0] == group and \
-                x.reconsume_times == m.reconsume_times + 1:
-            return x
-    return None
 
 
 def journey_checkouts(store: Store, msgs: list[CommitLogMessage], now: int
@@ -42,7 +31,7 @@ def journey_checkouts(store: Store, msgs: list[CommitLogMessage], now: int
         for i, m in enumerate(msgs):
             if (m.topic, m.queue_id) != (topic, qid) or m.queue_offset not in c.ck.queue_offsets():
                 continue
-            copy = _revived_copy(m, group, msgs[i + 1:])
+            copy = revived_copy_of(m, group, msgs[i + 1:])
             state = ledger.state(c, m.queue_offset, now, revived=copy is not None)
             ack = ledger.ack_of(c.ck, m.queue_offset)
             at: int | None = None
