@@ -26,7 +26,12 @@ from mqtool.dlq.outgoing import (
 from mqtool.dlq.selection import DlqError, DlqGroup, DlqSelection, group_of
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.errors import usage
-from mqtool.formats.rules import RETRY_GROUP_TOPIC_PREFIX, dlq_topic, retry_topic
+from mqtool.formats.rules import (
+    RETRY_GROUP_TOPIC_PREFIX,
+    dlq_topic,
+    retry_topic,
+    topic_refusal,
+)
 from mqtool.remoting.client import (
     ClientError,
     LiveClient,
@@ -155,8 +160,14 @@ class BrokerTarget:
         return f"cluster {';'.join(self.client.namesrv)}"
 
     def check_topic(self, topic: str) -> None:
-        """A destination must exist in the cluster (a mistyped ``--to`` must not create a
-        topic); ``%RETRY%<group>`` is created by the broker as for any consumer."""
+        """A destination must be a topic a broker takes sends to (a POP retry topic of the
+        ``%RETRY%<group>+<topic>`` form is not: the broker pops it, but refuses its name in a
+        send) and must exist in the cluster (a mistyped ``--to`` must not create a topic);
+        ``%RETRY%<group>`` is created by the broker as for any consumer."""
+        refused = topic_refusal(topic)
+        if refused is not None:
+            raise ClientError(f"a broker refuses sends to {topic}: {refused}; resend with "
+                              "--to original, or --to TOPIC", fatal=True)
         if not self.check_topics or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             return
         if self._known is None:
