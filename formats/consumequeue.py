@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.errors import FormatError
-from mqtool.formats.reference import layout
+from mqtool.formats.reference import dtype_once, layout
 from mqtool.formats.rules import LONG_MIN_VALUE, MAX_ADDR, SCHEDULE_TOPIC, is_ext_addr, tags_code_of
 
 __all__ = [
@@ -51,13 +51,8 @@ def _layouts() -> dict[str, Any]:
 
 
 def _cq_dtype() -> np.dtype[Any]:
-    got: np.dtype[Any] | None = globals().get("CQ_DTYPE")
-    if got is not None:  # made once: every reader shares the one dtype
-        return got
-    import numpy as np
-
-    dtype = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
-    globals()["CQ_DTYPE"] = dtype
+    dtype: np.dtype[Any] = dtype_once(
+        globals(), "CQ_DTYPE", [("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
     return dtype
 
 

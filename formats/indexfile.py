@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.errors import FormatError
 from mqtool.formats.javacompat import java_string_hash
-from mqtool.formats.reference import layout
+from mqtool.formats.reference import dtype_once, layout
 
 if TYPE_CHECKING:  # numpy is imported by the vectorised checks that use it
     import numpy as np
@@ -68,13 +68,8 @@ def _layouts() -> dict[str, Any]:
 
 
 def _entry_dtype() -> np.dtype[Any]:
-    got: np.dtype[Any] | None = globals().get("INDEX_ENTRY_DTYPE")
-    if got is not None:  # made once: every reader shares the one dtype
-        return got
-    import numpy as np
-
-    dtype = np.dtype([("h", ">i4"), ("p", ">i8"), ("t", ">i4"), ("v", ">i4")])
-    globals()["INDEX_ENTRY_DTYPE"] = dtype
+    dtype: np.dtype[Any] = dtype_once(
+        globals(), "INDEX_ENTRY_DTYPE", [("h", ">i4"), ("p", ">i8"), ("t", ">i4"), ("v", ">i4")])
     return dtype
 
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.errors import FormatError, TruncatedError
-from mqtool.formats.reference import layout
+from mqtool.formats.reference import dtype_once, layout
 
 if TYPE_CHECKING:  # numpy is imported by the vectorised scans that use it
     import numpy as np
@@ -132,17 +132,11 @@ def _layouts() -> dict[str, Any]:
 
 
 def _unit_dtype() -> np.dtype[Any]:
-    got: np.dtype[Any] | None = globals().get("UNIT_DTYPE")
-    if got is not None:  # made once: every reader shares the one dtype
-        return got
-    import numpy as np
-
-    dtype = np.dtype([
+    dtype: np.dtype[Any] = dtype_once(globals(), "UNIT_DTYPE", [
         ("size", ">i4"), ("prevPos", ">i8"), ("magic", ">i4"), ("currWriteTimeMs", ">i8"),
         ("delayedTime", ">i4"), ("offsetPy", ">i8"), ("sizePy", ">i4"), ("hashTopic", ">i4"),
         ("reserved", ">i8"),
     ])
-    globals()["UNIT_DTYPE"] = dtype
     return dtype
 
 
