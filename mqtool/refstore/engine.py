@@ -62,6 +62,7 @@ from mqtool.refstore.recovery import Recovery
 from mqtool.refstore.schedule import ScheduleService
 from mqtool.refstore.uniqkey import UniqKeyGenerator
 from mqtool.refstore.values import (
+    BatchItem,
     ManualClock,
     Message,
     PullResult,
@@ -72,6 +73,7 @@ from mqtool.refstore.values import (
 )
 
 __all__ = [  # the public API (value types re-exported from mqtool.refstore.values)
+    "BatchItem",
     "CONFIG_FILE",
     "ManualClock",
     "Message",
@@ -347,6 +349,15 @@ class RefStore:
         """A client ``MessageBatch`` (one topic, one queue): see :meth:`.RecordWriter.put_batch`."""
         self.check_open()
         return self.writer.put_batch(msgs, queue_id=queue_id, batch_properties=batch_properties)
+
+    def put_batch_items(
+        self, topic: str, queue_id: int | None, items: Sequence[BatchItem],
+        batch_properties: Iterable[tuple[str, str]],
+    ) -> list[PutResult]:
+        """:meth:`put_batch` of messages as :class:`.BatchItem`: see
+        :meth:`.RecordWriter.put_batch_items`."""
+        self.check_open()
+        return self.writer.put_batch_items(topic, queue_id, items, batch_properties)
 
     def tick(
         self,

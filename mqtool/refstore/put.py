@@ -9,7 +9,6 @@ from mqtool.formats.commitlog import (
     TRANSACTION_ROLLBACK_TYPE,
     HostPort,
     packed_ip,
-    parse_properties,
 )
 from mqtool.formats.encoder import (
     CRC32_PLACEHOLDER,
@@ -27,7 +26,7 @@ from mqtool.refstore.dispatch import ConsumeQueues
 from mqtool.refstore.logfiles import CommitLogFiles
 from mqtool.refstore.mapped import CheckpointFile, RefStoreError
 from mqtool.refstore.uniqkey import UniqKeyGenerator
-from mqtool.refstore.values import Message, PutResult, StoreConfig
+from mqtool.refstore.values import BatchItem, Message, PutResult, StoreConfig
 
 DEFAULT_BORN_HOST = HostPort("127.0.0.1", 50000)
 """The born host of a message that names none."""
@@ -89,11 +88,7 @@ class RecordWriter:
         if self.cluster:
             props[redelivery.PROPERTY_CLUSTER] = self.cluster
         now = self.clock()
-        born = DEFAULT_BORN_HOST
-        if msg.born_host:
-            born = self._born_hosts.get(msg.born_host) or HostPort.parse(msg.born_host)
-            if len(self._born_hosts) < 1024:
-                self._born_hosts[msg.born_host] = born
+        born = self.born_host(msg.born_host) if msg.born_host else DEFAULT_BORN_HOST
         return self.put_fields(
             msg.topic, qid, msg.body, props, msg.flag, msg.sys_flag,
             msg.born_timestamp if msg.born_timestamp is not None else now, born,
@@ -120,8 +115,22 @@ class RecordWriter:
         topic = msgs[0].topic
         if any(m.topic != topic for m in msgs):
             raise RefStoreError("a batch holds messages of one topic")
+        return self.put_batch_items(
+            topic, queue_id if queue_id is not None else msgs[0].queue_id,
+            [BatchItem(m.flag, m.body, dict(m.properties), m.sys_flag, m.born_timestamp,
+                       m.born_host, m.reconsume_times) for m in msgs],
+            batch_properties)
+
+    def put_batch_items(
+        self, topic: str, queue_id: int | None, items: Sequence[BatchItem],
+        batch_properties: Iterable[tuple[str, str]],
+    ) -> list[PutResult]:
+        """:meth:`put_batch` of a batch's messages as :class:`BatchItem` (each ``props`` map
+        is the message's own and gets its UNIQ_KEY there when it has none)."""
+        if not items:
+            return []
         tc = self.configs.topics.get(topic) or self.configs.create_topic(topic)
-        qid = queue_id if queue_id is not None else msgs[0].queue_id
+        qid = queue_id
         if qid is None:
             qid = self.next_queue(topic, tc.write_queue_nums)
         elif qid < 0 or qid >= tc.write_queue_nums:
@@ -134,60 +143,77 @@ class RecordWriter:
         topic_hdr, topic_len, magic = self._topic_header(topic)
         records = []
         total = 0
-        for m in msgs:
-            props = dict(m.properties)
-            if redelivery.delay_level_of(props) > 0:
+        uniq_key = redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+        delay_key = redelivery.PROPERTY_DELAY_TIME_LEVEL
+        born_of: dict[str | None, tuple[HostPort, bytes]] = {}
+        for m in items:
+            props = m.props
+            if delay_key in props and redelivery.delay_level_of(props) > 0:
                 raise RefStoreError("MessageBatch does not support delayed messages")
-            if redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
-                props[redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self.uniq.create()
+            if uniq_key not in props:
+                props[uniq_key] = self.uniq.create()
             own = self.encode_props(props)
             sep = "\x02" if own and batch_raw and not own.endswith("\x02") else ""
-            raw = own + sep + batch_raw
-            props_b = raw.encode("utf-8")
-            born = HostPort.parse(m.born_host) if m.born_host else DEFAULT_BORN_HOST
-            born_ip = packed_ip(born)
+            props_b = (own + sep + batch_raw).encode("utf-8")
+            hit = born_of.get(m.born_host)
+            if hit is None:
+                born = self.born_host(m.born_host) if m.born_host else DEFAULT_BORN_HOST
+                hit = born_of[m.born_host] = (born, packed_ip(born))
+            born, born_ip = hit
             sf = (m.sys_flag | 0x10) if len(born_ip) == 16 else (m.sys_flag & ~0x10)
             sf = (sf | 0x20) if self._store_v6 else (sf & ~0x20)
             size = record_size(sf, len(m.body), topic_len, len(props_b))
-            records.append((m, raw, props_b, born, born_ip, sf, size))
+            # the record's properties read back: its own, then the batch's (the last one wins)
+            records.append((m, {**props, **bprops}, props_b, born, born_ip, sf, size))
             total += size
         cl = self.commitlog
-        key = (topic, qid)
+        queues = self.queues
         mf, pos = cl.reserve(total)
         # the units' room before the records: a full disk stops the batch before them
-        first = self.queues.next_offset.get(key, 0)
-        self.queues.cq(topic, qid).make_room(first, first + len(records) - 1)
+        first = queues.next_offset.get((topic, qid), 0)
+        queues.cq(topic, qid).make_room(first, first + len(records) - 1)
         out: list[PutResult] = []
         sizes: list[tuple[int, int]] = []
-        for m, raw, props_b, born, born_ip, sf, size in records:
-            phys = mf.file_from_offset + pos
-            qoff = self.queues.next_offset.get(key, 0)
+        mm, base = mf.mm, mf.file_from_offset
+        store_ip, store_port, id_prefix = self._store_ip, self._store_port, self._msg_id_prefix
+        dispatch, tags_code = queues.dispatch_fields, queues.tags_code
+        qoff = first
+        for m, props, props_b, born, born_ip, sf, size in records:
+            phys = base + pos
             born_ts = m.born_timestamp if m.born_timestamp is not None else now
             pack_record_into(
-                mf.mm, pos, size, magic, qid, m.flag, qoff, phys, sf, born_ts, born_ip,
-                born.port, now, self._store_ip, self._store_port, m.reconsume_times, 0,
+                mm, pos, size, magic, qid, m.flag, qoff, phys, sf, born_ts, born_ip,
+                born.port, now, store_ip, store_port, m.reconsume_times, 0,
                 m.body, topic_hdr, props_b, False, False,
             )
             sizes.append((pos, size))
             cl.write_pos = phys + size
             self.last_record = phys
-            self.queues.next_offset[key] = qoff + 1
-            props = parse_properties(raw)
-            self.queues.dispatch_fields(
-                topic, qid, qoff, phys, size, self.queues.tags_code(topic, props, now), props, now,
+            queues.next_offset[(topic, qid)] = qoff + 1
+            dispatch(
+                topic, qid, qoff, phys, size, tags_code(topic, props, now), props, now,
                 m.sys_flag & TRANSACTION_ROLLBACK_TYPE, False,
             )
             out.append(PutResult(
-                phys, size, topic, qid, qoff, now, f"{self._msg_id_prefix}{phys:016X}",
-                props.get(redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                phys, size, topic, qid, qoff, now, f"{id_prefix}{phys:016X}", props[uniq_key],
             ))
             pos += size
+            qoff += 1
         # the batch's commit point: TOTALSIZE fields last to first, so a kill anywhere before
         # the first one leaves no record of the batch (recovery cuts it and its CQ units)
         for p, size in reversed(sizes):
             write_total_size(mf.mm, p, size)
         self.checkpoint.note_put(now, self.queues.index.written_ts)
         return out
+
+    def born_host(self, text: str) -> HostPort:
+        """``HostPort.parse`` of a message's born host, cached (a connection's sends share one)."""
+        born = self._born_hosts.get(text)
+        if born is None:
+            born = HostPort.parse(text)
+            if len(self._born_hosts) < 1024:
+                self._born_hosts[text] = born
+        return born
 
     def next_queue(self, topic: str, write_queue_nums: int) -> int:
         """The queue a message without one goes to: round robin over the topic's queues."""

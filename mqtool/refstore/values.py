@@ -1,5 +1,5 @@
-"""Reference-store settings and value types: StoreConfig, ManualClock, Message, PutResult,
-PullResult."""
+"""Reference-store settings and value types: StoreConfig, ManualClock, Message, BatchItem,
+PutResult, PullResult."""
 
 from __future__ import annotations
 
@@ -173,6 +173,18 @@ class PutResult(NamedTuple):
     store_timestamp: int
     msg_id: str
     uniq_key: str | None
+
+
+class BatchItem(NamedTuple):
+    """One message of a client batch as the put path takes it."""
+
+    flag: int
+    body: bytes
+    props: dict[str, str]
+    sys_flag: int
+    born_timestamp: int | None
+    born_host: str | None
+    reconsume_times: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ import json
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from mqtool.remoting.frame import HeaderFieldError, RemotingError
 
@@ -373,8 +373,7 @@ def build_lock_batch_response(locked: Iterable[MessageQueue]) -> bytes:
 # -- batch messages --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class BatchMessage:
+class BatchMessage(NamedTuple):
     """One message of a batch body."""
 
     flag: int

@@ -38,7 +38,7 @@ from mqtool.formats.rules import (
     topic_refusal,
 )
 from mqtool.refstore import redelivery, transaction
-from mqtool.refstore.engine import Message, PutResult
+from mqtool.refstore.engine import BatchItem, Message, PutResult
 from mqtool.remoting import bodies, headers
 from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.frame import RemotingCommand
@@ -239,10 +239,7 @@ def put_batch(broker: BrokerCore, h: headers.SendMessageRequestHeader, body: byt
     if sys_flag & COMPRESSED_FLAG:
         raw = decompress(raw, "ZLIB", 32 * store.config.max_message_size)
         sys_flag &= ~COMPRESSED_FLAG
-    msgs = [
-        Message(h.topic, m.body, tuple(parse_properties(m.properties).items()), h.queueId,
-                m.flag, sys_flag, h.bornTimestamp, peer.address, h.reconsumeTimes or 0)
-        for m in bodies.decode_batch(raw)
-    ]
-    return store.put_batch(msgs, queue_id=h.queueId, batch_properties=tuple(prop_map.items()))
-
+    born_ts, born, times = h.bornTimestamp, peer.address, h.reconsumeTimes or 0
+    items = [BatchItem(m.flag, m.body, parse_properties(m.properties), sys_flag, born_ts, born,
+                       times) for m in bodies.decode_batch(raw)]
+    return store.put_batch_items(h.topic, h.queueId, items, tuple(prop_map.items()))
