@@ -31,7 +31,7 @@ from mqtool.formats.errors import Finding, Severity
 from mqtool.formats.store_dirs import numbered_files
 from mqtool.integrity import dispatch_rules
 from mqtool.integrity.verify_report import FindingSink, ProgressFn, QueueChunk, QueueScan
-from mqtool.store.facts import Messages
+from mqtool.store.facts import Messages, distinct
 from mqtool.store.reader import Store
 from mqtool.store.unit_check import unit_findings
 
@@ -194,17 +194,17 @@ def check_places(
     the queues read (:func:`queue_shape`, its file findings added too). Returns the commitlog
     offsets of the records whose place holds another unit (no consumer reads them)."""
     for t_idx, topic in enumerate(msgs.topics):
-        for qid in np.unique(msgs.queue_id[msgs.topic == t_idx]).tolist():
+        for qid in distinct(msgs.queue_id[msgs.topic == t_idx]).tolist():
             if (topic, qid) not in queues and (store.consumequeue_dir / topic / str(qid)).is_dir():
                 queues[(topic, qid)] = queue_shape(store, topic, qid, sink, None)
     unreached = check_window(store, msgs, queues, abort, sink)
     for t_idx, topic in enumerate(msgs.topics):
         sel = np.flatnonzero(msgs.topic == t_idx)
-        for qid in np.unique(msgs.queue_id[sel]).tolist():
+        for qid in distinct(msgs.queue_id[sel]).tolist():
             qs = queues.get((topic, qid))
             if qs is None:
                 continue
-            qoffs = np.unique(msgs.queue_offset[sel[msgs.queue_id[sel] == qid]])
+            qoffs = distinct(msgs.queue_offset[sel[msgs.queue_id[sel] == qid]])
             place, at, size, tags = qs.units_at(qoffs)
             has = place >= 0
             good = np.zeros(len(qoffs), bool)
@@ -233,7 +233,7 @@ def check_window(
     for t_idx, topic in enumerate(msgs.topics):
         sel = np.flatnonzero(msgs.topic == t_idx)
         tag_hash = dispatch_rules.tags_code_is_tag_hash(topic)
-        for qid in np.unique(msgs.queue_id[sel]).tolist():
+        for qid in distinct(msgs.queue_id[sel]).tolist():
             rows = sel[msgs.queue_id[sel] == qid]
             qs = queues.get((topic, qid))
             ours = np.zeros(len(rows), bool)

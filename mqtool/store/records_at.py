@@ -72,9 +72,9 @@ def messages_at(
     the table. ``keys``: also the index key hashes; ``tags``: the tagsCodes (else 0)."""
     import numpy as np
 
-    from mqtool.store.facts import MessagesBuilder
+    from mqtool.store.facts import MessagesBuilder, distinct
 
-    at = np.unique(np.asarray(phys, dtype=np.int64))
+    at = distinct(np.asarray(phys, dtype=np.int64))
     cols = MessagesBuilder(keys=keys, tags=tags)
     if len(at) < KERNEL_MIN_UNITS:  # the Python rule for each: fewer than loading the kernel costs
         for p in at.tolist():
@@ -87,7 +87,7 @@ def messages_at(
 
     fi, ok, fields = records_at(store, at)
     files = store.commitlog_files
-    for j in np.unique(fi[ok]).tolist():
+    for j in distinct(fi[ok]).tolist():
         sel = np.flatnonzero(ok & (fi == j))
         a = commitlog_fields.as_bytes(store.mapped(files[j]))
         cols.add_fields(a, np.ascontiguousarray(fields[:, sel]), False)
