@@ -3,7 +3,7 @@ tagsCode, and its index keys (handed to the :class:`~mqtool.refstore.index.Index
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from mqtool.formats.commitlog import TRANSACTION_ROLLBACK_TYPE, CommitLogMessage
@@ -107,15 +107,25 @@ class ConsumeQueues:
                     self.next_offset[key] = max(self.next_offset.get(key, 0), queue_offset + 1)
         if not self.config.message_index_enable or not is_indexed(tran):
             return
-        keys: list[str] = []
-        uniq = props.get(redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-        if uniq is not None:
-            keys.append(uniq)
-        kv = props.get(redelivery.PROPERTY_KEYS)
-        if kv:
-            keys.extend(k for k in kv.split(" ") if k)
+        keys = index_keys(props)
         if keys:
             self.index.add(topic, keys, phys, store_timestamp, recovering=recovering)
+
+    def dispatch_run(
+        self, topic: str, queue_id: int,
+        rows: Sequence[tuple[int, int, int, int, Mapping[str, str]]], store_timestamp: int,
+        tran: int,
+    ) -> None:
+        """:meth:`dispatch_fields` of records the writer has just put one after the other into
+        one queue (a batch): ``rows`` of (queue offset, phys, size, tagsCode, properties)."""
+        if gets_cq_unit(tran):
+            cq = self.files.get((topic, queue_id)) or self.cq(topic, queue_id)
+            put = cq.put
+            for queue_offset, phys, size, tags_code, _props in rows:
+                put(queue_offset, phys, size, tags_code)
+        if self.config.message_index_enable and is_indexed(tran):
+            self.index.add_run(topic, [(index_keys(props), phys)
+                                       for _q, phys, _s, _t, props in rows], store_timestamp)
 
     def destroy_topic(self, topic: str) -> None:
         """Every consume queue of ``topic`` deleted (each queue's directory with it), its next
@@ -137,3 +147,15 @@ class ConsumeQueues:
         """msync every queue's files."""
         for cq in self.files.values():
             cq.flush()
+
+
+def index_keys(props: Mapping[str, str]) -> list[str]:
+    """A record's index keys (``IndexService#buildIndex``): its UNIQ_KEY, then each KEYS token."""
+    keys: list[str] = []
+    uniq = props.get(redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    if uniq is not None:
+        keys.append(uniq)
+    kv = props.get(redelivery.PROPERTY_KEYS)
+    if kv:
+        keys.extend(k for k in kv.split(" ") if k)
+    return keys

@@ -86,14 +86,20 @@ class IndexBuilder:
                     else:
                         missing.append(k)
                 keys = missing
+        self.add_run(topic, [(keys, phys)], store_timestamp)
+
+    def add_run(self, topic: str, records: list[tuple[list[str], int]],
+                store_timestamp: int) -> None:
+        """Buffer the keys of records just put, each (keys, phys); a full buffer is written."""
         pre = self._topic_pre.get(topic)
         if pre is None:
             pre = self._topic_pre[topic] = java_hash_unsigned(topic + "#")
-        for k in keys:
-            self._pre.append(pre)
-            self._key.append(k)
-            self._off.append(phys)
-            self._ts.append(store_timestamp)
+        for keys, phys in records:
+            n = len(keys)
+            self._key.extend(keys)
+            self._pre.extend([pre] * n)
+            self._off.extend([phys] * n)
+            self._ts.extend([store_timestamp] * n)
         if len(self._key) >= INDEX_BATCH:
             try:
                 self.write_buffered()

@@ -176,7 +176,8 @@ class RecordWriter:
         sizes: list[tuple[int, int]] = []
         mm, base = mf.mm, mf.file_from_offset
         store_ip, store_port, id_prefix = self._store_ip, self._store_port, self._msg_id_prefix
-        dispatch, tags_code = queues.dispatch_fields, queues.tags_code
+        tags_code = queues.tags_code
+        units: list[tuple[int, int, int, int, dict[str, str]]] = []
         qoff = first
         for m, props, props_b, born, born_ip, sf, size in records:
             phys = base + pos
@@ -189,16 +190,19 @@ class RecordWriter:
             sizes.append((pos, size))
             cl.write_pos = phys + size
             self.last_record = phys
-            queues.next_offset[(topic, qid)] = qoff + 1
-            dispatch(
-                topic, qid, qoff, phys, size, tags_code(topic, props, now), props, now,
-                m.sys_flag & TRANSACTION_ROLLBACK_TYPE, False,
-            )
+            units.append((qoff, phys, size, tags_code(topic, props, now), props))
             out.append(PutResult(
                 phys, size, topic, qid, qoff, now, f"{id_prefix}{phys:016X}", props[uniq_key],
             ))
             pos += size
             qoff += 1
+        queues.next_offset[(topic, qid)] = qoff
+        trans = [m.sys_flag & TRANSACTION_ROLLBACK_TYPE for m in items]
+        if trans.count(trans[0]) == len(trans):
+            queues.dispatch_run(topic, qid, units, now, trans[0])
+        else:
+            for unit, tran in zip(units, trans, strict=True):
+                queues.dispatch_run(topic, qid, [unit], now, tran)
         # the batch's commit point: TOTALSIZE fields last to first, so a kill anywhere before
         # the first one leaves no record of the batch (recovery cuts it and its CQ units)
         for p, size in reversed(sizes):
