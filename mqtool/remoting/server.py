@@ -274,7 +274,11 @@ class _Connection(asyncio.Protocol):
             self._bad(self._partial_error())
             return None
         if self.ordered is not None or self.backlog or (self.peer and self.peer.tasks):
-            # the client half-closed: answer what it asked, then close
+            # the client half-closed: answer what it asked, then close. Its clients are gone
+            # now, as the broker's channel closes on end of input (a consumer killed with a
+            # pull held leaves its group at once, not when the held pull is answered).
+            if self.peer is not None and self.server.on_disconnect is not None:
+                self.server.on_disconnect(self.peer)
             self.loop.call_later(self.server.frame_timeout, self._close)
             return True
         return None
