@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import random
+import select
 import signal
 import socket
 import subprocess
@@ -249,6 +250,93 @@ def mqadmin(version: str, namesrv: str, *args: str, timeout: float = 120,
     return java(version, "org.apache.rocketmq.tools.command.MQAdminStartup",
                 args[0], "-n", namesrv, *args[1:], timeout=timeout, home=home, log="tools",
                 cwd=cwd)
+
+
+@contextmanager
+def running_java(version: str, main_class: str, *args: str, class_dir: Path | None = None,
+                 home: Path | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """``main_class`` started as :func:`java` starts it (output to ``home``/java.out), for a
+    test that needs it running (a consumer online) and not its output; killed when the block
+    ends."""
+    cp = classpath(version, *DEFAULT_ARTIFACTS)
+    if class_dir is not None:
+        cp = f"{class_dir}:{cp}"
+    home = prepare_home(home if home is not None else BUILD / "home" / version)
+    with open(home / "java.out", "ab") as out:
+        proc = subprocess.Popen(_java_cmd(home, TOOL_HEAP, cp, main_class, *args), stdout=out,
+                                stderr=subprocess.STDOUT, env=_env(home))
+    _RUNNING.add(proc)
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+        _RUNNING.discard(proc)
+
+
+class AdminShell:
+    """``mqadmin`` commands of RocketMQ ``version`` one after another in one JVM
+    (``tests/realmq/java/.../AdminShell.java`` hands each to the tools' own
+    ``MQAdminStartup.main0``), so a test that runs many pays for one JVM start. ``home`` is its
+    user.home and working directory (``consumerStatus`` writes its files there)."""
+
+    MARK = b"\n@@mqadmin-done@@ "
+
+    def __init__(self, version: str, namesrv: str, home: Path) -> None:
+        self.namesrv = namesrv
+        home = prepare_home(home)
+        cp = f"{programs(version)}:{classpath(version, *DEFAULT_ARTIFACTS)}"
+        self._err = open(home / "admin-shell.err", "ab")  # noqa: SIM115 (closed by close())
+        self._proc = subprocess.Popen(
+            _java_cmd(home, TOOL_HEAP, cp, "mqtool.realmq.AdminShell", log="tools"),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err, env=_env(home),
+            cwd=home,
+        )
+        self._buf = b""
+
+    def __call__(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """``mqadmin <command> -n namesrv <options>``: what it printed, as from a process of its
+        own (exit status 0: mqadmin's own is 0 whatever the command said)."""
+        if not args or any("\t" in a or "\n" in a for a in args):
+            raise ValueError(f"mqadmin needs a command and arguments without tabs: {args}")
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        line = "\t".join((args[0], "-n", self.namesrv, *args[1:])) + "\n"
+        self._proc.stdin.write(line.encode("utf-8"))
+        self._proc.stdin.flush()
+        deadline = time.monotonic() + timeout
+        fd = self._proc.stdout.fileno()
+        while True:
+            at = self._buf.find(self.MARK)
+            if at >= 0:
+                end = self._buf.find(b"\n", at + len(self.MARK))
+                if end >= 0:
+                    o, e = (int(n) for n in self._buf[at + len(self.MARK):end].split())
+                    if len(self._buf) >= end + 1 + o + e:
+                        body = self._buf[end + 1:end + 1 + o + e]
+                        self._buf = self._buf[end + 1 + o + e:]
+                        return subprocess.CompletedProcess(
+                            ["mqadmin", *args], 0, body[:o].decode("utf-8", "replace"),
+                            body[o:].decode("utf-8", "replace"))
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.close()
+                raise subprocess.TimeoutExpired(["mqadmin", *args], timeout)
+            ready, _, _ = select.select([fd], [], [], left)
+            if ready:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    raise RealMQError(f"the mqadmin JVM ended (exit {self._proc.wait()}) "
+                                      f"during {args[0]}")
+                self._buf += chunk
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.kill()
+        self._proc.wait()
+        for stream in (self._proc.stdin, self._proc.stdout):
+            if stream is not None:
+                stream.close()
+        self._err.close()
 
 
 def _port_free(port: int) -> bool:

@@ -8,9 +8,12 @@ broker.conf (:data:`harness.BROKER_CONF`).
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import json
 import re
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,22 +36,44 @@ def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Sides]:
     s.start()
     try:
         for side in SIDES:
+            SHELLS[side] = realmq.AdminShell(VERSION, s.namesrv[side], s.work / f"admin-{side}")
             realmq.produce(VERSION, s.namesrv[side], "AdmT", 5, home=s.work / f"p-{side}")
         yield s
     finally:
+        for shell in SHELLS.values():
+            shell.close()
+        SHELLS.clear()
         s.kill()
+
+
+def attempts(seconds: float = 120) -> Iterator[int]:
+    """Numbers for a loop that asks again until it is satisfied (it breaks), for at most
+    ``seconds``, half a second apart."""
+    deadline = time.monotonic() + seconds
+    n = 0
+    while True:
+        yield n
+        if time.monotonic() >= deadline:
+            return
+        n += 1
+        time.sleep(0.5)
+
+
+#: Each side's mqadmin (one JVM of the real tools per side, for the module).
+SHELLS: dict[str, realmq.AdminShell] = {}
 
 
 def admin(s: harness.Sides, side: str, *args: str) -> str:
     """``mqadmin`` against one side: what it printed (stdout, then stderr)."""
-    home = s.work / f"admin-{side}"
-    home.mkdir(exist_ok=True)
-    res = realmq.mqadmin(VERSION, s.namesrv[side], *args, home=home, cwd=home)
+    res = SHELLS[side](*args)
     return res.stdout + res.stderr
 
 
 def both(s: harness.Sides, *args: str) -> dict[str, str]:
-    return {side: admin(s, side, *args) for side in SIDES}
+    """The same command against both sides, at the same time (each side has its own JVM)."""
+    with concurrent.futures.ThreadPoolExecutor(len(SIDES)) as pool:
+        said = {side: pool.submit(admin, s, side, *args) for side in SIDES}
+        return {side: f.result() for side, f in said.items()}
 
 
 def broker_addr(s: harness.Sides, side: str) -> str:
@@ -160,38 +185,34 @@ def test_producer_connection_of_no_group(sides: harness.Sides) -> None:
 def test_consumer_connection_and_progress(sides: harness.Sides, tmp_path: Path) -> None:
     """A push consumer of group AdmCg online (it waits for a sixth message that never comes):
     its connection and subscription, then the group's progress once it consumed all five."""
-    threads = []
-    for side in SIDES:
-        t = threading.Thread(target=realmq.java, args=(
-            VERSION, "mqtool.realmq.ConsumeAll", sides.namesrv[side], "AdmT", "AdmCg", "6",
-            "60000"), kwargs={"class_dir": realmq.programs(VERSION), "timeout": 180,
-                              "home": tmp_path / f"c-{side}"}, daemon=True)
-        t.start()
-        threads.append(t)
-    conn: dict[str, list[str]] = {}
-    for side in SIDES:
-        for _ in range(30):  # until the consumer has registered (its heartbeat)
-            text = admin(sides, side, "consumerConnection", "-g", "AdmCg")
-            if "CONSUME_PASSIVELY" in text:
-                break
-        # a connection row: client id, address (machine's), language, version; then the
-        # subscriptions (topic, expression) and how the group consumes
-        words = [ln.split() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
-        conn[side] = sorted(" ".join(w[-2:] if len(w) == 4 else w) for w in words)
-    assert conn["real"] == conn["serve"] and len(conn["serve"]) >= 4, conn
-    progress: dict[str, list[tuple[int, int]]] = {}
-    for side in SIDES:
-        for _ in range(30):  # until the consumer's offsets reached the broker
-            text = admin(sides, side, "consumerProgress", "-g", "AdmCg")
-            got = sorted((int(r[3]), int(r[4])) for r in rows(text)
-                         if len(r) > 4 and r[0] == "AdmT" and r[3].isdigit())
-            if got and all(b == c for b, c in got):
-                break
-        progress[side] = got
-    assert progress["real"] == progress["serve"], progress
-    assert sum(b for b, _ in progress["serve"]) == 5
-    for t in threads:
-        t.join(200)
+    with contextlib.ExitStack() as online:
+        for side in SIDES:
+            online.enter_context(realmq.running_java(
+                VERSION, "mqtool.realmq.ConsumeAll", sides.namesrv[side], "AdmT", "AdmCg", "6",
+                "180000", class_dir=realmq.programs(VERSION), home=tmp_path / f"c-{side}"))
+        conn: dict[str, list[str]] = {}
+        for side in SIDES:
+            for _ in attempts():  # until the consumer has registered (its heartbeat)
+                text = admin(sides, side, "consumerConnection", "-g", "AdmCg")
+                if "CONSUME_PASSIVELY" in text:
+                    break
+            # a connection row: client id, address (machine's), language, version; then the
+            # subscriptions (topic, expression) and how the group consumes
+            words = [ln.split() for ln in text.splitlines()
+                     if ln.strip() and not ln.startswith("#")]
+            conn[side] = sorted(" ".join(w[-2:] if len(w) == 4 else w) for w in words)
+        assert conn["real"] == conn["serve"] and len(conn["serve"]) >= 4, conn
+        progress: dict[str, list[tuple[int, int]]] = {}
+        for side in SIDES:
+            for _ in attempts():  # until the consumer's offsets reached the broker
+                text = admin(sides, side, "consumerProgress", "-g", "AdmCg")
+                got = sorted((int(r[3]), int(r[4])) for r in rows(text)
+                             if len(r) > 4 and r[0] == "AdmT" and r[3].isdigit())
+                if got and all(b == c for b, c in got):
+                    break
+            progress[side] = got
+        assert progress["real"] == progress["serve"], progress
+        assert sum(b for b, _ in progress["serve"]) == 5
 
 
 def _offset_rows(text: str) -> list[tuple[int, ...]]:
@@ -202,9 +223,9 @@ def _offset_rows(text: str) -> list[tuple[int, ...]]:
 
 
 def _consumed(s: harness.Sides, side: str, group: str, until: int | None = None) -> int:
-    """The group's consumer offsets on AdmT, summed; with ``until``, asked again (up to 30
-    times) until they reach it (a consumer's last offsets are sent oneway as it stops)."""
-    for _ in range(30 if until is not None else 1):
+    """The group's consumer offsets on AdmT, summed; with ``until``, asked again (for up to
+    two minutes) until they reach it (a consumer's last offsets are sent oneway as it stops)."""
+    for _ in (attempts() if until is not None else range(1)):
         text = admin(s, side, "consumerProgress", "-g", group)
         got = sum(int(r[4]) for r in rows(text) if len(r) > 4 and r[0] == "AdmT"
                   and r[4].isdigit())
@@ -283,27 +304,18 @@ def test_reset_offsets_of_an_offline_group(sides: harness.Sides, tmp_path: Path)
 def test_reset_offsets_of_an_online_group(sides: harness.Sides, tmp_path: Path) -> None:
     """resetOffsetByTime of a group with a push consumer online: the broker computes the
     offsets, passes them to the consumer (RESET_CONSUMER_CLIENT_OFFSET) and answers them."""
-    done: dict[str, int] = {}
-
-    def consume(side: str) -> None:  # waits for a sixth message that never comes
-        res = realmq.java(VERSION, "mqtool.realmq.ConsumeAll", sides.namesrv[side], "AdmT",
-                          "AdmG6", "6", "40000", class_dir=realmq.programs(VERSION),
-                          timeout=240, home=tmp_path / f"c-{side}")
-        done[side] = res.returncode
-
-    threads = [threading.Thread(target=consume, args=(side,), daemon=True) for side in SIDES]
-    for t in threads:
-        t.start()
-    for side in SIDES:
-        _consumed(sides, side, "AdmG6", until=5)  # it consumed all five
-    out = both(sides, "resetOffsetByTime", "-g", "AdmG6", "-t", "AdmT", "-s", "0")
+    with contextlib.ExitStack() as online:
+        for side in SIDES:  # each waits for a sixth message that never comes
+            online.enter_context(realmq.running_java(
+                VERSION, "mqtool.realmq.ConsumeAll", sides.namesrv[side], "AdmT", "AdmG6", "6",
+                "180000", class_dir=realmq.programs(VERSION), home=tmp_path / f"c-{side}"))
+        for side in SIDES:
+            _consumed(sides, side, "AdmG6", until=5)  # it consumed all five
+        out = both(sides, "resetOffsetByTime", "-g", "AdmG6", "-t", "AdmT", "-s", "0")
     said = {side: [" ".join(ln.split()[2:]) for ln in text.splitlines()
                    if ln.startswith("broker-a") or ln.startswith("rollback")]
             for side, text in out.items()}
     assert sorted(said["real"]) == sorted(said["serve"]) and len(said["serve"]) == 5, out
-    for t in threads:
-        t.join(240)
-    assert done["real"] == done["serve"], (done, out)
 
 
 #: What a printed message (``MessageExt#toString``) says that names a place or an instant.
@@ -364,7 +376,7 @@ def test_consumer_status_and_direct_consume(sides: harness.Sides, tmp_path: Path
     status: dict[str, list[str]] = {}
     direct: dict[str, list[str]] = {}
     for side in SIDES:
-        for _ in range(30):  # until the consumer registered and its offsets reached the broker
+        for _ in attempts():  # until the consumer registered and its offsets reached the broker
             text = admin(sides, side, "consumerProgress", "-g", "AdmCs")
             if sum(int(r[4]) for r in rows(text) if len(r) > 4 and r[0] == "AdmS"
                    and r[4].isdigit()) == 2:
@@ -373,8 +385,11 @@ def test_consumer_status_and_direct_consume(sides: harness.Sides, tmp_path: Path
                                                   "AdmCs"), re.M)
         assert len(ids) == 1, (side, ids)
         client[side] = ids[0]
+        for _ in attempts():  # until its rebalance took the group's retry queue too
+            info = admin(sides, side, "consumerStatus", "-g", "AdmCs", "-i", client[side])
+            if "%RETRY%AdmCs" in info.partition("#Consumer Offset#")[2]:
+                break
         listed = admin(sides, side, "consumerStatus", "-g", "AdmCs")
-        info = admin(sides, side, "consumerStatus", "-g", "AdmCs", "-i", client[side])
         status[side] = _status_lines(listed, info, client[side])
         direct[side] = [
             admin(sides, side, "queryMsgById", "-i", sent[side][0]["offsetMsgId"], "-g",
