@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqtool.formats.errors import BadFieldError
-from mqtool.formats.rules import RETRY_GROUP_TOPIC_PREFIX, retry_topic
+from mqtool.formats.rules import RETRY_GROUP_TOPIC_PREFIX, group_of, retry_topic, topic_kind
 
 __all__ = [
     "ACK_TAG",
@@ -184,3 +184,13 @@ def dead_letter_original_topic(retry_topic_property: str, group: str) -> str:
     its POP retry topic, which ``RETRY_TOPIC`` then names) the retry topic's topic part."""
     split = split_pop_retry_topic(retry_topic_property, {group})
     return split[1] if split is not None and split[0] == group else retry_topic_property
+
+
+def dead_letter_origin(topic: str, retry_topic_property: str | None) -> str | None:
+    """The topic a record of ``topic`` was first sent to, from its ``RETRY_TOPIC`` property
+    (None without one): for a dead letter (``%DLQ%<group>``),
+    :func:`dead_letter_original_topic`; for any other record the property as it is."""
+    group = group_of(topic) if topic_kind(topic) == "dlq" else None
+    if retry_topic_property is None or group is None:
+        return retry_topic_property
+    return dead_letter_original_topic(retry_topic_property, group)

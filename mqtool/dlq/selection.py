@@ -30,7 +30,7 @@ from mqtool.formats.commitlog import (
     CommitLogMessage,
 )
 from mqtool.formats.errors import MqtoolError, usage
-from mqtool.formats.pop import dead_letter_original_topic
+from mqtool.formats.pop import dead_letter_origin, dead_letter_original_topic
 from mqtool.formats.rules import dlq_topic, retry_topic
 from mqtool.jsonview import body_value, message_dict
 from mqtool.query import MessageFilter, ProgressFn, scan_messages, select_messages
@@ -69,9 +69,7 @@ def original_topic(m: CommitLogMessage) -> str | None:
     """The topic the message was first sent to (``RETRY_TOPIC``). A POP consumer's dead letter
     was sent back from its POP retry topic, so ``RETRY_TOPIC`` names that retry topic
     (``%RETRY%<group>_<topic>`` or ``%RETRY%<group>+<topic>``): the original is its topic part."""
-    t = m.properties.get(PROPERTY_RETRY_TOPIC)
-    group = group_of(m.topic)
-    return dead_letter_original_topic(t, group) if t is not None and group is not None else t
+    return dead_letter_origin(m.topic, m.properties.get(PROPERTY_RETRY_TOPIC))
 
 
 def group_retry_topic(m: CommitLogMessage, group: str) -> str:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from mqtool.backlog import timer_read_ms
-from mqtool.dlq.selection import original_topic as dlq_original_topic
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.errors import usage
 from mqtool.formats.msgid import classify_id
+from mqtool.formats.pop import dead_letter_origin
 from mqtool.formats.rules import (
     DLQ_GROUP_TOPIC_PREFIX,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -32,9 +32,8 @@ from mqtool.overview import (
     load_delay_offsets,
     store_time,
 )
-from mqtool.query import ProgressFn
 from mqtool.store.reader import Store
-from mqtool.store.search import Finder, search
+from mqtool.store.search import Finder, ProgressFn, search
 from mqtool.timefmt import fmt_time
 from mqtool.trace.checkouts import journey_checkouts
 from mqtool.trace.hops import (
@@ -120,7 +119,8 @@ def _build_hops(ctx: TraceContext, msgs: list[CommitLogMessage]) -> list[Hop]:
     original_topic = None
     for m in msgs:
         if m.properties.get(PROPERTY_RETRY_TOPIC):
-            original_topic = dlq_original_topic(m)  # a POP dead letter names its retry topic
+            # a POP dead letter names its retry topic
+            original_topic = dead_letter_origin(m.topic, m.properties.get(PROPERTY_RETRY_TOPIC))
             break
     if original_topic is None:
         for m in msgs:
