@@ -50,6 +50,9 @@ def run(args: list[str]) -> bool:
                                   json_, None)
         case _:
             return False
+    # numpy's OpenBLAS starts a thread per core when numpy is imported; these commands do no
+    # linear algebra: one thread does, and starting the others only costs start-up time.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     mark_one_shot()
     try:
         call()
