@@ -119,3 +119,19 @@ def test_group_and_store_names() -> None:
     for bad in ("", "..", "a/b", "T@G", "x" * 256, "\x00"):
         assert rules.store_name_refusal("topic", bad) is not None, bad
     assert rules.store_name_refusal("topic", "%RETRY%" + "g" * 248) is None
+
+
+def test_dead_letter_origin() -> None:
+    """The original topic of a record from its RETRY_TOPIC: a POP consumer's dead letter names
+    its POP retry topic (v1 ``_`` or v2 ``+``), whose topic part is the original; any other
+    record's RETRY_TOPIC is the original as it is."""
+    from mqtool.formats.pop import dead_letter_origin
+
+    assert dead_letter_origin("%DLQ%cg_pop", "%RETRY%cg_pop_PopTopic") == "PopTopic"
+    assert dead_letter_origin("%DLQ%cg_pop", "%RETRY%cg_pop+PopTopic") == "PopTopic"
+    assert dead_letter_origin("%DLQ%cg_orders", "TopicOrders") == "TopicOrders"
+    assert dead_letter_origin("%DLQ%cg_orders", None) is None
+    assert dead_letter_origin("%RETRY%cg_pop", "%RETRY%cg_pop_PopTopic") == \
+        "%RETRY%cg_pop_PopTopic"  # not a dead letter: the property as it is
+    assert dead_letter_origin("%DLQ%other", "%RETRY%cg_pop_PopTopic") == \
+        "%RETRY%cg_pop_PopTopic"  # another group's retry topic

@@ -98,3 +98,20 @@ def test_unit_rule_agrees_on_damaged_queues(tmp_path: Path,
     assert small == large
     assert all(any(isinstance(x, tuple) and x[0] in ("cq", "bad-field") for x in s)
                for s in small)
+
+
+def test_distinct_is_np_unique_on_both_sides_of_the_threshold() -> None:
+    """:func:`mqtool.store.facts.distinct` sorts a short array (no numpy.ma import) and asks
+    np.unique for a long one: the values and dtype are np.unique's either way."""
+    import numpy as np
+
+    from mqtool.store.facts import SORT_DISTINCT_BELOW, distinct
+
+    rng = np.random.default_rng(7)
+    at = SORT_DISTINCT_BELOW
+    for n in (0, 1, 2, 3, 17, at - 1, at, 3 * at):
+        for hi in (2, 1000, 1 << 40):
+            a = rng.integers(-hi, hi, n, dtype=np.int64)
+            got, want = distinct(a), np.unique(a)
+            assert got.dtype == want.dtype and got.tolist() == want.tolist(), (n, hi)
+    assert distinct(np.array([5, 5, 5], np.int32)).tolist() == [5]
