@@ -17,9 +17,12 @@ Timed, interleaved (one of each per round, medians over the rounds):
 
 - ``python -c pass`` with the venv's Python: the baseline every short command is divided by;
 - ``mqtool --help``, ``mqtool inspect``, ``mqtool trace ID``, ``mqtool msg ID`` on the real
-  RocketMQ 4.9.7 journey store (``fixtures/``), and ``python -c "import typer"``, the floor of
-  any command that parses its options with typer. Their output goes to a pipe, as in a script
+  RocketMQ 4.9.7 journey store (``fixtures/``). Their output goes to a pipe, as in a script
   or ``| grep``: plain rows (COLUMNS unset, as a shell leaves it for a command it starts);
+- floors, each a bare import in the same Python: ``import typer`` (any command that parses
+  its options with typer), the standard-library modules every short command imports
+  (:data:`STDLIB`), and ``import numpy`` (``trace`` and ``msg`` check the records they read
+  with verify's rules, which are written over numpy arrays);
 - ``inspect``, ``trace ID`` and ``msg ID`` again with their output on a pseudo-terminal of 100
   columns, as an operator at a terminal runs them: rich's tables and colour;
 - a bare local Spark session as a user would start one (``SparkSession.builder.master(...)
@@ -81,6 +84,11 @@ def _venv() -> tuple[Path, Path]:
         subprocess.run([*pip, "--no-deps", "--force-reinstall", str(wheel)], check=True)
     return py, VENV / "bin" / "mqtool"
 
+
+STDLIB = ("dataclasses", "enum", "json", "pathlib", "typing")
+"""Standard-library modules that every short command imports (the library's records are
+dataclasses; its modules use typing, enum, pathlib and json)."""
+STDLIB_FLOOR = f"python -c 'import {', '.join(STDLIB)}'"
 
 TTY = " (terminal)"
 """Suffix of a case whose stdout is a pseudo-terminal (:func:`_run_tty`)."""
@@ -160,6 +168,8 @@ def main() -> None:
         "mqtool trace STORE ID": [str(mqtool), "trace", str(JOURNEY), TRACE_ID],
         "mqtool msg STORE ID": [str(mqtool), "msg", str(JOURNEY), TRACE_ID],
         "python -c 'import typer'": [str(py), "-c", "import typer"],
+        STDLIB_FLOOR: [str(py), "-c", "import " + ", ".join(STDLIB)],
+        "python -c 'import numpy'": [str(py), "-c", "import numpy"],
     }
     for name in ("mqtool inspect STORE", "mqtool trace STORE ID", "mqtool msg STORE ID"):
         short[name + TTY] = short[name]
@@ -208,7 +218,10 @@ def main() -> None:
             f"for the rows marked{TTY} to a pseudo-terminal of 100 columns (rich's tables and "
             "colour, what an operator at a terminal sees). `python -c 'import typer'` is the "
             "floor of any command that parses its options with typer; --help is printed "
-            "without typer.",
+            "without typer, and the common forms of inspect, trace and msg run without it. "
+            f"`{STDLIB_FLOOR}` is the floor of the standard library every short command "
+            "imports; `python -c 'import numpy'` that of trace and msg, whose record checks "
+            "are verify's rules over numpy arrays.",
             f"Targets in this run: {verdict}.",
         ],
     })
