@@ -237,13 +237,17 @@ def dlq_view(store: Path, prefix: str = "") -> list[str]:
     return sorted(out)
 
 
-def trace_view(store: Path, key: str) -> list[str]:
+def trace_view(store: Path, key: str, *, once: bool = False) -> list[str]:
     """The journeys of the messages with business key ``key`` (by ``trace --key``): each
-    one's kind of verdict and its hops (kind, topic, state), without times and ids."""
+    one's kind of verdict and its hops (kind, topic, state), without times and ids; ``once``:
+    a hop repeated right after itself counted once (a half message put back at each check,
+    how many checks a busy machine makes being timing)."""
     doc = mqtool_json("trace", store, "--key", key)
     out = []
     for t in doc.get("traces", []):
         hops = [[h.get("kind"), h.get("topic"), h.get("state")] for h in t.get("hops", [])]
+        if once:
+            hops = [h for i, h in enumerate(hops) if i == 0 or h != hops[i - 1]]
         out.append(json.dumps({"verdict": t.get("verdictKind"), "hops": hops}, sort_keys=True))
     return sorted(out)
 

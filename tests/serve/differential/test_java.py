@@ -27,6 +27,8 @@ Obs = dict[str, list[dict[str, Any]]]
 CPP_BATCH_TOPIC = "CppBatch"
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 
+# the transaction flow's checks whether and how often a busy machine makes them
+TIMING_CHECKS = ("check.ended", "check.again")
 # the transaction flow's messages and the journey trace must give each (its consumer
 # consumes what was committed)
 TX_VERDICTS = {"tx-commit": "consumed", "tx-rollback": "rolled-back",
@@ -71,10 +73,15 @@ def test_transaction(sides: harness.Sides) -> None:
     (CHECK_TRANSACTION_STATE) and committed or rolled back: the same checks, the same
     deliveries."""
     obs = sides.flow("transaction", "X")
-    harness.compare_flow("transaction", obs)
+    # a check of a transaction already ended, or a second check before the broker had the
+    # first answer, is timing (a busy machine; 5.x writes op records in batches)
+    harness.compare_flow("transaction", {side: [o for o in got if o["step"] not in TIMING_CHECKS]
+                                         for side, got in obs.items()})
     for side in obs.values():
         assert sorted(o["key"] for o in steps(side, "check")) == [
             "tx-unknown-commit", "tx-unknown-rollback"]
+        assert {o["key"] for o in steps(side, "check.again")} <= {
+            "tx-unknown-commit", "tx-unknown-rollback"}
         assert sorted(o["m"]["keys"] for o in steps(side, "deliver")) == [
             "tx-commit", "tx-unknown-commit"]
         assert [o["both"] for o in steps(side, "checked", "delivered")] == [True, True]
@@ -169,7 +176,8 @@ def test_stores_agree(sides: harness.Sides) -> None:
     harness.assert_same("dead letters (dlq list)", harness.dlq_view(real), harness.dlq_view(serve))
     # the transaction flow's journeys, with their verdicts, as trace reads each store
     for key in TX_VERDICTS:
-        real_tx, serve_tx = harness.trace_view(real, key), harness.trace_view(serve, key)
+        real_tx = harness.trace_view(real, key, once=True)
+        serve_tx = harness.trace_view(serve, key, once=True)
         harness.assert_same(f"trace --key {key}", real_tx, serve_tx)
         verdicts = [json.loads(t)["verdict"] for t in real_tx]
         assert verdicts == [TX_VERDICTS[key]], (key, real_tx)

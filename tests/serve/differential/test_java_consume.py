@@ -25,10 +25,7 @@ FLOWS = [
     ("broadcast", "B"),  # two broadcasting consumers each get every message
     ("filter", "F"),  # a tag filter; SQL92 filters, two of them refused by the broker
 ]
-#: Against the real 5.3.3 broker, what the lite pull consumer polls right after a seek that
-#: follows its assign depends on timing (a run gave offsets 0-4, another 2-4): pull is
-#: compared on 4.9.7.
-CASES = [("4.9.7", *f) for f in FLOWS] + [("5.3.3", *f) for f in FLOWS if f[0] != "pull"]
+CASES = [(version, *f) for version in ("4.9.7", "5.3.3") for f in FLOWS]
 
 
 @pytest.fixture(scope="module")
@@ -44,5 +41,14 @@ def sides(request: pytest.FixtureRequest,
 
 @pytest.mark.parametrize("sides,flow,prefix", CASES, indirect=["sides"])
 def test_consume_flow(sides: harness.Sides, flow: str, prefix: str) -> None:
-    """The same deliveries, properties and reconsume times on both sides."""
-    harness.compare_flow(flow, sides.flow(flow, prefix))
+    """The same deliveries, properties and reconsume times on both sides. What a lite pull
+    consumer polls before the messages at its seek offset (``.stale``: fetched by a pull
+    under way when it sought, a race of the 5.3.3 client's) is timing and left out."""
+    obs = sides.flow(flow, prefix)
+    harness.compare_flow(flow, {side: [o for o in got if not o["step"].endswith(".stale")]
+                                for side, got in obs.items()})
+    if flow == "pull":
+        for side, got in obs.items():
+            polled = [o["m"]["queueOffset"] for o in got if o["step"] == "lite.poll"]
+            again = [o["m"]["queueOffset"] for o in got if o["step"] == "lite.poll.again"]
+            assert polled == [2, 3, 4] and again == [4], (side, got)
