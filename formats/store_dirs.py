@@ -1,15 +1,21 @@
-"""Where a store's files are: the store root, and the files named by a number (commitlog,
-consume-queue and timerlog files by the offset of their first byte, index files by a time).
+"""Where a store's files are: the store root, the files named by a number (commitlog,
+consume-queue and timerlog files by the offset of their first byte, index files by a time) and
+the consume-queue directories (``<topic>/<queueId>/``).
 
-Every reader and writer of a store finds the root and lists numbered files here; the standard
-library only, so the write engine and the Spark driver import it for nothing.
+Every reader and writer of a store finds the root, lists numbered files, index files and queue
+directories here; the standard library only, so the write engine and the Spark driver import it
+for nothing. A lister's ``others`` gets what is there but is not what it lists (a stray file, a
+name that is not a number): a caller that reports findings reports each of them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 COMMITLOG_DIR = "commitlog"
+CONSUMEQUEUE_DIR = "consumequeue"
+INDEX_DIR = "index"
 
 
 def offset_name(offset: int) -> str:
@@ -65,3 +71,55 @@ def numbered_files(directory: Path, others: list[Path] | None = None, *,
         others.extend(p for p in files if not is_numbered(p.name, strict=strict))
     return sorted((p for p in files if is_numbered(p.name, strict=strict)),
                   key=lambda p: int(p.name))
+
+
+def index_files(directory: Path, others: list[Path] | None = None) -> list[Path]:
+    """The index files of ``directory``, oldest first: named by the time they were made
+    (``yyyyMMddHHmmssSSS``), any name of digits (:func:`numbered_files`, not strict); the other
+    regular files are added to ``others`` when it is given."""
+    return numbered_files(directory, others, strict=False)
+
+
+def is_queue_id(name: str) -> bool:
+    """Whether ``name`` is a consume-queue directory's: a queue id (an integer, in decimal)."""
+    digits = name[1:] if name.startswith("-") else name
+    return digits.isascii() and digits.isdigit()
+
+
+def queue_id_dirs(topic_dir: Path, others: list[Path] | None = None) -> list[tuple[int, Path]]:
+    """(queue id, directory) of the queue directories of ``topic_dir``, in queue-id order; none
+    when it is missing (a topic deleted while the store is read) or not a directory. Whatever
+    else is there (a file, a name that is no queue id) is added to ``others`` when given."""
+    try:
+        entries = sorted(topic_dir.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    out: list[tuple[int, Path]] = []
+    for q in entries:
+        if is_queue_id(q.name) and q.is_dir():
+            out.append((int(q.name), q))
+        elif others is not None and q.exists():
+            others.append(q)
+    return sorted(out)
+
+
+def queue_dirs(base: Path, others: list[Path] | None = None, *,
+               topics: Collection[str] | None = None) -> list[tuple[str, int, Path]]:
+    """(topic, queue id, directory) of every queue directory ``base/<topic>/<queueId>/`` (of
+    ``consumequeue/`` or the batch queues' directory), in topic then queue-id order, of
+    ``topics`` only when given; none when ``base`` is missing. A file among the topic
+    directories, and what :func:`queue_id_dirs` leaves out, are added to ``others`` when
+    given."""
+    try:
+        entries = sorted(base.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    out: list[tuple[str, int, Path]] = []
+    for t in entries:
+        if topics is not None and t.name not in topics:
+            continue
+        if t.is_dir():
+            out.extend((t.name, qid, q) for qid, q in queue_id_dirs(t, others))
+        elif others is not None and t.exists():
+            others.append(t)
+    return out

@@ -20,7 +20,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mqtool.formats.store_dirs import COMMITLOG_DIR, numbered_files
+from mqtool.formats.store_dirs import COMMITLOG_DIR, index_files, numbered_files, queue_dirs
 from mqtool.spark.errors import SparkScanError
 
 DEFAULT_SPLIT_SIZE = 128 * 1024 * 1024
@@ -103,31 +103,23 @@ def consumequeue_splits(
     """One split per consume-queue file (``consumequeue/<topic>/<queueId>/<offset>``), of every
     topic or of ``topics`` only."""
     out: list[Split] = []
-    cq_root = root / "consumequeue"
-    if not cq_root.is_dir():
-        return out
-    for topic_dir in sorted(cq_root.iterdir()):
-        if not topic_dir.is_dir() or (topics is not None and topic_dir.name not in topics):
-            continue
-        for queue_dir in sorted(topic_dir.iterdir(), key=lambda d: d.name):
-            if not queue_dir.is_dir() or not queue_dir.name.lstrip("-").isdigit():
-                continue
-            for f in numbered_files(queue_dir, strict=False):
-                size = f.stat().st_size
-                out.append(
-                    Split(
-                        KIND_CONSUMEQUEUE, store, str(f.resolve()),
-                        f"consumequeue/{topic_dir.name}/{queue_dir.name}/{f.name}",
-                        int(f.name), 0, size, size, topic_dir.name, int(queue_dir.name),
-                    )
+    for topic, qid, queue_dir in queue_dirs(root / "consumequeue", topics=topics):
+        for f in numbered_files(queue_dir, strict=False):
+            size = f.stat().st_size
+            out.append(
+                Split(
+                    KIND_CONSUMEQUEUE, store, str(f.resolve()),
+                    f"consumequeue/{topic}/{queue_dir.name}/{f.name}",
+                    int(f.name), 0, size, size, topic, qid,
                 )
+            )
     return out
 
 
 def index_splits(store: str, root: Path) -> list[Split]:
     """One split per index file (``index/<yyyyMMddHHmmssSSS>``)."""
     out: list[Split] = []
-    for f in numbered_files(root / "index", strict=False):
+    for f in index_files(root / "index"):
         size = f.stat().st_size
         out.append(Split(KIND_INDEX, store, str(f.resolve()), f"index/{f.name}", 0, 0, size, size))
     return out

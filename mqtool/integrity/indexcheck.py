@@ -30,6 +30,7 @@ from mqtool.integrity import dispatch_rules
 from mqtool.integrity.verify_report import FindingSink, IndexScan, ProgressFn
 from mqtool.store.facts import Messages
 from mqtool.store.files import map_readonly
+from mqtool.store.indexfiles import listed_index_files
 from mqtool.store.reader import Store
 from mqtool.store.records_at import messages_at
 
@@ -57,10 +58,9 @@ class IndexCheck:
         self.store, self.first_start, self.sink, self.keep = store, first_start, sink, keep
         self.indexes: list[IndexScan] = []
         self.files: list[_File] = []
-        d = store.index_dir
-        if not open_files or not d.is_dir():
+        if not open_files:
             return
-        names = sorted(p for p in d.iterdir() if p.is_file())
+        names = listed_index_files(store.index_dir, sink.add)
         for p in names:  # a running broker writes its newest file only
             self._open(p, progress, store.live and p == names[-1])
 

@@ -60,7 +60,7 @@ from mqtool.formats.buffers import close_map
 from mqtool.formats.commitlog import MAGIC_BLANK, MAGIC_V1, MAGIC_V2, FileEnd
 from mqtool.formats.commitlog_layout import PHYSICALOFFSET_AT
 from mqtool.formats.consumequeue import CQ_DTYPE
-from mqtool.formats.store_dirs import offset_name
+from mqtool.formats.store_dirs import CONSUMEQUEUE_DIR, numbered_files, offset_name, queue_dirs
 from mqtool.formats.walker import looks_like_record_at, nonzero_end, walk
 from mqtool.store.files import map_readonly
 from mqtool.store.reader import Store
@@ -190,20 +190,12 @@ def _same_records(a: _Found, b: _Found) -> bool:
 def _units_into(root: Path, lo: int, hi: int) -> int:
     """How many consume-queue units point into commitlog ``[lo, hi)``."""
     n = 0
-    cq = root / "consumequeue"
-    if not cq.is_dir():
-        return 0
-    for topic in cq.iterdir():
-        if not topic.is_dir():
-            continue
-        for q in topic.iterdir():
-            if not q.is_dir():
-                continue
-            for p in q.iterdir():
-                if p.is_file() and p.stat().st_size:
-                    u = np.fromfile(p, dtype=CQ_DTYPE)
-                    phy = u["offset"].astype(np.int64)
-                    n += int(np.count_nonzero((phy >= lo) & (phy < hi) & (u["size"] > 0)))
+    for _, _, q in queue_dirs(root / CONSUMEQUEUE_DIR):
+        for p in numbered_files(q, strict=False):
+            if p.stat().st_size:
+                u = np.fromfile(p, dtype=CQ_DTYPE)
+                phy = u["offset"].astype(np.int64)
+                n += int(np.count_nonzero((phy >= lo) & (phy < hi) & (u["size"] > 0)))
     return n
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 
@@ -32,6 +33,7 @@ from mqtool.formats.store_dirs import numbered_files
 from mqtool.integrity import dispatch_rules
 from mqtool.integrity.verify_report import FindingSink, ProgressFn, QueueChunk, QueueScan
 from mqtool.store.facts import Messages, distinct
+from mqtool.store.files import misnamed
 from mqtool.store.reader import Store
 from mqtool.store.unit_check import unit_findings
 
@@ -91,11 +93,15 @@ def queue_shape(
     if store.queue_kind(topic, qid) != "file":
         return MemQueueScan.of(store, topic, qid)
     qdir = store.consumequeue_dir / topic / str(qid)
+    others: list[Path] = []
     try:
-        names = numbered_files(qdir)
+        names = numbered_files(qdir, others)
         listed = [(p, p.stat().st_size) for p in names]
     except FileNotFoundError:  # deleted since the listing (a running broker's cleanup)
         names, listed = [], []
+    for p in others:
+        sink.add(misnamed(f"consumequeue/{topic}/{qid}/{p.name}",
+                          "a consume-queue file name (20 digits)"))
     qs = QueueScan(topic, qid, [])
     sizes = Counter(size for _, size in listed)
     qs.file_size = sizes.most_common(1)[0][0] if sizes else 0

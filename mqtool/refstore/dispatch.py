@@ -8,6 +8,7 @@ from pathlib import Path
 
 from mqtool.formats.commitlog import TRANSACTION_ROLLBACK_TYPE, CommitLogMessage
 from mqtool.formats.rules import gets_cq_unit, is_indexed
+from mqtool.formats.store_dirs import CONSUMEQUEUE_DIR, queue_dirs
 from mqtool.refstore import redelivery
 from mqtool.refstore.configs import check_store_name
 from mqtool.refstore.index import IndexBuilder
@@ -35,14 +36,8 @@ class ConsumeQueues:
 
     def open_existing(self) -> None:
         """Open every consume queue the store has on disk."""
-        cq_root = self.root / "consumequeue"
-        if cq_root.is_dir():
-            for tdir in sorted(cq_root.iterdir()):
-                for qdir in sorted(tdir.iterdir()):
-                    if qdir.name.isdigit():
-                        self.files[(tdir.name, int(qdir.name))] = ConsumeQueueFiles(
-                            qdir, self.config.cq_entries_per_file
-                        )
+        for topic, qid, qdir in queue_dirs(self.root / CONSUMEQUEUE_DIR):
+            self.files[(topic, qid)] = ConsumeQueueFiles(qdir, self.config.cq_entries_per_file)
 
     def offsets_from_files(self) -> None:
         """Every queue's next offset as its files say (after recovery cut them)."""
@@ -57,9 +52,8 @@ class ConsumeQueues:
         cq = self.files.get((topic, queue_id))
         if cq is None:
             check_store_name("topic", topic)  # the one place a topic becomes a path
-            cq = ConsumeQueueFiles(
-                self.root / "consumequeue" / topic / str(queue_id), self.config.cq_entries_per_file
-            )
+            cq = ConsumeQueueFiles(self.root / CONSUMEQUEUE_DIR / topic / str(queue_id),
+                                   self.config.cq_entries_per_file)
             self.files[(topic, queue_id)] = cq
         return cq
 
@@ -134,7 +128,7 @@ class ConsumeQueues:
         for key in [k for k in self.files if k[0] == topic]:
             self.files.pop(key).destroy()
             self.next_offset.pop(key, None)
-        tdir = self.root / "consumequeue" / topic
+        tdir = self.root / CONSUMEQUEUE_DIR / topic
         if self.config.v5 and tdir.is_dir() and not any(tdir.iterdir()):
             tdir.rmdir()  # 5.3.3 deleteTopics: the emptied topic directory too
 

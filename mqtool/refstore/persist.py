@@ -9,11 +9,19 @@ from pathlib import Path
 from typing import Any
 
 from mqtool.formats.commitlog import CommitLogMessage, parse_message
-from mqtool.formats.consumequeue import CqEntry, iter_cq
+from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, CqEntry, iter_cq
 from mqtool.formats.errors import FormatError
 from mqtool.formats.indexfile import IndexReader
 from mqtool.formats.rules import fmt_delay, schedule_unit_delay
-from mqtool.formats.store_dirs import COMMITLOG_DIR, numbered_files
+from mqtool.formats.store_dirs import (
+    COMMITLOG_DIR,
+    CONSUMEQUEUE_DIR,
+    INDEX_DIR,
+    index_files,
+    numbered_files,
+    queue_dirs,
+    queue_id_dirs,
+)
 from mqtool.formats.walker import scan_file
 from mqtool.refstore import redelivery
 from mqtool.refstore.values import StoreConfig
@@ -42,23 +50,21 @@ def infer_config(root: str | os.PathLike[str]) -> StoreConfig | None:
             kw["dialect"] = "5.3.3"
         if "__CRC32#\x01" in first.properties_raw:
             kw["append_prop_crc"] = True
-    cq_root = rootp / "consumequeue"
-    if cq_root.is_dir():
-        for f in sorted(cq_root.glob("*/*/*")):
-            if f.is_file() and f.name.isdigit() and f.stat().st_size % 20 == 0:
-                kw["cq_entries_per_file"] = f.stat().st_size // 20
-                break
-    geometry = _last_index_geometry(rootp / "index")
+    cq_root = rootp / CONSUMEQUEUE_DIR
+    cq_sizes = (f.stat().st_size for _, _, q in queue_dirs(cq_root)
+                for f in numbered_files(q, strict=False))
+    cq_size = next((n for n in cq_sizes if n % CQ_STORE_UNIT_SIZE == 0), None)
+    if cq_size is not None:
+        kw["cq_entries_per_file"] = cq_size // CQ_STORE_UNIT_SIZE
+    geometry = _last_index_geometry(rootp / INDEX_DIR)
     if geometry is not None:
         kw["index_hash_slots"], kw["index_max_entries"] = geometry
     # delay levels: a SCHEDULE_TOPIC_XXXX unit's tagsCode is storeTime + the level's delay
     levels = redelivery.parse_delay_levels()
     seen = False
     sched = cq_root / redelivery.SCHEDULE_TOPIC
-    qids = sorted(int(q.name) for q in sched.iterdir() if q.is_dir() and q.name.isdigit()) \
-        if sched.is_dir() else []
-    for qid in qids:
-        last = _last_cq_entry(sched / str(qid))
+    for qid, qdir in queue_id_dirs(sched):
+        last = _last_cq_entry(qdir)
         if last is None:
             continue
         sm = _message_at(logs, last.commit_log_offset)
@@ -119,11 +125,7 @@ def _last_cq_entry(queue_dir: Path) -> CqEntry | None:
 
 
 def _last_index_geometry(index_dir: Path) -> tuple[int, int] | None:
-    if not index_dir.is_dir():
-        return None
-    for p in sorted(index_dir.iterdir(), reverse=True):
-        if not p.is_file():
-            continue
+    for p in reversed(index_files(index_dir)):
         try:
             g = IndexReader(_map(p), file=f"index/{p.name}").geometry
         except FormatError:

@@ -11,11 +11,29 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, CQ_UNIT_STRUCT, CqEntry
-from mqtool.formats.errors import MqtoolError
+from mqtool.formats.errors import Finding, MqtoolError, Severity
+from mqtool.formats.store_dirs import is_queue_id
 
 
 class StoreError(MqtoolError):
     """A store root that cannot be used as asked (missing, not a store, bad argument)."""
+
+
+def misnamed(rel: str, name: str) -> Finding:
+    """A file (or directory) among a store's listed files whose name is not ``name`` (what its
+    name must be): left out by every reader, said as a warning."""
+    return Finding("layout", rel, None, f"not {name}; skipped", severity=Severity.WARNING)
+
+
+def queue_stray(root: Path, base: Path, path: Path) -> Finding:
+    """What ``path`` is, listed among the queue directories of ``base`` (``consumequeue/`` or
+    the batch queues') and left out by :func:`mqtool.formats.store_dirs.queue_dirs`."""
+    rel = path.relative_to(root).as_posix()
+    if path.parent == base:
+        return Finding("cq", rel, None, "expected a topic directory, found a file")
+    if is_queue_id(path.name):
+        return Finding("cq", rel, None, "expected a queue directory, found a file")
+    return misnamed(rel, "a queue directory name (a queue id)")
 
 
 def read_unit(path: Path, pos: int) -> CqEntry | None:

@@ -11,10 +11,23 @@ is not used by lookups, which then read the commitlog.
 from __future__ import annotations
 
 import mmap
+from collections.abc import Callable
 from pathlib import Path
 
 from mqtool.formats.errors import Finding, FormatError
 from mqtool.formats.indexfile import IndexReader, build_key, index_key_hash
+from mqtool.formats.store_dirs import INDEX_DIR, index_files
+from mqtool.store.files import misnamed
+
+
+def listed_index_files(index_dir: Path, note: Callable[[Finding], object]) -> list[Path]:
+    """The index files of ``index_dir``, oldest first; each other file there is a finding given
+    to ``note``."""
+    others: list[Path] = []
+    names = index_files(index_dir, others)
+    for p in others:
+        note(misnamed(f"{INDEX_DIR}/{p.name}", "an index file name (digits)"))
+    return names
 
 
 class IndexFiles:
@@ -34,7 +47,7 @@ class IndexFiles:
 
     @property
     def index_dir(self) -> Path:
-        return self.root / "index"
+        return self.root / INDEX_DIR
 
     def index_files(self, entries: bool = True) -> list[tuple[str, IndexReader]]:
         """Readable index files, oldest first (damaged ones become findings).
@@ -45,10 +58,9 @@ class IndexFiles:
         """
         if self._index is None:
             self._index = []
-            if self.index_dir.is_dir():
-                names = sorted(p for p in self.index_dir.iterdir() if p.is_file())
-                for p in names:  # a running broker writes its newest file only
-                    self._open_index(p, live=self.live and p == names[-1])
+            names = listed_index_files(self.index_dir, self._note)
+            for p in names:  # a running broker writes its newest file only
+                self._open_index(p, live=self.live and p == names[-1])
         if entries and not self._index_entries_checked:
             self._index_entries_checked = True
             for rel, reader in list(self._index):  # their cheap checks held: entries now

@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING
 
 from mqtool.formats.consumequeue import CqEntry
 from mqtool.formats.errors import Finding
-from mqtool.formats.store_dirs import numbered_files
-from mqtool.store.files import QueueEntry, map_readonly
+from mqtool.formats.store_dirs import CONSUMEQUEUE_DIR, numbered_files, queue_dirs
+from mqtool.store.files import QueueEntry, map_readonly, queue_stray
 from mqtool.store.rocksdb_queue import RocksQueues, is_rocksdb_dir
 
 if TYPE_CHECKING:  # the batch layout is imported where a store has batch queues
     from mqtool.formats.batchcq import BatchCqEntry
 
 BATCH_DIR = "batchconsumequeue"  # StorePathConfigHelper.getStorePathBatchConsumeQueue
-ROCKS_REL = "consumequeue"
+ROCKS_REL = CONSUMEQUEUE_DIR
 
 
 @dataclass
@@ -55,15 +55,9 @@ class QueueSources:
             qs.rocks = RocksQueues.open(cq, ROCKS_REL)
             qs.findings += qs.rocks.findings
         bd = root / BATCH_DIR
-        if bd.is_dir():
-            for t in sorted(bd.iterdir()):
-                if not t.is_dir():
-                    qs.findings.append(Finding("cq", f"{BATCH_DIR}/{t.name}", None,
-                                               "expected a topic directory, found a file"))
-                    continue
-                for q in sorted(t.iterdir()):
-                    if q.is_dir() and q.name.lstrip("-").isdigit():
-                        qs.batch.append((t.name, int(q.name)))
+        others: list[Path] = []
+        qs.batch = [(topic, qid) for topic, qid, _ in queue_dirs(bd, others)]
+        qs.findings += [queue_stray(root, bd, p) for p in others]
         return qs
 
     @property

@@ -57,7 +57,13 @@ from mqtool.formats.errors import (
 )
 from mqtool.formats.indexfile import IndexReader
 from mqtool.formats.msgid import decode_offset_msg_id
-from mqtool.formats.store_dirs import numbered_files, root_above, store_root
+from mqtool.formats.store_dirs import (
+    CONSUMEQUEUE_DIR,
+    numbered_files,
+    queue_dirs,
+    root_above,
+    store_root,
+)
 from mqtool.formats.walker import (
     crc_findings,
     header_ok,
@@ -74,6 +80,8 @@ from mqtool.store.files import (
     disk_bytes,
     lock_state,
     map_readonly,
+    misnamed,
+    queue_stray,
     read_unit,
 )
 from mqtool.store.indexfiles import IndexFiles
@@ -235,9 +243,8 @@ class Store(IndexFiles):
             size = _size_now(p)
             if size is not None:
                 files.append(CommitLogFile(p, int(p.name), size, str(cl.relative_to(r))))
-        findings.extend(Finding("layout", f"{cl.relative_to(r)}/{p.name}", None,
-                                "not a commitlog file name (20 digits); skipped",
-                                severity=Severity.WARNING) for p in others)
+        findings.extend(misnamed(f"{cl.relative_to(r)}/{p.name}",
+                                 "a commitlog file name (20 digits)") for p in others)
         store = cls(r, cl, files, findings, live=lock.locked, lock=lock,
                     dledger=cl.name == "data")
         while store.live and files and files[-1].size == 0:  # a file the broker is making
@@ -586,7 +593,7 @@ class Store(IndexFiles):
     # --- consume queues -------------------------------------------------------------------
     @property
     def consumequeue_dir(self) -> Path:
-        return self.root / "consumequeue"
+        return self.root / CONSUMEQUEUE_DIR
 
     @property
     def queue_sources(self) -> QueueSources:
@@ -605,25 +612,11 @@ class Store(IndexFiles):
         """Every (topic, queueId) with a consume queue (files, RocksDB or batch), sorted."""
         out: set[tuple[str, int]] = set(self.queue_sources.ids())
         base = self.consumequeue_dir
-        if not base.is_dir():
-            return sorted(out)
-        for t in base.iterdir():
-            if not t.is_dir():
-                if t.exists() and not self.queue_sources.is_rocks_file(t.name):
-                    self._note(Finding("cq", f"consumequeue/{t.name}", None,
-                                       "expected a topic directory, found a file"))
-                continue
-            try:
-                qs = list(t.iterdir())
-            except FileNotFoundError:  # deleted since the listing (a topic deleted)
-                continue
-            for q in qs:
-                if q.name.lstrip("-").isdigit():
-                    if q.is_dir():
-                        out.add((t.name, int(q.name)))
-                    elif q.exists():
-                        self._note(Finding("cq", f"consumequeue/{t.name}/{q.name}", None,
-                                           "expected a queue directory, found a file"))
+        others: list[Path] = []
+        out.update((topic, qid) for topic, qid, _ in queue_dirs(base, others))
+        for p in others:
+            if p.parent != base or not self.queue_sources.is_rocks_file(p.name):
+                self._note(queue_stray(self.root, base, p))
         return sorted(out)
 
     def topics(self) -> list[str]:
