@@ -14,6 +14,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Function;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
@@ -723,10 +724,11 @@ public final class Flow {
     }
 
     /**
-     * A transaction whose producer dies before the broker checks it back: the producer sends
-     * the half message, leaves it UNKNOW and halts without shutting down.
+     * A started producer of the {@code _txdg} transaction group (the txdies and txrevive flows):
+     * it leaves every local transaction UNKNOW and answers a check-back with {@code check}.
      */
-    static void transactionDies() throws Exception {
+    static TransactionMQProducer unknownTxProducer(
+            Function<MessageExt, LocalTransactionState> check) throws MQClientException {
         TransactionMQProducer p = config(new TransactionMQProducer(prefix + "_txdg"));
         p.setSendMsgTimeout(15000);
         p.setTransactionListener(new TransactionListener() {
@@ -737,11 +739,22 @@ public final class Flow {
 
             @Override
             public LocalTransactionState checkLocalTransaction(MessageExt m) {
-                out("check.dead", "key", m.getKeys());
-                return LocalTransactionState.UNKNOW;
+                return check.apply(m);
             }
         });
         p.start();
+        return p;
+    }
+
+    /**
+     * A transaction whose producer dies before the broker checks it back: the producer sends
+     * the half message, leaves it UNKNOW and halts without shutting down.
+     */
+    static void transactionDies() throws Exception {
+        TransactionMQProducer p = unknownTxProducer(m -> {
+            out("check.dead", "key", m.getKeys());
+            return LocalTransactionState.UNKNOW;
+        });
         TransactionSendResult r = p.sendMessageInTransaction(
             msg(prefix + "TxDies", "TX", "tx-dies", "tx-dies"), null);
         out("send", "key", "tx-dies", "status", r.getSendStatus().name(), "state",
@@ -757,23 +770,13 @@ public final class Flow {
     static void transactionRevives() throws Exception {
         String t = prefix + "TxDies";
         CountDownLatch checked = new CountDownLatch(1);
-        TransactionMQProducer p = config(new TransactionMQProducer(prefix + "_txdg"));
-        p.setTransactionListener(new TransactionListener() {
-            @Override
-            public LocalTransactionState executeLocalTransaction(Message m, Object arg) {
-                return LocalTransactionState.UNKNOW;
+        TransactionMQProducer p = unknownTxProducer(m -> {
+            if (checked.getCount() > 0) {
+                out("check", "key", m.getKeys(), "m", seen(m));
             }
-
-            @Override
-            public LocalTransactionState checkLocalTransaction(MessageExt m) {
-                if (checked.getCount() > 0) {
-                    out("check", "key", m.getKeys(), "m", seen(m));
-                }
-                checked.countDown();
-                return LocalTransactionState.COMMIT_MESSAGE;
-            }
+            checked.countDown();
+            return LocalTransactionState.COMMIT_MESSAGE;
         });
-        p.start();
         try {
             CountDownLatch got = new CountDownLatch(1);
             DefaultMQPushConsumer c = recording(prefix + "_txdc", t, "*", "deliver", got);
