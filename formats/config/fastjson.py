@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from decimal import Decimal
 from typing import Any
 
 from mqtool.formats.errors import FormatError
@@ -368,6 +367,8 @@ def java_double_to_string(v: float) -> str:
         return "null"
     if v == 0.0:
         return "-0.0" if math.copysign(1.0, v) < 0 else "0.0"
+    from decimal import Decimal  # (the writers only: slow to import for every read)
+
     sign, digit_tuple, exp = Decimal(repr(v)).as_tuple()
     assert isinstance(exp, int)
     digits = "".join(map(str, digit_tuple)).rstrip("0") or "0"
