@@ -189,12 +189,12 @@ def fact_rules(bucket_ms: int = 60_000,
     }
 
 
-def java_fact_rows(answer: str) -> list[dict[str, Any]]:
-    """``FactsJob.java``'s answer (``[[set name, [store, *keys], {aggregates}], ...]``) as the
-    rows :func:`message_facts` collects: every key column (None outside the row's set) and
-    ``gid``."""
+def java_fact_rows(answer: str | list[Any]) -> list[dict[str, Any]]:
+    """``FactsJob.java``'s answer (``[[set name, [store, *keys], {aggregates}], ...]``, as JSON
+    text or parsed) as the rows :func:`message_facts` collects: every key column (None outside
+    the row's set) and ``gid``."""
     rows = []
-    for name, keys, aggregates in json.loads(answer):
+    for name, keys, aggregates in json.loads(answer) if isinstance(answer, str) else answer:
         row: dict[str, Any] = {"store": keys[0], **dict.fromkeys(_FACT_KEYS),
                                "gid": fact_gid(name)}
         row.update(zip(FACT_SETS[name], keys[1:], strict=True))

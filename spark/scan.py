@@ -32,9 +32,9 @@ counted in those two aggregations and in one small aggregation of the index; onl
 whose tallies differ has the commitlog's key columns read again for a shuffle with its units
 and index entries. The consume queues and the index are read (by the Java reader when the
 session has it) only for the audits that need them. With the Java reader the three
-aggregations are jobs of ``FactsJob.java`` with no SQL plan (:func:`mqtool.spark.source.
-java_facts`, :func:`~mqtool.spark.source.java_aux_facts`; the SQL forms above stay the rules'
-definition and the Python data source's path): a clean scan runs 3 Spark jobs. The POP and
+aggregations are one job of ``FactsJob.java`` with no SQL plan, each task folding its share of
+the three sources (:func:`mqtool.spark.source.java_scan_facts`; the SQL forms above stay the
+rules' definition and the Python data source's path): a clean scan runs 1 Spark job. The POP and
 timer audits are no Spark job: the driver reads the revive and timer queues' records, what
 ``inspect`` reads (:func:`mqtool.backlog.backlogs`), beside the jobs. ``--out``
 writes the full ``messages`` table in a further pass; ``--sql`` runs over views of the full
@@ -358,7 +358,7 @@ def run_scan(
         "check_crc": audit_crc, "columns": narrow_cols, "properties_for": [A.DLQ_PREFIX], **opts,
     }
     cached: list[DataFrame] = []
-    # With the Java reader the three aggregations are FactsJob.java's jobs (no SQL plan); the
+    # With the Java reader the three aggregations are FactsJob.java's one job (no SQL plan); the
     # DataFrames of the consume queue, the index and the records' key columns are made only
     # for what needs them: a store the tallies do not settle, --out, --sql, a fallback.
     java = source.java_reads(sc, stores, **opts)
@@ -381,11 +381,12 @@ def run_scan(
 
     if not java:
         frame("consumequeue")
-    # The consume queue's aggregation (schedule, lag, integrity's bounds and tallies) and the
+    # Without the Java reader's one job (the Python data source, names it cannot be handed),
+    # the consume queue's aggregation (schedule, lag, integrity's bounds and tallies) and the
     # index's tallies are jobs of their own, run beside the commitlog's from two more threads
     # (Spark takes jobs from several; they inherit the caller's job group and other local
     # properties): their planning and their tasks fill the time and the cores the commitlog's
-    # job leaves idle.
+    # job leaves idle. The POP and timer audits run on the driver beside the jobs.
     pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="mqtool-scan")
 
     def inherit(run: Callable[[], T]) -> Callable[[], T]:
@@ -399,16 +400,32 @@ def run_scan(
             return run()
         return inherited
     try:
+        backlog_job = None
+        if want & {"pop", "timer"}:
+            backlog_job = pool.submit(timed_driver(jobs, clock, "backlog", lambda: store_backlogs(
+                stores, configs, now_ms, pop="pop" in want, timer="timer" in want)))
+        cq_delay = {s: c.delay_offsets for s, c in configs.items()}
+        unit_rules = integ.unit_tally_rules(cl_starts) if "integrity" in want else None
+        # schedule, lag, integrity: the consume queue's facts (none when no queue concerns them)
+        read_queues = bool(want & {"schedule", "lag", "integrity"} or full_cq) and (
+            cq_topics is None or bool(cq_topics))
+        rules = A.fact_rules(rate_bucket_ms,
+                             None if spans is None else integ.message_tally_rules(spans))
+        # With the Java reader the three aggregations are one job of FactsJob.java (no SQL
+        # plan): every task folds its share of the commitlog, the consume queue and the index.
+        plan = None if not java else source.java_scan_plan(
+            sc, stores, rules, check_crc=audit_crc,
+            queue_rules=A.queue_rules(cq_delay, now_ms, unit_rules) if read_queues else None,
+            topics=cq_topics,
+            index_rules=integ.index_tally_rules(cl_starts) if "integrity" in want else None,
+            **opts)
         queues_job = index_job = None
-        if want & {"schedule", "lag", "integrity"} or full_cq:
-            cq_delay = {s: c.delay_offsets for s, c in configs.items()}
+        if plan is None and read_queues:  # the queue's aggregation in a job of its own
 
             def queue_rows() -> list[dict[str, Any]]:
                 if java:  # FactsJob.java: no SQL plan
                     got = source.java_aux_facts(
-                        sc, stores, "consumequeue", A.queue_rules(
-                            cq_delay, now_ms,
-                            integ.unit_tally_rules(cl_starts) if "integrity" in want else None),
+                        sc, stores, "consumequeue", A.queue_rules(cq_delay, now_ms, unit_rules),
                         topics=cq_topics, partition_bytes=partition_bytes)
                     if got is not None:
                         return list(got)
@@ -416,7 +433,7 @@ def run_scan(
                 return _rows(A.queue_facts(frame("consumequeue"), cq_delay, now_ms, unit_t))
 
             queues_job = pool.submit(inherit(timed("consumequeue", queue_rows)))
-        if "integrity" in want:
+        if plan is None and "integrity" in want:
 
             def index_tallies() -> dict[str, dict[str, Any]]:
                 if java:
@@ -430,16 +447,14 @@ def run_scan(
                 return integ.index_tallies(index, cl_starts)
 
             index_job = pool.submit(inherit(timed("index", index_tallies)))
-        backlog_job = None
-        if want & {"pop", "timer"}:
-            backlog_job = pool.submit(timed_driver(jobs, clock, "backlog", lambda: store_backlogs(
-                stores, configs, now_ms, pop="pop" in want, timer="timer" in want)))
         t_commitlog = clock()
-        with job("commitlog"):
+        combined: dict[str, Any] = {}
+        with job("commitlog" if plan is None else "+".join(plan.sources)):
             java_facts = None
-            if java:  # the facts in the Java reader's own job (no SQL plan: FactsJob.java)
-                rules = A.fact_rules(rate_bucket_ms,
-                                     None if spans is None else integ.message_tally_rules(spans))
+            if plan is not None:
+                combined = source.java_scan_facts(sc, plan)
+                java_facts = combined["facts"]
+            elif java:  # the facts in the Java reader's own job (no SQL plan: FactsJob.java)
                 java_facts = source.java_facts(sc, stores, rules, check_crc=audit_crc, **opts)
 
             def tallies() -> dict[str, Any] | None:
@@ -475,7 +490,9 @@ def run_scan(
             tables["dlqByTopic"], tables["dlq"] = facts["dlqByTopic"], facts["dlq"]
         # one aggregation of the consume queue for schedule, lag, the integrity audit's queue
         # bounds and the unit count
-        queues: list[dict[str, Any]] = queues_job.result() if queues_job else []
+        queues: list[dict[str, Any]] = (
+            combined.get("queues", []) if plan is not None
+            else queues_job.result() if queues_job else [])
         if "schedule" in want:
             tables["schedule"] = A.schedule_rows(
                 queues, {s: c.delay_offsets for s, c in configs.items()})
@@ -487,10 +504,10 @@ def run_scan(
             if name in backlog:
                 tables[name] = backlog[name]
         settled: dict[str, Any] = {}
-        if index_job is not None:
+        if "integrity" in want:
             settled = integ.settle(
                 stores, {r["store"]: r for r in facts["tallies"]}, A.fold_tallies(queues),
-                index_job.result(),
+                combined["index"] if index_job is None else index_job.result(),
                 {s: not commitlog_gaps(s) for s in stores})
             check = not all(settled[s].messages for s in stores)  # else no cross-file query
             tables["integrity"] = integ.integrity(

@@ -209,10 +209,10 @@ def java_reader_on(sc: SparkContext) -> bool:
     return str(jar) in sc.getConf().get("spark.jars", "")
 
 
-def _commitlog_lines(sc: SparkContext, stores: Sequence[str], split_size: int,
-                     partition_bytes: int | None) -> str | None:
-    """The Java reader's "splits" option for the commitlog of ``stores`` (None when the names
-    cannot be handed over)."""
+def _commitlog_planned(stores: Sequence[str], split_size: int
+                       ) -> tuple[list[splits.Split], dict[str, int]]:
+    """The commitlog splits of ``stores`` the Java reader reads (those in a file's empty tail
+    hold nothing) and each file's data end (:func:`mqtool.spark.splits.data_end`)."""
     planned = splits.plan_splits(stores, splits.KIND_COMMITLOG, split_size=split_size)
     ends: dict[str, int] = {}
     kept = []
@@ -221,6 +221,14 @@ def _commitlog_lines(sc: SparkContext, stores: Sequence[str], split_size: int,
             ends[s.path] = splits.data_end(s.path, s.file_size)
         if s.start == 0 or s.start < ends[s.path]:  # splits in a file's empty tail hold nothing
             kept.append(s)
+    return kept, ends
+
+
+def _commitlog_lines(sc: SparkContext, stores: Sequence[str], split_size: int,
+                     partition_bytes: int | None) -> str | None:
+    """The Java reader's "splits" option for the commitlog of ``stores`` (None when the names
+    cannot be handed over)."""
+    kept, ends = _commitlog_planned(stores, split_size)
     return _split_lines(
         splits.pack_for(kept, partition_bytes, sc.defaultParallelism),
         lambda s: (s.path, s.store, s.name, s.base, s.start, s.end, ends[s.path]),
@@ -293,14 +301,14 @@ def _split_lines(parts: list[list[splits.Split]], fields_of: Any) -> str | None:
     return "\n".join(lines)
 
 
-def _aux_lines(sc: SparkContext, stores: Sequence[str], table: str,
-               topics: Collection[str] | None, partition_bytes: int | None) -> str | None:
-    """The Java reader's "splits" option for ``table`` (``consumequeue`` or ``index``) of
-    ``stores`` (None when the names cannot be handed over).
+def _aux_planned(stores: Sequence[str], table: str, topics: Collection[str] | None
+                 ) -> tuple[list[splits.Split], Any]:
+    """The splits of ``table`` (``consumequeue`` or ``index``) of ``stores`` as the driver
+    plans them, and the fields of each one's line in the Java reader's "splits" option.
 
-    The driver plans every file: consume-queue files whole, index files as the span of their
-    used entries (:func:`~mqtool.spark.auxfiles.index_span`, the header and geometry read
-    here); the JVM reads the fixed 20-byte units."""
+    Consume-queue files are read whole, index files as the span of their used entries
+    (:func:`~mqtool.spark.auxfiles.index_span`, the header and geometry read here); the JVM
+    reads the fixed 20-byte units."""
     kind = TABLES[table][1]
     planned = splits.plan_splits(stores, kind, topics=topics)
     if table == "index":
@@ -310,13 +318,21 @@ def _aux_lines(sc: SparkContext, stores: Sequence[str], table: str,
             if span is not None:
                 start, end, begin = span
                 spans.append(dataclasses.replace(s, start=start, end=end, base=begin))
-        planned = spans
 
-        def fields_of(s: splits.Split) -> tuple[Any, ...]:
+        def index_fields(s: splits.Split) -> tuple[Any, ...]:
             return (s.path, s.store, s.name, 0, s.start, s.end, s.base)
-    else:
-        def fields_of(s: splits.Split) -> tuple[Any, ...]:
-            return (s.path, s.store, s.name, s.base, s.start, s.end, s.queue_id, s.topic)
+        return spans, index_fields
+
+    def queue_fields(s: splits.Split) -> tuple[Any, ...]:
+        return (s.path, s.store, s.name, s.base, s.start, s.end, s.queue_id, s.topic)
+    return planned, queue_fields
+
+
+def _aux_lines(sc: SparkContext, stores: Sequence[str], table: str,
+               topics: Collection[str] | None, partition_bytes: int | None) -> str | None:
+    """The Java reader's "splits" option for ``table`` (``consumequeue`` or ``index``) of
+    ``stores`` (None when the names cannot be handed over): :func:`_aux_planned`'s splits."""
+    planned, fields_of = _aux_planned(stores, table, topics)
     return _split_lines(
         splits.pack_for(planned, partition_bytes, sc.defaultParallelism),
         fields_of,
@@ -360,8 +376,111 @@ def java_aux_facts(
     jsc = sc._jsc  # noqa: SLF001 - pyspark's handle on the JavaSparkContext
     if table == "index":
         return json.loads(job.index(jsc, lines, json.dumps(dict(rules))))
+    return _queue_rows(json.loads(job.queues(jsc, lines, json.dumps(dict(rules)))))
+
+
+COST_PER_BYTE = {splits.KIND_COMMITLOG: 1, splits.KIND_CONSUMEQUEUE: 4, splits.KIND_INDEX: 2}
+"""What a byte of each kind of file costs a task of :func:`java_scan_facts`, in commitlog
+bytes (a consume-queue unit or index entry is hashed whole; a commitlog record's body is only
+checksummed): how its tasks are balanced (bench/scan's store: its consume queue takes about 4
+times, its index 2 times the CPU per byte of its commitlog)."""
+
+
+def balanced(items: Sequence[tuple[splits.Split, int]], partition_bytes: int | None,
+             slots: int) -> list[list[splits.Split]]:
+    """``items`` (a split and its cost) in partitions of about ``partition_bytes`` of cost each
+    (None: :func:`mqtool.spark.splits.partition_size` of the whole cost over ``slots``: one
+    wave of tasks), the costliest first into the partition that costs least so far (so the
+    tasks end together); each partition's splits in ``items``' order."""
+    total = sum(w for _, w in items)
+    size = partition_bytes or splits.partition_size(total, slots)
+    n = max(1, -(-total // max(size, 1)))
+    load = [0] * n
+    member: list[list[int]] = [[] for _ in range(n)]
+    for i in sorted(range(len(items)), key=lambda i: -items[i][1]):
+        k = load.index(min(load))
+        load[k] += items[i][1]
+        member[k].append(i)
+    return [[items[i][0] for i in sorted(m)] for m in member if m]
+
+
+@dataclasses.dataclass(frozen=True)
+class ScanPlan:
+    """What :func:`java_scan_facts` hands ``FactsJob.java``: each source's "splits" lines
+    (the partitions of one job) and rules (JSON; "" leaves the source out), and ``sources``:
+    those with a file to read, in commitlog, consumequeue, index order."""
+
+    commitlog: str
+    reader: str
+    rules: str
+    queues: str
+    queue_rules: str
+    index: str
+    index_rules: str
+    sources: tuple[str, ...]
+
+
+def java_scan_plan(
+    sc: SparkContext, stores: Sequence[str], rules: Mapping[str, Any], *,
+    check_crc: bool = True, queue_rules: Mapping[str, Any] | None = None,
+    topics: Collection[str] | None = None, index_rules: Mapping[str, Any] | None = None,
+    split_size: int = splits.DEFAULT_SPLIT_SIZE, partition_bytes: int | None = None,
+) -> ScanPlan | None:
+    """The plan of :func:`java_scan_facts` (no Spark job): the commitlog's splits with
+    ``rules`` (:func:`java_facts`), with ``queue_rules`` the consume queue's (of ``topics``
+    only when given; :func:`java_aux_facts`), with ``index_rules`` the index's, shared by the
+    tasks of one job by their cost (:data:`COST_PER_BYTE`, :func:`balanced`). None when the
+    names cannot be handed over."""
+    kept, ends = _commitlog_planned(stores, split_size)
+    fields: dict[str, Any] = {splits.KIND_COMMITLOG: lambda s: (
+        s.path, s.store, s.name, s.base, s.start, s.end, ends[s.path])}
+    items = [(s, max(0, min(s.end, ends[s.path]) - s.start)) for s in kept]
+    for table, wanted in (("consumequeue", queue_rules), ("index", index_rules)):
+        if wanted is not None:
+            planned, fields[TABLES[table][1]] = _aux_planned(
+                stores, table, topics if table == "consumequeue" else None)
+            items += [(s, s.length * COST_PER_BYTE[s.kind]) for s in planned]
+    parts = balanced(items, partition_bytes, sc.defaultParallelism)
+    lines: dict[str, str] = {}
+    for kind, fields_of in fields.items():
+        got = _split_lines([[s for s in p if s.kind == kind] for p in parts], fields_of)
+        if got is None:
+            return None  # names the line format cannot carry: the Python source reads them
+        lines[kind] = got
+
+    def text(r: Mapping[str, Any] | None) -> str:
+        return "" if r is None else json.dumps(dict(r))
+    return ScanPlan(
+        lines[splits.KIND_COMMITLOG], json.dumps({"checkCrc": "true" if check_crc else "false"}),
+        text(rules), lines.get(splits.KIND_CONSUMEQUEUE, ""), text(queue_rules),
+        lines.get(splits.KIND_INDEX, ""), text(index_rules),
+        tuple(k for k in fields if any(s.kind == k for s, _ in items)))
+
+
+def java_scan_facts(sc: SparkContext, plan: ScanPlan) -> dict[str, Any]:
+    """:func:`java_facts` (``facts``), and as ``plan`` says :func:`java_aux_facts` of the
+    consume queue (``queues``) and of the index (``index``), in **one** Spark job of
+    ``FactsJob.java``: every task folds its share of the commitlog splits, the consume-queue
+    files and the index files (:func:`java_scan_plan`)."""
+    from mqtool.spark.audits import java_fact_rows
+
+    answer = json.loads(_facts_job(sc).scan(
+        sc._jsc,  # noqa: SLF001 - the JavaSparkContext
+        plan.commitlog, plan.reader, plan.rules, plan.queues, plan.queue_rules, plan.index,
+        plan.index_rules))
+    out: dict[str, Any] = {"facts": java_fact_rows(answer["facts"])}
+    if "queues" in answer:
+        out["queues"] = _queue_rows(answer["queues"])
+    if "index" in answer:
+        out["index"] = answer["index"]
+    return out
+
+
+def _queue_rows(answer: list[Any]) -> list[dict[str, Any]]:
+    """``FactsJob.java``'s queues (``[[[store, topic, queueId], {aggregates}], ...]``) as the
+    rows :func:`mqtool.spark.audits.queue_facts` collects."""
     return [{"store": k[0], "topic": k[1], "queueId": k[2], **aggregates}
-            for k, aggregates in json.loads(job.queues(jsc, lines, json.dumps(dict(rules))))]
+            for k, aggregates in answer]
 
 
 def _facts_job(sc: SparkContext) -> Any:

@@ -147,6 +147,66 @@ def test_java_queue_facts_and_index_tallies_equal_sql(
                                            integ.index_tally_rules(starts))
 
 
+@pytest.mark.parametrize("partition_bytes", [None, 1 << 16])
+def test_one_job_gives_each_sources_facts(
+    spark: Any, crc_damaged: Path, aux_damaged: Path, partition_bytes: int | None  # noqa: F811
+) -> None:
+    """``FactsJob.scan`` (the scan's one job: every task folds its share of the commitlog
+    splits, the consume-queue files and the index files) answers what the three jobs of their
+    own answer, with one task or many sharing the sources; a source left out is not read."""
+    from mqtool.formats.rules import SCHEDULE_TOPIC
+    from mqtool.spark import audits as A
+    from mqtool.spark import integrity as integ
+    from mqtool.spark import source
+    from mqtool.spark.scan import _commitlog_start, load_store_config
+
+    sc = spark.sparkContext
+    stores = [*(str(store_dir(s)) for s in SCENARIOS), str(crc_damaged), str(aux_damaged)]
+    starts = {s: _commitlog_start(s) for s in stores}
+    rules = A.fact_rules(60_000, integ.message_tally_rules(integ.index_spans(stores)))
+    delay = {s: load_store_config(s).delay_offsets for s in stores}
+    queue_rules = A.queue_rules(delay, 1_795_295_040_000, integ.unit_tally_rules(starts))
+    index_rules = integ.index_tally_rules(starts)
+    facts = source.java_facts(sc, stores, rules, split_size=3000, partition_bytes=1 << 20)
+    assert facts is not None
+    for topics in (None, [SCHEDULE_TOPIC]):
+        plan = source.java_scan_plan(sc, stores, rules, queue_rules=queue_rules, topics=topics,
+                                     index_rules=index_rules, split_size=3000,
+                                     partition_bytes=partition_bytes)
+        assert plan is not None and plan.sources == ("commitlog", "consumequeue", "index")
+        got = source.java_scan_facts(sc, plan)
+        assert sorted(map(_canon, got["facts"])) == sorted(map(_canon, facts))
+        queues = source.java_aux_facts(sc, stores, "consumequeue", queue_rules, topics=topics)
+        assert sorted(map(_canon, got["queues"])) == sorted(map(_canon, queues))
+        assert got["index"] == source.java_aux_facts(sc, stores, "index", index_rules)
+        assert len(got["queues"]) > 5 and len(got["index"]) >= 3
+    alone = source.java_scan_plan(sc, stores, rules, split_size=3000)
+    assert alone is not None and alone.sources == ("commitlog",)
+    got = source.java_scan_facts(sc, alone)
+    assert set(got) == {"facts"}
+    assert sorted(map(_canon, got["facts"])) == sorted(map(_canon, facts))
+
+
+def test_tasks_share_the_sources_by_cost() -> None:
+    """The one job's partitions: costliest first into the cheapest partition, each in the
+    splits' own order; one wave over the slots unless a partition size is given."""
+    from mqtool.spark import splits
+    from mqtool.spark.source import balanced
+
+    def split(i: int) -> splits.Split:
+        return splits.Split(splits.KIND_COMMITLOG, "s", f"/f{i}", f"f{i}", 0, 0, 1, 1)
+
+    items = [(split(i), w) for i, w in enumerate([5, 1, 4, 3, 2, 3] + [0])]
+    parts = balanced(items, None, 2)  # below the smallest partition size: one task
+    assert [[s.path for s in p] for p in parts] == [[f"/f{i}" for i in range(7)]]
+    parts = balanced(items, 9, 2)
+    assert [[s.path for s in p] for p in parts] == [["/f0", "/f1", "/f5", "/f6"],
+                                                    ["/f2", "/f3", "/f4"]]
+    big = [(split(i), 300 << 20) for i in range(5)]
+    assert [len(p) for p in balanced(big, None, 2)] == [3, 2]  # 1.5 GiB: two tasks
+    assert balanced([], None, 2) == []
+
+
 def test_scan_takes_the_java_facts(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     """A clean scan with the Java reader builds no SQL plan for its aggregations."""
     from mqtool.spark import audits as A

@@ -40,8 +40,6 @@ import static mqtool.spark.RecordLayout.TOTALSIZE_AT;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
-import java.nio.MappedByteBuffer;
-import java.nio.channels.FileChannel;
 import java.util.List;
 import java.util.zip.CRC32;
 
@@ -85,7 +83,7 @@ class CommitlogDecoder extends SplitReader {
     private final boolean propsOnlyFor;
 
     // the split being read (SplitReader opens its file)
-    MappedByteBuffer b;
+    Mapped b;
     private long p;
 
     int[] pairs = new int[64 * 4];
@@ -152,8 +150,7 @@ class CommitlogDecoder extends SplitReader {
             pendingDeferred(s.start, "resync");
             return;
         }
-        b = raf.getChannel().map(FileChannel.MapMode.READ_ONLY, 0, size);
-        b.order(ByteOrder.BIG_ENDIAN);
+        b = new Mapped(raf.getChannel(), size);
         bodies = b.duplicate();
         p = s.start == 0 ? 0 : resync(s.start);
     }

@@ -4,10 +4,11 @@
 //   audits.FACT_SETS, the tallies of integrity.message_tallies);
 // - queues: the consume queue's, audits.queue_facts (with integrity.unit_tallies);
 // - index: the index entries' tallies, integrity.index_tallies.
-// Each is one job: an RDD of the reader's partitions, one task per partition folding each
-// record or unit into a hash aggregation as the reader reads it (CommitlogFacts, QueueFacts,
-// IndexFacts: the readers' record rules, no column written), the partitions' groups merged on
-// the driver.
+// Each is a job of its own, or all three are one (scan: what `mqtool scan` runs, each task
+// folding its share of the three sources): an RDD of the reader's partitions, one task per
+// partition folding each record or unit into a hash aggregation as the reader reads it
+// (CommitlogFacts, QueueFacts, IndexFacts: the readers' record rules, no column written), the
+// partitions' groups merged on the driver.
 //
 // Why: a cold JVM pays for Catalyst (analysis, optimisation, whole-stage code generation, the
 // adaptive re-planning of each stage) and for compiling the generated code, seconds that no
@@ -360,16 +361,24 @@ public final class FactsJob {
      * grouping-set rows as JSON: [[set, [key values], {aggregates}]]. */
     public static String run(JavaSparkContext jsc, String splits, String readerOptions,
                              String rulesJson) throws Exception {
-        ObjectMapper json = new ObjectMapper();
-        HashMap<String, String> o = new HashMap<>();
-        json.readTree(readerOptions).fields()
-            .forEachRemaining(e -> o.put(e.getKey(), e.getValue().asText()));
-        final CommitlogSource.Options opts =
-            new CommitlogSource.Options(new CaseInsensitiveStringMap(o));
+        final CommitlogSource.Options opts = readerOptions(readerOptions);
         final Rules rules = Rules.of(rulesJson);
-        List<List<Object[]>> parts = perPartition(jsc, splits,
-            part -> new CommitlogFacts(part, opts, rules).fold());
-        // merge the partitions' rows per set and key
+        return JSON.writeValueAsString(factRows(perPartition(jsc, splits,
+            part -> new CommitlogFacts(part, opts, rules).fold()), rules));
+    }
+
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    static CommitlogSource.Options readerOptions(String readerOptions) throws Exception {
+        HashMap<String, String> o = new HashMap<>();
+        JSON.readTree(readerOptions).fields()
+            .forEachRemaining(e -> o.put(e.getKey(), e.getValue().asText()));
+        return new CommitlogSource.Options(new CaseInsensitiveStringMap(o));
+    }
+
+    /** The partitions' grouping-set rows (CommitlogFacts#fold) merged per set and key, as
+     * run() answers them. */
+    static ArrayNode factRows(List<List<Object[]>> parts, Rules rules) {
         List<HashMap<List<Object>, Acc>> by = new ArrayList<>();
         for (int s = 0; s < SETS.length; s++) {
             by.add(new HashMap<>());
@@ -381,12 +390,12 @@ public final class FactsJob {
                 by.get((Integer) row[0]).computeIfAbsent(key, x -> new Acc()).merge((Acc) row[2]);
             }
         }
-        ArrayNode out = json.createArrayNode();
+        ArrayNode out = JSON.createArrayNode();
         for (int s = 0; s < SETS.length; s++) {
             for (Map.Entry<List<Object>, Acc> e : by.get(s).entrySet()) {
                 ArrayNode row = out.addArray();
                 row.add(SETS[s]);
-                row.add(json.valueToTree(e.getKey()));
+                row.add(JSON.valueToTree(e.getKey()));
                 Acc a = e.getValue();
                 ObjectNode agg = row.addObject();
                 agg.put("count", a.count);
@@ -405,7 +414,7 @@ public final class FactsJob {
                 }
             }
         }
-        return json.writeValueAsString(out);
+        return out;
     }
 
     /** ``value`` as ``name``, or null when nothing was aggregated. */
@@ -552,16 +561,20 @@ public final class FactsJob {
     public static String queues(JavaSparkContext jsc, String splits, String rulesJson)
             throws Exception {
         final AuxRules rules = AuxRules.of(rulesJson);
+        return JSON.writeValueAsString(queueRows(perPartition(jsc, splits,
+            p -> new QueueFacts(p, rules).fold()), rules));
+    }
+
+    /** The partitions' queues (QueueFacts#fold) merged, as queues() answers them. */
+    static ArrayNode queueRows(List<HashMap<List<Object>, QAcc>> parts, AuxRules rules) {
         HashMap<List<Object>, QAcc> by = new HashMap<>();
-        for (HashMap<List<Object>, QAcc> part : perPartition(jsc, splits,
-                p -> new QueueFacts(p, rules).fold())) {
+        for (HashMap<List<Object>, QAcc> part : parts) {
             part.forEach((k, v) -> by.computeIfAbsent(k, x -> new QAcc()).merge(v));
         }
-        ObjectMapper json = new ObjectMapper();
-        ArrayNode out = json.createArrayNode();
+        ArrayNode out = JSON.createArrayNode();
         for (Map.Entry<List<Object>, QAcc> e : by.entrySet()) {
             ArrayNode row = out.addArray();
-            row.add(json.valueToTree(e.getKey()));
+            row.add(JSON.valueToTree(e.getKey()));
             QAcc a = e.getValue();
             ObjectNode agg = row.addObject();
             agg.put("minOffset", a.min);
@@ -574,7 +587,7 @@ public final class FactsJob {
                 a.units.put(agg, rules.tallyNames);
             }
         }
-        return json.writeValueAsString(out);
+        return out;
     }
 
     /** One partition of the index: per store, the count and the three chunk sums of the
@@ -631,9 +644,14 @@ public final class FactsJob {
     public static String index(JavaSparkContext jsc, String splits, String rulesJson)
             throws Exception {
         final AuxRules rules = AuxRules.of(rulesJson);
+        return JSON.writeValueAsString(indexRows(perPartition(jsc, splits,
+            p -> new IndexFacts(p, rules).fold()), rules));
+    }
+
+    /** The partitions' index tallies (IndexFacts#fold) summed, as index() answers them. */
+    static ObjectNode indexRows(List<HashMap<String, long[]>> parts, AuxRules rules) {
         HashMap<String, long[]> by = new HashMap<>();
-        for (HashMap<String, long[]> part : perPartition(jsc, splits,
-                p -> new IndexFacts(p, rules).fold())) {
+        for (HashMap<String, long[]> part : parts) {
             part.forEach((k, v) -> {
                 long[] a = by.computeIfAbsent(k, x -> new long[4]);
                 for (int i = 0; i < 4; i++) {
@@ -641,8 +659,7 @@ public final class FactsJob {
                 }
             });
         }
-        ObjectMapper json = new ObjectMapper();
-        ObjectNode out = json.createObjectNode();
+        ObjectNode out = JSON.createObjectNode();
         for (Map.Entry<String, long[]> e : by.entrySet()) {
             if (e.getValue()[0] == 0) {
                 continue;  // no entry counted: no group (as the SQL's filter before its groupBy)
@@ -652,6 +669,102 @@ public final class FactsJob {
                 t.put(rules.tallyNames[i], e.getValue()[i]);
             }
         }
-        return json.writeValueAsString(out);
+        return out;
+    }
+
+    // --- the three in one job ----------------------------------------------------------------
+
+    /** One task's share of scan(): its commitlog splits, consume-queue files and index
+     * files (each list possibly empty). */
+    static final class Share implements Serializable {
+        private static final long serialVersionUID = 1L;
+        final ArrayList<CommitlogSource.SplitSpec> commitlog;
+        final ArrayList<CommitlogSource.SplitSpec> queues;
+        final ArrayList<CommitlogSource.SplitSpec> index;
+
+        Share(ArrayList<CommitlogSource.SplitSpec> commitlog,
+              ArrayList<CommitlogSource.SplitSpec> queues,
+              ArrayList<CommitlogSource.SplitSpec> index) {
+            this.commitlog = commitlog;
+            this.queues = queues;
+            this.index = index;
+        }
+    }
+
+    /** What one task of scan() answers: the folds of its share (null: none to fold). */
+    static final class Folded implements Serializable {
+        private static final long serialVersionUID = 1L;
+        List<Object[]> facts;
+        HashMap<List<Object>, QAcc> queues;
+        HashMap<String, long[]> index;
+    }
+
+    private static ArrayList<CommitlogSource.SplitSpec> partOf(
+            List<ArrayList<CommitlogSource.SplitSpec>> parts, int k) {
+        return k < parts.size() ? parts.get(k) : new ArrayList<>();
+    }
+
+    /** run(), queues() and index() in one Spark job: task k folds partition k of each of
+     * ``commitlogSplits``, ``queueSplits`` and ``indexSplits`` (their lines number the
+     * partitions of this one job; an empty string: nothing of that source). An empty rules
+     * string leaves its source out. Returns JSON {"facts": run()'s answer, "queues":
+     * queues()', "index": index()'}, with the sources computed. */
+    public static String scan(JavaSparkContext jsc, String commitlogSplits, String readerOptions,
+                              String rulesJson, String queueSplits, String queueRulesJson,
+                              String indexSplits, String indexRulesJson) throws Exception {
+        final CommitlogSource.Options opts = readerOptions(readerOptions);
+        final Rules rules = rulesJson.isEmpty() ? null : Rules.of(rulesJson);
+        final AuxRules qRules = queueRulesJson.isEmpty() ? null : AuxRules.of(queueRulesJson);
+        final AuxRules iRules = indexRulesJson.isEmpty() ? null : AuxRules.of(indexRulesJson);
+        List<ArrayList<CommitlogSource.SplitSpec>> cl = CommitlogSource.parts(
+            rules == null ? "" : commitlogSplits);
+        List<ArrayList<CommitlogSource.SplitSpec>> cq = CommitlogSource.parts(
+            qRules == null ? "" : queueSplits);
+        List<ArrayList<CommitlogSource.SplitSpec>> ix = CommitlogSource.parts(
+            iRules == null ? "" : indexSplits);
+        int n = Math.max(cl.size(), Math.max(cq.size(), ix.size()));
+        List<Share> shares = new ArrayList<>();
+        for (int k = 0; k < n; k++) {
+            shares.add(new Share(partOf(cl, k), partOf(cq, k), partOf(ix, k)));
+        }
+        List<Folded> parts = n == 0 ? new ArrayList<>()
+            : jsc.parallelize(shares, n).map(share -> {
+                Folded f = new Folded();
+                if (!share.commitlog.isEmpty()) {
+                    f.facts = new CommitlogFacts(share.commitlog, opts, rules).fold();
+                }
+                if (!share.queues.isEmpty()) {
+                    f.queues = new QueueFacts(share.queues, qRules).fold();
+                }
+                if (!share.index.isEmpty()) {
+                    f.index = new IndexFacts(share.index, iRules).fold();
+                }
+                return f;
+            }).collect();
+        List<List<Object[]>> facts = new ArrayList<>();
+        List<HashMap<List<Object>, QAcc>> queues = new ArrayList<>();
+        List<HashMap<String, long[]>> index = new ArrayList<>();
+        for (Folded f : parts) {
+            if (f.facts != null) {
+                facts.add(f.facts);
+            }
+            if (f.queues != null) {
+                queues.add(f.queues);
+            }
+            if (f.index != null) {
+                index.add(f.index);
+            }
+        }
+        ObjectNode out = JSON.createObjectNode();
+        if (rules != null) {
+            out.set("facts", factRows(facts, rules));
+        }
+        if (qRules != null) {
+            out.set("queues", queueRows(queues, qRules));
+        }
+        if (iRules != null) {
+            out.set("index", indexRows(index, iRules));
+        }
+        return JSON.writeValueAsString(out);
     }
 }
