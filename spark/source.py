@@ -439,7 +439,7 @@ def java_scan_plan(
         if wanted is not None:
             planned, fields[TABLES[table][1]] = _aux_planned(
                 stores, table, topics if table == "consumequeue" else None)
-            items += [(s, s.length * COST_PER_BYTE[s.kind]) for s in planned]
+            items += [(s, _held(s) * COST_PER_BYTE[s.kind]) for s in planned]
     parts = balanced(items, partition_bytes, sc.defaultParallelism)
     lines: dict[str, str] = {}
     for kind, fields_of in fields.items():
@@ -455,6 +455,18 @@ def java_scan_plan(
         text(rules), lines.get(splits.KIND_CONSUMEQUEUE, ""), text(queue_rules),
         lines.get(splits.KIND_INDEX, ""), text(index_rules),
         tuple(k for k in fields if any(s.kind == k for s, _ in items)))
+
+
+def _held(s: splits.Split) -> int:
+    """The bytes of split ``s`` its file really holds: a consume-queue file is sparse past its
+    written units on most filesystems (the broker sizes it, writes it as it goes)."""
+    if s.kind != splits.KIND_CONSUMEQUEUE:
+        return s.length
+    try:
+        blocks = os.stat(s.path).st_blocks
+    except OSError:
+        return s.length  # sizing only: a file that vanished is the reader's to report
+    return min(s.length, blocks * 512) if blocks else s.length
 
 
 def java_scan_facts(sc: SparkContext, plan: ScanPlan) -> dict[str, Any]:

@@ -445,19 +445,28 @@ def test_fold_tallies_sums_and_xors_by_name() -> None:
     assert fold_tallies(rows) == {"a": {"sum_n": 5, "xor_h": 3}, "b": {"sum_n": 1, "xor_h": 7}}
 
 
-def test_every_job_of_a_scan_carries_the_callers_job_group(spark) -> None:  # noqa: F811
-    """The consume queue's and the index's jobs run from threads of their own beside the
-    commitlog's; they inherit the caller's local properties, so a job group set by the caller
-    (to follow or cancel a scan) holds every job of the scan."""
+@pytest.mark.parametrize("java", [True, False])
+def test_every_job_of_a_scan_carries_the_callers_job_group(
+    spark, monkeypatch: pytest.MonkeyPatch, java: bool  # noqa: F811
+) -> None:
+    """A job group set by the caller (to follow or cancel a scan) holds every job of the scan:
+    the Java reader's one job, or on the Python data source's path the consume queue's and
+    the index's jobs, which run from threads of their own beside the commitlog's and inherit
+    the caller's local properties."""
+    from mqtool.spark import source
     from mqtool.spark.scan import run_scan
 
+    if not java:
+        monkeypatch.setattr(source, "java_reads", lambda *_, **__: False)
     sc = spark.sparkContext
     tracker = sc.statusTracker()
     before = set(tracker.getJobIdsForGroup(None))
-    sc.setJobGroup("whole-scan", "test")
+    group = f"whole-scan-{java}"
+    sc.setJobGroup(group, "test")
     try:
         run_scan(spark, [str(store_dir(SCENARIO))], now_ms=NOW_MS, split_size=1000)
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)
     assert set(tracker.getJobIdsForGroup(None)) == before
-    assert len(tracker.getJobIdsForGroup("whole-scan")) >= 3  # commitlog, queues, index
+    jobs = len(tracker.getJobIdsForGroup(group))
+    assert jobs >= 3 if not java else jobs >= 1  # commitlog, queues, index: one job or three

@@ -39,46 +39,56 @@ final class Mapped {
         return buffer.duplicate();
     }
 
-    private static void outside(int at, int width, int length) {
-        throw new IndexOutOfBoundsException(
-            "read of " + width + " bytes at " + at + " in a mapping of " + length);
+    // Each getter is kept under C1's inlining limit (35 bytes of bytecode): the failure and
+    // the byte order are calls of their own.
+    private void outside(int at) {
+        throw new IndexOutOfBoundsException("read at " + at + " in a mapping of " + length);
+    }
+
+    private static short order(short v) {
+        return LITTLE ? Short.reverseBytes(v) : v;
+    }
+
+    private static int order(int v) {
+        return LITTLE ? Integer.reverseBytes(v) : v;
+    }
+
+    private static long order(long v) {
+        return LITTLE ? Long.reverseBytes(v) : v;
     }
 
     byte get(int at) {
         if ((at | (length - 1 - at)) < 0) {
-            outside(at, 1, length);
+            outside(at);
         }
         return Platform.getByte(null, address + at);
     }
 
     short getShort(int at) {
         if ((at | (length - 2 - at)) < 0) {
-            outside(at, 2, length);
+            outside(at);
         }
-        short v = Platform.getShort(null, address + at);
-        return LITTLE ? Short.reverseBytes(v) : v;
+        return order(Platform.getShort(null, address + at));
     }
 
     int getInt(int at) {
         if ((at | (length - 4 - at)) < 0) {
-            outside(at, 4, length);
+            outside(at);
         }
-        int v = Platform.getInt(null, address + at);
-        return LITTLE ? Integer.reverseBytes(v) : v;
+        return order(Platform.getInt(null, address + at));
     }
 
     long getLong(int at) {
         if ((at | (length - 8 - at)) < 0) {
-            outside(at, 8, length);
+            outside(at);
         }
-        long v = Platform.getLong(null, address + at);
-        return LITTLE ? Long.reverseBytes(v) : v;
+        return order(Platform.getLong(null, address + at));
     }
 
     /** ``len`` bytes from ``at`` into ``dst`` from ``dstAt``. */
     void get(int at, byte[] dst, int dstAt, int len) {
         if ((at | len | (length - len - at)) < 0) {
-            outside(at, len, length);
+            outside(at);
         }
         if ((dstAt | (dst.length - len - dstAt)) < 0) {
             throw new IndexOutOfBoundsException("copy of " + len + " bytes to " + dstAt);
