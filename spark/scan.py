@@ -449,7 +449,7 @@ def run_scan(
             index_job = pool.submit(inherit(timed("index", index_tallies)))
         t_commitlog = clock()
         combined: dict[str, Any] = {}
-        with job("commitlog" if plan is None else "+".join(plan.sources)):
+        with job("+".join(plan.sources) or "commitlog" if plan is not None else "commitlog"):
             java_facts = None
             if plan is not None:
                 combined = source.java_scan_facts(sc, plan)
