@@ -87,7 +87,10 @@ class ScanResult:
     timings: dict[str, Any] = field(default_factory=dict)
     """Where the audits' time went, in seconds: ``plan`` (the stores' configs, the splits and
     the rules, before the commitlog's job), ``jobs`` (each job from its planning to its
-    answer: ``commitlog``, ``consumequeue``, ``index``; they run at once), ``fold`` (after the
+    answer, named by the sources it reads: the Java reader's one job, e.g.
+    ``commitlog+consumequeue+index``; on the Python data source's path ``commitlog``,
+    ``consumequeue`` and ``index``, run at once; ``backlog``: the POP and timer audits on the
+    driver), ``fold`` (after the
     last job: the tables folded on the driver, the integrity audit's checks), ``scan`` (all
     of it, as ``elapsedSeconds``), ``session`` (a SparkSession made on a SparkContext the
     scan was given, when it needed one). ``--out`` and ``--sql`` come after.
