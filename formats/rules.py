@@ -22,6 +22,7 @@ Pure functions and constants only; imports nothing of the project but ``formats`
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from mqtool.formats.errors import FormatError, MqtoolError
 from mqtool.formats.javacompat import java_string_hash
@@ -252,17 +253,23 @@ def lmq_dispatch(properties: dict[str, str]) -> dict[str, int | None]:
     return out
 
 
-def index_keys(topic: str, properties: dict[str, str]) -> list[str]:
-    """Index keys ``IndexService#buildIndex`` adds for one record: UNIQ_KEY, then every
-    non-empty space-separated KEYS token, each as ``topic#key``."""
+def record_keys(properties: Mapping[str, str]) -> list[str]:
+    """The keys ``IndexService#buildIndex`` indexes for one record, without their ``topic#``
+    prefix: UNIQ_KEY, then every non-empty space-separated KEYS token."""
     out: list[str] = []
     uniq = properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
     if uniq is not None:
-        out.append(f"{topic}#{uniq}")
+        out.append(uniq)
     keys = properties.get(PROPERTY_KEYS)
     if keys:
-        out.extend(f"{topic}#{k}" for k in keys.split(KEY_SEPARATOR) if k)
+        out.extend(k for k in keys.split(KEY_SEPARATOR) if k)
     return out
+
+
+def index_keys(topic: str, properties: Mapping[str, str]) -> list[str]:
+    """Index keys ``IndexService#buildIndex`` adds for one record: :func:`record_keys`, each
+    as ``topic#key``."""
+    return [f"{topic}#{k}" for k in record_keys(properties)]
 
 
 # --- delay levels (ScheduleMessageService) ---------------------------------------------------

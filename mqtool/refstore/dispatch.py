@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from mqtool.formats.commitlog import TRANSACTION_ROLLBACK_TYPE, CommitLogMessage
-from mqtool.formats.rules import gets_cq_unit, is_indexed
+from mqtool.formats.rules import gets_cq_unit, is_indexed, record_keys
 from mqtool.formats.store_dirs import CONSUMEQUEUE_DIR, queue_dirs
 from mqtool.refstore import redelivery
 from mqtool.refstore.configs import check_store_name
@@ -101,7 +101,7 @@ class ConsumeQueues:
                     self.next_offset[key] = max(self.next_offset.get(key, 0), queue_offset + 1)
         if not self.config.message_index_enable or not is_indexed(tran):
             return
-        keys = index_keys(props)
+        keys = record_keys(props)
         if keys:
             self.index.add(topic, keys, phys, store_timestamp, recovering=recovering)
 
@@ -113,12 +113,11 @@ class ConsumeQueues:
         """:meth:`dispatch_fields` of records the writer has just put one after the other into
         one queue (a batch): ``rows`` of (queue offset, phys, size, tagsCode, properties)."""
         if gets_cq_unit(tran):
-            cq = self.files.get((topic, queue_id)) or self.cq(topic, queue_id)
-            put = cq.put
+            put = self.cq(topic, queue_id).put
             for queue_offset, phys, size, tags_code, _props in rows:
                 put(queue_offset, phys, size, tags_code)
         if self.config.message_index_enable and is_indexed(tran):
-            self.index.add_run(topic, [(index_keys(props), phys)
+            self.index.add_run(topic, [(record_keys(props), phys)
                                        for _q, phys, _s, _t, props in rows], store_timestamp)
 
     def destroy_topic(self, topic: str) -> None:
@@ -142,14 +141,3 @@ class ConsumeQueues:
         for cq in self.files.values():
             cq.flush()
 
-
-def index_keys(props: Mapping[str, str]) -> list[str]:
-    """A record's index keys (``IndexService#buildIndex``): its UNIQ_KEY, then each KEYS token."""
-    keys: list[str] = []
-    uniq = props.get(redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-    if uniq is not None:
-        keys.append(uniq)
-    kv = props.get(redelivery.PROPERTY_KEYS)
-    if kv:
-        keys.extend(k for k in kv.split(" ") if k)
-    return keys
