@@ -361,6 +361,11 @@ def test_consumer_status_and_direct_consume(sides: harness.Sides, tmp_path: Path
     (CONSUME_MESSAGE_DIRECTLY). A third message sent at the end lets the consumer finish."""
     sent = {side: realmq.produce(VERSION, sides.namesrv[side], "AdmS", 2, prefix="s",
                                  home=sides.work / f"p-{side}") for side in SIDES}
+    # The group's retry topic exists before the consumer starts, so its first route lookup
+    # finds it: otherwise its retry queue waits for the next 30 s route poll and rebalance.
+    made = both(sides, "updateTopic", "-c", "DefaultCluster", "-t", "%RETRY%AdmCs", "-r", "1",
+                "-w", "1")
+    assert all("success" in text for text in made.values()), made
     got: dict[str, str] = {}
 
     def consume(side: str) -> None:
