@@ -30,6 +30,7 @@ import numpy as np
 from mqtool.formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, MAX_ADDR
 from mqtool.formats.errors import Finding, Severity
 from mqtool.formats.store_dirs import numbered_files
+from mqtool.formats.walker import data_extents
 from mqtool.integrity import dispatch_rules
 from mqtool.integrity.verify_report import FindingSink, ProgressFn, QueueChunk, QueueScan
 from mqtool.store.facts import Messages, distinct
@@ -86,6 +87,18 @@ class MemQueueScan(QueueScan):
         return self.labels[min(i, self.units - 1)] if self.units else ("consumequeue", None)
 
 
+def read_units(path: Path, size: int) -> np.ndarray:
+    """The whole units of the first ``size`` bytes of consume-queue file ``path``; the holes
+    of a sparse (pre-allocated) file are zeros, not read."""
+    arr = np.zeros(size // CQ_STORE_UNIT_SIZE, CQ_DTYPE)
+    raw = memoryview(arr.view(np.uint8))
+    with open(path, "rb", buffering=0) as fh:
+        for lo, hi in data_extents(fh.fileno(), 0, len(raw)):
+            fh.seek(lo)
+            fh.readinto(raw[lo:hi])  # a short read (truncated meanwhile) leaves zeros
+    return arr
+
+
 def queue_shape(
     store: Store, topic: str, qid: int, sink: FindingSink, progress: ProgressFn | None
 ) -> QueueScan:
@@ -110,7 +123,7 @@ def queue_shape(
         rel = f"consumequeue/{topic}/{qid}/{p.name}"
         base = int(p.name)
         try:
-            arr = np.fromfile(p, dtype=CQ_DTYPE, count=size // CQ_STORE_UNIT_SIZE)
+            arr = read_units(p, size)
         except FileNotFoundError:
             continue  # deleted since the listing
         qs.files.append((rel, base, size))
@@ -192,13 +205,15 @@ def check_units(
 
 def check_places(
     store: Store, msgs: Messages, queues: dict[tuple[str, int], QueueScan], abort: bool,
-    first_start: int, data_end: int, sink: FindingSink,
+    first_start: int, sink: FindingSink,
 ) -> set[int]:
     """The consume-queue units at the places of the records ``msgs`` (a read command's,
     any subset of the store): :func:`check_window` (the unit at a record's place must be
-    its own), then :func:`unit_findings` for each unit there that is not. ``queues`` caches
-    the queues read (:func:`queue_shape`, its file findings added too). Returns the commitlog
-    offsets of the records whose place holds another unit (no consumer reads them)."""
+    its own), then :func:`unit_findings` for each unit there that is not (the store's data
+    end, which takes a walk of its last commitlog file, is found only then). ``queues``
+    caches the queues read (:func:`queue_shape`, its file findings added too). Returns the
+    commitlog offsets of the records whose place holds another unit (no consumer reads
+    them)."""
     for t_idx, topic in enumerate(msgs.topics):
         for qid in distinct(msgs.queue_id[msgs.topic == t_idx]).tolist():
             if (topic, qid) not in queues and (store.consumequeue_dir / topic / str(qid)).is_dir():
@@ -218,8 +233,11 @@ def check_places(
                 p = place[has]
                 good[has] = ((qs.good[p >> 3] >> (p & 7)) & 1).astype(bool)
             todo = np.flatnonzero(has & ~good)
+            if not todo.size:
+                continue
             for _, f in unit_findings(store, topic, qid, qoffs[todo], at[todo], size[todo],
-                                      tags[todo], qs.where, first_start, data_end):
+                                      tags[todo], qs.where, first_start,
+                                      store.max_physical_offset()):
                 sink.add(f)
     return unreached
 

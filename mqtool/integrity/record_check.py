@@ -73,7 +73,7 @@ class RecordCheck:
             return self.unreached
         first = store.commitlog_files[0].start if store.commitlog_files else 0
         self.unreached |= check_places(store, msgs, self.queues, store.abort_exists, first,
-                                       store.max_physical_offset(), self.sink)
+                                       self.sink)
         if self.index is None:
             self.index = IndexCheck.of_store(store, self.sink)
         self.index.records(msgs)
