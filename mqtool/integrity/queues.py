@@ -91,7 +91,7 @@ def read_units(path: Path, size: int) -> np.ndarray:
     """The whole units of the first ``size`` bytes of consume-queue file ``path``; the holes
     of a sparse (pre-allocated) file are zeros, not read."""
     arr = np.zeros(size // CQ_STORE_UNIT_SIZE, CQ_DTYPE)
-    raw = memoryview(arr.view(np.uint8))
+    raw = arr.view(np.uint8).data
     with open(path, "rb", buffering=0) as fh:
         for lo, hi in data_extents(fh.fileno(), 0, len(raw)):
             fh.seek(lo)
