@@ -113,6 +113,8 @@ class IndexEntry:
 
 @dataclass(frozen=True, slots=True)
 class IndexGeometry:
+    """An index file's slot and entry counts, and the byte positions they give."""
+
     hash_slot_num: int
     index_num: int
 

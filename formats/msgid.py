@@ -23,6 +23,8 @@ V5_EPOCH_S = 1609459200  # 2021-01-01T00:00:00Z
 
 @dataclass(frozen=True, slots=True)
 class OffsetMsgId:
+    """An offsetMsgId's fields: the broker's store address and the record's commitlog offset."""
+
     ip: str
     port: int
     commit_log_offset: int
@@ -30,6 +32,9 @@ class OffsetMsgId:
 
 @dataclass(frozen=True, slots=True)
 class UniqKey:
+    """A UNIQ_KEY's fields (``MessageClientIDSetter``: address, pid, class-loader hash, time,
+    counter)."""
+
     ip: str
     pid: int
     class_loader_hash: int
@@ -56,6 +61,8 @@ class UniqKey:
 
 @dataclass(frozen=True, slots=True)
 class V5MessageId:
+    """A RocketMQ 5.x message id's fields (the time in seconds since :data:`V5_EPOCH_S`)."""
+
     mac: str
     pid: int
     seconds: int

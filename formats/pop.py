@@ -23,7 +23,6 @@ Retry topics of POP groups (``KeyBuilder``): ``%RETRY%<group>_<topic>`` (V1) and
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +52,8 @@ RETRY_V2_SEPARATOR = "+"  # KeyBuilder.POP_RETRY_SEPARATOR_V2
 
 @dataclass(frozen=True, slots=True)
 class PopCheckPoint:
+    """A POP checkpoint record (``PopCheckPoint``) of the revive topic."""
+
     start_offset: int
     pop_time: int  # epoch ms
     invisible_time: int  # ms
@@ -80,6 +81,8 @@ class PopCheckPoint:
 
 @dataclass(frozen=True, slots=True)
 class PopAck:
+    """A POP ack record (``AckMsg`` or ``BatchAckMsg``) of the revive topic."""
+
     ack_offsets: tuple[int, ...]
     start_offset: int
     group: str
@@ -109,6 +112,8 @@ def parse_revive_body(
 ) -> PopCheckPoint | PopAck:
     """The checkpoint or ack a revive-topic message of ``tag`` holds (BadFieldError naming the
     record when its body is not the JSON the broker writes)."""
+    import json  # a store with POP records only
+
     try:
         d = json.loads(body.decode("utf-8"))
         if not isinstance(d, dict):

@@ -16,6 +16,7 @@ from pathlib import Path
 COMMITLOG_DIR = "commitlog"
 CONSUMEQUEUE_DIR = "consumequeue"
 INDEX_DIR = "index"
+ROCKSDB_MARKER = "CURRENT"  # every RocksDB directory names its current MANIFEST here
 
 
 def offset_name(offset: int) -> str:
@@ -42,6 +43,12 @@ def root_above(given: Path) -> Path | None:
     """The store root ``given`` lies inside (``store/commitlog`` given for ``store``), None when
     no parent of it holds a commitlog."""
     return next((p for p in given.resolve().parents if holds_commitlog(p)), None)
+
+
+def is_rocksdb_dir(path: Path) -> bool:
+    """Whether ``path`` holds a RocksDB (rather than ``<topic>/<queueId>/`` directories)."""
+    return (path / ROCKSDB_MARKER).is_file() or any(
+        p.name.startswith("MANIFEST-") for p in path.iterdir()) if path.is_dir() else False
 
 
 def is_numbered(name: str, *, strict: bool = True) -> bool:

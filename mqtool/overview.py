@@ -21,6 +21,8 @@ DEFAULT_DELAY_LEVELS = DEFAULT_MESSAGE_DELAY_LEVEL
 
 @dataclass
 class Overview:
+    """``inspect``'s document, with the findings and notes met while making it."""
+
     data: dict[str, Any]
     findings: list[Finding] = field(default_factory=list)
     notes: list[Finding] = field(default_factory=list)  # warnings/info: no exit 1

@@ -14,23 +14,34 @@ through here, so they all see the same content.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mqtool.formats.config.consumer_offset import parse_consumer_offset
-from mqtool.formats.config.delay_offset import parse_delay_offset
-from mqtool.formats.config.subscription_group import parse_subscription_groups
-from mqtool.formats.config.topics import parse_topics
 from mqtool.formats.errors import Finding, FormatError, Severity
+
+
+def _parser(module: str, name: str) -> Callable[..., Any]:
+    """The parser ``name`` of ``mqtool.formats.config.<module>``, imported when first called
+    (a store without a file costs no import of its model)."""
+
+    def parse(*args: Any, **kwargs: Any) -> Any:
+        fn: Callable[..., Any] = getattr(
+            importlib.import_module(f"mqtool.formats.config.{module}"), name)
+        return fn(*args, **kwargs)
+
+    parse.__name__ = parse.__qualname__ = name
+    return parse
+
 
 #: The broker config files mqtool reads, with their parsers.
 CONFIG_PARSERS: dict[str, Callable[..., Any]] = {
-    "delayOffset.json": parse_delay_offset,
-    "consumerOffset.json": parse_consumer_offset,
-    "topics.json": parse_topics,
-    "subscriptionGroup.json": parse_subscription_groups,
+    "delayOffset.json": _parser("delay_offset", "parse_delay_offset"),
+    "consumerOffset.json": _parser("consumer_offset", "parse_consumer_offset"),
+    "topics.json": _parser("topics", "parse_topics"),
+    "subscriptionGroup.json": _parser("subscription_group", "parse_subscription_groups"),
 }
 
 

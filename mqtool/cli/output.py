@@ -3,7 +3,6 @@ note lines."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Iterable
@@ -65,10 +64,14 @@ def err_line(text: Line | str) -> None:
 
 
 def print_json(obj: Any) -> None:
+    import json  # --json only
+
     sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
 
 
 def print_jsonl(rows: Iterable[dict[str, Any]]) -> int:
+    import json
+
     n = 0
     w = sys.stdout.write
     for r in rows:

@@ -36,6 +36,8 @@ def line_text(ln: Line | str) -> str:
 
 @dataclass
 class Column:
+    """A column of a :class:`Table` (rich's ``add_column`` arguments that mqtool uses)."""
+
     header: str
     justify: str = "left"
     overflow: str = "ellipsis"

@@ -39,6 +39,8 @@ _Block = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # keyHash, phy, 
 
 @dataclass
 class _File:
+    """An index file with entries, and how far :class:`IndexCheck` has checked them."""
+
     ix: IndexScan
     geometry: IndexGeometry
     cursor: int = 0  # entries before it (0-based) are checked

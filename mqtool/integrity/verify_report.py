@@ -7,17 +7,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mqtool.formats.checkpoint import Checkpoint
-from mqtool.formats.config.load import ConfigLoad
 from mqtool.formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE
 from mqtool.formats.errors import Finding, Severity
 from mqtool.formats.indexfile import INDEX_ENTRY_DTYPE
 from mqtool.store.facts import Messages
 from mqtool.store.files import CommitLogFile
+
+if TYPE_CHECKING:
+    from mqtool.formats.checkpoint import Checkpoint
+    from mqtool.formats.config.load import ConfigLoad
 
 ProgressFn = Callable[[int], None]
 """Called with the number of bytes just read (for a progress bar)."""
@@ -143,6 +145,8 @@ class QueueScan:
 
 @dataclass
 class IndexScan:
+    """One index file as read: its header's counts and the entries that are findings."""
+
     rel: str
     entries: int = 0
     end_timestamp: int = 0

@@ -80,6 +80,8 @@ def map_readonly(path: Path, size: int | None = None) -> bytes | mmap.mmap:
 
 @dataclass(frozen=True, slots=True)
 class CommitLogFile:
+    """One commitlog file: its path, the commitlog offset of its first byte, its size."""
+
     path: Path
     start: int  # commitlog offset of the first byte (from the name)
     size: int
@@ -108,6 +110,8 @@ class QueueEntry:
 
 @dataclass(slots=True)
 class QueueInfo:
+    """One consume queue: its files and its offsets."""
+
     topic: str
     queue_id: int
     files: list[Path]
@@ -118,6 +122,8 @@ class QueueInfo:
 
 @dataclass(slots=True)
 class LockState:
+    """The store's ``lock`` file: whether it exists and whether a process holds it."""
+
     exists: bool
     locked: bool
     holder_pid: int | None = None

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING
 
 from mqtool.formats.consumequeue import CqEntry
 from mqtool.formats.errors import Finding
-from mqtool.formats.store_dirs import CONSUMEQUEUE_DIR, numbered_files, queue_dirs
+from mqtool.formats.store_dirs import CONSUMEQUEUE_DIR, is_rocksdb_dir, numbered_files, queue_dirs
 from mqtool.store.files import QueueEntry, map_readonly, queue_stray
-from mqtool.store.rocksdb_queue import RocksQueues, is_rocksdb_dir
 
-if TYPE_CHECKING:  # the batch layout is imported where a store has batch queues
+if TYPE_CHECKING:  # the batch layout and RocksDB are imported where a store has them
     from mqtool.formats.batchcq import BatchCqEntry
+    from mqtool.store.rocksdb_queue import RocksQueues
 
 BATCH_DIR = "batchconsumequeue"  # StorePathConfigHelper.getStorePathBatchConsumeQueue
 ROCKS_REL = CONSUMEQUEUE_DIR
@@ -52,6 +52,8 @@ class QueueSources:
         qs = cls(root)
         cq = root / ROCKS_REL
         if cq.is_dir() and is_rocksdb_dir(cq):
+            from mqtool.store.rocksdb_queue import RocksQueues  # a RocksDB store only
+
             qs.rocks = RocksQueues.open(cq, ROCKS_REL)
             qs.findings += qs.rocks.findings
         bd = root / BATCH_DIR

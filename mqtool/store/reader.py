@@ -56,7 +56,6 @@ from mqtool.formats.errors import (
     usage,
 )
 from mqtool.formats.indexfile import IndexReader
-from mqtool.formats.msgid import decode_offset_msg_id
 from mqtool.formats.store_dirs import (
     CONSUMEQUEUE_DIR,
     numbered_files,
@@ -857,6 +856,8 @@ class Store(IndexFiles):
 
     def find_by_offset_msg_id(self, msg_id: str) -> CommitLogMessage | None:
         """The message an offsetMsgId names (by its commitlog offset; the host may differ)."""
+        from mqtool.formats.msgid import decode_offset_msg_id
+
         try:
             off = decode_offset_msg_id(msg_id).commit_log_offset
         except FormatError:

@@ -20,14 +20,7 @@ from mqtool.formats.errors import Finding, FormatError
 if TYPE_CHECKING:  # the layout is imported where a RocksDB queue is read
     from mqtool.formats.rocksdbcq import RocksUnit
 
-ROCKSDB_MARKER = "CURRENT"  # every RocksDB directory names its current MANIFEST here
 RDICT_CONFIG = "rocksdict-config.json"  # what rocksdict writes beside a database it opens
-
-
-def is_rocksdb_dir(path: Path) -> bool:
-    """Whether ``path`` holds a RocksDB (rather than ``<topic>/<queueId>/`` directories)."""
-    return (path / ROCKSDB_MARKER).is_file() or any(
-        p.name.startswith("MANIFEST-") for p in path.iterdir()) if path.is_dir() else False
 
 
 @dataclass

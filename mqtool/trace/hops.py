@@ -30,6 +30,8 @@ from mqtool.trace.results import (
 
 @dataclass
 class TraceContext:
+    """What the hops of a trace are judged against: the store, delay levels, offsets, now."""
+
     store: Store
     levels: dict[int, int]  # delay level (1-based) -> delay ms
     delay_offsets: dict[int, int] | None
