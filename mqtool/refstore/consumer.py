@@ -57,6 +57,21 @@ class Consumers:
                 break
             yield off, self.commitlog.read(unit[0])
 
+    def queue_units(
+        self, topic: str, queue_id: int, offset: int = 0
+    ) -> Iterator[tuple[int, int, int, int]]:
+        """``(queue offset, commitlog offset, size, tagsCode)`` of the units from ``offset`` to
+        the end of one queue, without reading the records."""
+        cq = self.queues.files.get((topic, queue_id))
+        if cq is None:
+            return
+        get = cq.get
+        for off in range(max(offset, cq.min_offset), cq.max_offset):
+            unit = get(off)
+            if unit is None:
+                break
+            yield off, unit[0], unit[1], unit[2]
+
     def send_back(
         self,
         group: str,

@@ -404,6 +404,20 @@ class RefStore:
         self.check_open()
         yield from self.consumers.iter_queue(topic, queue_id, offset)
 
+    def queue_units(
+        self, topic: str, queue_id: int, offset: int = 0
+    ) -> Iterator[tuple[int, int, int, int]]:
+        """``(queue offset, commitlog offset, size, tagsCode)`` from ``offset`` to the end of one
+        queue: see :meth:`.Consumers.queue_units`."""
+        self.check_open()
+        yield from self.consumers.queue_units(topic, queue_id, offset)
+
+    def record_bytes(self, commit_log_offset: int, size: int) -> bytes:
+        """The stored bytes of the record a unit points at: see
+        :meth:`.CommitLogFiles.record_bytes`."""
+        self.check_open()
+        return self.commitlog.record_bytes(commit_log_offset, size)
+
     def send_back(
         self,
         group: str,

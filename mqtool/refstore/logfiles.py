@@ -142,6 +142,21 @@ class CommitLogFiles:
             raise RefStoreError(f"commitlog offset {offset} is an end-of-file BLANK record")
         return rec
 
+    def record_bytes(self, offset: int, size: int) -> bytes:
+        """The ``size`` bytes of the record at ``offset`` as stored (what a pull response
+        carries, ``transferMsgByHeap``), its TOTALSIZE checked against ``size``."""
+        mf = self.file_at(offset)
+        if mf is None or offset + size > self.write_pos:
+            raise RefStoreError(f"no message of {size} bytes at commitlog offset {offset}")
+        at = offset - mf.file_from_offset
+        raw = mf.mm[at : at + size]
+        if len(raw) != size or int.from_bytes(raw[:4], "big") != size:
+            raise RefStoreError(
+                f"{mf.path}: the record at commitlog offset {offset} is not the {size} bytes "
+                "its consume queue unit says"
+            )
+        return raw
+
     def read_any(self, offset: int) -> CommitLogMessage:
         """The record at ``offset`` whatever the write position (used before it is known)."""
         mf = self.file_at(offset)

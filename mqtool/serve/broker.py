@@ -237,14 +237,15 @@ class Broker:
     # -- pulling ------------------------------------------------------------------------------
 
     def queue_bounds(self, topic: str, queue_id: int) -> tuple[int, int]:
-        first = next(iter(self.store.iter_queue(topic, queue_id, 0)), None)
+        first = next(iter(self.store.queue_units(topic, queue_id, 0)), None)
         mx = self.store.max_offset(topic, queue_id)
         return (first[0] if first is not None else mx), mx
 
     def _pull_once(
         self, h: headers.PullMessageRequestHeader, offset: int, selects: MessageFilter
-    ) -> tuple[int, int, int, int, list[CommitLogMessage]]:
-        """(response code, next offset, min, max, messages) for one look at the queue."""
+    ) -> tuple[int, int, int, int, list[bytes]]:
+        """(response code, next offset, min, max, the records' stored bytes) for one look at
+        the queue. Only a filter reads a record's fields; the bytes are copied as stored."""
         lo, hi = self.queue_bounds(h.topic, h.queueId)
         if hi == 0:
             return ResponseCode.PULL_NOT_FOUND, 0, 0, 0, []
@@ -254,19 +255,24 @@ class Broker:
             return ResponseCode.PULL_OFFSET_MOVED, hi, lo, hi, []
         if offset == hi:
             return ResponseCode.PULL_NOT_FOUND, offset, lo, hi, []
-        found: list[CommitLogMessage] = []
+        found: list[bytes] = []
         nxt = offset
         scanned = 0
         size = 0
         want = min(max(1, h.maxMsgNums), MAX_TRANSFER_COUNT)
-        for off, m in self.store.iter_queue(h.topic, h.queueId, offset):
+        store = self.store
+        every = selects.tags is None and selects.sql is None
+        for off, phys, n, _tags_code in store.queue_units(h.topic, h.queueId, offset):
             if len(found) >= want or size >= MAX_TRANSFER_BYTES or scanned >= MAX_FILTER_SCAN:
                 break
             scanned += 1
             nxt = off + 1
-            if selects.matches(m.tags, m.properties):
-                found.append(m)
-                size += m.total_size
+            if not every:
+                m = store.read_message(phys)
+                if not selects.matches(m.tags, m.properties):
+                    continue
+            found.append(store.record_bytes(phys, n))
+            size += n
         if found:
             return ResponseCode.SUCCESS, nxt, lo, hi, found
         if nxt < hi:  # NO_MATCHED_MESSAGE
@@ -309,7 +315,7 @@ class Broker:
             remark = _PULL_REMARKS.get(code, "")
             return cmd.response(code, remark, ext)
         self.counts["pulled"] += len(msgs)
-        return cmd.response(ext=ext, body=b"".join(build_message(m) for m in msgs))
+        return cmd.response(ext=ext, body=b"".join(msgs))
 
     def _pull_filter(self, cmd: RemotingCommand, h: headers.PullMessageRequestHeader
                      ) -> MessageFilter | RemotingCommand:
