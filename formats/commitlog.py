@@ -146,8 +146,18 @@ def parse_properties(raw: str) -> dict[str, str]:
     Segments shorter than 3 characters and pairs with an empty key or value are skipped; the
     last duplicate wins. Both separator styles (trailing ``\\x02`` or not) are accepted.
     """
-    out: dict[str, str] = {}
-    for seg in raw.split(PROPERTY_SEPARATOR):
+    segs = raw.split(PROPERTY_SEPARATOR)
+    if not segs[-1]:
+        segs.pop()
+    try:  # the usual text (every segment a pair, no duplicate, nothing empty) in one call
+        out = dict([seg.split(NAME_VALUE_SEPARATOR, 1) for seg in segs])
+    except ValueError:
+        pass
+    else:
+        if len(out) == len(segs) and "" not in out and "" not in out.values():
+            return out
+    out = {}
+    for seg in segs:
         if len(seg) >= 3:
             k, sep, v = seg.partition(NAME_VALUE_SEPARATOR)
             if k and v:

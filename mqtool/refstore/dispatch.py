@@ -106,19 +106,17 @@ class ConsumeQueues:
             self.index.add(topic, keys, phys, store_timestamp, recovering=recovering)
 
     def dispatch_run(
-        self, topic: str, queue_id: int,
-        rows: Sequence[tuple[int, int, int, int, Mapping[str, str]]], store_timestamp: int,
-        tran: int,
+        self, topic: str, queue_id: int, first: int, units: Sequence[tuple[int, int, int]],
+        props: Sequence[Mapping[str, str]], store_timestamp: int, tran: int,
     ) -> None:
         """:meth:`dispatch_fields` of records the writer has just put one after the other into
-        one queue (a batch): ``rows`` of (queue offset, phys, size, tagsCode, properties)."""
+        one queue (a batch): their ``units`` (phys, size, tagsCode) for the queue offsets from
+        ``first`` on, and each one's properties."""
         if gets_cq_unit(tran):
-            put = self.cq(topic, queue_id).put
-            for queue_offset, phys, size, tags_code, _props in rows:
-                put(queue_offset, phys, size, tags_code)
+            self.cq(topic, queue_id).put_run(first, units)
         if self.config.message_index_enable and is_indexed(tran):
-            self.index.add_run(topic, [(record_keys(props), phys)
-                                       for _q, phys, _s, _t, props in rows], store_timestamp)
+            keyed = [(record_keys(p), u[0]) for u, p in zip(units, props, strict=True)]
+            self.index.add_run(topic, keyed, store_timestamp)
 
     def destroy_topic(self, topic: str) -> None:
         """Every consume queue of ``topic`` deleted (each queue's directory with it), its next

@@ -94,12 +94,12 @@ class IndexBuilder:
         pre = self._topic_pre.get(topic)
         if pre is None:
             pre = self._topic_pre[topic] = java_hash_unsigned(topic + "#")
-        for keys, phys in records:
-            n = len(keys)
-            self._key.extend(keys)
-            self._pre.extend([pre] * n)
-            self._off.extend([phys] * n)
-            self._ts.extend([store_timestamp] * n)
+        keys = [k for ks, _ in records for k in ks]
+        n = len(keys)
+        self._key += keys
+        self._off += [phys for ks, phys in records for _ in ks]
+        self._pre += [pre] * n
+        self._ts += [store_timestamp] * n
         if len(self._key) >= INDEX_BATCH:
             try:
                 self.write_buffered()

@@ -12,7 +12,10 @@ import datetime as _dt
 import mmap
 import os
 import struct
+from collections.abc import Sequence
 from dataclasses import replace
+from functools import lru_cache
+from itertools import chain
 from pathlib import Path
 from typing import cast
 
@@ -174,6 +177,13 @@ CQ_ALLOCATE_AHEAD = 64 << 10  # consume-queue bytes allocated at a time (3,276 u
 INDEX_ALLOCATE_AHEAD = 1 << 20  # index-entry bytes allocated at a time
 
 
+@lru_cache(maxsize=64)
+def _cq_run(n: int) -> struct.Struct:
+    """``n`` consume queue units back to back."""
+    fmt = _CQ.format.lstrip(">!")
+    return struct.Struct(">" + fmt * n)
+
+
 class ConsumeQueueFiles:
     """``ConsumeQueue``: 20-byte units in files of ``entries_per_file`` units."""
 
@@ -246,6 +256,23 @@ class ConsumeQueueFiles:
         if cq_offset >= self.max_offset:
             self.max_offset = cq_offset + 1
             self.max_physic_end = phy_offset + size
+
+    def put_run(self, first: int, units: Sequence[tuple[int, int, int]]) -> None:
+        """:meth:`put` of ``units`` (commitlog offset, size, tagsCode) for the logical offsets
+        ``first``, ``first + 1``, ..., one write per file."""
+        i, n = 0, len(units)
+        while i < n:
+            pos = (first + i) * CQ_STORE_UNIT_SIZE
+            mf = self._unit_file(pos)
+            at = pos - mf.file_from_offset
+            k = min(n - i, (self.file_size - at) // CQ_STORE_UNIT_SIZE)
+            end = at + k * CQ_STORE_UNIT_SIZE
+            mf.allocate(at, end, CQ_ALLOCATE_AHEAD)
+            mf.mm[at:end] = _cq_run(k).pack(*chain.from_iterable(units[i : i + k]))
+            i += k
+        if n and first + n > self.max_offset:
+            self.max_offset = first + n
+            self.max_physic_end = units[-1][0] + units[-1][1]
 
     def make_room(self, first: int, last: int) -> None:
         """Allocate the units of logical offsets ``first`` .. ``last`` ahead of :meth:`put`

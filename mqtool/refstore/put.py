@@ -32,6 +32,10 @@ DEFAULT_BORN_HOST = HostPort("127.0.0.1", 50000)
 """The born host of a message that names none."""
 _CRC_PLACEHOLDER = CRC32_PLACEHOLDER.encode("ascii")
 _CRC_KEY = "__CRC32#"
+_READ_KEYS = (  # what a unit, the index and a put's result read of a record's properties
+    redelivery.PROPERTY_TAGS, redelivery.PROPERTY_KEYS,
+    redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, redelivery.PROPERTY_DELAY_TIME_LEVEL,
+)
 
 
 class RecordWriter:
@@ -66,6 +70,7 @@ class RecordWriter:
         self._rr: dict[str, int] = {}
         self._topic_hdrs: dict[str, tuple[bytes, int, int]] = {}
         self._prop_orders: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._sent_orders: dict[tuple[str, ...], bool] = {}
         self._born_hosts: dict[str, HostPort] = {}
 
     def put(self, msg: Message, *, as_sent: bool = False) -> PutResult:
@@ -139,32 +144,42 @@ class RecordWriter:
         if self.cluster:
             bprops[redelivery.PROPERTY_CLUSTER] = self.cluster
         batch_raw = self.encode_props(bprops)
+        tail = "\x02" + batch_raw if batch_raw else ""
+        # the keys a unit and the index read: from the batch's properties only when it has them
+        merge = any(k in bprops for k in _READ_KEYS)
         now = self.clock()
         topic_hdr, topic_len, magic = self._topic_header(topic)
-        records = []
-        total = 0
         uniq_key = redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
         delay_key = redelivery.PROPERTY_DELAY_TIME_LEVEL
-        born_of: dict[str | None, tuple[HostPort, bytes]] = {}
+        encode_props, create_uniq = self.encode_props, self.uniq.create
+        store_v6 = self._store_v6
+        # per (born host, sysflag): the born host, its packed ip, the record's sysflag and its
+        # size without body and properties (a batch's messages share them)
+        shapes: dict[tuple[str | None, int], tuple[HostPort, bytes, int, int]] = {}
+        records = []
+        total = 0
         for m in items:
             props = m.props
             if delay_key in props and redelivery.delay_level_of(props) > 0:
                 raise RefStoreError("MessageBatch does not support delayed messages")
+            sent = m.raw
             if uniq_key not in props:
-                props[uniq_key] = self.uniq.create()
-            own = self.encode_props(props)
-            sep = "\x02" if own and batch_raw and not own.endswith("\x02") else ""
-            props_b = (own + sep + batch_raw).encode("utf-8")
-            hit = born_of.get(m.born_host)
-            if hit is None:
+                props[uniq_key] = create_uniq()
+                sent = None
+            own = encode_props(props) if sent is None else self.as_sent(sent, props)
+            props_b = (own + tail if own and not own.endswith("\x02") else own + batch_raw
+                       ).encode("utf-8")
+            shape = shapes.get((m.born_host, m.sys_flag))
+            if shape is None:
                 born = self.born_host(m.born_host) if m.born_host else DEFAULT_BORN_HOST
-                hit = born_of[m.born_host] = (born, packed_ip(born))
-            born, born_ip = hit
-            sf = (m.sys_flag | 0x10) if len(born_ip) == 16 else (m.sys_flag & ~0x10)
-            sf = (sf | 0x20) if self._store_v6 else (sf & ~0x20)
-            size = record_size(sf, len(m.body), topic_len, len(props_b))
+                born_ip = packed_ip(born)
+                sf = (m.sys_flag | 0x10) if len(born_ip) == 16 else (m.sys_flag & ~0x10)
+                sf = (sf | 0x20) if store_v6 else (sf & ~0x20)
+                shape = shapes[(m.born_host, m.sys_flag)] = (
+                    born, born_ip, sf, record_size(sf, 0, topic_len, 0))
+            size = shape[3] + len(m.body) + len(props_b)
             # the record's properties read back: its own, then the batch's (the last one wins)
-            records.append((m, {**props, **bprops}, props_b, born, born_ip, sf, size))
+            records.append((m, {**props, **bprops} if merge else props, props_b, shape, size))
             total += size
         cl = self.commitlog
         queues = self.queues
@@ -173,13 +188,16 @@ class RecordWriter:
         first = queues.next_offset.get((topic, qid), 0)
         queues.cq(topic, qid).make_room(first, first + len(records) - 1)
         out: list[PutResult] = []
-        sizes: list[tuple[int, int]] = []
         mm, base = mf.mm, mf.file_from_offset
         store_ip, store_port, id_prefix = self._store_ip, self._store_port, self._msg_id_prefix
-        tags_code = queues.tags_code
-        units: list[tuple[int, int, int, int, dict[str, str]]] = []
+        tags_code = queues.hashes.tags_code
+        scheduled = topic == redelivery.SCHEDULE_TOPIC
+        tags_key = redelivery.PROPERTY_TAGS
+        units: list[tuple[int, int, int]] = []
+        unit_props: list[dict[str, str]] = []
         qoff = first
-        for m, props, props_b, born, born_ip, sf, size in records:
+        start = pos
+        for m, props, props_b, (born, born_ip, sf, _fixed), size in records:
             phys = base + pos
             born_ts = m.born_timestamp if m.born_timestamp is not None else now
             pack_record_into(
@@ -187,26 +205,28 @@ class RecordWriter:
                 born.port, now, store_ip, store_port, m.reconsume_times, 0,
                 m.body, topic_hdr, props_b, False, False,
             )
-            sizes.append((pos, size))
-            cl.write_pos = phys + size
-            self.last_record = phys
-            units.append((qoff, phys, size, tags_code(topic, props, now), props))
+            units.append((phys, size, queues.tags_code(topic, props, now) if scheduled
+                          else tags_code(props.get(tags_key))))
+            unit_props.append(props)
             out.append(PutResult(
                 phys, size, topic, qid, qoff, now, f"{id_prefix}{phys:016X}", props[uniq_key],
             ))
             pos += size
             qoff += 1
+        cl.write_pos = base + pos
+        self.last_record = out[-1].physical_offset
         queues.next_offset[(topic, qid)] = qoff
         trans = [m.sys_flag & TRANSACTION_ROLLBACK_TYPE for m in items]
         if trans.count(trans[0]) == len(trans):
-            queues.dispatch_run(topic, qid, units, now, trans[0])
+            queues.dispatch_run(topic, qid, first, units, unit_props, now, trans[0])
         else:
-            for unit, tran in zip(units, trans, strict=True):
-                queues.dispatch_run(topic, qid, [unit], now, tran)
+            for i, tran in enumerate(trans):
+                queues.dispatch_run(topic, qid, first + i, units[i : i + 1],
+                                    unit_props[i : i + 1], now, tran)
         # the batch's commit point: TOTALSIZE fields last to first, so a kill anywhere before
         # the first one leaves no record of the batch (recovery cuts it and its CQ units)
-        for p, size in reversed(sizes):
-            write_total_size(mf.mm, p, size)
+        for r in reversed(out):
+            write_total_size(mm, start + r.physical_offset - out[0].physical_offset, r.size)
         self.checkpoint.note_put(now, self.queues.index.written_ts)
         return out
 
@@ -237,6 +257,24 @@ class RecordWriter:
             self._prop_orders[keys] = ordered
         text = "\x02".join([k + "\x01" + props[k] for k in ordered])  # encode_properties
         return text + "\x02" if self._trailing_sep and text else text
+
+    def as_sent(self, sent: str, props: dict[str, str]) -> str:
+        """:meth:`encode_props` of ``props`` parsed from ``sent``: ``sent`` itself (its
+        separator style made the store's) when its keys are in the order the store writes."""
+        keys = tuple(props)
+        same = self._sent_orders.get(keys)
+        if same is None:
+            order = hashmap_key_order(keys, self._props_capacity)
+            same = list(order) == list(range(len(keys)))
+            if len(self._sent_orders) > 10_000:
+                self._sent_orders.clear()
+            self._sent_orders[keys] = same
+        # every segment one of the keys (none skipped, none repeated): sent is their join
+        if not (same and sent and sent.count("\x02") + (sent[-1] != "\x02") == len(keys)):
+            return self.encode_props(props)
+        if sent.endswith("\x02"):
+            return sent if self._trailing_sep else sent[:-1]
+        return sent + "\x02" if self._trailing_sep else sent
 
     def _topic_header(self, topic: str) -> tuple[bytes, int, int]:
         hit = self._topic_hdrs.get(topic)

@@ -185,6 +185,9 @@ class BatchItem(NamedTuple):
     born_timestamp: int | None
     born_host: str | None
     reconsume_times: int
+    raw: str | None = None
+    """The properties as the client sent them (``props`` parsed from them), stored as they are
+    when their order is the one the store writes, like ``MessageExtBatchEncoder`` copies them."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -241,5 +241,5 @@ def put_batch(broker: BrokerCore, h: headers.SendMessageRequestHeader, body: byt
         sys_flag &= ~COMPRESSED_FLAG
     born_ts, born, times = h.bornTimestamp, peer.address, h.reconsumeTimes or 0
     items = [BatchItem(m.flag, m.body, parse_properties(m.properties), sys_flag, born_ts, born,
-                       times) for m in bodies.decode_batch(raw)]
+                       times, m.properties) for m in bodies.decode_batch(raw)]
     return store.put_batch_items(h.topic, h.queueId, items, tuple(prop_map.items()))

@@ -223,3 +223,22 @@ def test_index_geometry_defaults_and_errors() -> None:
     assert (g.hash_slot_num, g.index_num) == (5_000_000, 20_000_000)
     with pytest.raises(FormatError):
         index_geometry(41)
+
+
+@pytest.mark.parametrize(("raw", "want"), [
+    ("a\x01b\x02c\x01d", {"a": "b", "c": "d"}),
+    ("a\x01b\x02c\x01d\x02", {"a": "b", "c": "d"}),
+    ("a\x01b\x01c", {"a": "b\x01c"}),
+    ("a\x01b\x02a\x01c", {"a": "c"}),
+    ("a\x01\x02c\x01d", {"c": "d"}),
+    ("\x01b\x02c\x01d", {"c": "d"}),
+    ("a\x02\x02c\x01d", {"c": "d"}),
+    ("ab\x02c\x01d", {"c": "d"}),
+    ("", {}),
+    ("\x02", {}),
+])
+def test_parse_properties_skips_what_rocketmq_skips(raw: str, want: dict[str, str]) -> None:
+    """``string2messageProperties``: short segments, empty keys or values skipped, the last
+    duplicate wins, a value keeps a later ``\\x01``; the keys in their first order."""
+    got = parse_properties(raw)
+    assert got == want and list(got) == list(want)

@@ -537,3 +537,74 @@ def test_vectorised_index_hashes() -> None:
     ]
     assert java_string_hash("polygenelubricants") == -(2**31)
     assert index_hashes([0], ["polygenelubricants"]) == [0]  # Integer.MIN_VALUE -> 0
+
+
+@pytest.mark.parametrize("v5", [False, True])
+def test_batch_properties_as_sent_are_the_encoded_ones(tmp_path: Path, v5: bool) -> None:
+    """A batch message's properties as the client sent them (kept when in the store's order,
+    as ``MessageExtBatchEncoder`` copies them) give the same records as their re-encoding;
+    properties out of order, with a repeated key or an empty segment are re-encoded."""
+    import dataclasses
+
+    from mqtool.formats.commitlog import parse_properties
+    from mqtool.formats.javacompat import hashmap_key_order
+    from mqtool.refstore.values import BatchItem
+
+    pairs = [("KEYS", "k-1 k-2"), ("UNIQ_KEY", "AC11000100002A9F0000000000000001"),
+             ("WAIT", "true"), ("TAGS", "TagA"), ("a", "1")]
+    order = hashmap_key_order(tuple(k for k, _ in pairs), 16)
+    java = "\x02".join(f"{pairs[i][0]}\x01{pairs[i][1]}" for i in order)
+    sents = [java, java + "\x02", "\x02".join(f"{k}\x01{v}" for k, v in pairs),
+             java + "\x02TAGS\x01TagA", java + "\x02\x02x", "", "WAIT\x01true"]
+    stores = []
+    for mode in ("as_sent", "encoded"):
+        cfg = dataclasses.replace(SMALL, dialect="5.3.3") if v5 else SMALL
+        with _open(tmp_path / mode, cfg=cfg) as s:
+            s.create_topic("TB", 1)
+            items = [BatchItem(0, b"body", parse_properties(p), 0, 1, "10.0.0.1:5", 0,
+                               p if mode == "as_sent" else None) for p in sents]
+            rs = s.put_batch_items("TB", 0, items, (("WAIT", "true"),))
+            got = [s.read_message(r.physical_offset) for r in rs]
+            stores.append([(g.properties_raw.replace(g.properties.get("UNIQ_KEY", "-"), "U"),
+                            g.total_size, g.tags) for g in got])
+    assert stores[0] == stores[1]
+    assert stores[0][0][2] == "TagA"
+
+
+def test_queue_units_and_record_bytes(tmp_path: Path) -> None:
+    """A queue's units read without their records; a record's stored bytes are what parsing
+    and encoding it again give; a unit that does not match its record is an error."""
+    from mqtool.formats.commitlog import build_message
+
+    with _open(tmp_path / "s") as s:
+        s.create_topic("T", 1)
+        rs = s.put_batch([Message.create("T", b"x" * n, tags="A", queue_id=0)
+                          for n in (1, 10, 100)], queue_id=0)
+        units = list(s.queue_units("T", 0, 1))
+        assert [(u[0], u[1], u[2]) for u in units] == [
+            (r.queue_offset, r.physical_offset, r.size) for r in rs[1:]]
+        for r in rs:
+            raw = s.record_bytes(r.physical_offset, r.size)
+            assert raw == build_message(s.read_message(r.physical_offset))
+        with pytest.raises(RefStoreError):
+            s.record_bytes(rs[0].physical_offset, rs[0].size + 1)
+
+
+def test_consume_queue_run_writes_what_single_units_write(tmp_path: Path) -> None:
+    """``put_run`` across a file end gives the bytes of one ``put`` after the other."""
+    from mqtool.refstore.mapped import ConsumeQueueFiles
+
+    units = [(1000 + 37 * i, 37 + i, -5 + i) for i in range(13)]
+    one, run = ConsumeQueueFiles(tmp_path / "one", 5), ConsumeQueueFiles(tmp_path / "run", 5)
+    for i, u in enumerate(units):
+        one.put(3 + i, *u)
+    run.put_run(3, units[:1])
+    run.put_run(4, units[1:])
+    assert (one.max_offset, one.max_physic_end) == (run.max_offset, run.max_physic_end) == (
+        16, units[-1][0] + units[-1][1])
+    assert [one.get(i) for i in range(3, 16)] == [run.get(i) for i in range(3, 16)] == units
+    for a, b in zip(sorted((tmp_path / "one").iterdir()), sorted((tmp_path / "run").iterdir()),
+                    strict=True):
+        assert a.read_bytes() == b.read_bytes()
+    one.close()
+    run.close()
