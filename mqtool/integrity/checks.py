@@ -119,8 +119,8 @@ def verify(
         timer = check_timer(store, first_start, data_end, queues, sink)
         check_pop(store, sink.add)
         compare_double_written(store, sink.add)
-        for f in store.findings:  # findings the store noted while reading
-            if f.kind in ("layout",):
+        for f in store.findings:  # findings the store noted while reading (its listings')
+            if f.kind in ("layout", "cq"):
                 sink.add(f)
         report = Report(
             Path(store.root), sink.items, scans, msgs, list(queues.values()), indexes, configs,

@@ -70,3 +70,21 @@ def test_verify_says_each_misnamed_queue_and_index_entry(
                       ("index/index.bak", "an index file name")):
         assert found[rel]["severity"] == "warning", found.get(rel)
         assert found[rel]["detail"].startswith(f"not {what}"), found[rel]
+
+
+def test_verify_says_a_file_where_a_queue_directory_belongs(
+        store_copy) -> None:  # type: ignore[no-untyped-def]
+    """A file among the topic directories and a file named like a queue id among a topic's
+    queue directories are errors of verify (the broker loads no queue from them)."""
+    root: Path = store_copy("4.9.7/plain")
+    (root / "consumequeue" / "stray").write_bytes(b"x")
+    (root / "consumequeue" / "TopicA" / "7").write_bytes(b"x")
+    res = subprocess.run([*MQTOOL, "verify", str(root), "--json"], capture_output=True,
+                         text=True, env={**os.environ, "COLUMNS": "200"}, check=False)
+    assert res.returncode == 1, res.stderr
+    found = {f["file"]: f for f in json.loads(res.stdout)["findings"]}
+    assert found["consumequeue/stray"]["detail"] == "expected a topic directory, found a file"
+    assert found["consumequeue/TopicA/7"]["detail"] == (
+        "expected a queue directory, found a file")
+    assert {found[k]["severity"] for k in ("consumequeue/stray", "consumequeue/TopicA/7")} == {
+        "error"}
