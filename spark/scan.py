@@ -90,10 +90,10 @@ class ScanResult:
     answer, named by the sources it reads: the Java reader's one job, e.g.
     ``commitlog+consumequeue+index``; on the Python data source's path ``commitlog``,
     ``consumequeue`` and ``index``, run at once; ``backlog``: the POP and timer audits on the
-    driver), ``fold`` (after the
-    last job: the tables folded on the driver, the integrity audit's checks), ``scan`` (all
-    of it, as ``elapsedSeconds``), ``session`` (a SparkSession made on a SparkContext the
-    scan was given, when it needed one). ``--out`` and ``--sql`` come after.
+    driver), ``fold`` (after the last job: the tables folded on the driver, the integrity
+    audit's checks), ``scan`` (all of it, as ``elapsedSeconds``), ``session`` (a SparkSession
+    made on a SparkContext the scan was given, when it needed one). ``--out`` and ``--sql``
+    come after.
     :func:`scan_with_spark` adds the start-up's parts."""
 
     def findings(self) -> list[tuple[str, Finding]]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mqtool.formats.rules import NOT_IN_CONSUME_QUEUE as NOT_IN_CONSUME_QUEUE
-from mqtool.formats.rules import SCHEDULE_TOPIC, record_keys
+from mqtool.formats.rules import SCHEDULE_TOPIC
 from mqtool.formats.rules import TRANSACTION_TYPE_MASK as TRANSACTION_TYPE_MASK
 from mqtool.formats.rules import index_keys as _index_keys
 
@@ -44,12 +44,6 @@ def tags_code_is_tag_hash(topic: str) -> bool:
 def index_keys(topic: str, properties: dict[str, str]) -> list[str]:
     """The ``topic#key`` strings ``IndexService#buildIndex`` indexes for one record."""
     return _index_keys(topic, properties)
-
-
-def index_key_suffixes(properties: dict[str, str]) -> list[str]:
-    """The keys of :func:`index_keys` without their ``topic#`` prefix (for hashing the prefix
-    once per topic)."""
-    return record_keys(properties)
 
 
 def index_time_diffs(store_timestamps: np.ndarray, begin_timestamp: int) -> np.ndarray:

@@ -19,8 +19,7 @@ from mqtool.formats.commitlog import PROPERTY_TAGS, CommitLogMessage
 from mqtool.formats.consumequeue import tags_code_of
 from mqtool.formats.indexfile import index_key_hash_of, index_key_hashes
 from mqtool.formats.javacompat import java_hash_ranges, java_hash_unsigned, java_token_hashes
-from mqtool.formats.rules import KEY_SEPARATOR
-from mqtool.integrity import dispatch_rules
+from mqtool.formats.rules import KEY_SEPARATOR, record_keys
 
 SORT_DISTINCT_BELOW = 4096
 """Arrays shorter than this get their distinct values from a sort (:func:`distinct`)."""
@@ -128,7 +127,7 @@ class _KeyHashes:
         self.done: list[np.ndarray] = []
 
     def add(self, row: int, topic: str, props: dict[str, str]) -> None:
-        ks = dispatch_rules.index_key_suffixes(props)
+        ks = record_keys(props)  # without their topic# prefix, hashed once per topic
         if not ks:
             return
         pre = self.prefix(topic)
@@ -253,7 +252,7 @@ class MessagesBuilder:
 
     def _add_keys(self, a: np.ndarray, rows: np.ndarray, tid: np.ndarray, picked: np.ndarray,
                   pairs: np.ndarray) -> None:
-        """Index keys (dispatch_rules.index_keys): UNIQ_KEY, then each KEYS token, as topic#key."""
+        """Index keys (formats.rules.index_keys): UNIQ_KEY, then each KEYS token, as topic#key."""
         names = list(self.topics)
         pre = np.array([self.keys.prefix(t.decode("utf-8")) for t in names], dtype=np.uint32)
         i = np.flatnonzero(picked[2] >= 0)
