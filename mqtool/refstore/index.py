@@ -86,18 +86,23 @@ class IndexBuilder:
                     else:
                         missing.append(k)
                 keys = missing
-        self.add_run(topic, [(keys, phys)], store_timestamp)
+        self._buffer(topic, keys, [phys] * len(keys), store_timestamp)
 
     def add_run(self, topic: str, records: list[tuple[list[str], int]],
                 store_timestamp: int) -> None:
         """Buffer the keys of records just put, each (keys, phys); a full buffer is written."""
+        self._buffer(topic, [k for ks, _ in records for k in ks],
+                     [phys for ks, phys in records for _ in ks], store_timestamp)
+
+    def _buffer(self, topic: str, keys: list[str], offsets: list[int],
+                store_timestamp: int) -> None:
+        """Buffer keys of one topic, each with its record's offset; a full buffer is written."""
         pre = self._topic_pre.get(topic)
         if pre is None:
             pre = self._topic_pre[topic] = java_hash_unsigned(topic + "#")
-        keys = [k for ks, _ in records for k in ks]
         n = len(keys)
         self._key += keys
-        self._off += [phys for ks, phys in records for _ in ks]
+        self._off += offsets
         self._pre += [pre] * n
         self._ts += [store_timestamp] * n
         if len(self._key) >= INDEX_BATCH:

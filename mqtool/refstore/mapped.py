@@ -148,6 +148,10 @@ class MappedFile:
             self._lo, self._hi = start, want
         return self._hi
 
+    def has_room(self, start: int, end: int) -> bool:
+        """Whether bytes ``[start, end)`` are known to have their blocks (:meth:`allocate`)."""
+        return self._lo <= start and end <= self._hi
+
     def fileno(self) -> int:
         return self._fd
 
@@ -282,6 +286,10 @@ class ConsumeQueueFiles:
         zeros would be served as a phantom unit by RocketMQ's load."""
         pos = first * CQ_STORE_UNIT_SIZE
         end = (last + 1) * CQ_STORE_UNIT_SIZE
+        mf = self._last
+        if mf is not None and mf.file_from_offset <= pos and mf.has_room(
+                pos - mf.file_from_offset, end - mf.file_from_offset):
+            return  # the usual put: its unit's room was allocated ahead
         while pos < end:
             had = len(self.files)
             mf = self._unit_file(pos)

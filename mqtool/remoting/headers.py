@@ -67,27 +67,36 @@ class Header:
     def to_ext(self) -> dict[str, str]:
         """The extFields (None omitted, booleans as ``true``/``false``)."""
         out: dict[str, str] = {}
-        for name, _kind, _req in self._spec():
+        for name, kind, _req in self._spec():
             v = getattr(self, name)
             if v is None:
                 continue
-            out[name] = ("true" if v else "false") if isinstance(v, bool) else str(v)
+            if kind == "str":
+                out[name] = v
+            elif kind == "bool" or isinstance(v, bool):
+                out[name] = "true" if v else "false"
+            else:
+                out[name] = str(v)
         return out
 
 
 H = TypeVar("H", bound=Header)
 
 
-def decode_header(cls: type[H], ext: dict[str, str]) -> H:
-    """Parse ``ext`` into ``cls`` (HeaderFieldError names the bad field)."""
+def decode_header(cls: type[H], ext: dict[str, str],
+                  wire_names: dict[str, str] | None = None) -> H:
+    """Parse ``ext`` into ``cls`` (HeaderFieldError names the bad field as it is spelled on
+    the wire). ``wire_names`` maps a field's name to the key it travels under, where that is
+    not the field's own name (the one-letter keys of ``SEND_MESSAGE_V2``)."""
     kwargs: dict[str, Any] = {}
     for name, kind, required in cls._spec():
-        raw = ext.get(name)
+        key = wire_names[name] if wire_names is not None else name
+        raw = ext.get(key)
         if raw is None:
             if required:
-                raise HeaderFieldError(f"the custom field <{name}> is null")
+                raise HeaderFieldError(f"the custom field <{key}> is null")
             continue
-        kwargs[name] = raw if kind == "str" else _parse(kind, name, raw)
+        kwargs[name] = raw if kind == "str" else _parse(kind, key, raw)
     return cls(**kwargs)
 
 
@@ -146,16 +155,8 @@ V1_TO_V2 = {v: k for k, v in V2_FIELDS.items()}
 
 def send_header_from_v2(ext: dict[str, str]) -> SendMessageRequestHeader:
     """Parse a SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE header (one-letter names); a missing
-    required field is named by its letter, as the broker names it."""
-    for name, kind, required in SendMessageRequestHeader._spec():
-        letter = V1_TO_V2[name]
-        if required and ext.get(letter) is None:
-            raise HeaderFieldError(f"the custom field <{letter}> is null")
-        if letter in ext and kind != "str":
-            _parse(kind, letter, ext[letter])
-    return decode_header(
-        SendMessageRequestHeader, {V2_FIELDS[k]: v for k, v in ext.items() if k in V2_FIELDS}
-    )
+    or malformed field is named by its letter, as the broker names it."""
+    return decode_header(SendMessageRequestHeader, ext, V1_TO_V2)
 
 
 def send_header_to_v2(h: SendMessageRequestHeader) -> dict[str, str]:

@@ -137,6 +137,9 @@ def send_topic(broker: BrokerCore, cmd: RemotingCommand, h: headers.SendMessageR
 
 #: ``MessageExtEncoder``: a record may be this much larger than ``maxMessageSize``.
 RECORD_SLACK = 64 * 1024
+#: A topic name this long (4 bytes a character at most) keeps a record whose body and
+#: properties are within their limits under ``maxMessageSize`` + :data:`RECORD_SLACK`.
+MAX_TOPIC_CHARS = 1024
 
 
 def illegal(broker: BrokerCore, cmd: RemotingCommand, h: headers.SendMessageRequestHeader,
@@ -147,7 +150,11 @@ def illegal(broker: BrokerCore, cmd: RemotingCommand, h: headers.SendMessageRequ
     None when the message may be stored."""
     config = broker.store.config
     limit = config.max_message_size
-    props_len = len((h.properties or "").encode("utf-8"))
+    props = h.properties or ""
+    if (len(body) <= limit and 4 * (len(props) + len(config.cluster_name or "")) + 64
+            <= PROPERTIES_MAX and len(h.topic) <= MAX_TOPIC_CHARS):
+        return None  # every UTF-8 character is at most 4 bytes: within every limit below
+    props_len = len(props.encode("utf-8"))
     if config.cluster_name:
         props_len += len(f"{PROPERTY_CLUSTER}\x01{config.cluster_name}\x02".encode())
     size = record_size(h.sysFlag, len(body), len(h.topic.encode("utf-8")), props_len)
@@ -192,10 +199,16 @@ async def send_message(broker: BrokerCore, cmd: RemotingCommand, peer: Peer) -> 
         refused = illegal(broker, cmd, h, cmd.body)
         if refused is not None:
             return refused
+        half = prop_map.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true" and not (
+            (h.reconsumeTimes or 0) > 0 and redelivery.delay_level_of(prop_map) > 0)
+        if not half and not store.config.v5:
+            # 4.x SendMessageProcessor#sendMessage writes the properties without WAIT ("no need
+            # to store WAIT=true"); a half message's are written again later, with it. 5.x
+            # stores the properties as sent, WAIT too.
+            prop_map.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
         msg = Message(h.topic, cmd.body, tuple(prop_map.items()), h.queueId, h.flag,
                       h.sysFlag, h.bornTimestamp, peer.address, h.reconsumeTimes or 0)
-        if prop_map.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true" and not (
-                (h.reconsumeTimes or 0) > 0 and redelivery.delay_level_of(prop_map) > 0):
+        if half:
             if broker.settings.rejectTransactionMessage:
                 return cmd.response(
                     ResponseCode.NO_PERMISSION,
@@ -203,14 +216,8 @@ async def send_message(broker: BrokerCore, cmd: RemotingCommand, peer: Peer) -> 
             group = prop_map.get(PROPERTY_PRODUCER_GROUP) or h.producerGroup
             r = transaction.send_half(store, msg, group)
             broker.half_put()
-        elif store.config.v5:  # 5.x stores the properties as sent, WAIT too
-            r = store.put(msg, as_sent=True)
         else:
-            # 4.x SendMessageProcessor#sendMessage writes the properties without WAIT ("no need
-            # to store WAIT=true"); a half message's are written again later, with it
-            r = store.put(replace(msg, properties=tuple(
-                (k, v) for k, v in msg.properties if k != PROPERTY_WAIT_STORE_MSG_OK)),
-                as_sent=True)
+            r = store.put(msg, as_sent=True)
         results = [r]
         msg_id = r.msg_id
         if store.config.v5:
