@@ -17,6 +17,7 @@ reference and is proven equal to the fast ``struct`` path (``parse_message`` /
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import struct
 import zlib
@@ -94,6 +95,12 @@ assert _HEAD.size == layout.BORNHOST_AT
 assert _MID.size == layout.RECONSUMETIMES_WIDTH + layout.PREPAREDTRANSACTIONOFFSET_WIDTH
 
 
+@functools.lru_cache(maxsize=1024)
+def _packed_ip(ip: str) -> bytes:
+    """An IP address's 4 or 16 bytes (a store has few hosts; each is parsed once)."""
+    return ipaddress.ip_address(ip).packed
+
+
 class HostPort(NamedTuple):
     """A socket address as stored in a record: IP (v4 or v6 text) and port."""
 
@@ -106,7 +113,7 @@ class HostPort(NamedTuple):
     @property
     def packed(self) -> bytes:
         """The 4- or 16-byte address as RocketMQ stores it."""
-        return ipaddress.ip_address(self.ip).packed
+        return _packed_ip(self.ip)
 
     @property
     def is_v6(self) -> bool:
