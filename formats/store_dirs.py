@@ -10,6 +10,7 @@ name that is not a number): a caller that reports findings reports each of them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection
 from pathlib import Path
 
@@ -97,17 +98,23 @@ def queue_id_dirs(topic_dir: Path, others: list[Path] | None = None) -> list[tup
     """(queue id, directory) of the queue directories of ``topic_dir``, in queue-id order; none
     when it is missing (a topic deleted while the store is read) or not a directory. Whatever
     else is there (a file, a name that is no queue id) is added to ``others`` when given."""
+    out: list[tuple[int, Path]] = []
+    for q in _entries(topic_dir):
+        if is_queue_id(q.name) and q.is_dir():
+            out.append((int(q.name), topic_dir / q.name))
+        elif others is not None and os.path.exists(q.path):
+            others.append(topic_dir / q.name)
+    return sorted(out)
+
+
+def _entries(directory: Path) -> list[os.DirEntry[str]]:
+    """The entries of ``directory`` sorted by name (``os.scandir``: a directory's type comes
+    with its entry, not from a stat), none when it is missing or not a directory."""
     try:
-        entries = sorted(topic_dir.iterdir())
+        with os.scandir(directory) as it:
+            return sorted(it, key=lambda e: e.name)
     except (FileNotFoundError, NotADirectoryError):
         return []
-    out: list[tuple[int, Path]] = []
-    for q in entries:
-        if is_queue_id(q.name) and q.is_dir():
-            out.append((int(q.name), q))
-        elif others is not None and q.exists():
-            others.append(q)
-    return sorted(out)
 
 
 def queue_dirs(base: Path, others: list[Path] | None = None, *,
@@ -117,16 +124,12 @@ def queue_dirs(base: Path, others: list[Path] | None = None, *,
     ``topics`` only when given; none when ``base`` is missing. A file among the topic
     directories, and what :func:`queue_id_dirs` leaves out, are added to ``others`` when
     given."""
-    try:
-        entries = sorted(base.iterdir())
-    except (FileNotFoundError, NotADirectoryError):
-        return []
     out: list[tuple[str, int, Path]] = []
-    for t in entries:
+    for t in _entries(base):
         if topics is not None and t.name not in topics:
             continue
         if t.is_dir():
-            out.extend((t.name, qid, q) for qid, q in queue_id_dirs(t, others))
-        elif others is not None and t.exists():
-            others.append(t)
+            out.extend((t.name, qid, q) for qid, q in queue_id_dirs(base / t.name, others))
+        elif others is not None and os.path.exists(t.path):
+            others.append(base / t.name)
     return out

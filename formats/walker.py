@@ -308,8 +308,8 @@ def nonzero_end(buf: Buffer, start: int, stop: int | None = None, *,
     """One past the last non-zero byte in ``[start, stop)`` (``start`` if all are zero).
 
     Reads backwards from ``stop`` in chunks that grow from 4 KiB to ``chunk`` (a file that ends
-    in data costs one small read; a chunk above 1 MiB is checked by numpy, 8 bytes at a time),
-    and skips the holes of a sparse file when its ``fd`` is given.
+    in data costs one small read), and skips the holes of a sparse file when its ``fd`` is
+    given.
     """
     n = len(buf) if stop is None else min(stop, len(buf))
     step = 4096
@@ -325,28 +325,34 @@ def nonzero_end(buf: Buffer, start: int, stop: int | None = None, *,
     return start
 
 
-_SMALL_CHUNK = 1 << 20
+_PIECE = 1 << 20
+_ZERO_PIECE = bytes(_PIECE)
+
+
+def _all_zero(buf: Buffer, lo: int, hi: int) -> bool:
+    """Whether ``buf[lo:hi]`` (at most :data:`_PIECE` bytes) is all zeros: one copy and one
+    ``memcmp``, where ``rstrip`` of a zero megabyte walks it byte by byte."""
+    n = hi - lo
+    return bytes(buf[lo:hi]) == (_ZERO_PIECE if n == _PIECE else bytes(n))
 
 
 def _last_nonzero(buf: Buffer, lo: int, hi: int) -> int | None:
-    """One past the last non-zero byte of ``buf[lo:hi]``, None when all are zero (a chunk of
-    at most :data:`_SMALL_CHUNK` bytes is copied and stripped; a larger one is read in place by
-    numpy, its 8-byte aligned middle as uint64)."""
-    if hi - lo <= _SMALL_CHUNK:
-        kept = len(bytes(buf[lo:hi]).rstrip(b"\0"))
-        return lo + kept if kept else None
-    import numpy as np
-
-    a_lo, a_hi = (lo + 7) & ~7, hi & ~7
-    w = np.frombuffer(buf, dtype=np.uint64, count=(a_hi - a_lo) >> 3, offset=a_lo)
-    found = bool(w.any())
-    del w
-    if not found and not any(any(bytes(buf[x:y])) for x, y in ((lo, a_lo), (a_hi, hi)) if y > x):
-        return None
-    a = np.frombuffer(buf, dtype=np.uint8, count=hi - lo, offset=lo)
-    end = hi - int(np.argmax(a[::-1] != 0))
-    del a
-    return end
+    """One past the last non-zero byte of ``buf[lo:hi]``, None when all are zero. Pieces of
+    :data:`_PIECE` bytes are compared with zeros from the top; in the first that is not all
+    zero, halving finds the last 4 KiB with a non-zero byte, which is stripped."""
+    y = hi
+    while y > lo:
+        x = max(lo, y - _PIECE)
+        if not _all_zero(buf, x, y):
+            while y - x > 4096:  # [x, y) holds a non-zero byte, [y, ...) none
+                mid = (x + y) // 2
+                if _all_zero(buf, mid, y):
+                    y = mid
+                else:
+                    x = mid
+            return x + len(bytes(buf[x:y]).rstrip(b"\0"))
+        y = x
+    return None
 
 
 # --- what is wrong at a position --------------------------------------------------------------

@@ -88,12 +88,17 @@ class MemQueueScan(QueueScan):
 
 
 def read_units(path: Path, size: int) -> np.ndarray:
-    """The whole units of the first ``size`` bytes of consume-queue file ``path``; the holes
-    of a sparse (pre-allocated) file are zeros, not read."""
-    arr = np.zeros(size // CQ_STORE_UNIT_SIZE, CQ_DTYPE)
-    raw = arr.view(np.uint8).data
+    """The whole units of the first ``size`` bytes of consume-queue file ``path``, up to the
+    end of its data: the holes of a sparse (pre-allocated) file are zeros, not read, and the
+    all-zero units of a trailing hole are left out (the array is then shorter than the file's
+    ``size // 20`` units)."""
+    units = size // CQ_STORE_UNIT_SIZE
     with open(path, "rb", buffering=0) as fh:
-        for lo, hi in data_extents(fh.fileno(), 0, len(raw)):
+        extents = list(data_extents(fh.fileno(), 0, units * CQ_STORE_UNIT_SIZE))
+        end = -(-extents[-1][1] // CQ_STORE_UNIT_SIZE) if extents else 0
+        arr = np.zeros(min(end, units), CQ_DTYPE)
+        raw = arr.view(np.uint8).data
+        for lo, hi in extents:
             fh.seek(lo)
             fh.readinto(raw[lo:hi])  # a short read (truncated meanwhile) leaves zeros
     return arr
@@ -153,8 +158,8 @@ def queue_shape(
                 ))
             continue
         zi = np.flatnonzero(zero)
-        n = int(zi[0]) if zi.size else len(zero)
-        if n < len(zero) or size < qs.file_size:
+        n = int(zi[0]) if zi.size else len(zero)  # a unit past the array is a zero one
+        if n < size // CQ_STORE_UNIT_SIZE or size < qs.file_size:
             ended = True
         if n == 0:
             if p == names[-1] and not store.live:  # live: its first unit is being written
