@@ -206,6 +206,7 @@ def resend(
             waiting.clear()
         return fatal
 
+    pending = 0  # messages in ``items``
     for n, m in enumerate(todo):
         rid = resend_id(m)
         entry = journal.get(rid)
@@ -241,7 +242,9 @@ def resend(
             items.append(Outcome("would-send", *base, message=out))
             continue
         items.append(out)
-        if sum(isinstance(i, OutgoingMessage) for i in items) >= batch:
+        pending += 1
+        if pending >= batch:
+            pending = 0
             stop = run_batch()
             if stop is not None:
                 settle([])
