@@ -67,16 +67,11 @@ class Header:
     def to_ext(self) -> dict[str, str]:
         """The extFields (None omitted, booleans as ``true``/``false``)."""
         out: dict[str, str] = {}
-        for name, kind, _req in self._spec():
+        for name, _kind, _req in self._spec():
             v = getattr(self, name)
             if v is None:
                 continue
-            if kind == "str":
-                out[name] = v
-            elif kind == "bool" or isinstance(v, bool):
-                out[name] = "true" if v else "false"
-            else:
-                out[name] = str(v)
+            out[name] = ("true" if v else "false") if isinstance(v, bool) else str(v)
         return out
 
 
