@@ -248,10 +248,14 @@ def _proven(buf: Buffer, h: IndexHeader, g: IndexGeometry, live: bool = False) -
     """Full test: the number of non-empty slots equals the header's hashSlotCount (in a
     ``live`` file: lies between the slots that point at counted entries and all used ones)."""
     xp = _xp(g)
-    slots = _slot_table(buf, g, xp)
-    if int(xp.amax(slots, initial=0)) > (g.index_num - 1 if live else h.index_count):
-        return False
-    return h.index_count <= 1 or _slot_count_fits(slots, h, live, xp)
+    top = g.index_num - 1 if live else h.index_count
+    used = counted = 0
+    for _nums, vals in _used_slots(buf, g, xp):
+        if len(vals) and int(xp.amax(vals, initial=0)) > top:
+            return False
+        used += len(vals)
+        counted += int(xp.count_nonzero((vals > 0) & (vals < h.index_count)))
+    return h.index_count <= 1 or _slot_count_fits(used, counted, h, live)
 
 
 SMALL_TABLE = 1 << 14
@@ -270,13 +274,23 @@ def _xp(g: IndexGeometry) -> Any:
     return np
 
 
-def _slot_table(buf: Buffer, g: IndexGeometry, xp: Any) -> Any:
-    """The slot table, copied in native byte order (one table for a check, whatever a broker
-    writes meanwhile; the checks' comparisons run faster on native integers)."""
+def _used_slots(buf: Buffer, g: IndexGeometry, xp: Any) -> Iterator[tuple[Any, Any]]:
+    """The slot table's used (non-zero) slots, :data:`SLOT_CHUNK` slots of the table at a time
+    (the memory stays a few MiB whatever the file holds): their numbers and their values, each
+    slot read once (one table for a check, whatever a broker writes meanwhile), in native
+    byte order (the checks' comparisons run faster on native integers)."""
     if xp.__name__ == "numpy":
-        return xp.frombuffer(buf, dtype=">i4", count=g.hash_slot_num,
-                             offset=INDEX_HEADER_SIZE).astype(xp.int32)
-    return xp.Vec(struct.unpack_from(f">{g.hash_slot_num}i", buf, INDEX_HEADER_SIZE))
+        # a zero is zero in either byte order: the used slots are found without a conversion
+        raw = xp.frombuffer(buf, dtype=xp.uint32, count=g.hash_slot_num,
+                            offset=INDEX_HEADER_SIZE)
+        table = xp.frombuffer(buf, dtype=">i4", count=g.hash_slot_num, offset=INDEX_HEADER_SIZE)
+        for lo in range(0, g.hash_slot_num, SLOT_CHUNK):
+            nums = xp.flatnonzero(raw[lo:lo + SLOT_CHUNK] != 0) + lo
+            yield nums, table[nums].astype(xp.int64)
+        return
+    values = struct.unpack_from(f">{g.hash_slot_num}i", buf, INDEX_HEADER_SIZE)
+    nums = [i for i, v in enumerate(values) if v]
+    yield xp.Vec(nums), xp.Vec([values[i] for i in nums])
 
 
 def _entry_columns(buf: Buffer, g: IndexGeometry, count: int, xp: Any) -> tuple[Any, Any, Any]:
@@ -291,14 +305,12 @@ def _entry_columns(buf: Buffer, g: IndexGeometry, count: int, xp: Any) -> tuple[
             xp.Vec([r[3] for r in rows]))
 
 
-def _slot_count_fits(slots: Any, h: IndexHeader, live: bool, xp: Any) -> bool:
-    """Whether the used ``slots`` (one copy of the table) agree with the header's
-    hashSlotCount: equal, or in a ``live`` file between the slots that point at entries the
-    header counts and every used slot (module doc)."""
-    used = int(xp.count_nonzero(slots))
+def _slot_count_fits(used: int, counted: int, h: IndexHeader, live: bool) -> bool:
+    """Whether the ``used`` (non-zero) slots, ``counted`` of them pointing at entries the
+    header counts, agree with the header's hashSlotCount: equal, or in a ``live`` file between
+    the slots that point at entries the header counts and every used slot (module doc)."""
     if not live:
         return used == h.hash_slot_count
-    counted = int(xp.count_nonzero((slots > 0) & (slots < h.index_count)))
     return counted <= h.hash_slot_count <= used
 
 
@@ -453,15 +465,17 @@ class IndexReader:
         h, g = self.header, self.geometry
         xp = _xp(g)
         out: list[FormatError] = []
-        slots = _slot_table(self.buf, g, xp)
-        if not _slot_count_fits(slots, h, self.live, xp):
-            used = int(xp.count_nonzero(slots))
+        bad, used, counted = self._slot_problems(xp)
+        if not _slot_count_fits(used, counted, h, self.live):
             out.append(FormatError(
                 self.file, 32, f"{used} hash slots in use, header says {h.hash_slot_count} "
                 "(slot table damaged: lookups would miss keys)",
                 expected=str(h.hash_slot_count), found=str(used),
             ))
-        out += self._entry_problems(slots, xp, entries=entries)
+        if entries:
+            self._entry_problems(bad, xp)
+        out += [FormatError(self.file, pos, f"{what} (index damaged: lookups would miss or "
+                            "mislead)") for pos, what in sorted(bad.items())]
         if h.index_count > 1 and entries and not self.live:  # live: endPhyOffset may lag
             last = self.entry(h.index_count - 1)
             if last.phy_offset != h.end_phy_offset:
@@ -473,69 +487,81 @@ class IndexReader:
                 ))
         return out
 
-    def _entry_problems(
-        self, slots: Any, xp: Any, most: int = 20, entries: bool = True
-    ) -> list[FormatError]:
-        """Slots and entries that RocketMQ's writer cannot have left (over arrays, ``xp``: numpy
-        or :mod:`mqtool.formats.smallarray`): a slot that points past the entries or at an
-        entry of another slot; an entry whose prevIndex is not an earlier entry or leads into
-        another slot's chain, whose keyHash is negative, or whose phyOffset is outside the
-        header's range or out of commitlog order (entries are written in commitlog order). At
-        most ``most`` are listed, then a count."""
+    def _slot_problems(self, xp: Any, most: int = 20) -> tuple[dict[int, str], int, int]:
+        """Slots that RocketMQ's writer cannot have left (over arrays, ``xp``: numpy or
+        :mod:`mqtool.formats.smallarray`), by position: a slot that points past the entries or
+        at an entry of another slot (at most ``most`` of each kind, the first in slot order);
+        and the number of used slots, and of those that point at entries the header counts."""
         h, g = self.header, self.geometry
         count, nslot = h.index_count, g.hash_slot_num
         bad: dict[int, str] = {}
         # a live file's slots may point at entries written after the header was read
         top = g.index_num if self.live else max(count, 1)
-        for i in xp.flatnonzero((slots < 0) | (slots >= top))[:most].tolist():
-            bad[g.slot_pos(i)] = (f"slot {i} points at entry {int(slots[i])} "
-                                  f"(entries 1..{count - 1})")
-        if count > 1:
-            key_hash, phy, prev = _entry_columns(self.buf, g, count, xp)
-            used = (slots > 0) & (slots < count)
-            wrong_head: list[int] = []
-            # a chunk of slots at a time: the temporaries stay a few MiB whatever the file holds
-            # (all at once they were ~30 bytes per used slot: 130 MiB for a full table)
-            for lo in range(0, nslot, SLOT_CHUNK):
-                heads = xp.flatnonzero(used[lo:lo + SLOT_CHUNK]) + lo
-                head_slot = key_hash[slots[heads] - 1].astype(xp.int64) % nslot
-                wrong_head += heads[head_slot != heads][:most - len(wrong_head)].tolist()
-                if len(wrong_head) >= most:
-                    break
-            for i in wrong_head:
-                bad.setdefault(g.slot_pos(i), f"slot {i} points at entry {int(slots[i])}, "
-                               "whose keyHash belongs to another slot")
-        if count > 1 and entries:
-            key_hash, phy, prev = (c.astype(xp.int64) for c in (key_hash, phy, prev))
-            num = xp.arange(1, count)
-            slot_of = key_hash % nslot
-            why = xp.zeros(count - 1, xp.int8)
-            why[(prev < 0) | (prev >= num)] = 1
-            linked = (prev > 0) & (prev < num)
-            why[linked & (slot_of[xp.clip(prev - 1, 0, count - 2)] != slot_of)] = 2
-            why[key_hash < 0] = 3
-            past_end = phy > h.end_phy_offset
-            if self.live:  # the header's endPhyOffset is set after its indexCount
-                past_end[-1] = False
-            why[(phy < h.begin_phy_offset) | past_end] = 4
-            if count > 3:  # one entry out of order between two neighbours that are in order
-                mid = (phy[1:-1] < phy[:-2]) | (phy[1:-1] > phy[2:])
-                ok = phy[:-2] <= phy[2:]
-                why[xp.flatnonzero(mid & ok & (why[1:-1] == 0)) + 1] = 5
-            text = {1: "prevIndex {v} is not an earlier entry",
-                    2: "prevIndex {v} leads into another slot's chain",
-                    3: "negative keyHash {k}",
-                    4: "phyOffset {p} outside the header's {b}..{e}",
-                    5: "phyOffset {p} out of commitlog order with its neighbours"}
-            for k in xp.flatnonzero(why)[:most].tolist():
-                bad[g.entry_pos(k + 1)] = f"entry {k + 1}: " + text[int(why[k])].format(
-                    v=int(prev[k]), k=int(key_hash[k]), p=int(phy[k]), b=h.begin_phy_offset,
-                    e=h.end_phy_offset)
-            extra = int(xp.count_nonzero(why)) - min(most, int(xp.count_nonzero(why)))
-            if extra > 0:
-                bad[g.entry_pos(count - 1) + INDEX_SIZE - 1] = f"... and {extra} more entries"
-        return [FormatError(self.file, pos, f"{what} (index damaged: lookups would miss or "
-                            "mislead)") for pos, what in sorted(bad.items())]
+        key_hash = _entry_columns(self.buf, g, count, xp)[0] if count > 1 else None
+        past: list[int] = []
+        wrong_head: list[int] = []
+        used = counted = 0
+        for nums, vals in _used_slots(self.buf, g, xp):
+            used += len(vals)
+            heads_at = (vals > 0) & (vals < count)
+            counted += int(xp.count_nonzero(heads_at))
+            if len(past) < most:
+                out_of_range = (vals < 0) | (vals >= top)
+                left = most - len(past)
+                past += zip(nums[out_of_range][:left].tolist(),
+                            vals[out_of_range][:left].tolist(), strict=True)
+            if key_hash is not None and len(wrong_head) < most:
+                heads, entry = nums[heads_at], vals[heads_at]
+                head_slot = key_hash[entry - 1].astype(xp.int64) % nslot
+                wrong = head_slot != heads
+                left = most - len(wrong_head)
+                wrong_head += zip(heads[wrong][:left].tolist(), entry[wrong][:left].tolist(),
+                                  strict=True)
+        for i, v in past:
+            bad[g.slot_pos(i)] = f"slot {i} points at entry {v} (entries 1..{count - 1})"
+        for i, v in wrong_head:
+            bad.setdefault(g.slot_pos(i), f"slot {i} points at entry {v}, "
+                           "whose keyHash belongs to another slot")
+        return bad, used, counted
+
+    def _entry_problems(self, bad: dict[int, str], xp: Any, most: int = 20) -> None:
+        """Entries that RocketMQ's writer cannot have left, added to ``bad`` by position (over
+        arrays, ``xp``): an entry whose prevIndex is not an earlier entry or leads into another
+        slot's chain, whose keyHash is negative, or whose phyOffset is outside the header's
+        range or out of commitlog order (entries are written in commitlog order). At most
+        ``most`` are listed, then a count."""
+        h, g = self.header, self.geometry
+        count, nslot = h.index_count, g.hash_slot_num
+        if count <= 1:
+            return
+        key_hash, phy, prev = (c.astype(xp.int64) for c in _entry_columns(self.buf, g, count, xp))
+        num = xp.arange(1, count)
+        slot_of = key_hash % nslot
+        why = xp.zeros(count - 1, xp.int8)
+        why[(prev < 0) | (prev >= num)] = 1
+        linked = (prev > 0) & (prev < num)
+        why[linked & (slot_of[xp.clip(prev - 1, 0, count - 2)] != slot_of)] = 2
+        why[key_hash < 0] = 3
+        past_end = phy > h.end_phy_offset
+        if self.live:  # the header's endPhyOffset is set after its indexCount
+            past_end[-1] = False
+        why[(phy < h.begin_phy_offset) | past_end] = 4
+        if count > 3:  # one entry out of order between two neighbours that are in order
+            mid = (phy[1:-1] < phy[:-2]) | (phy[1:-1] > phy[2:])
+            ok = phy[:-2] <= phy[2:]
+            why[xp.flatnonzero(mid & ok & (why[1:-1] == 0)) + 1] = 5
+        text = {1: "prevIndex {v} is not an earlier entry",
+                2: "prevIndex {v} leads into another slot's chain",
+                3: "negative keyHash {k}",
+                4: "phyOffset {p} outside the header's {b}..{e}",
+                5: "phyOffset {p} out of commitlog order with its neighbours"}
+        for k in xp.flatnonzero(why)[:most].tolist():
+            bad[g.entry_pos(k + 1)] = f"entry {k + 1}: " + text[int(why[k])].format(
+                v=int(prev[k]), k=int(key_hash[k]), p=int(phy[k]), b=h.begin_phy_offset,
+                e=h.end_phy_offset)
+        extra = int(xp.count_nonzero(why)) - min(most, int(xp.count_nonzero(why)))
+        if extra > 0:
+            bad[g.entry_pos(count - 1) + INDEX_SIZE - 1] = f"... and {extra} more entries"
 
     def lookup(self, topic: str, key: str) -> list[IndexEntry]:
         """Candidate entries for ``topic#key`` (hash matches; collisions not yet filtered)."""
