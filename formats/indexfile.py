@@ -498,8 +498,8 @@ class IndexReader:
         # a live file's slots may point at entries written after the header was read
         top = g.index_num if self.live else max(count, 1)
         key_hash = _entry_columns(self.buf, g, count, xp)[0] if count > 1 else None
-        past: list[int] = []
-        wrong_head: list[int] = []
+        past: list[tuple[int, int]] = []
+        wrong_head: list[tuple[int, int]] = []
         used = counted = 0
         for nums, vals in _used_slots(self.buf, g, xp):
             used += len(vals)
