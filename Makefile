@@ -58,12 +58,12 @@ dist: $(BIN)/.installed $(SPARK_JAR)
 	rm -rf dist
 	$(BIN)/python -m build --outdir dist .
 
-# Four worker processes, each taking whole test files (so a module's broker or Spark session
-# starts once), the files with slow tests first (tests/conftest.py). Four on two cores: much of
-# a test's time is a JVM starting or a client waiting on a broker; with two workers the suite
-# used about 1.3 of the 2 cores. The 25 slowest steps are listed at the end.
+# Three worker processes, each taking whole test files (so a module's broker or Spark session
+# starts once). Three on two cores: much of a test's time is a JVM starting or a client waiting
+# on a broker; with two workers the suite used about 1.3 of the 2 cores, with four it waited on
+# the cores (23.9 minutes against 21.4 with three). The 25 slowest steps are listed at the end.
 test: dev peers chromium realmq
-	$(BIN)/python -m pytest -n 4 --dist loadfile --durations=25
+	$(BIN)/python -m pytest -n 3 --dist loadfile --durations=25
 
 # Real Apache RocketMQ 4.9.7 and 5.3.3 for the tests (tests/realmq.py, tests/judge): the official
 # broker, namesrv, tools, client and store artifacts resolved from Maven Central with mvn into

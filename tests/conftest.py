@@ -17,14 +17,6 @@ FIXTURES = ROOT / "fixtures" / "rocketmq-stores"
 SCENARIOS = ["4.9.7/plain", "4.9.7/plain-crashed", "4.9.7/journey", "5.3.3/plain"]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Test files with a ``slow`` test run first, each file's tests still together: ``make
-    test``'s workers take whole files in this order, so the long ones (real brokers, Spark)
-    start at once and the short ones fill the end of the run."""
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)  # stable: the order within each file
-
-
 # manifest field (commitlog.jsonl) -> mqtool's JSON field (``messages --jsonl``)
 MSG_FIELDS = {
     "phyOffset": "commitLogOffset", "size": "storeSize", "topic": "topic", "queueId": "queueId",
