@@ -251,7 +251,7 @@ def _proven(buf: Buffer, h: IndexHeader, g: IndexGeometry, live: bool = False) -
     top = g.index_num - 1 if live else h.index_count
     used = counted = 0
     for _nums, vals in _used_slots(buf, g, xp):
-        if len(vals) and int(xp.amax(vals, initial=0)) > top:
+        if int(xp.amax(vals, initial=0)) > top:
             return False
         used += len(vals)
         counted += int(xp.count_nonzero((vals > 0) & (vals < h.index_count)))
@@ -465,15 +465,17 @@ class IndexReader:
         h, g = self.header, self.geometry
         xp = _xp(g)
         out: list[FormatError] = []
-        bad, used, counted = self._slot_problems(xp)
+        # keyHash, phyOffset and prevIndex of the counted entries, read once for both checks
+        cols = _entry_columns(self.buf, g, h.index_count, xp) if h.index_count > 1 else None
+        bad, used, counted = self._slot_problems(xp, None if cols is None else cols[0])
         if not _slot_count_fits(used, counted, h, self.live):
             out.append(FormatError(
                 self.file, 32, f"{used} hash slots in use, header says {h.hash_slot_count} "
                 "(slot table damaged: lookups would miss keys)",
                 expected=str(h.hash_slot_count), found=str(used),
             ))
-        if entries:
-            self._entry_problems(bad, xp)
+        if entries and cols is not None:
+            self._entry_problems(bad, xp, cols)
         out += [FormatError(self.file, pos, f"{what} (index damaged: lookups would miss or "
                             "mislead)") for pos, what in sorted(bad.items())]
         if h.index_count > 1 and entries and not self.live:  # live: endPhyOffset may lag
@@ -487,17 +489,19 @@ class IndexReader:
                 ))
         return out
 
-    def _slot_problems(self, xp: Any, most: int = 20) -> tuple[dict[int, str], int, int]:
+    def _slot_problems(
+        self, xp: Any, key_hash: Any, most: int = 20
+    ) -> tuple[dict[int, str], int, int]:
         """Slots that RocketMQ's writer cannot have left (over arrays, ``xp``: numpy or
         :mod:`mqtool.formats.smallarray`), by position: a slot that points past the entries or
-        at an entry of another slot (at most ``most`` of each kind, the first in slot order);
-        and the number of used slots, and of those that point at entries the header counts."""
+        at an entry of another slot (``key_hash``: the entries' keyHash column, None without
+        entries; at most ``most`` of each kind, the first in slot order); and the number of
+        used slots, and of those that point at entries the header counts."""
         h, g = self.header, self.geometry
         count, nslot = h.index_count, g.hash_slot_num
         bad: dict[int, str] = {}
         # a live file's slots may point at entries written after the header was read
         top = g.index_num if self.live else max(count, 1)
-        key_hash = _entry_columns(self.buf, g, count, xp)[0] if count > 1 else None
         past: list[tuple[int, int]] = []
         wrong_head: list[tuple[int, int]] = []
         used = counted = 0
@@ -524,17 +528,18 @@ class IndexReader:
                            "whose keyHash belongs to another slot")
         return bad, used, counted
 
-    def _entry_problems(self, bad: dict[int, str], xp: Any, most: int = 20) -> None:
+    def _entry_problems(
+        self, bad: dict[int, str], xp: Any, cols: tuple[Any, Any, Any], most: int = 20
+    ) -> None:
         """Entries that RocketMQ's writer cannot have left, added to ``bad`` by position (over
-        arrays, ``xp``): an entry whose prevIndex is not an earlier entry or leads into another
-        slot's chain, whose keyHash is negative, or whose phyOffset is outside the header's
-        range or out of commitlog order (entries are written in commitlog order). At most
-        ``most`` are listed, then a count."""
+        arrays, ``xp``; ``cols``: the entries' keyHash, phyOffset and prevIndex): an entry
+        whose prevIndex is not an earlier entry or leads into another slot's chain, whose
+        keyHash is negative, or whose phyOffset is outside the header's range or out of
+        commitlog order (entries are written in commitlog order). At most ``most`` are listed,
+        then a count."""
         h, g = self.header, self.geometry
         count, nslot = h.index_count, g.hash_slot_num
-        if count <= 1:
-            return
-        key_hash, phy, prev = (c.astype(xp.int64) for c in _entry_columns(self.buf, g, count, xp))
+        key_hash, phy, prev = (c.astype(xp.int64) for c in cols)
         num = xp.arange(1, count)
         slot_of = key_hash % nslot
         why = xp.zeros(count - 1, xp.int8)
