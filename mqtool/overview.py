@@ -68,9 +68,9 @@ def store_time(store: Store) -> int:
     except MqtoolError:
         cp = None
     cands = [cp["physicMsgTimestamp"], cp["logicsMsgTimestamp"]] if cp else []
-    # the headers only: the per-entry check's memory grows with the index (250 MiB of a
-    # 2 GiB store's), and whoever reports index damage runs it itself
-    cands += [r.header.end_timestamp for _, r in store.index_files(entries=False)]
+    # the headers only: the slot and entry checks read the tables (the entries' grow with the
+    # index, 250 MiB of a 2 GiB store's), and whoever reports index damage runs them itself
+    cands += [h.end_timestamp for h in store.index_headers()]
     return max(cands, default=0)
 
 
