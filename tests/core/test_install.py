@@ -1,10 +1,13 @@
 """The built wheel and sdist install a working mqtool.
 
-Each is built from this tree (``python -m build``: the sdist, then the wheel from the sdist),
-installed into a fresh virtual environment with pip, and run from a directory outside the
-source tree: ``--version``, every command's ``--help``, ``demo``, ``verify``, ``trace``,
-``dlq list`` and a ``scan`` of the demo store. The editable install every other test uses
-would hide a package or a data file the wheel leaves out.
+Each is built from this tree (``python -m build``: the sdist, then the wheel from the sdist) and
+installed into a fresh virtual environment with pip. The wheel's install (with its dependencies)
+is run from a directory outside the source tree: ``--version``, every command's ``--help``,
+``demo``, ``verify``, ``trace``, ``dlq list`` and a ``scan`` of the demo store. pip builds and
+installs the sdist itself: it must install the same files as the wheel, byte for byte (the hashes
+pip records), the same metadata (so the same dependencies) and the same ``mqtool`` command, so
+what ran from the wheel's install is what the sdist installs. The editable install every other
+test uses would hide a package or a data file the wheel leaves out.
 """
 
 from __future__ import annotations
@@ -69,20 +72,56 @@ def test_the_wheel_holds_every_package_and_data_file(dist: dict[str, Path]) -> N
     assert any(n.endswith("spark/jars/mqtool-spark.jar") for n in sdist)
 
 
-@pytest.fixture(scope="module", params=["wheel", "sdist"])
-def installed(request: pytest.FixtureRequest, dist: dict[str, Path],
-              tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh virtual environment with the wheel or the sdist installed (its dependencies from
-    the package index, pip's cache warm)."""
-    venv = tmp_path_factory.mktemp(f"venv-{request.param}") / "venv"
+def _install(package: Path, venv: Path, *pip_args: str) -> Path:
+    """A fresh virtual environment ``venv`` with ``package`` installed by pip."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     run = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
-         "-q", "--no-compile", str(dist[request.param])],
+         "-q", "--no-compile", *pip_args, str(package)],
         capture_output=True, text=True, timeout=1800, check=False,
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return venv
+
+
+@pytest.fixture(scope="module")
+def installed(dist: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtual environment with the wheel installed (its dependencies from the package
+    index, pip's cache warm)."""
+    return _install(dist["wheel"], tmp_path_factory.mktemp("venv-wheel") / "venv")
+
+
+def _installed_files(venv: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """What pip installed of mqtool into ``venv``: each file under site-packages with the hash
+    pip recorded for it, and each script of ``bin/`` with the venv's own path taken out."""
+    [record] = venv.glob("lib/python*/site-packages/mqtool-*.dist-info/RECORD")
+    files, scripts = {}, {}
+    for row in record.read_text("utf-8").splitlines():
+        path, digest, _size = row.rsplit(",", 2)
+        if path.startswith("../"):
+            script = (record.parents[1] / path).resolve()
+            assert script.parent == venv.resolve() / "bin", path
+            scripts[script.name] = script.read_text("utf-8").replace(str(venv), "VENV")
+        elif not path.endswith((".dist-info/RECORD", ".dist-info/direct_url.json")):
+            assert digest.startswith("sha256="), row
+            files[path] = digest
+    return files, scripts
+
+
+def test_the_sdist_installs_what_the_wheel_installs(
+    dist: dict[str, Path], installed: Path, tmp_path: Path
+) -> None:
+    """pip builds the sdist and installs the same files, metadata and ``mqtool`` command as
+    the wheel's (its dependencies are the metadata's, so they are left to the wheel's
+    install)."""
+    sdist = _install(dist["sdist"], tmp_path / "venv", "--no-deps")
+    files, scripts = _installed_files(sdist)
+    want_files, want_scripts = _installed_files(installed)
+    assert files == want_files, sorted(set(files.items()) ^ set(want_files.items()))
+    assert scripts == want_scripts and "mqtool" in scripts, (scripts, want_scripts)
+    assert any(p.endswith(".dist-info/METADATA") for p in files), sorted(files)
+    assert {"mqtool/__init__.py", "mqtool/formats/__init__.py",
+            "mqtool/spark/jars/mqtool-spark.jar"} <= set(files), sorted(files)
 
 
 def _env(home: Path) -> dict[str, str]:
