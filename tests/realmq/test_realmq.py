@@ -1,49 +1,22 @@
 """The real RocketMQ harness (tests/realmq.py) against itself and mqtool: each version's name
 server and broker from Maven Central, the official Java producer and push consumer, mqadmin;
 then mqtool reads the store the real broker wrote. The same cluster then starts again on its
-store, takes more messages and is killed (-9): mqtool reads the crashed store too."""
+store, takes more messages and is killed (-9): mqtool reads the crashed store too. The run
+(tests/realmq_run.py) is made once per version for this file and
+tests/integrity/test_repair_realbroker.py."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 import realmq
+from realmq_run import ADMIN_TOPIC, COUNT, TOPIC, Run, written
 
 pytestmark = pytest.mark.slow
-
-TOPIC = "TopicReal"
-ADMIN_TOPIC = "TopicAdmin"
-COUNT = 300
-# small commitlog files: the 300 messages span several files
-CONF = {"mappedFileSizeCommitLog": str(16 * 1024), "mappedFileSizeConsumeQueue": str(20 * 64)}
-
-
-@dataclass
-class Run:
-    """What one version's cluster was asked and answered, in order, before and after its stop."""
-
-    version: str
-    store: Path
-    namesrv: str = ""
-    broker: str = ""
-    cluster_list: subprocess.CompletedProcess[str] | None = None
-    sent: list[dict[str, Any]] = field(default_factory=list)
-    admin_send: subprocess.CompletedProcess[str] | None = None
-    topic_list: subprocess.CompletedProcess[str] | None = None
-    consumed: list[dict[str, Any]] = field(default_factory=list)
-    stop_code: int | None = None
-    abort_after_stop: bool = True
-    clean: Path = Path()  # a copy of the store as the clean stop left it
-    sent_after: list[dict[str, Any]] = field(default_factory=list)
-    abort_after_kill: bool = False
 
 
 def mqtool(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -51,43 +24,10 @@ def mqtool(*args: str | Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=300)
 
 
-def cluster_list(version: str, namesrv: str) -> subprocess.CompletedProcess[str]:
-    """mqadmin clusterList once the broker's runtime figures are in it: mqadmin prints a
-    broker's row without them when the broker answers late, as it can on a loaded machine."""
-    want = "V" + version.replace(".", "_")
-    for _ in range(5):
-        res = realmq.mqadmin(version, namesrv, "clusterList")
-        if res.returncode != 0 or want in res.stdout:
-            return res
-        time.sleep(2)
-    return res
-
-
 @pytest.fixture(scope="module", params=realmq.VERSIONS)
 def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    version = str(request.param)
-    work = tmp_path_factory.mktemp(f"realmq-{version}")
-    r = Run(version, work / "store")
-    cluster = realmq.Cluster(version, r.store, broker_conf=CONF)
-    with cluster.start():
-        r.namesrv, r.broker = cluster.namesrv_addr, cluster.broker_addr
-        r.cluster_list = cluster_list(version, r.namesrv)
-        r.sent = realmq.produce(version, r.namesrv, TOPIC, COUNT, prefix="k")
-        r.admin_send = realmq.mqadmin(version, r.namesrv, "sendMessage", "-t", ADMIN_TOPIC,
-                                      "-p", "from-mqadmin", "-k", "admin-key", "-c", "admin-tag")
-        r.topic_list = realmq.mqadmin(version, r.namesrv, "topicList")
-        r.consumed = realmq.consume_all(version, r.namesrv, TOPIC, "realmq_group", COUNT)
-        r.stop_code = cluster.stop()
-    r.abort_after_stop = (r.store / "abort").exists()
-    r.clean = work / "clean-store"
-    shutil.copytree(r.store, r.clean)
-    cluster.start()
-    try:
-        r.sent_after = realmq.produce(version, cluster.namesrv_addr, TOPIC, 20, prefix="after")
-    finally:
-        cluster.kill()
-    r.abort_after_kill = (r.store / "abort").exists()
-    return r
+    """Each version's cluster run (tests/realmq_run.py)."""
+    return written(str(request.param), tmp_path_factory)
 
 
 def test_mqadmin_sees_the_cluster(run: Run) -> None:
