@@ -86,3 +86,25 @@ def small_fs(tmp_path: Path) -> Iterator[SmallFs]:
         yield SmallFs(mnt)
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=True)
+
+
+# Test files that share what a test process made once (a real broker's run, tests/realmq_run.py):
+# `make test`'s --dist loadfile gives each group to one pytest-xdist worker, as one file.
+TOGETHER = {
+    "tests/integrity/test_repair_realbroker.py": "tests/realmq/test_realmq.py",
+}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """--dist loadfile with the files of :data:`TOGETHER` in their group's work unit."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LoadFileTogether(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            scope = str(super()._split_scope(nodeid))
+            return TOGETHER.get(scope, scope)
+
+    return LoadFileTogether(config, log)

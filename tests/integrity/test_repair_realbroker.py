@@ -2,11 +2,16 @@
 broker JVMs) on `mqtool repair`'s copy of a store it wrote itself, after the store was damaged:
 one middle commitlog file renamed 4,096 bytes too high and the file after it removed. The broker
 starts on the copy, the official push consumer gets every message whose record survived (and
-no other), and the broker stops cleanly (SIGTERM handled, no abort file left)."""
+no other), and the broker stops cleanly (SIGTERM handled, no abort file left).
+
+The store is a copy of the one the cluster run of tests/realmq_run.py left at its clean stop
+(300 messages from the official producer in 16 KiB commitlog files), made once per version for
+this file and tests/realmq/test_realmq.py."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -15,13 +20,11 @@ from integrity_damage import ROOT, run, tree_digest
 
 sys.path.insert(0, str(ROOT / "tests"))
 import realmq  # noqa: E402
+from realmq_run import CONF, COUNT, TOPIC, written  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-TOPIC = "TopicRepair"
-COUNT = 300
-FILE = 16 * 1024  # small commitlog files: the messages span several
-CONF = {"mappedFileSizeCommitLog": str(FILE), "mappedFileSizeConsumeQueue": str(20 * 64)}
+FILE = int(CONF["mappedFileSizeCommitLog"])  # small commitlog files: the messages span several
 
 
 def _phy(offset_msg_id: str) -> int:
@@ -30,15 +33,14 @@ def _phy(offset_msg_id: str) -> int:
 
 
 @pytest.mark.parametrize("version", realmq.VERSIONS)
-def test_real_broker_serves_the_repaired_copy(version: str, tmp_path: Path) -> None:
+def test_real_broker_serves_the_repaired_copy(version: str, tmp_path: Path,
+                                              tmp_path_factory: pytest.TempPathFactory) -> None:
+    written_run = written(version, tmp_path_factory)
+    assert written_run.stop_code == 143  # the broker's clean stop left this store
+    sent = written_run.sent
+    assert len(sent) == COUNT
     store = tmp_path / "store"
-    cluster = realmq.Cluster(version, store, broker_conf=CONF, home=tmp_path / "home-1")
-    cluster.start()
-    try:
-        sent = realmq.produce(version, cluster.namesrv_addr, TOPIC, COUNT, prefix="r")
-    finally:
-        code = cluster.stop()
-    assert code == 143
+    shutil.copytree(written_run.clean, store)
     data = [p for p in sorted((store / "commitlog").iterdir()) if p.read_bytes()[:8].strip(b"\0")]
     assert len(data) >= 4, [p.name for p in data]
     misnamed, missing = data[len(data) // 2 - 1], data[len(data) // 2]
