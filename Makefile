@@ -59,10 +59,11 @@ dist: $(BIN)/.installed $(SPARK_JAR)
 	$(BIN)/python -m build --outdir dist .
 
 # Three worker processes, each taking whole test files (so a module's broker or Spark session
-# starts once). Three on two cores: much of a test's time is a JVM starting or a client waiting
-# on a broker; with two workers the suite used about 1.3 of the 2 cores, with four it waited on
-# the cores (23.9 minutes against 21.4 and 22.9 with three). The 25 slowest steps are listed
-# at the end.
+# starts once; the files grouped in tests/conftest.py's TOGETHER, which share one real broker's
+# run, go to one worker together). Three on two cores: much of a test's time is a JVM starting
+# or a client waiting on a broker; with two workers the suite used about 1.3 of the 2 cores,
+# with four it waited on the cores (23.9 minutes against 21.4 and 22.9 with three). The 25
+# slowest steps are listed at the end.
 test: dev peers chromium realmq
 	$(BIN)/python -m pytest -n 3 --dist loadfile --durations=25
 
