@@ -1,13 +1,14 @@
 """The built wheel and sdist install a working mqtool.
 
 Each is built from this tree (``python -m build``: the sdist, then the wheel from the sdist) and
-installed into a fresh virtual environment with pip. The wheel's install (with its dependencies)
-is run from a directory outside the source tree: ``--version``, every command's ``--help``,
-``demo``, ``verify``, ``trace``, ``dlq list`` and a ``scan`` of the demo store. pip builds and
-installs the sdist itself: it must install the same files as the wheel, byte for byte (the hashes
-pip records), the same metadata (so the same dependencies) and the same ``mqtool`` command, so
-what ran from the wheel's install is what the sdist installs. The editable install every other
-test uses would hide a package or a data file the wheel leaves out.
+installed into a fresh virtual environment with pip, and run from a directory outside the source
+tree: ``--version``, every command's ``--help``, ``demo``, ``verify``, ``trace``, ``dlq list`` and
+a ``scan`` of the demo store. The wheel is installed with its dependencies; pip builds and
+installs the sdist without them, and its environment reads the wheel environment's packages for
+the dependencies (a ``.pth`` file): mqtool itself runs from the sdist's install. The sdist must
+also install the same files as the wheel, byte for byte (the hashes pip records), the same
+metadata (so the same dependencies) and the same ``mqtool`` command. The editable install every
+other test uses would hide a package or a data file the wheel leaves out.
 """
 
 from __future__ import annotations
@@ -85,10 +86,29 @@ def _install(package: Path, venv: Path, *pip_args: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def installed(dist: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+def wheel_venv(dist: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtual environment with the wheel installed (its dependencies from the package
     index, pip's cache warm)."""
     return _install(dist["wheel"], tmp_path_factory.mktemp("venv-wheel") / "venv")
+
+
+@pytest.fixture(scope="module")
+def sdist_venv(dist: dict[str, Path], wheel_venv: Path,
+               tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtual environment with the sdist built and installed by pip, without its
+    dependencies: a ``.pth`` file gives it the wheel environment's packages (after its own,
+    so its mqtool is the sdist's)."""
+    venv = _install(dist["sdist"], tmp_path_factory.mktemp("venv-sdist") / "venv", "--no-deps")
+    [own] = venv.glob("lib/python*/site-packages")
+    [deps] = wheel_venv.glob("lib/python*/site-packages")
+    (own / "wheel-dependencies.pth").write_text(f"{deps}\n", "utf-8")
+    return venv
+
+
+@pytest.fixture(scope="module", params=["wheel", "sdist"])
+def installed(request: pytest.FixtureRequest) -> Path:
+    """The wheel's or the sdist's environment."""
+    return Path(request.getfixturevalue(f"{request.param}_venv"))
 
 
 def _installed_files(venv: Path) -> tuple[dict[str, str], dict[str, str]]:
@@ -108,15 +128,11 @@ def _installed_files(venv: Path) -> tuple[dict[str, str], dict[str, str]]:
     return files, scripts
 
 
-def test_the_sdist_installs_what_the_wheel_installs(
-    dist: dict[str, Path], installed: Path, tmp_path: Path
-) -> None:
+def test_the_sdist_installs_what_the_wheel_installs(sdist_venv: Path, wheel_venv: Path) -> None:
     """pip builds the sdist and installs the same files, metadata and ``mqtool`` command as
-    the wheel's (its dependencies are the metadata's, so they are left to the wheel's
-    install)."""
-    sdist = _install(dist["sdist"], tmp_path / "venv", "--no-deps")
-    files, scripts = _installed_files(sdist)
-    want_files, want_scripts = _installed_files(installed)
+    the wheel's."""
+    files, scripts = _installed_files(sdist_venv)
+    want_files, want_scripts = _installed_files(wheel_venv)
     assert files == want_files, sorted(set(files.items()) ^ set(want_files.items()))
     assert scripts == want_scripts and "mqtool" in scripts, (scripts, want_scripts)
     assert any(p.endswith(".dist-info/METADATA") for p in files), sorted(files)
