@@ -156,8 +156,12 @@ class RecordWriter:
         # per (born host, sysflag): the born host, its packed ip, the record's sysflag and its
         # size without body and properties (a batch's messages share them)
         shapes: dict[tuple[str | None, int], tuple[HostPort, bytes, int, int]] = {}
+        shape_key: tuple[str | None, int] | None = None
+        shape: tuple[HostPort, bytes, int, int] = (DEFAULT_BORN_HOST, b"", 0, 0)
         records = []
         total = 0
+        tran = items[0].sys_flag & TRANSACTION_ROLLBACK_TYPE
+        one_tran = True  # every record of one transaction type: one dispatch run
         for m in items:
             props = m.props
             if delay_key in props and redelivery.delay_level_of(props) > 0:
@@ -169,14 +173,17 @@ class RecordWriter:
             own = encode_props(props) if sent is None else self.as_sent(sent, props)
             props_b = (own + tail if own and not own.endswith("\x02") else own + batch_raw
                        ).encode("utf-8")
-            shape = shapes.get((m.born_host, m.sys_flag))
-            if shape is None:
-                born = self.born_host(m.born_host) if m.born_host else DEFAULT_BORN_HOST
-                born_ip = packed_ip(born)
-                sf = (m.sys_flag | 0x10) if len(born_ip) == 16 else (m.sys_flag & ~0x10)
-                sf = (sf | 0x20) if store_v6 else (sf & ~0x20)
-                shape = shapes[(m.born_host, m.sys_flag)] = (
-                    born, born_ip, sf, record_size(sf, 0, topic_len, 0))
+            if shape_key is None or m.born_host != shape_key[0] or m.sys_flag != shape_key[1]:
+                shape_key = (m.born_host, m.sys_flag)
+                one_tran = one_tran and m.sys_flag & TRANSACTION_ROLLBACK_TYPE == tran
+                hit = shapes.get(shape_key)
+                if hit is None:
+                    born = self.born_host(m.born_host) if m.born_host else DEFAULT_BORN_HOST
+                    born_ip = packed_ip(born)
+                    sf = (m.sys_flag | 0x10) if len(born_ip) == 16 else (m.sys_flag & ~0x10)
+                    sf = (sf | 0x20) if store_v6 else (sf & ~0x20)
+                    hit = shapes[shape_key] = (born, born_ip, sf, record_size(sf, 0, topic_len, 0))
+                shape = hit
             size = shape[3] + len(m.body) + len(props_b)
             # the record's properties read back: its own, then the batch's (the last one wins)
             records.append((m, {**props, **bprops} if merge else props, props_b, shape, size))
@@ -195,38 +202,38 @@ class RecordWriter:
         tags_key = redelivery.PROPERTY_TAGS
         units: list[tuple[int, int, int]] = []
         unit_props: list[dict[str, str]] = []
+        new = tuple.__new__  # a PutResult without the Python-level __new__
         qoff = first
-        start = pos
         for m, props, props_b, (born, born_ip, sf, _fixed), size in records:
             phys = base + pos
-            born_ts = m.born_timestamp if m.born_timestamp is not None else now
+            born_ts = m.born_timestamp
             pack_record_into(
-                mm, pos, size, magic, qid, m.flag, qoff, phys, sf, born_ts, born_ip,
-                born.port, now, store_ip, store_port, m.reconsume_times, 0,
-                m.body, topic_hdr, props_b, False, False,
+                mm, pos, size, magic, qid, m.flag, qoff, phys, sf,
+                now if born_ts is None else born_ts, born_ip, born.port, now, store_ip,
+                store_port, m.reconsume_times, 0, m.body, topic_hdr, props_b, False, False,
             )
             units.append((phys, size, queues.tags_code(topic, props, now) if scheduled
                           else tags_code(props.get(tags_key))))
             unit_props.append(props)
-            out.append(PutResult(
+            out.append(new(PutResult, (
                 phys, size, topic, qid, qoff, now, f"{id_prefix}{phys:016X}", props[uniq_key],
-            ))
+            )))
             pos += size
             qoff += 1
         cl.write_pos = base + pos
         self.last_record = out[-1].physical_offset
         queues.next_offset[(topic, qid)] = qoff
-        trans = [m.sys_flag & TRANSACTION_ROLLBACK_TYPE for m in items]
-        if trans.count(trans[0]) == len(trans):
-            queues.dispatch_run(topic, qid, first, units, unit_props, now, trans[0])
+        if one_tran:
+            queues.dispatch_run(topic, qid, first, units, unit_props, now, tran)
         else:
-            for i, tran in enumerate(trans):
+            for i, m in enumerate(items):
                 queues.dispatch_run(topic, qid, first + i, units[i : i + 1],
-                                    unit_props[i : i + 1], now, tran)
+                                    unit_props[i : i + 1], now,
+                                    m.sys_flag & TRANSACTION_ROLLBACK_TYPE)
         # the batch's commit point: TOTALSIZE fields last to first, so a kill anywhere before
         # the first one leaves no record of the batch (recovery cuts it and its CQ units)
-        for r in reversed(out):
-            write_total_size(mm, start + r.physical_offset - out[0].physical_offset, r.size)
+        for phys, size, _tags in reversed(units):
+            write_total_size(mm, phys - base, size)
         self.checkpoint.note_put(now, self.queues.index.written_ts)
         return out
 

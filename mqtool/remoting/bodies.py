@@ -388,29 +388,30 @@ _I16 = struct.Struct(">h")
 def decode_batch(data: bytes) -> list[BatchMessage]:
     """``MessageDecoder.decodeMessages`` with every length checked (BodyError when bad)."""
     out: list[BatchMessage] = []
+    new = tuple.__new__  # a BatchMessage without the Python-level __new__
+    head_size, unpack_head, unpack_i16 = _BATCH_HEAD.size, _BATCH_HEAD.unpack_from, _I16.unpack_from
     pos = 0
     n = len(data)
     while pos < n:
-        if n - pos < _BATCH_HEAD.size + 2:
+        if n - pos < head_size + 2:
             raise BodyError(f"batch body: truncated message at byte {pos}")
-        total, _magic, _crc, flag, blen = _BATCH_HEAD.unpack_from(data, pos)
-        if total < _BATCH_HEAD.size + 2 or total > n - pos:
+        total, _magic, _crc, flag, blen = unpack_head(data, pos)
+        if total < head_size + 2 or total > n - pos:
             raise BodyError(f"batch body: message at byte {pos} has bad totalSize {total}")
-        if blen < 0 or blen > total - _BATCH_HEAD.size - 2:
+        if blen < 0 or blen > total - head_size - 2:
             raise BodyError(f"batch body: message at byte {pos} has bad body length {blen}")
-        q = pos + _BATCH_HEAD.size
-        body = data[q : q + blen]
-        q += blen
-        plen = _I16.unpack_from(data, q)[0]
+        q = pos + head_size + blen
+        plen = unpack_i16(data, q)[0]
         q += 2
-        if plen < 0 or q + plen != pos + total:
+        end = pos + total
+        if plen < 0 or q + plen != end:
             raise BodyError(f"batch body: message at byte {pos} has bad properties length {plen}")
         try:
-            props = data[q : q + plen].decode("utf-8")
+            props = data[q:end].decode("utf-8")
         except UnicodeDecodeError:
             raise BodyError(f"batch body: message at byte {pos}: properties not UTF-8") from None
-        out.append(BatchMessage(flag, body, props))
-        pos += total
+        out.append(new(BatchMessage, (flag, data[pos + head_size : pos + head_size + blen], props)))
+        pos = end
     if not out:
         raise HeaderFieldError("batch body holds no message")
     return out

@@ -186,7 +186,7 @@ class Broker:
 
     def notify_put(self, results: Iterable[PutResult]) -> None:
         """Wake held pulls of the queues just written; poke the schedule service."""
-        for key in dict.fromkeys((r.topic, r.queue_id) for r in results):  # a batch: one queue
+        for key in dict.fromkeys([(r.topic, r.queue_id) for r in results]):  # a batch: one queue
             if key[0] == redelivery.SCHEDULE_TOPIC:
                 self.on_schedule.set()
             else:

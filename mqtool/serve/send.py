@@ -194,7 +194,7 @@ async def send_message(broker: BrokerCore, cmd: RemotingCommand, peer: Peer) -> 
     transaction_id = None
     if h.batch:
         results = put_batch(broker, h, cmd.body, prop_map, peer)
-        msg_id = ",".join(r.msg_id for r in results)
+        msg_id = ",".join([r.msg_id for r in results])
     else:
         refused = illegal(broker, cmd, h, cmd.body)
         if refused is not None:
@@ -247,6 +247,8 @@ def put_batch(broker: BrokerCore, h: headers.SendMessageRequestHeader, body: byt
         raw = decompress(raw, "ZLIB", 32 * store.config.max_message_size)
         sys_flag &= ~COMPRESSED_FLAG
     born_ts, born, times = h.bornTimestamp, peer.address, h.reconsumeTimes or 0
-    items = [BatchItem(m.flag, m.body, parse_properties(m.properties), sys_flag, born_ts, born,
-                       times, m.properties) for m in bodies.decode_batch(raw)]
+    new = tuple.__new__  # a BatchItem without the Python-level __new__
+    items = [new(BatchItem, (flag, body, parse_properties(props), sys_flag, born_ts, born,
+                             times, props))
+             for flag, body, props in bodies.decode_batch(raw)]
     return store.put_batch_items(h.topic, h.queueId, items, tuple(prop_map.items()))
