@@ -385,8 +385,9 @@ def length_of(prefix: bytes | bytearray) -> int:
     return int(_I32.unpack_from(prefix, 0)[0])
 
 
-def decode_payload(payload: bytes) -> RemotingCommand:
-    """A frame without its length field (the ``length`` bytes after it)."""
+def decode_payload(payload: bytes | memoryview) -> RemotingCommand:
+    """A frame without its length field (the ``length`` bytes after it); from a view of the
+    bytes read, the body is the one copy made."""
     if len(payload) < 4:
         raise FrameError(f"frame of {len(payload)} bytes has no header-length word")
     word = _U32.unpack_from(payload, 0)[0]
@@ -394,14 +395,14 @@ def decode_payload(payload: bytes) -> RemotingCommand:
     hlen = word & 0xFFFFFF
     if hlen > len(payload) - 4:
         raise FrameError(f"bad header length {hlen}: only {len(payload) - 4} bytes follow")
-    header = payload[4 : 4 + hlen]
+    header = bytes(payload[4 : 4 + hlen])
     if stype == SerializeType.JSON:
         cmd = decode_json_header(header)
     elif stype == SerializeType.ROCKETMQ:
         cmd = decode_rocketmq_header(header)
     else:
         raise FrameError(f"unknown serialize type {stype} (0 JSON, 1 ROCKETMQ)")
-    cmd.body = payload[4 + hlen :]
+    cmd.body = bytes(payload[4 + hlen :])
     return cmd
 
 
@@ -459,6 +460,7 @@ class FrameDecoder:
             data = bytes(buf)
             buf.clear()
         out: list[RemotingCommand] = []
+        view = memoryview(data)  # each frame's payload decoded in place, not copied first
         pos, end, max_frame = 0, len(data), self.max_frame
         while end - pos >= LENGTH_FIELD_SIZE:
             length = _I32.unpack_from(data, pos)[0]
@@ -472,7 +474,7 @@ class FrameDecoder:
             stop = pos + LENGTH_FIELD_SIZE + length
             if stop > end:
                 break
-            out.append(decode_payload(data[pos + LENGTH_FIELD_SIZE : stop]))
+            out.append(decode_payload(view[pos + LENGTH_FIELD_SIZE : stop]))
             pos = stop
         if pos < end:
             buf += data[pos:]
