@@ -115,8 +115,13 @@ class ConsumeQueues:
         if gets_cq_unit(tran):
             self.cq(topic, queue_id).put_run(first, units)
         if self.config.message_index_enable and is_indexed(tran):
-            keyed = [(record_keys(p), u[0]) for u, p in zip(units, props, strict=True)]
-            self.index.add_run(topic, keyed, store_timestamp)
+            keys: list[str] = []
+            offsets: list[int] = []
+            for (phys, _size, _tags), p in zip(units, props, strict=True):
+                ks = record_keys(p)
+                keys += ks
+                offsets += [phys] * len(ks)
+            self.index.add_run(topic, keys, offsets, store_timestamp)
 
     def destroy_topic(self, topic: str) -> None:
         """Every consume queue of ``topic`` deleted (each queue's directory with it), its next

@@ -88,11 +88,11 @@ class IndexBuilder:
                 keys = missing
         self._buffer(topic, keys, [phys] * len(keys), store_timestamp)
 
-    def add_run(self, topic: str, records: list[tuple[list[str], int]],
+    def add_run(self, topic: str, keys: list[str], offsets: list[int],
                 store_timestamp: int) -> None:
-        """Buffer the keys of records just put, each (keys, phys); a full buffer is written."""
-        self._buffer(topic, [k for ks, _ in records for k in ks],
-                     [phys for ks, phys in records for _ in ks], store_timestamp)
+        """Buffer the keys of records just put, each with its record's commitlog offset; a
+        full buffer is written."""
+        self._buffer(topic, keys, offsets, store_timestamp)
 
     def _buffer(self, topic: str, keys: list[str], offsets: list[int],
                 store_timestamp: int) -> None:
