@@ -19,11 +19,6 @@ import struct
 import zlib
 from mmap import mmap
 
-try:  # ISA-L's CRC-32 (carry-less multiply): zlib's value, several times faster on a 1 KiB body
-    from isal.isal_zlib import crc32 as _crc32  # type: ignore[import-not-found,unused-ignore]
-except ImportError:  # pragma: no cover - isal is optional
-    _crc32 = zlib.crc32
-
 from mqtool.formats import commitlog_layout as layout
 from mqtool.formats.commitlog_layout import (
     CRC32_RESERVED_LEN,
@@ -101,7 +96,7 @@ def pack_record_into(
 ) -> int:
     """Write one record at ``mm[pos:pos+size]``; returns its BODYCRC (computed from ``body``
     unless ``body_crc`` is given)."""
-    crc = _crc32(body) & 0x7FFFFFFF if body_crc is None else body_crc
+    crc = zlib.crc32(body) & 0x7FFFFFFF if body_crc is None else body_crc
     fixed = _FIXED.get((len(born_ip), len(store_ip))) or _fixed_struct(len(born_ip), len(store_ip))
     fixed.pack_into(
         mm, pos, 0, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
