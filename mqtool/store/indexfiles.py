@@ -83,12 +83,11 @@ class IndexFiles:
         out: list[IndexHeader] = []
         for p in listed_index_files(self.index_dir, self._note):
             rel = f"index/{p.name}"
-            with p.open("rb") as f:
-                head = f.read(INDEX_HEADER_SIZE)
-            if not head and self.live:
-                continue  # a file the broker is making: no entries yet
+            buf = self._map(p)  # mapped once: index_files reads the same mapping
+            if not buf and self.live:
+                continue  # a file the broker is making, or deleted meanwhile: no entries
             try:
-                out.append(parse_header(head, file=rel))
+                out.append(parse_header(buf[:INDEX_HEADER_SIZE], file=rel))
             except FormatError as err:
                 self._index_problems(rel, [err], None)
         return out
