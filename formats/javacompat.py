@@ -68,32 +68,45 @@ def java_hash_continue_many(prefixes: Sequence[int], keys: Sequence[str]) -> np.
     """``String.hashCode`` state continued over many strings at once (uint32 array).
 
     ``prefixes[i]`` is the unsigned hash state to continue for ``keys[i]`` (0 for a plain
-    ``hashCode``). Horner's rule runs vectorised per key length (uint32 arithmetic wraps like
-    Java's int); non-ASCII keys take the per-character path.
+    ``hashCode``). Horner's rule unrolled, per key length: ``h * 31**n + sum(c[j] *
+    31**(n-1-j))`` modulo 2**32 (Java's int wraps alike), one product of the keys' bytes with
+    the powers of 31 taken modulo 2**32, in uint64 (a sum that wraps past 64 bits is still
+    right modulo 2**32); non-ASCII keys take the per-character path.
     """
     import numpy as np
 
     n = len(keys)
     out = np.empty(n, dtype=np.uint32)
-    pre = np.asarray(prefixes, dtype=np.uint32)
+    pre = np.asarray(prefixes, dtype=np.uint64)
     groups: dict[int, list[int]] = {}
     for i, k in enumerate(keys):
         if k.isascii():
             groups.setdefault(len(k), []).append(i)
         else:
             out[i] = java_hash_unsigned(k, int(prefixes[i]))
-    mult = np.uint32(31)
     for length, idx in groups.items():
         sel = np.asarray(idx, dtype=np.int64)
-        h = pre[sel]
+        h = pre[sel] * np.uint64(_pow31(length))  # each factor below 2**32
         if length:
             chars = np.frombuffer(
                 "".join([keys[i] for i in idx]).encode("ascii"), dtype=np.uint8
             ).reshape(len(idx), length)
-            for j in range(length):
-                h = h * mult + chars[:, j]
-        out[sel] = h
+            h = h + chars.astype(np.uint64) @ _powers31(length)
+        out[sel] = h & np.uint64(0xFFFFFFFF)
     return out
+
+
+def _pow31(n: int) -> int:
+    """31**n modulo 2**32."""
+    return pow(31, n, 1 << 32)
+
+
+@lru_cache(maxsize=256)
+def _powers31(n: int) -> np.ndarray:
+    """31**(n-1), ..., 31**0, each modulo 2**32 (uint64): the weights of a key's bytes."""
+    import numpy as np
+
+    return np.array([_pow31(n - 1 - j) for j in range(n)], dtype=np.uint64)
 
 
 def _wide_fix(

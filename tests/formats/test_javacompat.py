@@ -30,6 +30,17 @@ def test_vectorised_hash_equals_scalar(pairs: list[tuple[str, str]]) -> None:
     assert got == [javacompat.java_hash_unsigned(p + k) for p, k in pairs]
 
 
+@given(st.lists(st.tuples(st.text(max_size=6), st.text(alphabet=st.characters(max_codepoint=127),
+                                                      min_size=30, max_size=400)), max_size=8))
+def test_vectorised_hash_of_long_keys_equals_scalar(pairs: list[tuple[str, str]]) -> None:
+    """Keys as long as UNIQ_KEYs and longer (their prefix term and weighted sum may wrap past
+    64 bits, which keeps them right modulo 2**32)."""
+    prefixes = [javacompat.java_hash_unsigned(p) for p, _ in pairs]
+    keys = [k for _, k in pairs]
+    got = javacompat.java_hash_continue_many(prefixes, keys).tolist()
+    assert got == [javacompat.java_hash_unsigned(p + k) for p, k in pairs]
+
+
 @given(st.lists(st.text(max_size=8), unique=True, max_size=40))
 def test_hashmap_order_is_the_emulated_map(keys: list[str]) -> None:
     pairs = ((k, "") for k in keys)
