@@ -223,7 +223,7 @@ async def send_message(broker: BrokerCore, cmd: RemotingCommand, peer: Peer) -> 
         if store.config.v5:
             transaction_id = r.uniq_key
     broker.counts["sent"] += len(results)
-    broker.notify_put(results[-1:] if h.batch else results)  # a batch is one queue
+    broker.notify_put(results)
     first = results[0]
     ext = headers.SendMessageResponseHeader(
         msgId=msg_id,
