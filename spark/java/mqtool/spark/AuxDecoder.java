@@ -82,17 +82,18 @@ class AuxDecoder extends SplitReader {
             }
         }
         int got = buf.position() / UNIT;
+        byte[] a = buf.array();  // read by Mapped's one-load getters (got units: in bounds)
         for (int k = 0; k < got; k++) {
             int at = k * UNIT;
             long fileOffset = pos + at;
             if (index) {
-                entry(n++, fileOffset, buf.getInt(at), buf.getLong(at + 4), buf.getInt(at + 12),
-                    buf.getInt(at + 16));
+                entry(n++, fileOffset, Mapped.intAt(a, at), Mapped.longAt(a, at + 4),
+                    Mapped.intAt(a, at + 12), Mapped.intAt(a, at + 16));
                 entry++;
             } else {
-                long off = buf.getLong(at);
-                int size = buf.getInt(at + 8);
-                long tags = buf.getLong(at + 12);
+                long off = Mapped.longAt(a, at);
+                int size = Mapped.intAt(a, at + 8);
+                long tags = Mapped.longAt(a, at + 12);
                 if (off == 0 && size == 0 && tags == 0) {  // unwritten space: the queue ends
                     done = true;
                     return n;
