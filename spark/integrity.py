@@ -170,9 +170,10 @@ def _known(cl_start: Mapping[str, Any]) -> Column:
 
 
 def _unit_hash() -> Column:
-    """xxhash64 of what a unit and its message share, typed alike on both sides."""
-    return F.xxhash64(F.col("commitLogOffset").cast("long"), F.col("topic"),
-                      F.col("queueId").cast("int"), F.col("queueOffset").cast("long"),
+    """xxhash64 of what a unit and its message share, typed alike on both sides (topic and
+    queueId first: the Java reader hashes them once per queue)."""
+    return F.xxhash64(F.col("topic"), F.col("queueId").cast("int"),
+                      F.col("commitLogOffset").cast("long"), F.col("queueOffset").cast("long"),
                       F.col("storeSize").cast("int"))
 
 

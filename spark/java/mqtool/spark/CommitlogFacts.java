@@ -42,7 +42,8 @@ final class CommitlogFacts extends CommitlogDecoder {
     private static final int HAS_IX = 11;
     private static final int IX_N = 12;
     private static final int IX0 = 13;
-    private static final int STRIDE = 16;
+    private static final int PREFIX = 16;  // FactsJob.unitPrefix of its topic and queueId
+    private static final int STRIDE = 17;
 
     private final FactsJob.Rules rules;
     private final FactsJob.Sets sets;
@@ -159,7 +160,9 @@ final class CommitlogFacts extends CommitlogDecoder {
             getsUnit &= txn != v;
         }
         if (getsUnit) {
-            long h = FactsJob.unitHash(phys, arena, rTopic, topicLen, qid, qo, size);
+            long h = FactsJob.unitHash(r != null
+                ? FactsJob.unitPrefix(arena, rTopic, topicLen, qid) : a[at + PREFIX], phys, qo,
+                size);
             if (r != null) {
                 r.units.add(1, h);
             } else {
@@ -363,6 +366,8 @@ final class CommitlogFacts extends CommitlogDecoder {
         g[at + MAX_TS] = Long.MIN_VALUE;
         g[at + MIN_QO] = Long.MAX_VALUE;
         g[at + MAX_QO] = Long.MIN_VALUE;
+        byte[] topic = tBytes[(int) (k1 >>> 32)];
+        g[at + PREFIX] = FactsJob.unitPrefix(topic, 0, topic.length, (int) k1);
         return at;
     }
 

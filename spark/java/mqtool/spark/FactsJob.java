@@ -131,16 +131,21 @@ public final class FactsJob {
         }
     }
 
-    /** integrity._unit_hash: xxhash64(commitLogOffset, topic, queueId, queueOffset,
-     * storeSize) as Spark computes it, the topic's bytes ``topicLen`` long at ``topicAt`` of
-     * ``topic``; the same over a message and over its consume-queue unit. */
-    static long unitHash(long off, byte[] topic, int topicAt, int topicLen, int qid, long qo,
-                         int size) {
-        long h = XXH64.hashLong(off, SEED);
-        h = XXH64.hashUnsafeBytes(topic, Platform.BYTE_ARRAY_OFFSET + topicAt, topicLen, h);
-        h = XXH64.hashInt(qid, h);
+    /** integrity._unit_hash: xxhash64(topic, queueId, commitLogOffset, queueOffset,
+     * storeSize) as Spark computes it, the same over a message and over its consume-queue
+     * unit; ``prefix`` is unitPrefix() of its topic and queueId (one per queue). */
+    static long unitHash(long prefix, long off, long qo, int size) {
+        long h = XXH64.hashLong(off, prefix);
         h = XXH64.hashLong(qo, h);
         return XXH64.hashInt(size, h);
+    }
+
+    /** The hash of unitHash's first two values: the topic's bytes ``topicLen`` long at
+     * ``topicAt`` of ``topic``, and ``qid``. */
+    static long unitPrefix(byte[] topic, int topicAt, int topicLen, int qid) {
+        long h = XXH64.hashUnsafeBytes(topic, Platform.BYTE_ARRAY_OFFSET + topicAt, topicLen,
+            SEED);
+        return XXH64.hashInt(qid, h);
     }
 
     /** The units' tallies of a group (integrity._UNIT_TALLIES): their count and the XOR of
@@ -505,6 +510,7 @@ public final class FactsJob {
         private long eff;
         private boolean sched;
         private boolean tallies;
+        private long prefix;  // unitPrefix of the split's queue
         private long known;  // the store's first commitlog offset (Long.MIN_VALUE: any)
 
         QueueFacts(List<CommitlogSource.SplitSpec> splits, AuxRules rules) {
@@ -536,6 +542,7 @@ public final class FactsJob {
             Long low = rules.known.get(store);
             known = low == null ? Long.MIN_VALUE : low;
             super.openSplit(size);
+            prefix = unitPrefix(topicBytes, 0, topicBytes.length, queue);  // (its topic's bytes)
         }
 
         @Override
@@ -550,8 +557,7 @@ public final class FactsJob {
                 g.next(t);
             }
             if (tallies && (o >= known || o < 0)) {  // AuxRules.known
-                g.units.add(1, unitHash(o, topicBytes, 0, topicBytes.length, (int) cur.base2, q,
-                    size));
+                g.units.add(1, unitHash(prefix, o, q, size));
             }
         }
     }
