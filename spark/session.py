@@ -286,18 +286,40 @@ def get_session(
     return session
 
 
+GATEWAY_POLL_SECONDS = 0.005
+"""How often the launch looks for the driver JVM's gateway (see :class:`_GatewayClock`)."""
+
+
+class _GatewayClock:
+    """``pyspark.java_gateway``'s ``time`` while :func:`_start_context` launches the JVM:
+    pyspark looks for the gateway's connection file every 0.1 s, which rounds every scan's
+    start up to the next tenth of a second; with this it looks every
+    :data:`GATEWAY_POLL_SECONDS`."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        time.sleep(min(seconds, GATEWAY_POLL_SECONDS))
+
+
 def _start_context(spark_conf: Any) -> SparkContext:
     """Launch the driver JVM with its console redirected to :func:`spark_log_path`."""
-    from pyspark import SparkContext
-    from pyspark.java_gateway import launch_gateway
+    from pyspark import SparkContext, java_gateway
 
     _LOG_DIR.mkdir(parents=True, exist_ok=True)
     log_path = spark_log_path()
     t = time.perf_counter()
-    with open(log_path, "ab") as log:
-        gateway = launch_gateway(  # type: ignore[no-untyped-call]
-            spark_conf, popen_kwargs={"stdout": log, "stderr": log}
-        )
+    clock = java_gateway.time
+    java_gateway.time = _GatewayClock()  # type: ignore[assignment]
+    try:
+        with open(log_path, "ab") as log:
+            gateway = java_gateway.launch_gateway(  # type: ignore[no-untyped-call]
+                spark_conf, popen_kwargs={"stdout": log, "stderr": log}
+            )
+    finally:
+        java_gateway.time = clock
     launched = time.perf_counter()
     sc = SparkContext(conf=spark_conf, gateway=gateway)
     _STARTED["jvm"] = round(launched - t, 3)
