@@ -58,8 +58,20 @@ def produce(ns, topic, prefix, n_sync, n_oneway, n_orderly, order_queue, n_batch
     if n_batch:
         keys = [f"{prefix}-batch-{i}" for i in range(n_batch)]
         # 2 KiB bodies: a batch over 4 KiB goes out zlib-compressed (sysFlag bit 0)
-        r = p.send_batch([msg(topic, k, ("body of " + k).ljust(2048, ".")) for k in keys])
-        out(mode="batch", keys=keys, status=int(r.status), msg_id=r.msg_id, offset=r.offset)
+        batch = [msg(topic, k, ("body of " + k).ljust(2048, ".")) for k in keys]
+        # A topic the sync sends created on the real broker reaches its name server a moment
+        # later (the broker registers it in the background): until then the client finds "No
+        # route info" for it and sends nothing; look again, as an application would.
+        for waited in range(10):
+            try:
+                r = p.send_batch(batch)
+                break
+            except Exception as e:  # the client's own exception types
+                if "No route info" not in str(e) or waited == 9:
+                    raise
+                time.sleep(0.5)
+        out(mode="batch", keys=keys, status=int(r.status), msg_id=r.msg_id, offset=r.offset,
+            route_waits=waited)
         ok &= int(r.status) == 0
     time.sleep(0.5)  # let the oneway frames leave before shutdown
     p.shutdown()
