@@ -541,8 +541,8 @@ public final class FactsJob {
             tallies = rules.tallyNames != null;
             Long low = rules.known.get(store);
             known = low == null ? Long.MIN_VALUE : low;
-            super.openSplit(size);
-            prefix = unitPrefix(topicBytes, 0, topicBytes.length, queue);  // (its topic's bytes)
+            super.openSplit(size);  // (sets topicBytes)
+            prefix = unitPrefix(topicBytes, 0, topicBytes.length, queue);
         }
 
         @Override
