@@ -15,7 +15,8 @@ run. Each round runs, one after the other:
 * RocketMQ's own decoder: ``baseline/RocketMQDecode.java``, compiled against rocketmq-common
   4.9.7 from Maven Central (``tests/realmq.py``), one thread, ``MessageDecoder.decode`` over
   every record of the same commitlog files, :data:`PASSES` passes in one JVM (each maps the
-  files again); the round's time is the median of the passes after the first (the JIT's);
+  files again on its clock, so its pages are faulted in as the scan's are, and unmaps them
+  after); the round's time is the median of the passes after the first (the JIT's);
 * a bare local Spark session in a fresh Python, as ``bench/cli`` starts one
   (``SparkSession.builder.master(MASTER).getOrCreate()``, one tiny job: its ``BARE_SESSION``);
 * ``mqtool scan STORE --json`` (every audit, the same master) in a fresh process on the tiny store

@@ -6,7 +6,9 @@
 // record; the BLANK magic or a zero TOTALSIZE ends the file's data); every record is decoded
 // by MessageDecoder.decode(ByteBuffer) (body read, not a client: the broker's and the admin
 // tools' form; no BODYCRC check). The whole walk is repeated PASSES times in one JVM and each
-// pass timed: the first pays for the JIT, the later ones are its steady rate.
+// pass timed: the first pays for the JIT, the later ones are its steady rate. Each pass maps the
+// files on its clock, as any program that reads a store does (its pages are faulted in as it
+// walks them), and unmaps them off its clock.
 //
 // Usage: java -cp CLASSPATH RocketMQDecode PASSES FILE...
 // Prints one line per pass: "pass <i> <records> <record bytes> <seconds> <cpu seconds>
@@ -23,6 +25,17 @@ import org.apache.rocketmq.common.message.MessageExt;
 
 public final class RocketMQDecode {
     private static final int BLANK_MAGIC = 0xCBD43194;
+    private static final sun.misc.Unsafe UNSAFE = unsafe();
+
+    private static sun.misc.Unsafe unsafe() {
+        try {
+            java.lang.reflect.Field f = sun.misc.Unsafe.class.getDeclaredField("theUnsafe");
+            f.setAccessible(true);
+            return (sun.misc.Unsafe) f.get(null);
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException(e);
+        }
+    }
 
     private RocketMQDecode() {
     }
@@ -30,11 +43,6 @@ public final class RocketMQDecode {
     public static void main(String[] args) throws Exception {
         int passes = Integer.parseInt(args[0]);
         MappedByteBuffer[] maps = new MappedByteBuffer[args.length - 1];
-        for (int i = 1; i < args.length; i++) {
-            try (RandomAccessFile f = new RandomAccessFile(args[i], "r")) {
-                maps[i - 1] = f.getChannel().map(FileChannel.MapMode.READ_ONLY, 0, f.length());
-            }
-        }
         ThreadMXBean threads = ManagementFactory.getThreadMXBean();
         for (int pass = 1; pass <= passes; pass++) {
             long records = 0;
@@ -42,6 +50,12 @@ public final class RocketMQDecode {
             long sum = 0;  // of fields of every decoded message: the work cannot be elided
             long t0 = System.nanoTime();
             long c0 = threads.getCurrentThreadCpuTime();
+            for (int i = 1; i < args.length; i++) {
+                try (RandomAccessFile f = new RandomAccessFile(args[i], "r")) {
+                    maps[i - 1] = f.getChannel().map(FileChannel.MapMode.READ_ONLY, 0,
+                        f.length());
+                }
+            }
             for (MappedByteBuffer map : maps) {
                 int size = map.limit();
                 int p = 0;
@@ -65,6 +79,10 @@ public final class RocketMQDecode {
             }
             double seconds = (System.nanoTime() - t0) / 1e9;
             double cpu = (threads.getCurrentThreadCpuTime() - c0) / 1e9;
+            for (int i = 0; i < maps.length; i++) {
+                UNSAFE.invokeCleaner(maps[i]);  // unmapped now, not when a collection finds it
+                maps[i] = null;
+            }
             System.out.println("pass " + pass + " " + records + " " + bytes + " " + seconds
                 + " " + cpu + " " + sum);
         }
