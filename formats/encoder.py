@@ -1,11 +1,12 @@
 """The one commitlog record encoder (``MessageExtEncoder`` / ``CommitLog#doAppend``).
 
-:func:`pack_record_into` writes one record straight into a buffer or a mapping, without building
-a record object or an intermediate buffer, with TOTALSIZE written last so that a torn copy reads
-as the end of the data (5.2+ ``__CRC32#`` property filled in place, :func:`fill_prop_crc`).
-Every writer uses it: the reference store's put path (:mod:`mqtool.refstore`) and
-:func:`mqtool.formats.commitlog.build_message`. Offsets and widths come from the layout table,
-:mod:`mqtool.formats.commitlog_layout`.
+:func:`pack_records_into` writes records back to back into a buffer or a mapping (a client
+batch, or one record: :func:`pack_record_into`), without building record objects: their bytes
+are joined in one buffer and copied in one go, with the first record's TOTALSIZE written last so
+that a torn copy reads as the end of the data (5.2+ ``__CRC32#`` property filled in,
+:func:`fill_prop_crc`). Every writer uses it: the reference store's put path
+(:mod:`mqtool.refstore`) and :func:`mqtool.formats.commitlog.build_message`. Offsets and
+widths come from the layout table, :mod:`mqtool.formats.commitlog_layout`.
 
 The readable reference of the layout is the construct definition
 :data:`mqtool.formats.commitlog_construct.COMMITLOG_RECORD` (``build_message_construct``);
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterable
 from mmap import mmap
 
 from mqtool.formats import commitlog_layout as layout
@@ -29,8 +31,9 @@ from mqtool.formats.commitlog_layout import (
 )
 
 __all__ = [
-    "CRC32_PLACEHOLDER", "CRC32_RESERVED_LEN", "PROPERTY_CRC32", "fill_prop_crc", "magic_for",
-    "pack_record_into", "record_size", "topic_header", "write_total_size",
+    "CRC32_PLACEHOLDER", "CRC32_RESERVED_LEN", "PROPERTY_CRC32", "RecordFields", "fill_prop_crc",
+    "magic_for", "pack_record_into", "pack_records_into", "record_size", "topic_header",
+    "write_total_size",
 ]
 
 CRC32_PLACEHOLDER = PROPERTY_CRC32 + "\x01" + "0" * 10 + "\x02"
@@ -69,6 +72,70 @@ def topic_header(topic_b: bytes, magic: int | None = None) -> bytes:
     return (_I16.pack(n) if v2 else bytes((n,))) + topic_b  # TOPICLEN_V2_WIDTH / _V1_WIDTH
 
 
+#: One record's own fields for :func:`pack_records_into`: TOTALSIZE, FLAG, SYSFLAG,
+#: BORNTIMESTAMP, born ip (packed), born port, RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODY,
+#: PROPERTIES (encoded), BODYCRC (None: computed from the body).
+RecordFields = tuple[int, int, int, int, bytes, int, int, int, bytes, bytes, int | None]
+
+
+def pack_records_into(
+    mm: mmap | bytearray, pos: int, records: Iterable[RecordFields], magic: int, queue_id: int,
+    queue_offset: int, physical_offset: int, store_timestamp: int, store_ip: bytes,
+    store_port: int, topic_hdr: bytes, prop_crc: bool = False, write_size: bool = True,
+) -> None:
+    """Write records back to back from ``mm[pos]``: the ``i``-th at commitlog offset
+    ``physical_offset`` plus the sizes before it, with QUEUEOFFSET ``queue_offset + i``; the
+    fields they share (one topic, queue, store time and host) given once.
+
+    The records are built in one buffer and copied in one go; the first record's TOTALSIZE
+    is the commit point of them all: it is 0 while the rest is copied and written last (with
+    ``write_size=False`` it stays 0 for the caller's :func:`write_total_size`). Recovery reads
+    records from the first, so a copy torn anywhere reads as the end of the data.
+    """
+    store_len = len(store_ip)
+    born_len = -1
+    fixed = _I32
+    i16 = _I16.pack
+    crc32 = zlib.crc32
+    parts: list[bytes] = []
+    sizes: list[int] = []
+    phys, qoff = physical_offset, queue_offset
+    for (size, flag, sys_flag, born_timestamp, born_ip, born_port, reconsume_times,
+         prepared_transaction_offset, body, props_b, body_crc) in records:
+        if len(born_ip) != born_len:
+            born_len = len(born_ip)
+            fixed = _FIXED.get((born_len, store_len)) or _fixed_struct(born_len, store_len)
+        parts += (
+            fixed.pack(
+                size, magic, crc32(body) & 0x7FFFFFFF if body_crc is None else body_crc,
+                queue_id, flag, qoff, phys, sys_flag, born_timestamp, born_ip, born_port,
+                store_timestamp, store_ip, store_port, reconsume_times,
+                prepared_transaction_offset, len(body),
+            ),
+            body, topic_hdr, i16(len(props_b)), props_b,
+        )
+        sizes.append(size)
+        phys += size
+        qoff += 1
+    if not sizes:
+        return
+    buf: bytes | bytearray = b"".join(parts)
+    n = len(buf)
+    if n != phys - physical_offset:
+        raise ValueError(f"records of {n} bytes given TOTALSIZEs that sum to "
+                         f"{phys - physical_offset}")
+    if prop_crc:
+        buf = bytearray(buf)
+        start = 0
+        for size in sizes:
+            fill_prop_crc(buf, start, size)
+            start += size
+    _I32.pack_into(mm, pos + layout.TOTALSIZE_AT, 0)
+    mm[pos + 4 : pos + n] = memoryview(buf)[4:]  # TOTALSIZE_WIDTH
+    if write_size:
+        _I32.pack_into(mm, pos + layout.TOTALSIZE_AT, sizes[0])  # the commit point, last
+
+
 def pack_record_into(
     mm: mmap | bytearray,
     pos: int,
@@ -94,29 +161,16 @@ def pack_record_into(
     write_size: bool = True,
     body_crc: int | None = None,
 ) -> int:
-    """Write one record at ``mm[pos:pos+size]``; returns its BODYCRC (computed from ``body``
-    unless ``body_crc`` is given)."""
+    """Write one record at ``mm[pos:pos+size]`` (:func:`pack_records_into` of one); returns its
+    BODYCRC (computed from ``body`` unless ``body_crc`` is given)."""
     crc = zlib.crc32(body) & 0x7FFFFFFF if body_crc is None else body_crc
-    fixed = _FIXED.get((len(born_ip), len(store_ip))) or _fixed_struct(len(born_ip), len(store_ip))
-    fixed.pack_into(
-        mm, pos, 0, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
-        born_timestamp, born_ip, born_port, store_timestamp, store_ip, store_port,
-        reconsume_times, prepared_transaction_offset, len(body),
+    pack_records_into(
+        mm, pos,
+        ((size, flag, sys_flag, born_timestamp, born_ip, born_port, reconsume_times,
+          prepared_transaction_offset, body, props_b, crc),),
+        magic, queue_id, queue_offset, physical_offset, store_timestamp, store_ip, store_port,
+        topic_hdr, prop_crc, write_size,
     )
-    p = pos + fixed.size
-    nb = len(body)
-    mm[p : p + nb] = body
-    p += nb
-    nt = len(topic_hdr)
-    mm[p : p + nt] = topic_hdr
-    p += nt
-    _I16.pack_into(mm, p, len(props_b))
-    p += 2
-    mm[p : p + len(props_b)] = props_b
-    if prop_crc:
-        fill_prop_crc(mm, pos, size)
-    if write_size:
-        _I32.pack_into(mm, pos + layout.TOTALSIZE_AT, size)  # TOTALSIZE last
     return crc
 
 

@@ -12,8 +12,10 @@ from mqtool.formats.commitlog import (
 )
 from mqtool.formats.encoder import (
     CRC32_PLACEHOLDER,
+    RecordFields,
     magic_for,
     pack_record_into,
+    pack_records_into,
     record_size,
     topic_header,
     write_total_size,
@@ -158,7 +160,9 @@ class RecordWriter:
         shapes: dict[tuple[str | None, int], tuple[HostPort, bytes, int, int]] = {}
         shape_key: tuple[str | None, int] | None = None
         shape: tuple[HostPort, bytes, int, int] = (DEFAULT_BORN_HOST, b"", 0, 0)
-        records = []
+        records: list[RecordFields] = []
+        sizes: list[int] = []
+        unit_props: list[dict[str, str]] = []  # each record's properties as read back
         total = 0
         tran = items[0].sys_flag & TRANSACTION_ROLLBACK_TYPE
         one_tran = True  # every record of one transaction type: one dispatch run
@@ -184,9 +188,14 @@ class RecordWriter:
                     sf = (sf | 0x20) if store_v6 else (sf & ~0x20)
                     hit = shapes[shape_key] = (born, born_ip, sf, record_size(sf, 0, topic_len, 0))
                 shape = hit
-            size = shape[3] + len(m.body) + len(props_b)
+            body = m.body
+            size = shape[3] + len(body) + len(props_b)
+            born_ts = m.born_timestamp
+            records.append((size, m.flag, shape[2], now if born_ts is None else born_ts,
+                            shape[1], shape[0].port, m.reconsume_times, 0, body, props_b, None))
+            sizes.append(size)
             # the record's properties read back: its own, then the batch's (the last one wins)
-            records.append((m, {**props, **bprops} if merge else props, props_b, shape, size))
+            unit_props.append({**props, **bprops} if merge else props)
             total += size
         cl = self.commitlog
         queues = self.queues
@@ -194,33 +203,28 @@ class RecordWriter:
         # the units' room before the records: a full disk stops the batch before them
         first = queues.next_offset.get((topic, qid), 0)
         queues.cq(topic, qid).make_room(first, first + len(records) - 1)
-        out: list[PutResult] = []
         mm, base = mf.mm, mf.file_from_offset
-        store_ip, store_port, id_prefix = self._store_ip, self._store_port, self._msg_id_prefix
+        # every record but the first's TOTALSIZE: the batch's commit point, written below
+        pack_records_into(mm, pos, records, magic, qid, first, base + pos, now, self._store_ip,
+                          self._store_port, topic_hdr, False, False)
+        id_prefix = self._msg_id_prefix
         tags_code = queues.hashes.tags_code
         scheduled = topic == redelivery.SCHEDULE_TOPIC
         tags_key = redelivery.PROPERTY_TAGS
         units: list[tuple[int, int, int]] = []
-        unit_props: list[dict[str, str]] = []
+        out: list[PutResult] = []
         new = tuple.__new__  # a PutResult without the Python-level __new__
+        phys = base + pos
         qoff = first
-        for m, props, props_b, (born, born_ip, sf, _fixed), size in records:
-            phys = base + pos
-            born_ts = m.born_timestamp
-            pack_record_into(
-                mm, pos, size, magic, qid, m.flag, qoff, phys, sf,
-                now if born_ts is None else born_ts, born_ip, born.port, now, store_ip,
-                store_port, m.reconsume_times, 0, m.body, topic_hdr, props_b, False, False,
-            )
+        for size, props in zip(sizes, unit_props, strict=True):
             units.append((phys, size, queues.tags_code(topic, props, now) if scheduled
                           else tags_code(props.get(tags_key))))
-            unit_props.append(props)
             out.append(new(PutResult, (
                 phys, size, topic, qid, qoff, now, f"{id_prefix}{phys:016X}", props[uniq_key],
             )))
-            pos += size
+            phys += size
             qoff += 1
-        cl.write_pos = base + pos
+        cl.write_pos = phys
         self.last_record = out[-1].physical_offset
         queues.next_offset[(topic, qid)] = qoff
         if one_tran:
@@ -230,10 +234,9 @@ class RecordWriter:
                 queues.dispatch_run(topic, qid, first + i, units[i : i + 1],
                                     unit_props[i : i + 1], now,
                                     m.sys_flag & TRANSACTION_ROLLBACK_TYPE)
-        # the batch's commit point: TOTALSIZE fields last to first, so a kill anywhere before
-        # the first one leaves no record of the batch (recovery cuts it and its CQ units)
-        for phys, size, _tags in reversed(units):
-            write_total_size(mm, phys - base, size)
+        # the batch's commit point: the first record's TOTALSIZE, so a kill anywhere before it
+        # leaves no record of the batch (recovery cuts it and its CQ units)
+        write_total_size(mm, pos, sizes[0])
         self.checkpoint.note_put(now, self.queues.index.written_ts)
         return out
 
