@@ -262,7 +262,10 @@ def record_keys(properties: Mapping[str, str]) -> list[str]:
         out.append(uniq)
     keys = properties.get(PROPERTY_KEYS)
     if keys:
-        out.extend(k for k in keys.split(KEY_SEPARATOR) if k)
+        if KEY_SEPARATOR in keys:
+            out += [k for k in keys.split(KEY_SEPARATOR) if k]
+        else:  # one key
+            out.append(keys)
     return out
 
 

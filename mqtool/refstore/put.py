@@ -166,33 +166,29 @@ class RecordWriter:
         total = 0
         tran = items[0].sys_flag & TRANSACTION_ROLLBACK_TYPE
         one_tran = True  # every record of one transaction type: one dispatch run
-        for m in items:
-            props = m.props
+        for flag, body, props, sys_flag, born_ts, born_host, times, sent in items:
             if delay_key in props and redelivery.delay_level_of(props) > 0:
                 raise RefStoreError("MessageBatch does not support delayed messages")
-            sent = m.raw
             if uniq_key not in props:
                 props[uniq_key] = create_uniq()
                 sent = None
             own = encode_props(props) if sent is None else self.as_sent(sent, props)
             props_b = (own + tail if own and not own.endswith("\x02") else own + batch_raw
                        ).encode("utf-8")
-            if shape_key is None or m.born_host != shape_key[0] or m.sys_flag != shape_key[1]:
-                shape_key = (m.born_host, m.sys_flag)
-                one_tran = one_tran and m.sys_flag & TRANSACTION_ROLLBACK_TYPE == tran
+            if shape_key is None or born_host != shape_key[0] or sys_flag != shape_key[1]:
+                shape_key = (born_host, sys_flag)
+                one_tran = one_tran and sys_flag & TRANSACTION_ROLLBACK_TYPE == tran
                 hit = shapes.get(shape_key)
                 if hit is None:
-                    born = self.born_host(m.born_host) if m.born_host else DEFAULT_BORN_HOST
+                    born = self.born_host(born_host) if born_host else DEFAULT_BORN_HOST
                     born_ip = packed_ip(born)
-                    sf = (m.sys_flag | 0x10) if len(born_ip) == 16 else (m.sys_flag & ~0x10)
+                    sf = (sys_flag | 0x10) if len(born_ip) == 16 else (sys_flag & ~0x10)
                     sf = (sf | 0x20) if store_v6 else (sf & ~0x20)
                     hit = shapes[shape_key] = (born, born_ip, sf, record_size(sf, 0, topic_len, 0))
                 shape = hit
-            body = m.body
             size = shape[3] + len(body) + len(props_b)
-            born_ts = m.born_timestamp
-            records.append((size, m.flag, shape[2], now if born_ts is None else born_ts,
-                            shape[1], shape[0].port, m.reconsume_times, 0, body, props_b, None))
+            records.append((size, flag, shape[2], now if born_ts is None else born_ts,
+                            shape[1], shape[0].port, times, 0, body, props_b, None))
             sizes.append(size)
             # the record's properties read back: its own, then the batch's (the last one wins)
             unit_props.append({**props, **bprops} if merge else props)
