@@ -161,7 +161,6 @@ class RecordWriter:
         shape_key: tuple[str | None, int] | None = None
         shape: tuple[HostPort, bytes, int, int] = (DEFAULT_BORN_HOST, b"", 0, 0)
         records: list[RecordFields] = []
-        sizes: list[int] = []
         unit_props: list[dict[str, str]] = []  # each record's properties as read back
         total = 0
         tran = items[0].sys_flag & TRANSACTION_ROLLBACK_TYPE
@@ -189,7 +188,6 @@ class RecordWriter:
             size = shape[3] + len(body) + len(props_b)
             records.append((size, flag, shape[2], now if born_ts is None else born_ts,
                             shape[1], shape[0].port, times, 0, body, props_b, None))
-            sizes.append(size)
             # the record's properties read back: its own, then the batch's (the last one wins)
             unit_props.append({**props, **bprops} if merge else props)
             total += size
@@ -212,7 +210,8 @@ class RecordWriter:
         new = tuple.__new__  # a PutResult without the Python-level __new__
         phys = base + pos
         qoff = first
-        for size, props in zip(sizes, unit_props, strict=True):
+        for rec, props in zip(records, unit_props, strict=True):
+            size = rec[0]  # TOTALSIZE
             units.append((phys, size, queues.tags_code(topic, props, now) if scheduled
                           else tags_code(props.get(tags_key))))
             out.append(new(PutResult, (
@@ -232,7 +231,7 @@ class RecordWriter:
                                     m.sys_flag & TRANSACTION_ROLLBACK_TYPE)
         # the batch's commit point: the first record's TOTALSIZE, so a kill anywhere before it
         # leaves no record of the batch (recovery cuts it and its CQ units)
-        write_total_size(mm, pos, sizes[0])
+        write_total_size(mm, pos, records[0][0])
         self.checkpoint.note_put(now, self.queues.index.written_ts)
         return out
 
