@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import mmap
+import os
+import queue
+import threading
 from pathlib import Path
 from typing import cast
 
@@ -21,6 +24,62 @@ from mqtool.refstore.mapped import (
 END_FILE_MIN_BLANK_LENGTH = 8  # CommitLog.END_FILE_MIN_BLANK_LENGTH
 POPULATE_CHUNK = 4 << 20  # commitlog bytes pre-faulted at a time
 KEEP_MAPPED = 64 << 20  # bytes behind the write position kept in the resident set
+READ_AHEAD_PIECE = 256 << 10  # bytes per read of the read-ahead thread
+
+
+class ReadAhead:
+    """Brings a file's next bytes into the page cache on a thread of its own.
+
+    The first touch of a page-cache page costs the kernel a page to allocate and zero (on a
+    virtual machine, often a fault in the host as well): milliseconds per chunk, paid by
+    whichever request's write reaches the chunk first. The thread reads the chunk after the
+    one being written (reads release the GIL), so that :func:`populate` later only maps pages
+    that are there. Each request holds its own duplicate of the file's descriptor: a file
+    closed or removed meanwhile is read harmlessly, or not at all.
+    """
+
+    def __init__(self) -> None:
+        self._work: queue.SimpleQueue[tuple[int, int, int] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self.asked: list[tuple[int, int]] = []  # the last requests (start, length)
+
+    def request(self, fd: int, start: int, length: int) -> None:
+        """Read ``[start, start + length)`` of ``fd``'s file (a duplicate of ``fd`` is kept
+        until it is done). An fd that cannot be duplicated is left alone: read-ahead is only
+        ever a saving."""
+        try:
+            dup = os.dup(fd)
+        except OSError:
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="mqtool-readahead",
+                                            daemon=True)
+            self._thread.start()
+        self._work.put((dup, start, length))
+        self.asked = [*self.asked[-7:], (start, length)]
+
+    def _run(self) -> None:
+        piece = bytearray(READ_AHEAD_PIECE)
+        while (job := self._work.get()) is not None:
+            fd, pos, length = job
+            end = pos + length
+            try:
+                while pos < end:
+                    n = os.preadv(fd, [memoryview(piece)[: min(len(piece), end - pos)]], pos)
+                    if n <= 0:
+                        break
+                    pos += n
+            except OSError:
+                pass  # nothing is lost: the writer faults the pages in itself
+            finally:
+                os.close(fd)
+
+    def close(self) -> None:
+        """Stop the thread (after the reads asked for)."""
+        if self._thread is not None:
+            self._work.put(None)
+            self._thread.join()
+            self._thread = None
 
 
 
@@ -48,6 +107,7 @@ class CommitLogFiles:
         self._cur: MappedFile | None = None  # the file the last reserve() returned
         self._populated = 0  # bytes of _cur already pre-faulted
         self._dropped = 0  # bytes of _cur released from this process's mapping
+        self.read_ahead = ReadAhead()
 
     @property
     def min_offset(self) -> int:
@@ -95,6 +155,8 @@ class CommitLogFiles:
         end = min(end, mf.allocate(start, upto, end - upto))
         populate(mf.mm, start, end - start)
         self._populated = end
+        if end < self.file_size:  # the next chunk, read while this one is written
+            self.read_ahead.request(mf.fileno(), end, min(POPULATE_CHUNK, self.file_size - end))
         # drop our mapping of what lies well behind the write position: the data stays in the
         # page cache / file (shared mapping), the process's resident set stays bounded
         behind = start - KEEP_MAPPED
@@ -194,6 +256,7 @@ class CommitLogFiles:
             mf.flush()
 
     def close(self) -> None:
+        self.read_ahead.close()
         for mf in self.files:
             mf.close()
         self.files = []
