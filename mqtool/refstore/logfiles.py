@@ -1,4 +1,5 @@
-"""The commitlog as a queue of mapped files: append with BLANK roll, read, truncate."""
+"""The commitlog as a queue of mapped files: append with BLANK roll, read, truncate; the
+chunk after the one being written is read into the page cache ahead, on a thread."""
 
 from __future__ import annotations
 
