@@ -5,7 +5,10 @@ batch, or one record: :func:`pack_record_into`), without building record objects
 are joined in one buffer and copied in one go, with the first record's TOTALSIZE written last so
 that a torn copy reads as the end of the data (5.2+ ``__CRC32#`` property filled in,
 :func:`fill_prop_crc`). Every writer uses it: the reference store's put path
-(:mod:`mqtool.refstore`) and :func:`mqtool.formats.commitlog.build_message`. Offsets and
+(:mod:`mqtool.refstore`) and :func:`mqtool.formats.commitlog.build_message`. Its compiled form
+for client batches, :mod:`.batch_encoder`, writes the head this module packs
+(:func:`record_head`) and the rest at the layout's offsets; tests give both the same batches
+and compare the stores byte for byte. Offsets and
 widths come from the layout table, :mod:`mqtool.formats.commitlog_layout`.
 
 The readable reference of the layout is the construct definition
@@ -32,8 +35,8 @@ from mqtool.formats.commitlog_layout import (
 
 __all__ = [
     "CRC32_PLACEHOLDER", "CRC32_RESERVED_LEN", "PROPERTY_CRC32", "RecordFields", "fill_prop_crc",
-    "magic_for", "pack_record_into", "pack_records_into", "record_size", "topic_header",
-    "write_total_size",
+    "magic_for", "pack_record_into", "pack_records_into", "record_head", "record_size",
+    "topic_header", "write_total_size",
 ]
 
 CRC32_PLACEHOLDER = PROPERTY_CRC32 + "\x01" + "0" * 10 + "\x02"
@@ -70,6 +73,20 @@ def topic_header(topic_b: bytes, magic: int | None = None) -> bytes:
     n = len(topic_b)
     v2 = n > 127 if magic is None else (magic & 0xFFFFFFFF) == MAGIC_V2
     return (_I16.pack(n) if v2 else bytes((n,))) + topic_b  # TOPICLEN_V2_WIDTH / _V1_WIDTH
+
+
+def record_head(
+    magic: int, queue_id: int, sys_flag: int, born_timestamp: int, born_ip: bytes,
+    born_port: int, store_timestamp: int, store_ip: bytes, store_port: int,
+    reconsume_times: int, prepared_transaction_offset: int = 0,
+) -> bytes:
+    """A record's fields from TOTALSIZE to BODYLEN, with TOTALSIZE, BODYCRC, FLAG, QUEUEOFFSET,
+    PHYSICALOFFSET and BODYLEN 0: the part a batch's records share, for the compiled batch
+    form (:mod:`.batch_encoder`), which fills in the rest per record."""
+    return _fixed_struct(len(born_ip), len(store_ip)).pack(
+        0, magic, 0, queue_id, 0, 0, 0, sys_flag, born_timestamp, born_ip, born_port,
+        store_timestamp, store_ip, store_port, reconsume_times, prepared_transaction_offset, 0,
+    )
 
 
 #: One record's own fields for :func:`pack_records_into`: TOTALSIZE, FLAG, SYSFLAG,

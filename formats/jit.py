@@ -278,6 +278,19 @@ def copy8(dst: np.ndarray, q: int, src: np.ndarray, p: int, n: int) -> None:
 
 
 @inlined
+def copy_exact(dst: np.ndarray, q: int, src: np.ndarray, p: int, n: int) -> None:
+    """``dst[q:q+n] = src[p:p+n]``, 8 bytes at a time, nothing written or read past either
+    end (a slice assignment copies through a temporary: ten times slower)."""
+    k = 0
+    while k + 8 <= n:
+        store64(dst, q + k, load64(src, p + k))
+        k += 8
+    while k < n:
+        dst[q + k] = src[p + k]
+        k += 1
+
+
+@inlined
 def or_bytes(src: np.ndarray, p: int, n: int) -> int:
     """OR of ``src[p:p+n]`` (>= 0x80: not ASCII)."""
     acc = np.uint64(0)

@@ -22,6 +22,10 @@ the shared machine falls on both alike. Every message has a 1 KiB body, a tag an
   the batch case stored until its first message; the median of each side (one start of a
   client JVM is too noisy a sample to compare two servers by).
 
+Before each run both servers are let go quiet (each under 2% of a core over half a second,
+at most 20 s: the broker JVM goes on compiling and collecting for seconds after a load, which
+would otherwise fall on serve's run); the idle server's CPU during each run is noted.
+
 For each case: msgs/s on both sides and the ratio; the server's CPU per 1,000 messages (the
 broker JVM's, or serve's process) and the clients' own CPU per 1,000 messages (which bounds
 both sides alike). Serve's and the broker's anonymous RSS (heap and buffers, without the mapped
@@ -58,6 +62,9 @@ SIZES = {  # (per C++ producer, per Java thread, messages drained)
 PRODUCERS = 8
 FIRST_STARTS = 5
 BODY = 1024
+QUIET_WINDOW = 0.5  # s
+QUIET_CPU = 0.02  # CPU-seconds per second: "quiet" below this
+QUIET_MAX = 20.0  # s
 BATCH = 32
 CPP_TOPIC = "BenchCpp"
 
@@ -89,6 +96,31 @@ def java_load(side: Side, classes: Path, *args: str) -> dict[str, Any]:
                          f"{res.stdout[-2000:]}{res.stderr[-4000:]}")
     got: dict[str, Any] = json.loads(lines[-1])
     got["server_cpu"] = (u1 - u0) + (s1 - s0)
+    return got
+
+
+def quiesce(sides: list[Side]) -> float:
+    """Wait until neither server works in the background (each under QUIET_CPU of CPU per
+    QUIET_WINDOW: the broker JVM goes on compiling and collecting for a while after a load,
+    which would fall on the other side's run), at most QUIET_MAX seconds; returns the wait."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < QUIET_MAX:
+        before = [sum(side.cpu()) for side in sides]
+        time.sleep(QUIET_WINDOW)
+        if all(sum(side.cpu()) - b <= QUIET_CPU * QUIET_WINDOW
+               for side, b in zip(sides, before, strict=True)):
+            break
+    return round(time.monotonic() - t0, 2)
+
+
+def run_quietly(sides: list[Side], side: Side, step: Any) -> dict[str, Any]:
+    """``step(side)`` once both servers are quiet; the other server's CPU during the run is
+    noted with it (``other_server_cpu_ms``), and the wait (``quiet_wait_s``)."""
+    waited = quiesce(sides)
+    others = [(o, sum(o.cpu())) for o in sides if o is not side]
+    got: dict[str, Any] = step(side)
+    got["other_server_cpu_ms"] = round(sum(sum(o.cpu()) - c for o, c in others) * 1000)
+    got["quiet_wait_s"] = waited
     return got
 
 
@@ -162,8 +194,7 @@ def main() -> int:
             cases[name] = {}
             for side in sides:
                 print(f"{name}: {side.name} ...", file=sys.stderr, flush=True)
-                cases[name][side.name] = step(side)
-                time.sleep(1)
+                cases[name][side.name] = run_quietly(sides, side, step)
         for i in range(FIRST_STARTS):
             for side in sides:
                 print(f"first message {i + 1}/{FIRST_STARTS}: {side.name} ...", file=sys.stderr,
@@ -187,7 +218,9 @@ def main() -> int:
         notes.append(f"{name}: server CPU per 1,000 messages: serve "
                      f"{s['server_cpu_ms_per_1000']} ms, broker {b['server_cpu_ms_per_1000']} ms; "
                      f"the clients' own {s['clients_cpu_ms_per_1000']} ms (against serve) and "
-                     f"{b['clients_cpu_ms_per_1000']} ms (against the broker)")
+                     f"{b['clients_cpu_ms_per_1000']} ms (against the broker); the idle "
+                     f"server's CPU during each run: the broker's {s['other_server_cpu_ms']} ms "
+                     f"during serve's, serve's {b['other_server_cpu_ms']} ms during the broker's")
     first = {side: statistics.median(ms) for side, ms in firsts.items()}
     for side in ("broker", "serve"):
         figures.append({"what": f"consumer start to first message: "

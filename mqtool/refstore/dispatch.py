@@ -99,7 +99,7 @@ class ConsumeQueues:
                 if recovering:
                     key = (topic, queue_id)
                     self.next_offset[key] = max(self.next_offset.get(key, 0), queue_offset + 1)
-        if not self.config.message_index_enable or not is_indexed(tran):
+        if not self.indexes(tran):
             return
         keys = record_keys(props)
         if keys:
@@ -114,7 +114,7 @@ class ConsumeQueues:
         ``first`` on, and each one's properties."""
         if gets_cq_unit(tran):
             self.cq(topic, queue_id).put_run(first, units)
-        if self.config.message_index_enable and is_indexed(tran):
+        if self.indexes(tran):
             keys: list[str] = []
             offsets: list[int] = []
             for (phys, _size, _tags), p in zip(units, props, strict=True):
@@ -122,6 +122,21 @@ class ConsumeQueues:
                 keys += ks
                 offsets += [phys] * len(ks)
             self.index.add_run(topic, keys, offsets, store_timestamp)
+
+    def dispatch_hashed_run(
+        self, topic: str, queue_id: int, first: int, units: Sequence[tuple[int, int, int]],
+        hashes: list[int], offsets: list[int], store_timestamp: int, tran: int,
+    ) -> None:
+        """:meth:`dispatch_run` with the records' index keys given as their index hashes,
+        each with its record's offset (the compiled batch encoder's)."""
+        if gets_cq_unit(tran):
+            self.cq(topic, queue_id).put_run(first, units)
+        if self.indexes(tran):
+            self.index.add_hashed(hashes, offsets, store_timestamp)
+
+    def indexes(self, tran: int) -> bool:
+        """Whether a record of transaction type ``tran`` gets index entries."""
+        return self.config.message_index_enable and is_indexed(tran)
 
     def destroy_topic(self, topic: str) -> None:
         """Every consume queue of ``topic`` deleted (each queue's directory with it), its next

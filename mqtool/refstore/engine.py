@@ -359,6 +359,17 @@ class RefStore:
         self.check_open()
         return self.writer.put_batch_items(topic, queue_id, items, batch_properties)
 
+    def put_raw_batch(
+        self, topic: str, queue_id: int | None, body: bytes, sys_flag: int,
+        born_timestamp: int | None, born_host: str | None, reconsume_times: int,
+        batch_properties: Iterable[tuple[str, str]],
+    ) -> list[PutResult] | None:
+        """A batch body as a client sent it, by the compiled batch encoder, or None: see
+        :meth:`.RecordWriter.put_raw_batch`."""
+        self.check_open()
+        return self.writer.put_raw_batch(topic, queue_id, body, sys_flag, born_timestamp,
+                                         born_host, reconsume_times, batch_properties)
+
     def tick(
         self,
         now: int | None = None,

@@ -29,6 +29,7 @@ class IndexBuilder:
         self.written_ts = 0  # store time of the last key written (indexMsgTimestamp)
         self._pre: list[int] = []  # unsigned Java hash of "topic#" per buffered key
         self._key: list[str] = []
+        self._hash: list[int] = []  # a key's index hash when given, else -1 (from _pre, _key)
         self._off: list[int] = []
         self._ts: list[int] = []
         self._topic_pre: dict[str, int] = {}
@@ -94,17 +95,35 @@ class IndexBuilder:
         full buffer is written."""
         self._buffer(topic, keys, offsets, store_timestamp)
 
-    def _buffer(self, topic: str, keys: list[str], offsets: list[int],
-                store_timestamp: int) -> None:
-        """Buffer keys of one topic, each with its record's offset; a full buffer is written."""
+    def add_hashed(self, hashes: list[int], offsets: list[int], store_timestamp: int) -> None:
+        """:meth:`add_run` of keys given by their index hashes (``indexKeyHashMethod`` of
+        ``topic#key``, the compiled batch encoder's)."""
+        n = len(hashes)
+        self._key += [""] * n
+        self._pre += [0] * n
+        self._hash += hashes
+        self._after_buffer(offsets, store_timestamp)
+
+    def topic_prefix(self, topic: str) -> int:
+        """The unsigned Java hash state of ``topic#`` (what a key's index hash continues)."""
         pre = self._topic_pre.get(topic)
         if pre is None:
             pre = self._topic_pre[topic] = java_hash_unsigned(topic + "#")
+        return pre
+
+    def _buffer(self, topic: str, keys: list[str], offsets: list[int],
+                store_timestamp: int) -> None:
+        """Buffer keys of one topic, each with its record's offset; a full buffer is written."""
+        pre = self.topic_prefix(topic)
         n = len(keys)
         self._key += keys
-        self._off += offsets
         self._pre += [pre] * n
-        self._ts += [store_timestamp] * n
+        self._hash += [-1] * n
+        self._after_buffer(offsets, store_timestamp)
+
+    def _after_buffer(self, offsets: list[int], store_timestamp: int) -> None:
+        self._off += offsets
+        self._ts += [store_timestamp] * len(offsets)
         if len(self._key) >= INDEX_BATCH:
             try:
                 self.write_buffered()
@@ -122,7 +141,16 @@ class IndexBuilder:
         keys, off, ts = self._key, self._off, self._ts
         if not keys:
             return
-        h = index_hashes(self._pre, keys)
+        h = self._hash
+        todo = [i for i, v in enumerate(h) if v < 0]
+        if len(todo) == len(h):
+            h = index_hashes(self._pre, keys)
+        elif todo:
+            h = list(h)
+            pre = self._pre
+            for i, v in zip(todo, index_hashes([pre[i] for i in todo], [keys[i] for i in todo]),
+                            strict=True):
+                h[i] = v
         start = 0
         try:
             while start < len(h):
@@ -133,7 +161,7 @@ class IndexBuilder:
         finally:  # what was written leaves the buffer, even when the rest could not be
             if start:
                 self.written_ts = ts[start - 1]
-                for buf in (self._pre, self._key, self._off, self._ts):
+                for buf in (self._pre, self._key, self._hash, self._off, self._ts):
                     del buf[:start]
 
     def _file_for(self, end_phy: int, end_ts: int) -> IndexFileWriter:

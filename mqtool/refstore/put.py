@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import repeat
+from typing import Any
+
+import numpy as np
 
 from mqtool.formats.commitlog import (
     TRANSACTION_ROLLBACK_TYPE,
     HostPort,
     packed_ip,
+    parse_properties,
 )
 from mqtool.formats.encoder import (
     CRC32_PLACEHOLDER,
@@ -16,6 +21,7 @@ from mqtool.formats.encoder import (
     magic_for,
     pack_record_into,
     pack_records_into,
+    record_head,
     record_size,
     topic_header,
     write_total_size,
@@ -38,6 +44,25 @@ _READ_KEYS = (  # what a unit, the index and a put's result read of a record's p
     redelivery.PROPERTY_TAGS, redelivery.PROPERTY_KEYS,
     redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, redelivery.PROPERTY_DELAY_TIME_LEVEL,
 )
+
+
+_BATCH_ENCODER: Any = None  # mqtool.formats.batch_encoder, once load_batch_encoder has run
+
+
+def load_batch_encoder() -> None:
+    """Load the compiled batch encoder (compiled on a fresh install: seconds; then numba's
+    cache); until it is loaded, batches take the Python encoder. Serve calls it at start, in
+    a thread of its own."""
+    global _BATCH_ENCODER
+    from mqtool.formats import batch_encoder
+
+    batch_encoder.warm()
+    _BATCH_ENCODER = batch_encoder
+
+
+def _no_batch_ref() -> tuple[tuple[str, ...], Any, Any, int, int, int]:
+    empty = np.zeros(1, dtype=np.int64)
+    return (), np.frombuffer(b"", dtype=np.uint8), empty, -1, -1, -1
 
 
 class RecordWriter:
@@ -65,6 +90,7 @@ class RecordWriter:
         self._msg_id_prefix = (
             self._store_ip + self._store_port.to_bytes(4, "big", signed=True)
         ).hex().upper()
+        self._msg_id_prefix_b = self._msg_id_prefix.encode("ascii")
         self._max_body = config.max_message_size
         self._props_capacity = config.properties_capacity
         self._trailing_sep = config.v5
@@ -74,6 +100,9 @@ class RecordWriter:
         self._prop_orders: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._sent_orders: dict[tuple[str, ...], bool] = {}
         self._born_hosts: dict[str, HostPort] = {}
+        # the compiled batch encoder's reference message: its keys, their bytes, where each
+        # starts, the places of UNIQ_KEY, TAGS and KEYS among them (none yet: no key at all)
+        self._batch_ref: tuple[tuple[str, ...], Any, Any, int, int, int] = _no_batch_ref()
 
     def put(self, msg: Message, *, as_sent: bool = False) -> PutResult:
         """Put one message (``SendMessageProcessor`` + ``DefaultMessageStore#putMessage``);
@@ -136,16 +165,8 @@ class RecordWriter:
         is the message's own and gets its UNIQ_KEY there when it has none)."""
         if not items:
             return []
-        tc = self.configs.topics.get(topic) or self.configs.create_topic(topic)
-        qid = queue_id
-        if qid is None:
-            qid = self.next_queue(topic, tc.write_queue_nums)
-        elif qid < 0 or qid >= tc.write_queue_nums:
-            raise RefStoreError(f"queue {qid} of topic {topic} does not exist")
-        bprops = dict(batch_properties)
-        if self.cluster:
-            bprops[redelivery.PROPERTY_CLUSTER] = self.cluster
-        batch_raw = self.encode_props(bprops)
+        qid = self._batch_queue(topic, queue_id)
+        bprops, batch_raw = self._batch_properties(batch_properties)
         tail = "\x02" + batch_raw if batch_raw else ""
         # the keys a unit and the index read: from the batch's properties only when it has them
         merge = any(k in bprops for k in _READ_KEYS)
@@ -154,7 +175,6 @@ class RecordWriter:
         uniq_key = redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
         delay_key = redelivery.PROPERTY_DELAY_TIME_LEVEL
         encode_props, create_uniq = self.encode_props, self.uniq.create
-        store_v6 = self._store_v6
         # per (born host, sysflag): the born host, its packed ip, the record's sysflag and its
         # size without body and properties (a batch's messages share them)
         shapes: dict[tuple[str | None, int], tuple[HostPort, bytes, int, int]] = {}
@@ -179,11 +199,7 @@ class RecordWriter:
                 one_tran = one_tran and sys_flag & TRANSACTION_ROLLBACK_TYPE == tran
                 hit = shapes.get(shape_key)
                 if hit is None:
-                    born = self.born_host(born_host) if born_host else DEFAULT_BORN_HOST
-                    born_ip = packed_ip(born)
-                    sf = (sys_flag | 0x10) if len(born_ip) == 16 else (sys_flag & ~0x10)
-                    sf = (sf | 0x20) if store_v6 else (sf & ~0x20)
-                    hit = shapes[shape_key] = (born, born_ip, sf, record_size(sf, 0, topic_len, 0))
+                    hit = shapes[shape_key] = self._shape(born_host, sys_flag, topic_len)
                 shape = hit
             size = shape[3] + len(body) + len(props_b)
             records.append((size, flag, shape[2], now if born_ts is None else born_ts,
@@ -235,6 +251,150 @@ class RecordWriter:
         self.checkpoint.note_put(now, self.queues.index.written_ts)
         return out
 
+    def put_raw_batch(
+        self, topic: str, queue_id: int | None, body: bytes, sys_flag: int,
+        born_timestamp: int | None, born_host: str | None, reconsume_times: int,
+        batch_properties: Iterable[tuple[str, str]],
+    ) -> list[PutResult] | None:
+        """:meth:`put_batch_items` of a batch body as a client sent it (``MessageBatch``
+        encoding, uncompressed), by the compiled batch encoder (:mod:`.batch_encoder`): the
+        same records, units and index keys. None, having changed nothing, when that encoder
+        is not loaded (:func:`load_batch_encoder`) or the batch is not one it takes (a body it
+        refuses, messages whose keys differ, non-ASCII keys or tags, a delay, a message
+        without UNIQ_KEY, transactions, the schedule topic, 5.2+ property CRCs): the caller
+        then decodes the batch for :meth:`put_batch_items`."""
+        kern = _BATCH_ENCODER
+        if (kern is None or self._prop_crc or topic == redelivery.SCHEDULE_TOPIC
+                or sys_flag & TRANSACTION_ROLLBACK_TYPE):
+            return None
+        bprops, batch_raw = self._batch_properties(batch_properties)
+        if any(k in bprops for k in _READ_KEYS):
+            return None
+        # each record's properties: the message's own (no trailing separator) + this
+        tail = ("\x02" + batch_raw if batch_raw or self._trailing_sep else "").encode("utf-8")
+        shape = self._shape(born_host, sys_flag, len(topic.encode("utf-8")))
+        src = np.frombuffer(body, dtype=np.uint8)
+        rows = np.empty((len(body) // (kern.HEAD_SIZE + 2) + 1, kern.COLUMNS), dtype=np.int64)
+        totals = np.empty(3, dtype=np.int64)
+        for again in (False, True):
+            ref = self._batch_ref
+            n = kern.plan(src, ref[1], ref[2], ref[3], ref[4], ref[5], shape[3], len(tail),
+                          rows, totals)
+            if (n != kern.OTHER_KEYS or again
+                    or not self._new_batch_ref(body, int(rows[0, kern.C_PROPS]))):
+                break
+        if n <= 0:
+            return None
+        qid = self._batch_queue(topic, queue_id)
+        topic_hdr, _topic_len, magic = self._topic_header(topic)
+        now = self.clock()
+        rows = rows[:n]
+        total, n_keys, uniq_bytes = totals.tolist()
+        cl = self.commitlog
+        queues = self.queues
+        mf, pos = cl.reserve(total)
+        first = queues.next_offset.get((topic, qid), 0)
+        queues.cq(topic, qid).make_room(first, first + n - 1)
+        born, born_ip, sf, _fixed = shape
+        head = record_head(magic, qid, sf, now if born_timestamp is None else born_timestamp,
+                           born_ip, born.port, now, self._store_ip, self._store_port,
+                           reconsume_times)
+        prefix = self._msg_id_prefix_b
+        tags = np.empty(n, dtype=np.int64)
+        phys = np.empty(n, dtype=np.int64)
+        hashes = np.empty(n_keys, dtype=np.int64)
+        hash_phys = np.empty(n_keys, dtype=np.int64)
+        text = np.empty(n * (len(prefix) + 17) + uniq_bytes + n, dtype=np.uint8)
+        base = mf.file_from_offset + pos
+        crc_fn, crc_kind = kern.crc_function()
+        dst = np.frombuffer(mf.mm, dtype=np.uint8)
+        try:
+            kern.write(src, rows, dst, pos, np.frombuffer(head, dtype=np.uint8),
+                       np.frombuffer(topic_hdr, dtype=np.uint8),
+                       np.frombuffer(tail, dtype=np.uint8), base, first, crc_fn, crc_kind,
+                       queues.index.topic_prefix(topic), np.frombuffer(prefix, dtype=np.uint8),
+                       tags, hashes, hash_phys, phys, text)
+        finally:
+            del dst  # the mapping's export (an unmap needs none left)
+        ids = text.tobytes().decode("ascii").split(",")  # n message ids, n UNIQ_KEYs, ""
+        offsets = phys.tolist()
+        sizes = rows[:, kern.C_SIZE].tolist()
+        # PutResults built in C (tuple.__new__ skips the Python-level __new__)
+        out: list[PutResult] = list(map(tuple.__new__, repeat(PutResult, n), zip(
+            offsets, sizes, repeat(topic, n), repeat(qid, n), range(first, first + n),
+            repeat(now, n), ids[:n], ids[n : 2 * n], strict=True)))
+        cl.write_pos = base + total
+        self.last_record = offsets[-1]
+        queues.next_offset[(topic, qid)] = first + n
+        units = list(zip(offsets, sizes, tags.tolist(), strict=True))
+        queues.dispatch_hashed_run(topic, qid, first, units, hashes.tolist(),
+                                   hash_phys.tolist(), now, 0)
+        # the batch's commit point: the first record's TOTALSIZE (see put_batch_items)
+        write_total_size(mf.mm, pos, sizes[0])
+        self.checkpoint.note_put(now, self.queues.index.written_ts)
+        return out
+
+    def _new_batch_ref(self, body: bytes, props_at: int) -> bool:
+        """Make the message whose properties start at ``body[props_at]`` the compiled batch
+        encoder's reference (its keys are what every message of a batch must have), when
+        :meth:`put_batch_items` would store its properties as sent: UNIQ_KEY, no delay, the
+        keys in the order the store writes, every segment one pair."""
+        plen = int.from_bytes(body[props_at - 2 : props_at], "big")
+        try:
+            sent = body[props_at : props_at + plen].decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        props = parse_properties(sent)
+        keys = tuple(props)
+        if (not sent or redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props
+                or redelivery.PROPERTY_DELAY_TIME_LEVEL in props
+                or not self._in_store_order(keys)
+                or sent.count("\x02") + (sent[-1] != "\x02") != len(keys)):
+            return False
+        names = [k.encode("utf-8") for k in keys]
+        at = np.zeros(len(names) + 1, dtype=np.int64)
+        at[1:] = np.cumsum([len(k) for k in names])
+
+        def index(key: str) -> int:
+            return keys.index(key) if key in props else -1
+
+        self._batch_ref = (
+            keys, np.frombuffer(b"".join(names), dtype=np.uint8), at,
+            index(redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+            index(redelivery.PROPERTY_TAGS), index(redelivery.PROPERTY_KEYS),
+        )
+        return True
+
+    def _batch_queue(self, topic: str, queue_id: int | None) -> int:
+        """A batch's queue: the given one (checked) or the next round-robin one; the topic is
+        created when it does not exist."""
+        tc = self.configs.topics.get(topic) or self.configs.create_topic(topic)
+        if queue_id is None:
+            return self.next_queue(topic, tc.write_queue_nums)
+        if queue_id < 0 or queue_id >= tc.write_queue_nums:
+            raise RefStoreError(f"queue {queue_id} of topic {topic} does not exist")
+        return queue_id
+
+    def _batch_properties(
+        self, batch_properties: Iterable[tuple[str, str]],
+    ) -> tuple[dict[str, str], str]:
+        """A batch's own properties (the broker's CLUSTER added) and their text."""
+        bprops = dict(batch_properties)
+        if self.cluster:
+            bprops[redelivery.PROPERTY_CLUSTER] = self.cluster
+        return bprops, self.encode_props(bprops)
+
+    def _shape(
+        self, born_host: str | None, sys_flag: int, topic_len: int,
+    ) -> tuple[HostPort, bytes, int, int]:
+        """A record's born host, its packed ip, the SYSFLAG written (the host bits set from
+        the born and store hosts) and the record's size without body and properties."""
+        born = self.born_host(born_host) if born_host else DEFAULT_BORN_HOST
+        born_ip = packed_ip(born)
+        sf = (sys_flag | 0x10) if len(born_ip) == 16 else (sys_flag & ~0x10)
+        sf = (sf | 0x20) if self._store_v6 else (sf & ~0x20)
+        return born, born_ip, sf, record_size(sf, 0, topic_len, 0)
+
     def born_host(self, text: str) -> HostPort:
         """``HostPort.parse`` of a message's born host, cached (a connection's sends share one)."""
         born = self._born_hosts.get(text)
@@ -267,6 +427,16 @@ class RecordWriter:
         """:meth:`encode_props` of ``props`` parsed from ``sent``: ``sent`` itself (its
         separator style made the store's) when its keys are in the order the store writes."""
         keys = tuple(props)
+        same = self._in_store_order(keys)
+        # every segment one of the keys (none skipped, none repeated): sent is their join
+        if not (same and sent and sent.count("\x02") + (sent[-1] != "\x02") == len(keys)):
+            return self.encode_props(props)
+        if sent.endswith("\x02"):
+            return sent if self._trailing_sep else sent[:-1]
+        return sent + "\x02" if self._trailing_sep else sent
+
+    def _in_store_order(self, keys: tuple[str, ...]) -> bool:
+        """Whether a map filled with ``keys`` in this order is written in this order."""
         same = self._sent_orders.get(keys)
         if same is None:
             order = hashmap_key_order(keys, self._props_capacity)
@@ -274,12 +444,7 @@ class RecordWriter:
             if len(self._sent_orders) > 10_000:
                 self._sent_orders.clear()
             self._sent_orders[keys] = same
-        # every segment one of the keys (none skipped, none repeated): sent is their join
-        if not (same and sent and sent.count("\x02") + (sent[-1] != "\x02") == len(keys)):
-            return self.encode_props(props)
-        if sent.endswith("\x02"):
-            return sent if self._trailing_sep else sent[:-1]
-        return sent + "\x02" if self._trailing_sep else sent
+        return same
 
     def _topic_header(self, topic: str) -> tuple[bytes, int, int]:
         hit = self._topic_hdrs.get(topic)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import TypeVar
 from mqtool.formats.errors import MqtoolError
 from mqtool.refstore import redelivery
 from mqtool.refstore.engine import RefStore
+from mqtool.refstore.put import load_batch_encoder
 from mqtool.remoting.codes import RequestCode
 from mqtool.remoting.frame import RemotingCommand
 from mqtool.remoting.server import Peer, RemotingServer
@@ -137,6 +139,15 @@ class Service:
         roots = {str(opts.store), str(opts.store.resolve())}
         self._roots = sorted(roots, key=len, reverse=True)
 
+    def _load_batch_encoder(self) -> None:
+        """The compiled batch encoder, loaded behind the start (batches take the Python
+        encoder until it is; a failure is said once and leaves them there)."""
+        try:
+            load_batch_encoder()
+        except Exception as e:  # numba missing or broken: the Python encoder serves
+            self.log(f"serve: the compiled batch encoder is not available, batches take the "
+                     f"Python encoder: {type(e).__name__}: {e}")
+
     def redact(self, text: str) -> str:
         """``text`` with the store's path written as ``<store>`` (for answers to clients)."""
         for root in self._roots:
@@ -147,6 +158,7 @@ class Service:
         """Listen on both ports and open the store (StoreLockedError when it is taken)."""
         opts = self.opts
         holder: dict[str, Broker | NameServer] = {}
+        threading.Thread(target=self._load_batch_encoder, name="mqtool-jit", daemon=True).start()
 
         async def broker_handle(cmd: RemotingCommand, peer: Peer) -> RemotingCommand | None:
             return await holder["broker"].handle(cmd, peer)
