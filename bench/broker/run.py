@@ -99,6 +99,20 @@ def java_load(side: Side, classes: Path, *args: str) -> dict[str, Any]:
     return got
 
 
+def wait_for_route(side: Side, topic: str) -> None:
+    """Until the name server gives ``topic``'s route (the real broker registers a topic
+    ``updateTopic`` made with its name server in the background: a C++ producer that looks
+    it up before then fails with "No route info of this topic")."""
+    from mqtool.remoting.client import LiveClient
+
+    with LiveClient(side.namesrv) as client:
+        for _ in range(120):
+            if client.route(topic, refresh=True) is not None:
+                return
+            time.sleep(0.25)
+    raise SystemExit(f"{side.name}: the name server has no route of {topic} after 30 s")
+
+
 def quiesce(sides: list[Side]) -> float:
     """Wait until neither server works in the background (each under QUIET_CPU of CPU per
     QUIET_WINDOW: the broker JVM goes on compiling and collecting for a while after a load,
@@ -178,6 +192,7 @@ def main() -> int:
             if made.returncode != 0 or "success" not in made.stdout:
                 raise SystemExit(f"updateTopic {CPP_TOPIC} against {side.name}: exit "
                                  f"{made.returncode}\n{made.stdout[-2000:]}{made.stderr[-2000:]}")
+            wait_for_route(side, CPP_TOPIC)
         steps: list[tuple[str, Any]] = [
             (f"C++ sync, {PRODUCERS} producers", lambda s: cpp_producers(s, per_cpp)),
             (f"Java sync, {PRODUCERS} threads",
