@@ -124,13 +124,14 @@ class ConsumeQueues:
             self.index.add_run(topic, keys, offsets, store_timestamp)
 
     def dispatch_hashed_run(
-        self, topic: str, queue_id: int, first: int, units: Sequence[tuple[int, int, int]],
+        self, topic: str, queue_id: int, first: int, units: bytes, end_phys: int,
         hashes: list[int], offsets: list[int], store_timestamp: int, tran: int,
     ) -> None:
-        """:meth:`dispatch_run` with the records' index keys given as their index hashes,
-        each with its record's offset (the compiled batch encoder's)."""
+        """:meth:`dispatch_run` of units already packed (``CQ_DTYPE``; ``end_phys``: the last
+        record's end) and index keys given as their index hashes, each with its record's
+        offset (the compiled batch encoder's)."""
         if gets_cq_unit(tran):
-            self.cq(topic, queue_id).put_run(first, units)
+            self.cq(topic, queue_id).put_packed(first, units, end_phys)
         if self.indexes(tran):
             self.index.add_hashed(hashes, offsets, store_timestamp)
 

@@ -30,6 +30,7 @@ class IndexBuilder:
         self._pre: list[int] = []  # unsigned Java hash of "topic#" per buffered key
         self._key: list[str] = []
         self._hash: list[int] = []  # a key's index hash when given, else -1 (from _pre, _key)
+        self._unhashed = 0  # buffered keys whose hash is -1
         self._off: list[int] = []
         self._ts: list[int] = []
         self._topic_pre: dict[str, int] = {}
@@ -119,6 +120,7 @@ class IndexBuilder:
         self._key += keys
         self._pre += [pre] * n
         self._hash += [-1] * n
+        self._unhashed += n
         self._after_buffer(offsets, store_timestamp)
 
     def _after_buffer(self, offsets: list[int], store_timestamp: int) -> None:
@@ -142,10 +144,10 @@ class IndexBuilder:
         if not keys:
             return
         h = self._hash
-        todo = [i for i, v in enumerate(h) if v < 0]
-        if len(todo) == len(h):
+        if self._unhashed == len(h):
             h = index_hashes(self._pre, keys)
-        elif todo:
+        elif self._unhashed:
+            todo = [i for i, v in enumerate(h) if v < 0]
             h = list(h)
             pre = self._pre
             for i, v in zip(todo, index_hashes([pre[i] for i in todo], [keys[i] for i in todo]),
@@ -161,6 +163,10 @@ class IndexBuilder:
         finally:  # what was written leaves the buffer, even when the rest could not be
             if start:
                 self.written_ts = ts[start - 1]
+                if self._unhashed == len(self._hash):
+                    self._unhashed -= start
+                elif self._unhashed:
+                    self._unhashed -= sum(1 for v in self._hash[:start] if v < 0)
                 for buf in (self._pre, self._key, self._hash, self._off, self._ts):
                     del buf[:start]
 

@@ -264,7 +264,15 @@ class ConsumeQueueFiles:
     def put_run(self, first: int, units: Sequence[tuple[int, int, int]]) -> None:
         """:meth:`put` of ``units`` (commitlog offset, size, tagsCode) for the logical offsets
         ``first``, ``first + 1``, ..., one write per file."""
-        i, n = 0, len(units)
+        if units:
+            self.put_packed(first, _cq_run(len(units)).pack(*chain.from_iterable(units)),
+                            units[-1][0] + units[-1][1])
+
+    def put_packed(self, first: int, packed: bytes, end_phys: int) -> None:
+        """:meth:`put_run` of units already packed (20 bytes each, ``CQ_DTYPE``); ``end_phys``:
+        the last one's commitlog offset plus its size."""
+        view = memoryview(packed)
+        i, n = 0, len(packed) // CQ_STORE_UNIT_SIZE
         while i < n:
             pos = (first + i) * CQ_STORE_UNIT_SIZE
             mf = self._unit_file(pos)
@@ -272,11 +280,11 @@ class ConsumeQueueFiles:
             k = min(n - i, (self.file_size - at) // CQ_STORE_UNIT_SIZE)
             end = at + k * CQ_STORE_UNIT_SIZE
             mf.allocate(at, end, CQ_ALLOCATE_AHEAD)
-            mf.mm[at:end] = _cq_run(k).pack(*chain.from_iterable(units[i : i + k]))
+            mf.mm[at:end] = view[i * CQ_STORE_UNIT_SIZE : (i + k) * CQ_STORE_UNIT_SIZE]
             i += k
         if n and first + n > self.max_offset:
             self.max_offset = first + n
-            self.max_physic_end = units[-1][0] + units[-1][1]
+            self.max_physic_end = end_phys
 
     def make_room(self, first: int, last: int) -> None:
         """Allocate the units of logical offsets ``first`` .. ``last`` ahead of :meth:`put`

@@ -15,6 +15,7 @@ from mqtool.formats.commitlog import (
     packed_ip,
     parse_properties,
 )
+from mqtool.formats.consumequeue import CQ_DTYPE
 from mqtool.formats.encoder import (
     CRC32_PLACEHOLDER,
     RecordFields,
@@ -103,6 +104,9 @@ class RecordWriter:
         # the compiled batch encoder's reference message: its keys, their bytes, where each
         # starts, the places of UNIQ_KEY, TAGS and KEYS among them (none yet: no key at all)
         self._batch_ref: tuple[tuple[str, ...], Any, Any, int, int, int] = _no_batch_ref()
+        self._batch_tails: dict[tuple[tuple[str, str], ...], bytes] = {}
+        self._shapes: dict[tuple[str | None, int, str], tuple[HostPort, bytes, int, int]] = {}
+        self._crc_function: tuple[int, int] | None = None
 
     def put(self, msg: Message, *, as_sent: bool = False) -> PutResult:
         """Put one message (``SendMessageProcessor`` + ``DefaultMessageStore#putMessage``);
@@ -267,12 +271,26 @@ class RecordWriter:
         if (kern is None or self._prop_crc or topic == redelivery.SCHEDULE_TOPIC
                 or sys_flag & TRANSACTION_ROLLBACK_TYPE):
             return None
-        bprops, batch_raw = self._batch_properties(batch_properties)
-        if any(k in bprops for k in _READ_KEYS):
+        batch_properties = tuple(batch_properties)
+        tail = self._batch_tails.get(batch_properties)
+        if tail is None:
+            bprops, batch_raw = self._batch_properties(batch_properties)
+            # each record's properties: the message's own (no trailing separator) + this;
+            # b"\x01" (no property has it): the batch's own have keys a unit reads
+            tail = b"\x01" if any(k in bprops for k in _READ_KEYS) else (
+                "\x02" + batch_raw if batch_raw or self._trailing_sep else "").encode("utf-8")
+            if len(self._batch_tails) > 1024:
+                self._batch_tails.clear()
+            self._batch_tails[batch_properties] = tail
+        if tail == b"\x01":
             return None
-        # each record's properties: the message's own (no trailing separator) + this
-        tail = ("\x02" + batch_raw if batch_raw or self._trailing_sep else "").encode("utf-8")
-        shape = self._shape(born_host, sys_flag, len(topic.encode("utf-8")))
+        shape_key = (born_host, sys_flag, topic)
+        shape = self._shapes.get(shape_key)
+        if shape is None:
+            shape = self._shape(born_host, sys_flag, len(topic.encode("utf-8")))
+            if len(self._shapes) > 1024:
+                self._shapes.clear()
+            self._shapes[shape_key] = shape
         src = np.frombuffer(body, dtype=np.uint8)
         rows = np.empty((len(body) // (kern.HEAD_SIZE + 2) + 1, kern.COLUMNS), dtype=np.int64)
         totals = np.empty(3, dtype=np.int64)
@@ -306,7 +324,8 @@ class RecordWriter:
         hash_phys = np.empty(n_keys, dtype=np.int64)
         text = np.empty(n * (len(prefix) + 17) + uniq_bytes + n, dtype=np.uint8)
         base = mf.file_from_offset + pos
-        crc_fn, crc_kind = kern.crc_function()
+        crc_fn, crc_kind = self._crc_function or kern.crc_function()
+        self._crc_function = (crc_fn, crc_kind)
         dst = np.frombuffer(mf.mm, dtype=np.uint8)
         try:
             kern.write(src, rows, dst, pos, np.frombuffer(head, dtype=np.uint8),
@@ -326,9 +345,12 @@ class RecordWriter:
         cl.write_pos = base + total
         self.last_record = offsets[-1]
         queues.next_offset[(topic, qid)] = first + n
-        units = list(zip(offsets, sizes, tags.tolist(), strict=True))
-        queues.dispatch_hashed_run(topic, qid, first, units, hashes.tolist(),
-                                   hash_phys.tolist(), now, 0)
+        units = np.empty(n, dtype=CQ_DTYPE)
+        units["offset"] = phys
+        units["size"] = rows[:, kern.C_SIZE]
+        units["tags"] = tags
+        queues.dispatch_hashed_run(topic, qid, first, units.tobytes(), base + total,
+                                   hashes.tolist(), hash_phys.tolist(), now, 0)
         # the batch's commit point: the first record's TOTALSIZE (see put_batch_items)
         write_total_size(mf.mm, pos, sizes[0])
         self.checkpoint.note_put(now, self.queues.index.written_ts)
