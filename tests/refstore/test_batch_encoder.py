@@ -20,13 +20,9 @@ from mqtool.refstore.engine import RefStore
 from mqtool.refstore.values import BatchItem, ManualClock, PutResult, StoreConfig
 from mqtool.remoting.bodies import BatchMessage, decode_batch, encode_batch
 
-CFG = StoreConfig(
-    commitlog_file_size=64 * 1024,
-    cq_entries_per_file=8,
-    index_hash_slots=8,
-    index_max_entries=16,
-    store_host="10.0.0.1:10911",
-)
+# small files: commitlog, consume queue and index files roll within a test
+CFG = dataclasses.replace(StoreConfig(), commitlog_file_size=64 * 1024, cq_entries_per_file=8,
+                          index_hash_slots=8, index_max_entries=16, store_host="10.0.0.1:10911")
 BORN = ["10.0.0.7:50001", "[2001:db8::7]:50002"]
 
 
