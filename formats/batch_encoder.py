@@ -13,8 +13,8 @@ the records back to back into the commitlog mapping: a record head packed once b
 (:func:`.encoder.record_head`) with the per-record fields patched at the layout's offsets,
 BODYCRC (``UtilAll.crc32`` & 0x7FFFFFFF), body, topic, properties; the first record's
 TOTALSIZE stays 0 (the batch's commit point, written by the caller last). It also gives each
-record's tagsCode (``tagsString2tagsCode``) and the index hashes of its keys
-(``indexKeyHashMethod(topic#key)``: UNIQ_KEY, then each non-empty KEYS token).
+record's TAGS hash and the hashes of its index keys (``topic#key``: UNIQ_KEY, then each
+non-empty KEYS token), which the caller turns into the tagsCode and ``indexKeyHashMethod``.
 
 Anything else (a body the checks refuse, other keys, non-ASCII keys or tags) is the Python
 encoder's: the caller falls back to it, so both give the same bytes (tests compare them).
@@ -32,7 +32,10 @@ from mqtool.formats.commitlog_layout import (
     QUEUEOFFSET_AT,
     TOTALSIZE_AT,
 )
+from mqtool.formats.javacompat import compiled_ascii_hash
 from mqtool.formats.jit import CRC_TABLES, compiled, copy_exact, crc32, native_crc, utf8_ok
+
+continue_hash = compiled_ascii_hash()
 
 # --- the columns of plan's table, one row per message ---------------------------------------
 C_FLAG = 0
@@ -176,24 +179,6 @@ def plan(src: np.ndarray, ref: np.ndarray, ref_at: np.ndarray, j_uniq: int, j_ta
 
 
 @compiled
-def _java_hash(src: np.ndarray, start: int, length: int, h: int) -> int:
-    """``String.hashCode`` of ASCII ``src[start:start+length]`` continued from state ``h``
-    (unsigned 32-bit)."""
-    for k in range(start, start + length):
-        h = int((h * 31 + np.int64(src[k])) & 0xFFFFFFFF)
-    return h
-
-
-@compiled
-def _index_hash(h: int) -> int:
-    """``indexKeyHashMethod``: abs of the signed hash, ``Integer.MIN_VALUE`` -> 0."""
-    s = h - 4294967296 if h >= 2147483648 else h
-    if s == -2147483648:
-        return 0
-    return -s if s < 0 else s
-
-
-@compiled
 def write(src: np.ndarray, rows: np.ndarray, dst: np.ndarray, at: int, head: np.ndarray,
           topic: np.ndarray, tail: np.ndarray, phys: int, queue_offset: int, crc_fn: int,
           crc_kind: int, topic_pre: int, id_prefix: np.ndarray, tags_code: np.ndarray,
@@ -203,10 +188,11 @@ def write(src: np.ndarray, rows: np.ndarray, dst: np.ndarray, at: int, head: np.
     offset ``phys`` with QUEUEOFFSET ``queue_offset``; ``head``: the record head up to BODYLEN
     with the shared fields (:func:`.encoder.record_head`), ``topic``: TOPICLEN + topic,
     ``tail``: the batch's part of every record's properties. Fills each record's commitlog
-    offset and tagsCode, the index hashes (with their records' offsets) of its keys, from
-    the state ``topic_pre`` of ``topic#``, and ``text``: the records' offset message ids
-    (``id_prefix`` + the offset in 16 upper-case hex digits), then their UNIQ_KEYs, each
-    followed by a comma. Returns the number of index keys."""
+    offset and the ``String.hashCode`` states (unsigned) of its TAGS (0 without: the
+    tagsCode as an unsigned int) and of its index keys (with their records' offsets), those
+    continued from the state ``topic_pre`` of ``topic#``, and ``text``: the records' offset
+    message ids (``id_prefix`` + the offset in 16 upper-case hex digits), then their
+    UNIQ_KEYs, each followed by a comma. Returns the number of index keys."""
     hn = head.shape[0]
     tn = topic.shape[0]
     xn = tail.shape[0]
@@ -243,13 +229,9 @@ def write(src: np.ndarray, rows: np.ndarray, dst: np.ndarray, at: int, head: np.
         copy_exact(dst, q, tail, 0, xn)
         # tagsCode and the index keys
         t = row[C_TAGS]
-        if t >= 0:
-            h = _java_hash(src, t, row[C_TAGS_LEN], 0)
-            tags_code[i] = h - 4294967296 if h >= 2147483648 else h
-        else:
-            tags_code[i] = 0
+        tags_code[i] = continue_hash(src, t, row[C_TAGS_LEN], 0) if t >= 0 else 0
         if row[C_UNIQ] >= 0:
-            hashes[nk] = _index_hash(_java_hash(src, row[C_UNIQ], row[C_UNIQ_LEN], topic_pre))
+            hashes[nk] = continue_hash(src, row[C_UNIQ], row[C_UNIQ_LEN], topic_pre)
             hash_phys[nk] = phys
             nk += 1
         k = row[C_KEYS]
@@ -261,7 +243,7 @@ def write(src: np.ndarray, rows: np.ndarray, dst: np.ndarray, at: int, head: np.
             s = k
             while k < e and src[k] != 32:
                 k += 1
-            hashes[nk] = _index_hash(_java_hash(src, s, k - s, topic_pre))
+            hashes[nk] = continue_hash(src, s, k - s, topic_pre)
             hash_phys[nk] = phys
             nk += 1
         phys_out[i] = phys

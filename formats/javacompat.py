@@ -27,7 +27,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -120,6 +120,15 @@ def _wide_fix(
         s = int(starts[i])
         text = buf[s : s + int(lengths[i])].tobytes().decode("utf-8", "surrogatepass")
         out[i] = java_hash_unsigned(text, int(init[i]))
+
+
+def compiled_ascii_hash() -> Callable[..., int]:
+    """The compiled ``String.hashCode`` continuation over ASCII bytes, for compiled callers
+    (the batch encoder): ``f(buf, start, length, state) -> state`` (unsigned 32-bit;
+    :mod:`.javahash`, tested equal to :func:`java_hash_unsigned`)."""
+    from mqtool.formats import javahash
+
+    return javahash.continue_hash
 
 
 def java_hash_ranges(

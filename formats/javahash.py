@@ -2,7 +2,8 @@
 
 The rule's home is :mod:`.javacompat` (:func:`.javacompat.java_hash_unsigned`); this is its
 compiled loop for ranges of a mapped buffer: :func:`.javacompat.java_hash_ranges` and
-:func:`.javacompat.java_token_hashes` call it. Each range's hash is continued from a given state
+:func:`.javacompat.java_token_hashes` call it, and the batch encoder its ASCII form,
+:func:`continue_hash`. Each range's hash is continued from a given state
 (``h = 31 * h + c``, uint32 wrapping like Java's int) over its bytes; a range holding a
 non-ASCII byte is flagged for the caller, who hashes its UTF-16 units in Python.
 """
@@ -11,7 +12,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from mqtool.formats.jit import compiled
+from mqtool.formats.jit import compiled, inlined
+
+
+@inlined
+def continue_hash(buf: np.ndarray, start: int, length: int, h: int) -> int:
+    """The state ``h`` continued over the ASCII bytes ``buf[start:start+length]``
+    (unsigned 32-bit); the put path's batch encoder calls it."""
+    for p in range(start, start + length):
+        h = int((h * 31 + np.int64(buf[p])) & 0xFFFFFFFF)
+    return h
 
 
 @compiled

@@ -27,6 +27,7 @@ from mqtool.formats.encoder import (
     topic_header,
     write_total_size,
 )
+from mqtool.formats.indexfile import index_key_hash_of
 from mqtool.formats.javacompat import hashmap_key_order
 from mqtool.formats.rules import gets_cq_unit
 from mqtool.refstore import redelivery
@@ -348,9 +349,9 @@ class RecordWriter:
         units = np.empty(n, dtype=CQ_DTYPE)
         units["offset"] = phys
         units["size"] = rows[:, kern.C_SIZE]
-        units["tags"] = tags
+        units["tags"] = tags.astype(np.uint32).view(np.int32)  # tagsCode: the signed hash
         queues.dispatch_hashed_run(topic, qid, first, units.tobytes(), base + total,
-                                   hashes.tolist(), hash_phys.tolist(), now, 0)
+                                   index_key_hash_of(hashes).tolist(), hash_phys.tolist(), now, 0)
         # the batch's commit point: the first record's TOTALSIZE (see put_batch_items)
         write_total_size(mf.mm, pos, sizes[0])
         self.checkpoint.note_put(now, self.queues.index.written_ts)

@@ -134,19 +134,32 @@ class Service:
         self.namesrv_addr = ""
         self.broker_addr = ""
         self._tasks: list[asyncio.Task[None]] = []
+        self._encoder_loaded: asyncio.Future[None] | None = None
         self._schedule_event = asyncio.Event()
         self._said: set[str] = set()  # background work whose failure was said (_round)
         roots = {str(opts.store), str(opts.store.resolve())}
         self._roots = sorted(roots, key=len, reverse=True)
 
-    def _load_batch_encoder(self) -> None:
-        """The compiled batch encoder, loaded behind the start (batches take the Python
-        encoder until it is; a failure is said once and leaves them there)."""
+    def _load_batch_encoder(self, loop: asyncio.AbstractEventLoop,
+                            done: asyncio.Future[None]) -> None:
+        """The compiled batch encoder, loaded beside the start (batches take the Python
+        encoder until it is; a failure is said once and leaves them there); ``done`` is set
+        when it is over."""
         try:
             load_batch_encoder()
         except Exception as e:  # numba missing or broken: the Python encoder serves
             self.log(f"serve: the compiled batch encoder is not available, batches take the "
                      f"Python encoder: {type(e).__name__}: {e}")
+        finally:
+            try:
+                loop.call_soon_threadsafe(_set_done, done)
+            except RuntimeError:  # the loop is closed: serve stopped meanwhile
+                pass
+
+    async def warmed(self) -> None:
+        """Wait until the compiled batch encoder is loaded (or known unavailable)."""
+        if self._encoder_loaded is not None:
+            await asyncio.shield(self._encoder_loaded)
 
     def redact(self, text: str) -> str:
         """``text`` with the store's path written as ``<store>`` (for answers to clients)."""
@@ -158,7 +171,10 @@ class Service:
         """Listen on both ports and open the store (StoreLockedError when it is taken)."""
         opts = self.opts
         holder: dict[str, Broker | NameServer] = {}
-        threading.Thread(target=self._load_batch_encoder, name="mqtool-jit", daemon=True).start()
+        loop = asyncio.get_running_loop()
+        self._encoder_loaded = loop.create_future()
+        threading.Thread(target=self._load_batch_encoder, args=(loop, self._encoder_loaded),
+                         name="mqtool-jit", daemon=True).start()
 
         async def broker_handle(cmd: RemotingCommand, peer: Peer) -> RemotingCommand | None:
             return await holder["broker"].handle(cmd, peer)
@@ -290,6 +306,11 @@ class Service:
             self.store = None
 
 
+def _set_done(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 async def run(opts: ServeOptions, ready: Callable[[str], None]) -> dict[str, int]:
     """Serve until SIGTERM/SIGINT; return the broker's counters."""
     svc = Service(opts)
@@ -298,11 +319,17 @@ async def run(opts: ServeOptions, ready: Callable[[str], None]) -> dict[str, int
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    stopping = asyncio.ensure_future(stop.wait())
     try:
-        ready(svc.ready_line())
-        await stop.wait()
+        # ready once the compiled batch encoder is loaded too (the ports already serve)
+        await asyncio.wait({asyncio.ensure_future(svc.warmed()), stopping},
+                           return_when=asyncio.FIRST_COMPLETED)
+        if not stop.is_set():
+            ready(svc.ready_line())
+            await stopping
         _log("shutting down (signal received)")
     finally:
+        stopping.cancel()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         await svc.stop()

@@ -65,6 +65,23 @@ def test_compiled_hash_ranges_equal_scalar(pairs: list[tuple[str, str]]) -> None
     assert list(zip(rows.tolist(), hashes.tolist(), strict=True)) == want
 
 
+def test_compiled_ascii_hash_is_java_hash() -> None:
+    import numpy as np
+    from numba import njit
+
+    f = javacompat.compiled_ascii_hash()
+
+    @njit
+    def run(buf: np.ndarray, start: int, length: int, h: int) -> int:
+        return int(f(buf, start, length, h))
+
+    for text in ["", "a", "TagA", "Tag With Space", "0A00000700002A9F" * 4, "~" * 300]:
+        buf = np.frombuffer(b"xy" + text.encode("ascii"), dtype=np.uint8)
+        assert run(buf, 2, len(text), 0) == javacompat.java_hash_unsigned(text)
+        pre = javacompat.java_hash_unsigned("Topic#")
+        assert run(buf, 2, len(text), pre) == javacompat.java_hash_unsigned("Topic#" + text)
+
+
 def test_no_second_java_hash_in_the_tree() -> None:
     """String.hashCode's recurrence (31 * h + c) is written once: in javacompat, whose compiled
     loop for byte ranges is javahash (called only through javacompat, tested equal above)."""
