@@ -18,13 +18,16 @@ the shared machine falls on both alike. Every message has a 1 KiB body, a tag an
 * ``Java push consumer``: a concurrent push consumer draining what the batch case stored,
   from its first offset;
 * the time from a consumer's start to its first message: ``FIRST_STARTS`` consumers of new
-  groups on each side (one JVM each, the sides alternating), each from the first offset of what
-  the batch case stored until its first message; the median of each side (one start of a
-  client JVM is too noisy a sample to compare two servers by).
+  groups on each side (one JVM each, the sides alternating, the other side paused), each
+  from the first offset of what the batch case stored until its first message; the median of
+  each side (one start of a client JVM is too noisy a sample to compare two servers by).
 
-Before each run both servers are let go quiet (each under 2% of a core over half a second,
-at most 20 s: the broker JVM goes on compiling and collecting for seconds after a load, which
-would otherwise fall on serve's run); the idle server's CPU during each run is noted.
+Each case runs ``REPEATS`` times on each side, the sides alternating (who goes first
+alternates too), and each side's median run is reported with every run's rate in the notes.
+Before each run both servers are let go quiet (each under 2% of a core over half a second, at
+most 20 s), and the server not under test is paused (SIGSTOP, SIGCONT after) while the other
+runs: the broker JVM goes on compiling and collecting for seconds after a load, and that is
+its own work, not a load on serve's runs (serve does none).
 
 For each case: msgs/s on both sides and the ratio; the server's CPU per 1,000 messages (the
 broker JVM's, or serve's process) and the clients' own CPU per 1,000 messages (which bounds
@@ -38,7 +41,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import signal
 import statistics
 import sys
 import time
@@ -60,7 +65,8 @@ SIZES = {  # (per C++ producer, per Java thread, messages drained)
     "full": (5000, 5000, 100_000),
 }
 PRODUCERS = 8
-FIRST_STARTS = 5
+FIRST_STARTS = 9
+REPEATS = 3  # runs of each case per side, the sides alternating; the median run is reported
 BODY = 1024
 QUIET_WINDOW = 0.5  # s
 QUIET_CPU = 0.02  # CPU-seconds per second: "quiet" below this
@@ -128,14 +134,28 @@ def quiesce(sides: list[Side]) -> float:
 
 
 def run_quietly(sides: list[Side], side: Side, step: Any) -> dict[str, Any]:
-    """``step(side)`` once both servers are quiet; the other server's CPU during the run is
-    noted with it (``other_server_cpu_ms``), and the wait (``quiet_wait_s``)."""
+    """``step(side)`` once both servers are quiet, with the other server paused (SIGSTOP,
+    SIGCONT after: its own background work, the broker JVM's compiling and collecting after
+    a load, falls on its own runs, not on the other side's); the wait is noted with the
+    figures (``quiet_wait_s``)."""
     waited = quiesce(sides)
-    others = [(o, sum(o.cpu())) for o in sides if o is not side]
-    got: dict[str, Any] = step(side)
-    got["other_server_cpu_ms"] = round(sum(sum(o.cpu()) - c for o, c in others) * 1000)
+    others = [o for o in sides if o is not side]
+    for o in others:
+        os.kill(o.proc.pid, signal.SIGSTOP)
+    try:
+        got: dict[str, Any] = step(side)
+    finally:
+        for o in others:
+            os.kill(o.proc.pid, signal.SIGCONT)
     got["quiet_wait_s"] = waited
     return got
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median rate of a side's repeats (its CPU figures with it), and every
+    repeat's rate (``rates``)."""
+    ranked = sorted(runs, key=lambda r: r["msgs_per_s"])
+    return {**ranked[len(ranked) // 2], "rates": [r["msgs_per_s"] for r in runs]}
 
 
 def figures_of(got: dict[str, Any]) -> dict[str, Any]:
@@ -194,28 +214,32 @@ def main() -> int:
                                  f"{made.returncode}\n{made.stdout[-2000:]}{made.stderr[-2000:]}")
             wait_for_route(side, CPP_TOPIC)
         steps: list[tuple[str, Any]] = [
-            (f"C++ sync, {PRODUCERS} producers", lambda s: cpp_producers(s, per_cpp)),
+            (f"C++ sync, {PRODUCERS} producers", lambda s, r: cpp_producers(s, per_cpp)),
             (f"Java sync, {PRODUCERS} threads",
-             lambda s: figures_of(java_load(s, classes, "produce", "BenchSync", str(PRODUCERS),
-                                            str(per_thread), str(BODY), "1"))),
+             lambda s, r: figures_of(java_load(s, classes, "produce", "BenchSync",
+                                               str(PRODUCERS), str(per_thread), str(BODY), "1"))),
             (f"Java batch {BATCH}",
-             lambda s: figures_of(java_load(s, classes, "produce", "BenchDrain", "1",
-                                            str(drain), str(BODY), str(BATCH)))),
-            ("Java push consumer",
-             lambda s: figures_of(java_load(s, classes, "consume", "CID-BENCH-DRAIN",
-                                            "BenchDrain", str(drain)))),
+             lambda s, r: figures_of(java_load(s, classes, "produce", "BenchDrain", "1",
+                                               str(drain), str(BODY), str(BATCH)))),
+            ("Java push consumer",  # a new group each repeat: each drains from the first offset
+             lambda s, r: figures_of(java_load(s, classes, "consume", f"CID-BENCH-DRAIN-{r}",
+                                               "BenchDrain", str(drain)))),
         ]
         for name, step in steps:
-            cases[name] = {}
-            for side in sides:
-                print(f"{name}: {side.name} ...", file=sys.stderr, flush=True)
-                cases[name][side.name] = run_quietly(sides, side, step)
+            runs: dict[str, list[dict[str, Any]]] = {side.name: [] for side in sides}
+            for r in range(REPEATS):
+                for side in sides if r % 2 == 0 else sides[::-1]:  # who goes first alternates
+                    print(f"{name} ({r + 1}/{REPEATS}): {side.name} ...", file=sys.stderr,
+                          flush=True)
+                    runs[side.name].append(
+                        run_quietly(sides, side, lambda s, r=r, step=step: step(s, r)))
+            cases[name] = {side: median_run(got) for side, got in runs.items()}
         for i in range(FIRST_STARTS):
-            for side in sides:
+            for side in sides if i % 2 == 0 else sides[::-1]:
                 print(f"first message {i + 1}/{FIRST_STARTS}: {side.name} ...", file=sys.stderr,
                       flush=True)
-                got = java_load(side, classes, "consume", f"CID-BENCH-FIRST-{i}", "BenchDrain",
-                                "1")
+                got = run_quietly(sides, side, lambda s, i=i: java_load(
+                    s, classes, "consume", f"CID-BENCH-FIRST-{i}", "BenchDrain", "1"))
                 firsts[side.name].append(got["firstMs"])
     finally:
         serve_rc = serve.stop()
@@ -233,9 +257,9 @@ def main() -> int:
         notes.append(f"{name}: server CPU per 1,000 messages: serve "
                      f"{s['server_cpu_ms_per_1000']} ms, broker {b['server_cpu_ms_per_1000']} ms; "
                      f"the clients' own {s['clients_cpu_ms_per_1000']} ms (against serve) and "
-                     f"{b['clients_cpu_ms_per_1000']} ms (against the broker); the idle "
-                     f"server's CPU during each run: the broker's {s['other_server_cpu_ms']} ms "
-                     f"during serve's, serve's {b['other_server_cpu_ms']} ms during the broker's")
+                     f"{b['clients_cpu_ms_per_1000']} ms (against the broker); each side's "
+                     f"rate in its {REPEATS} runs (msgs/s): serve {s['rates']}, broker "
+                     f"{b['rates']}")
     first = {side: statistics.median(ms) for side, ms in firsts.items()}
     for side in ("broker", "serve"):
         figures.append({"what": f"consumer start to first message: "
