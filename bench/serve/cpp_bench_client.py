@@ -31,7 +31,17 @@ def produce(ns, topic, n, size, batch):
     p.set_namesrv_addr(ns)
     p.start()
     body = b"x" * size
-    p.send_sync(_msg(topic, -1, body))  # route lookup and connection outside the timing
+    # route lookup and connection outside the timing; a lookup that finds no route yet (a
+    # topic the real broker registers with its name server in the background, or a slow
+    # first answer) is tried again, as an application would
+    for waited in range(20):
+        try:
+            p.send_sync(_msg(topic, -1, body))
+            break
+        except Exception as e:  # the client's own exception types
+            if "No route info" not in str(e) or waited == 19:
+                raise
+            time.sleep(0.5)
     failed = 0
     start, c0 = time.time(), time.process_time()
     t0 = time.perf_counter()
