@@ -36,6 +36,9 @@ from mqtool.formats.javacompat import compiled_ascii_hash
 from mqtool.formats.jit import CRC_TABLES, compiled, copy_exact, crc32, native_crc, utf8_ok
 
 continue_hash = compiled_ascii_hash()
+#: (address, kind) of the machine's native CRC-32 for :func:`write` (:func:`.jit.native_crc32`;
+#: (0, 0): none, the slicing-by-8 one is used)
+CRC = jit.native_crc32()
 
 # --- the columns of plan's table, one row per message ---------------------------------------
 C_FLAG = 0
@@ -277,12 +280,6 @@ def _put32(b: np.ndarray, p: int, v: int) -> None:
 def _put64(b: np.ndarray, p: int, v: int) -> None:
     _put32(b, p, (v >> 32) & 0xFFFFFFFF)
     _put32(b, p + 4, v & 0xFFFFFFFF)
-
-
-def crc_function() -> tuple[int, int]:
-    """(address, kind) of the native CRC-32 for :func:`write` (:func:`.jit.native_crc32`;
-    (0, 0): none, the slicing-by-8 one is used)."""
-    return jit.native_crc32()
 
 
 def warm() -> None:

@@ -62,9 +62,11 @@ def load_batch_encoder() -> None:
     _BATCH_ENCODER = batch_encoder
 
 
-def _no_batch_ref() -> tuple[tuple[str, ...], Any, Any, int, int, int]:
-    empty = np.zeros(1, dtype=np.int64)
-    return (), np.frombuffer(b"", dtype=np.uint8), empty, -1, -1, -1
+def _no_batch_ref() -> tuple[Any, Any, int, int, int]:
+    return np.frombuffer(b"", dtype=np.uint8), np.zeros(1, dtype=np.int64), -1, -1, -1
+
+
+_UNSEEN = b"unseen"  # a batch-property set not looked at yet (_batch_tails)
 
 
 class RecordWriter:
@@ -102,12 +104,13 @@ class RecordWriter:
         self._prop_orders: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._sent_orders: dict[tuple[str, ...], bool] = {}
         self._born_hosts: dict[str, HostPort] = {}
-        # the compiled batch encoder's reference message: its keys, their bytes, where each
+        # the compiled batch encoder's reference message: its keys' bytes, where each
         # starts, the places of UNIQ_KEY, TAGS and KEYS among them (none yet: no key at all)
-        self._batch_ref: tuple[tuple[str, ...], Any, Any, int, int, int] = _no_batch_ref()
-        self._batch_tails: dict[tuple[tuple[str, str], ...], bytes] = {}
+        self._batch_ref: tuple[Any, Any, int, int, int] = _no_batch_ref()
+        # per batch-property set: what each record's properties end with, None when the
+        # compiled batch encoder does not take the batch (its properties have keys a unit reads)
+        self._batch_tails: dict[tuple[tuple[str, str], ...], bytes | None] = {}
         self._shapes: dict[tuple[str | None, int, str], tuple[HostPort, bytes, int, int]] = {}
-        self._crc_function: tuple[int, int] | None = None
 
     def put(self, msg: Message, *, as_sent: bool = False) -> PutResult:
         """Put one message (``SendMessageProcessor`` + ``DefaultMessageStore#putMessage``);
@@ -273,17 +276,16 @@ class RecordWriter:
                 or sys_flag & TRANSACTION_ROLLBACK_TYPE):
             return None
         batch_properties = tuple(batch_properties)
-        tail = self._batch_tails.get(batch_properties)
-        if tail is None:
+        tail = self._batch_tails.get(batch_properties, _UNSEEN)
+        if tail is _UNSEEN:
             bprops, batch_raw = self._batch_properties(batch_properties)
-            # each record's properties: the message's own (no trailing separator) + this;
-            # b"\x01" (no property has it): the batch's own have keys a unit reads
-            tail = b"\x01" if any(k in bprops for k in _READ_KEYS) else (
+            # each record's properties: the message's own (no trailing separator) + this
+            tail = None if any(k in bprops for k in _READ_KEYS) else (
                 "\x02" + batch_raw if batch_raw or self._trailing_sep else "").encode("utf-8")
             if len(self._batch_tails) > 1024:
                 self._batch_tails.clear()
             self._batch_tails[batch_properties] = tail
-        if tail == b"\x01":
+        if tail is None:
             return None
         shape_key = (born_host, sys_flag, topic)
         shape = self._shapes.get(shape_key)
@@ -297,8 +299,7 @@ class RecordWriter:
         totals = np.empty(3, dtype=np.int64)
         for again in (False, True):
             ref = self._batch_ref
-            n = kern.plan(src, ref[1], ref[2], ref[3], ref[4], ref[5], shape[3], len(tail),
-                          rows, totals)
+            n = kern.plan(src, *ref, shape[3], len(tail), rows, totals)
             if (n != kern.OTHER_KEYS or again
                     or not self._new_batch_ref(body, int(rows[0, kern.C_PROPS]))):
                 break
@@ -325,13 +326,11 @@ class RecordWriter:
         hash_phys = np.empty(n_keys, dtype=np.int64)
         text = np.empty(n * (len(prefix) + 17) + uniq_bytes + n, dtype=np.uint8)
         base = mf.file_from_offset + pos
-        crc_fn, crc_kind = self._crc_function or kern.crc_function()
-        self._crc_function = (crc_fn, crc_kind)
         dst = np.frombuffer(mf.mm, dtype=np.uint8)
         try:
             kern.write(src, rows, dst, pos, np.frombuffer(head, dtype=np.uint8),
                        np.frombuffer(topic_hdr, dtype=np.uint8),
-                       np.frombuffer(tail, dtype=np.uint8), base, first, crc_fn, crc_kind,
+                       np.frombuffer(tail, dtype=np.uint8), base, first, *kern.CRC,
                        queues.index.topic_prefix(topic), np.frombuffer(prefix, dtype=np.uint8),
                        tags, hashes, hash_phys, phys, text)
         finally:
@@ -382,7 +381,7 @@ class RecordWriter:
             return keys.index(key) if key in props else -1
 
         self._batch_ref = (
-            keys, np.frombuffer(b"".join(names), dtype=np.uint8), at,
+            np.frombuffer(b"".join(names), dtype=np.uint8), at,
             index(redelivery.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
             index(redelivery.PROPERTY_TAGS), index(redelivery.PROPERTY_KEYS),
         )
