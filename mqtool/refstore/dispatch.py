@@ -13,7 +13,7 @@ from mqtool.refstore import redelivery
 from mqtool.refstore.configs import check_store_name
 from mqtool.refstore.index import IndexBuilder
 from mqtool.refstore.key_hashes import JavaHashCache
-from mqtool.refstore.mapped import ConsumeQueueFiles
+from mqtool.refstore.mapped import ConsumeQueueFiles, MappedFile
 from mqtool.refstore.values import StoreConfig
 
 
@@ -155,8 +155,7 @@ class ConsumeQueues:
         for cq in self.files.values():
             cq.close()
 
-    def flush(self) -> None:
-        """msync every queue's files."""
-        for cq in self.files.values():
-            cq.flush()
+    def flush_files(self) -> list[MappedFile]:
+        """The files a flush makes durable: each queue's last two."""
+        return [mf for cq in self.files.values() for mf in cq.flush_files()]
 

@@ -55,7 +55,7 @@ from mqtool.refstore.index import IndexBuilder
 from mqtool.refstore.key_hashes import JavaHashCache
 from mqtool.refstore.lock import StoreLock
 from mqtool.refstore.logfiles import CommitLogFiles
-from mqtool.refstore.mapped import CheckpointFile, RefStoreError
+from mqtool.refstore.mapped import CheckpointFile, PendingFlush, RefStoreError
 from mqtool.refstore.persist import atomic_write, infer_config
 from mqtool.refstore.put import RecordWriter
 from mqtool.refstore.recovery import Recovery
@@ -240,13 +240,26 @@ class RefStore:
         self._lock.release(abort_file=False)
 
     def flush(self) -> None:
-        """msync data files, persist dirty offsets and the checkpoint."""
+        """Make the data files durable, then write the checkpoint and the dirty offsets."""
+        pending = self.flush_begin()
+        pending.sync()
+        self.flush_end(pending)
+
+    def flush_begin(self, *, dup: bool = False) -> PendingFlush:
+        """:meth:`flush`'s first step: the buffered index keys written, and what is to be made
+        durable as of now. With ``dup``, its :meth:`~PendingFlush.sync` may run on another
+        thread while puts go on; :meth:`flush_end` follows it on this one."""
         self.check_open()
         self.index.write_buffered()
-        self.commitlog.flush()
-        self.queues.flush()
-        self.index.flush()
-        self.checkpoint.write(self.index.written_ts)
+        files = [*self.commitlog.flush_files(), *self.queues.flush_files(),
+                 *self.index.flush_files()]
+        return PendingFlush(files, self.checkpoint.ts, self.index.written_ts, dup=dup)
+
+    def flush_end(self, pending: PendingFlush) -> None:
+        """:meth:`flush`'s last step, once ``pending`` is synced: the checkpoint, claiming what
+        was synced (not the puts since), and the dirty offsets."""
+        self.check_open()
+        self.checkpoint.write(pending.index_ts, pending.ts)
         self.checkpoint.flush()
         if self.configs.offsets_dirty:
             self.configs.persist_consumer_offsets()

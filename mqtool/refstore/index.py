@@ -8,10 +8,13 @@ from pathlib import Path
 
 from mqtool.formats.store_dirs import numbered_files
 from mqtool.refstore.key_hashes import JavaHashCache, index_hashes, java_hash_unsigned
-from mqtool.refstore.mapped import IndexFileWriter, RefStoreError, index_file_name
+from mqtool.refstore.mapped import IndexFileWriter, MappedFile, RefStoreError, index_file_name
 from mqtool.refstore.values import StoreConfig
 
 INDEX_BATCH = 1024  # index keys buffered before a vectorised write
+#: Keys buffered at most while a write asked of the owner (``IndexBuilder.on_due``) is awaited;
+#: past it the put writes them itself.
+INDEX_DUE_LIMIT = 8 * INDEX_BATCH
 
 
 class IndexBuilder:
@@ -34,6 +37,12 @@ class IndexBuilder:
         self._off: list[int] = []
         self._ts: list[int] = []
         self._topic_pre: dict[str, int] = {}
+        #: When set, a full batch of keys is not written by the put that filled it: this is
+        #: called (once until they are written) and the owner calls :meth:`write_buffered` soon
+        #: after (serve: once the request is answered; RocketMQ's IndexService also builds the
+        #: index behind the puts). None: the put writes them.
+        self.on_due: Callable[[], object] | None = None
+        self._due = False
 
     def load(self) -> None:
         """Open the last two index files (a file killed while being created is removed)."""
@@ -126,7 +135,13 @@ class IndexBuilder:
     def _after_buffer(self, offsets: list[int], store_timestamp: int) -> None:
         self._off += offsets
         self._ts += [store_timestamp] * len(offsets)
-        if len(self._key) >= INDEX_BATCH:
+        n = len(self._key)
+        if n >= INDEX_BATCH:
+            if self.on_due is not None and n < INDEX_DUE_LIMIT:
+                if not self._due:
+                    self._due = True
+                    self.on_due()
+                return
             try:
                 self.write_buffered()
             except RefStoreError:
@@ -140,6 +155,7 @@ class IndexBuilder:
         """Write the buffered index keys (``IndexService#buildIndex``, batched like RocketMQ's
         asynchronous dispatch; the checkpoint's indexMsgTimestamp only covers written ones, so
         recovery re-indexes whatever a kill lost). Key hashes are computed vectorised."""
+        self._due = False
         keys, off, ts = self._key, self._off, self._ts
         if not keys:
             return
@@ -190,11 +206,10 @@ class IndexBuilder:
             self.current = ix
         return ix
 
-    def flush(self) -> None:
-        """Write the buffered keys and msync the current file."""
-        self.write_buffered()
-        if self.current is not None:
-            self.current.flush()
+    def flush_files(self) -> list[MappedFile]:
+        """The file a flush makes durable (the current one; the keys buffered are written to it
+        first, by :meth:`write_buffered`)."""
+        return [self.current.mf] if self.current is not None else []
 
     def close(self) -> None:
         """Unmap both files."""

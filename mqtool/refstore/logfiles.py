@@ -252,9 +252,9 @@ class CommitLogFiles:
                 mf0.mm[pos:stop] = bytes(stop - pos)
         self.write_pos = end
 
-    def flush(self) -> None:
-        for mf in self.files[-2:]:
-            mf.flush()
+    def flush_files(self) -> list[MappedFile]:
+        """The files a flush makes durable (the last two: the one written and the one before)."""
+        return self.files[-2:]
 
     def close(self) -> None:
         self.read_ahead.close()

@@ -177,6 +177,43 @@ class MappedFile:
         self.path.unlink(missing_ok=True)
 
 
+class PendingFlush:
+    """A flush begun (``RefStore.flush_begin``): the data files to make durable, by their
+    descriptors (duplicates when another thread syncs them: a file closed meanwhile is synced
+    harmlessly), and the times the checkpoint may claim once they are."""
+
+    def __init__(self, files: list[MappedFile], ts: int, index_ts: int, *, dup: bool) -> None:
+        self.ts = ts  # physic and logics msg timestamp: the last record put
+        self.index_ts = index_ts  # index msg timestamp: the last key written
+        self._dup = dup
+        self._fds: list[int] = []
+        try:
+            for mf in files:
+                self._fds.append(os.dup(mf.fileno()) if dup else mf.fileno())
+        except OSError:
+            self.close()
+            raise
+
+    def sync(self) -> None:
+        """Write the files' dirty pages to the disk (``fdatasync``: on Linux what ``msync`` of a
+        shared mapping does, and it lets other threads run meanwhile); the duplicates are
+        closed after."""
+        try:
+            for fd in self._fds:
+                _datasync(fd)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        fds, self._fds = self._fds, []
+        if self._dup:
+            for fd in fds:
+                os.close(fd)
+
+
+_datasync = getattr(os, "fdatasync", os.fsync)  # macOS has only fsync
+
+
 CQ_ALLOCATE_AHEAD = 64 << 10  # consume-queue bytes allocated at a time (3,276 units)
 INDEX_ALLOCATE_AHEAD = 1 << 20  # index-entry bytes allocated at a time
 
@@ -346,9 +383,9 @@ class ConsumeQueueFiles:
         self.max_physic_end = last[0] + last[1] if last else 0
         self._drop_files_after(self.max_offset * CQ_STORE_UNIT_SIZE)
 
-    def flush(self) -> None:
-        for mf in self.files[-2:]:
-            mf.flush()
+    def flush_files(self) -> list[MappedFile]:
+        """The files a flush makes durable (the last two)."""
+        return self.files[-2:]
 
     def close(self) -> None:
         for mf in self.files:
@@ -520,9 +557,6 @@ class IndexFileWriter:
             n -= 1
         return out
 
-    def flush(self) -> None:
-        self.mf.flush()
-
     def close(self) -> None:
         self.mf.close()
 
@@ -547,11 +581,13 @@ class CheckpointFile:
         self.ts = store_timestamp
         _CP3.pack_into(self.mf.mm, 0, store_timestamp, store_timestamp, index_timestamp)
 
-    def write(self, index_timestamp: int) -> None:
-        """Write the whole checkpoint (the index covers keys up to ``index_timestamp``)."""
-        if self.ts:
+    def write(self, index_timestamp: int, ts: int | None = None) -> None:
+        """Write the whole checkpoint: records up to ``ts`` (default: the last put), index keys
+        up to ``index_timestamp``."""
+        ts = self.ts if ts is None else ts
+        if ts:
             self.stored = replace(
-                self.stored, physic_msg_timestamp=self.ts, logics_msg_timestamp=self.ts,
+                self.stored, physic_msg_timestamp=ts, logics_msg_timestamp=ts,
                 index_msg_timestamp=index_timestamp,
             )
         data = build_checkpoint(self.stored)

@@ -27,6 +27,7 @@ from typing import TypeVar
 from mqtool.formats.errors import MqtoolError
 from mqtool.refstore import redelivery
 from mqtool.refstore.engine import RefStore
+from mqtool.refstore.mapped import PendingFlush
 from mqtool.refstore.put import load_batch_encoder
 from mqtool.remoting.codes import RequestCode
 from mqtool.remoting.frame import RemotingCommand
@@ -204,6 +205,8 @@ class Service:
             await self.broker_server.close()
             await self.ns_server.close()
             raise
+        # a full buffer of index keys is written after the answer of the put that filled it
+        self.store.index.on_due = lambda: loop.call_soon(self._write_index)
         self.broker_addr = f"{opts.host}:{bport}"
         self.namesrv_addr = f"{opts.host}:{nport}"
         self.broker = Broker(
@@ -261,11 +264,31 @@ class Service:
             for peer, request in self._round("transaction check", transactions.check_round) or []:
                 await peer.send(request)
 
+    def _write_index(self) -> None:
+        """The index keys the puts buffered (asked for by ``IndexBuilder.on_due``)."""
+        if self.store is not None:
+            self._round("index", self.store.index.write_buffered)
+
     async def _flush_loop(self) -> None:
-        assert self.store is not None
+        """A flush every FLUSH_INTERVAL, its disk writes on a thread of their own while requests
+        are served (the broker's flush services are threads too): a flush under a steady load
+        writes hundreds of MiB."""
+        store = self.store
+        assert store is not None
+        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(FLUSH_INTERVAL)
-            self._round("flush", self.store.flush)
+            pending = self._round("flush", lambda: store.flush_begin(dup=True))
+            if pending is None:
+                continue
+            synced = loop.run_in_executor(None, pending.sync)
+            await asyncio.wait([synced])
+
+            def end(synced: asyncio.Future[None] = synced, pending: PendingFlush = pending) -> None:
+                synced.result()  # the thread's OSError, if any, is the round's
+                store.flush_end(pending)
+
+            self._round("flush", end)
 
     def _round(self, what: str, work: Callable[[], _T]) -> _T | None:
         """One round of background work; a failure of mqtool's (e.g. a full disk) or of the

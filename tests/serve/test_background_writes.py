@@ -1,0 +1,112 @@
+"""Work ``mqtool serve`` keeps out of its requests' way, in process through mqtool's own
+remoting connection: a full buffer of index keys is written after the answer of the send that
+filled it, and a flush round's disk writes run on a thread other than the event loop's."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+
+from mqtool.formats.checkpoint import parse_checkpoint
+from mqtool.refstore import index as index_mod
+from mqtool.refstore import mapped
+from mqtool.remoting import server as server_mod
+from mqtool.remoting.codes import RequestCode, ResponseCode
+from mqtool.remoting.connection import Connection
+from mqtool.remoting.frame import RemotingCommand
+from mqtool.serve import service as service_mod
+from mqtool.serve.service import ServeOptions, Service
+from mqtool.store import Store
+
+
+def _send(n: int) -> RemotingCommand:
+    keys = " ".join(f"k{n}-{i}" for i in range(3))
+    ext = {"producerGroup": "PID", "topic": "T", "defaultTopic": "TBW102",
+           "defaultTopicQueueNums": 4, "queueId": 0, "sysFlag": 0, "bornTimestamp": 1,
+           "flag": 0, "properties": f"KEYS\x01{keys}\x02UNIQ_KEY\x01U{n:031d}\x02"}
+    return RemotingCommand.request(RequestCode.SEND_MESSAGE, ext, b"body %d" % n)
+
+
+def _serve(tmp_path: Path, body: object) -> None:
+    svc = Service(ServeOptions(store=tmp_path / "store", namesrv_port=0, broker_port=0),
+                  log=lambda line: None)
+
+    async def main() -> None:
+        await svc.start()
+        host, port = svc.broker_addr.rsplit(":", 1)
+        br = await Connection.open(host, int(port))
+        try:
+            await body(svc, br)  # type: ignore[operator]
+        finally:
+            await br.close()
+            await svc.stop()
+
+    asyncio.run(main())
+
+
+def test_index_keys_are_written_after_the_answer(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(index_mod, "INDEX_BATCH", 8)  # 4 keys a message: due at the 2nd
+    events: list[str] = []
+    answer = server_mod.Peer.write
+
+    def write(peer: server_mod.Peer, data: bytes) -> None:
+        events.append("answer")
+        answer(peer, data)
+
+    monkeypatch.setattr(server_mod.Peer, "write", write)
+
+    async def body(svc: Service, br: Connection) -> None:
+        assert svc.store is not None
+        index = svc.store.index
+        keys = index.write_buffered
+
+        def write_buffered() -> None:
+            events.append("index")
+            keys()
+
+        monkeypatch.setattr(index, "write_buffered", write_buffered)
+        for n in range(4):
+            r = await br.invoke(_send(n))
+            assert r.code == ResponseCode.SUCCESS, r.remark
+        assert events == ["answer", "answer", "index", "answer", "answer", "index"]
+
+    _serve(tmp_path, body)
+    with Store.open(tmp_path / "store") as st:
+        assert not st.findings
+        assert all(len(st.query_index("T", f"k{n}-2")) == 1 for n in range(4))
+
+
+def test_a_flush_round_syncs_on_another_thread(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(service_mod, "FLUSH_INTERVAL", 0.05)
+    synced: list[str] = []
+    real = mapped._datasync
+
+    def datasync(fd: int) -> None:
+        synced.append(threading.current_thread().name)
+        real(fd)
+
+    monkeypatch.setattr(mapped, "_datasync", datasync)
+    stored: list[int] = []
+
+    async def body(svc: Service, br: Connection) -> None:
+        r = await br.invoke(_send(0))
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        for _ in range(200):  # a round after the send: its checkpoint claims the message
+            await asyncio.sleep(0.05)
+            cp = parse_checkpoint((tmp_path / "store" / "checkpoint").read_bytes())
+            if synced and cp.physic_msg_timestamp:
+                stored.append(cp.physic_msg_timestamp)
+                return
+        raise AssertionError(f"no flush round: {synced}")
+
+    _serve(tmp_path, body)
+    loop_thread = threading.current_thread().name  # asyncio.run's loop ran on this thread
+    assert synced and synced[0] != loop_thread, synced
+    with Store.open(tmp_path / "store") as st:
+        (m,) = st.messages()
+        assert stored == [m.store_timestamp]
