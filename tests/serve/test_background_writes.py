@@ -18,8 +18,9 @@ from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.connection import Connection
 from mqtool.remoting.frame import RemotingCommand
 from mqtool.serve import service as service_mod
-from mqtool.serve.service import ServeOptions, Service
+from mqtool.serve.service import Service
 from mqtool.store import Store
+from tests.serve.inprocess import serve_in_process
 
 
 def _send(n: int) -> RemotingCommand:
@@ -28,23 +29,6 @@ def _send(n: int) -> RemotingCommand:
            "defaultTopicQueueNums": 4, "queueId": 0, "sysFlag": 0, "bornTimestamp": 1,
            "flag": 0, "properties": f"KEYS\x01{keys}\x02UNIQ_KEY\x01U{n:031d}\x02"}
     return RemotingCommand.request(RequestCode.SEND_MESSAGE, ext, b"body %d" % n)
-
-
-def _serve(tmp_path: Path, body: object) -> None:
-    svc = Service(ServeOptions(store=tmp_path / "store", namesrv_port=0, broker_port=0),
-                  log=lambda line: None)
-
-    async def main() -> None:
-        await svc.start()
-        host, port = svc.broker_addr.rsplit(":", 1)
-        br = await Connection.open(host, int(port))
-        try:
-            await body(svc, br)  # type: ignore[operator]
-        finally:
-            await br.close()
-            await svc.stop()
-
-    asyncio.run(main())
 
 
 def test_index_keys_are_written_after_the_answer(tmp_path: Path,
@@ -74,7 +58,7 @@ def test_index_keys_are_written_after_the_answer(tmp_path: Path,
             assert r.code == ResponseCode.SUCCESS, r.remark
         assert events == ["answer", "answer", "index", "answer", "answer", "index"]
 
-    _serve(tmp_path, body)
+    serve_in_process(tmp_path / "store", body)
     with Store.open(tmp_path / "store") as st:
         assert not st.findings
         assert all(len(st.query_index("T", f"k{n}-2")) == 1 for n in range(4))
@@ -104,7 +88,7 @@ def test_a_flush_round_syncs_on_another_thread(tmp_path: Path,
                 return
         raise AssertionError(f"no flush round: {synced}")
 
-    _serve(tmp_path, body)
+    serve_in_process(tmp_path / "store", body)
     loop_thread = threading.current_thread().name  # asyncio.run's loop ran on this thread
     assert synced and synced[0] != loop_thread, synced
     with Store.open(tmp_path / "store") as st:

@@ -38,8 +38,9 @@ from mqtool.remoting.codes import RequestCode, ResponseCode
 from mqtool.remoting.connection import Connection
 from mqtool.remoting.frame import RemotingCommand
 from mqtool.serve.config import BrokerSettings
-from mqtool.serve.service import ServeOptions, Service
+from mqtool.serve.service import Service
 from mqtool.store import Store
+from tests.serve.inprocess import serve_in_process
 
 DELAYS = "1s 1s 1s 1s 1s 1s"
 MAX = 2  # the group's and the client's maxReconsumeTimes; 3 + MAX stays within the levels
@@ -123,20 +124,7 @@ _SEND = {"producerGroup": "PID", "defaultTopic": "TBW102", "defaultTopicQueueNum
 
 def _serve(root: Path, body: Callable[[Service, Connection], Awaitable[None]]) -> None:
     """Serve ``root`` in this process and run ``body`` with a connection to the broker."""
-    svc = Service(ServeOptions(store=root, namesrv_port=0, broker_port=0, delay_levels=DELAYS),
-                  log=lambda line: None)
-
-    async def main() -> None:
-        await svc.start()
-        host, port = svc.broker_addr.rsplit(":", 1)
-        br = await Connection.open(host, int(port))
-        try:
-            await body(svc, br)
-        finally:
-            await br.close()
-            await svc.stop()
-
-    asyncio.run(main())
+    serve_in_process(root, body, delay_levels=DELAYS)
 
 
 def _serve_side(root: Path, dialect: str) -> None:
