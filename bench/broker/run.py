@@ -276,8 +276,8 @@ def main() -> int:
     notes.append("Java push consumer: its rate counts from the consumer's start, so its first "
                  "rebalance and the first message's wait are inside it")
     notes.append("flushing: the broker runs ASYNC_FLUSH (its commitlog flushed every 500 ms, "
-                 "consume queues every 1 s); serve msyncs its store every 5 s; both answer a "
-                 "send once the records are in the page cache")
+                 "consume queues every 1 s); serve syncs its store's files every 5 s, on a "
+                 "thread of its own; both answer a send once the records are in the page cache")
     cpp = cases[f"C++ sync, {PRODUCERS} producers"]
     notes.append(f"anonymous RSS during the C++ case (KiB, first / last / peak): serve "
                  f"{cpp['serve']['rss_kib']['first']} / {cpp['serve']['rss_kib']['last']} / "
