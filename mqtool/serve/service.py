@@ -16,6 +16,7 @@ hands them to this service's handlers.
 from __future__ import annotations
 
 import asyncio
+import errno
 import signal
 import sys
 import threading
@@ -276,9 +277,19 @@ class Service:
         store = self.store
         assert store is not None
         loop = asyncio.get_running_loop()
+
+        def begin() -> PendingFlush | None:
+            try:
+                return store.flush_begin(dup=True)
+            except OSError as e:
+                if e.errno not in (errno.EMFILE, errno.ENFILE):
+                    raise
+                store.flush()  # no descriptors to spare for the thread: the whole flush here
+                return None
+
         while True:
             await asyncio.sleep(FLUSH_INTERVAL)
-            pending = self._round("flush", lambda: store.flush_begin(dup=True))
+            pending = self._round("flush", begin)
             if pending is None:
                 continue
             synced = loop.run_in_executor(None, pending.sync)

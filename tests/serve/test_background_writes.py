@@ -5,6 +5,7 @@ filled it, and a flush round's disk writes run on a thread other than the event 
 from __future__ import annotations
 
 import asyncio
+import errno
 import threading
 from pathlib import Path
 
@@ -94,3 +95,38 @@ def test_a_flush_round_syncs_on_another_thread(tmp_path: Path,
     with Store.open(tmp_path / "store") as st:
         (m,) = st.messages()
         assert stored == [m.store_timestamp]
+
+
+def test_a_flush_round_out_of_descriptors_flushes_on_the_loop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No descriptor to spare for the thread's duplicates (EMFILE): the round still flushes,
+    the whole of it on the loop's thread, and says nothing (nothing failed)."""
+    monkeypatch.setattr(service_mod, "FLUSH_INTERVAL", 0.05)
+    synced: list[str] = []
+    real = mapped._datasync
+
+    def datasync(fd: int) -> None:
+        synced.append(threading.current_thread().name)
+        real(fd)
+
+    def no_dup(fd: int) -> int:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(mapped, "_datasync", datasync)
+    monkeypatch.setattr(mapped.os, "dup", no_dup)
+    said: list[str] = []
+
+    async def body(svc: Service, br: Connection) -> None:
+        svc.log = said.append
+        r = await br.invoke(_send(0))
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        for _ in range(200):
+            await asyncio.sleep(0.05)
+            cp = parse_checkpoint((tmp_path / "store" / "checkpoint").read_bytes())
+            if synced and cp.physic_msg_timestamp:
+                return
+        raise AssertionError(f"no flush round: {synced}")
+
+    serve_in_process(tmp_path / "store", body)
+    assert synced and set(synced) == {threading.current_thread().name}, synced
+    assert said == []
