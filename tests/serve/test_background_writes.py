@@ -65,29 +65,39 @@ def test_index_keys_are_written_after_the_answer(tmp_path: Path,
         assert all(len(st.query_index("T", f"k{n}-2")) == 1 for n in range(4))
 
 
-def test_a_flush_round_syncs_on_another_thread(tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def synced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Flush rounds every 50 ms; the threads the data files were synced on, in order."""
     monkeypatch.setattr(service_mod, "FLUSH_INTERVAL", 0.05)
-    synced: list[str] = []
+    names: list[str] = []
     real = mapped._datasync
 
     def datasync(fd: int) -> None:
-        synced.append(threading.current_thread().name)
+        names.append(threading.current_thread().name)
         real(fd)
 
     monkeypatch.setattr(mapped, "_datasync", datasync)
+    return names
+
+
+async def _flushed(store: Path, br: Connection, synced: list[str]) -> int:
+    """Send one message, then wait for a flush round whose checkpoint claims it: the claimed
+    store timestamp."""
+    r = await br.invoke(_send(0))
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    for _ in range(200):
+        await asyncio.sleep(0.05)
+        cp = parse_checkpoint((store / "checkpoint").read_bytes())
+        if synced and cp.physic_msg_timestamp:
+            return cp.physic_msg_timestamp
+    raise AssertionError(f"no flush round: {synced}")
+
+
+def test_a_flush_round_syncs_on_another_thread(tmp_path: Path, synced: list[str]) -> None:
     stored: list[int] = []
 
     async def body(svc: Service, br: Connection) -> None:
-        r = await br.invoke(_send(0))
-        assert r.code == ResponseCode.SUCCESS, r.remark
-        for _ in range(200):  # a round after the send: its checkpoint claims the message
-            await asyncio.sleep(0.05)
-            cp = parse_checkpoint((tmp_path / "store" / "checkpoint").read_bytes())
-            if synced and cp.physic_msg_timestamp:
-                stored.append(cp.physic_msg_timestamp)
-                return
-        raise AssertionError(f"no flush round: {synced}")
+        stored.append(await _flushed(tmp_path / "store", br, synced))
 
     serve_in_process(tmp_path / "store", body)
     loop_thread = threading.current_thread().name  # asyncio.run's loop ran on this thread
@@ -98,34 +108,19 @@ def test_a_flush_round_syncs_on_another_thread(tmp_path: Path,
 
 
 def test_a_flush_round_out_of_descriptors_flushes_on_the_loop(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, synced: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """No descriptor to spare for the thread's duplicates (EMFILE): the round still flushes,
     the whole of it on the loop's thread, and says nothing (nothing failed)."""
-    monkeypatch.setattr(service_mod, "FLUSH_INTERVAL", 0.05)
-    synced: list[str] = []
-    real = mapped._datasync
-
-    def datasync(fd: int) -> None:
-        synced.append(threading.current_thread().name)
-        real(fd)
 
     def no_dup(fd: int) -> int:
         raise OSError(errno.EMFILE, "Too many open files")
 
-    monkeypatch.setattr(mapped, "_datasync", datasync)
     monkeypatch.setattr(mapped.os, "dup", no_dup)
     said: list[str] = []
 
     async def body(svc: Service, br: Connection) -> None:
         svc.log = said.append
-        r = await br.invoke(_send(0))
-        assert r.code == ResponseCode.SUCCESS, r.remark
-        for _ in range(200):
-            await asyncio.sleep(0.05)
-            cp = parse_checkpoint((tmp_path / "store" / "checkpoint").read_bytes())
-            if synced and cp.physic_msg_timestamp:
-                return
-        raise AssertionError(f"no flush round: {synced}")
+        await _flushed(tmp_path / "store", br, synced)
 
     serve_in_process(tmp_path / "store", body)
     assert synced and set(synced) == {threading.current_thread().name}, synced
