@@ -289,7 +289,8 @@ class Service:
 
         while True:
             await asyncio.sleep(FLUSH_INTERVAL)
-            pending = self._round("flush", begin)
+            # its own name: a start that succeeds does not silence a sync that keeps failing
+            pending = self._round("flush start", begin)
             if pending is None:
                 continue
             synced = loop.run_in_executor(None, pending.sync)

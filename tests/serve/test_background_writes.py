@@ -125,3 +125,29 @@ def test_a_flush_round_out_of_descriptors_flushes_on_the_loop(
     serve_in_process(tmp_path / "store", body)
     assert synced and set(synced) == {threading.current_thread().name}, synced
     assert said == []
+
+
+def test_a_sync_that_keeps_failing_is_said_once(
+        tmp_path: Path, synced: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk fails every sync (EIO): one line for it, however many rounds start fine."""
+
+    recording = mapped._datasync
+
+    def broken(fd: int) -> None:
+        synced.append(threading.current_thread().name)
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(mapped, "_datasync", broken)
+    said: list[str] = []
+
+    async def body(svc: Service, br: Connection) -> None:
+        svc.log = said.append
+        r = await br.invoke(_send(0))
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        while len(synced) < 5:  # five rounds' syncs at least, each failing
+            await asyncio.sleep(0.05)
+        monkeypatch.setattr(mapped, "_datasync", recording)  # the disk mended for the close
+
+    serve_in_process(tmp_path / "store", body)
+    assert [line for line in said if "Input/output error" in line] == [
+        "flush failed: [Errno 5] Input/output error (tried again every round; said once)"], said
