@@ -662,7 +662,8 @@ def notes(res: dict[str, Any], s: dict[str, Any], memory: dict[str, Any],
         "RocketMQ's decoder maps the files in each timed pass, as any reading of a store does "
         "(the scan's included); walking its last mapping again, pages already faulted in, it "
         f"runs at {s['rocketmqRewalkMsgsPerSecond']:,.0f} msgs/s, against which the marginal "
-        f"rate is {s['marginalOverRocketmqRewalk']}x (not the target's baseline).",
+        f"rate of the whole wall times is {s['marginalOverRocketmqRewalk']}x (not the target's "
+        "baseline).",
         f"CPU seconds of the whole process tree (JVMs included): tiny store {s['tinyCpuSeconds']}, "
         f"1 GiB {s['mainCpuSeconds']}, marginal {s['marginalCpuSeconds']} (RocketMQ's decoder "
         f"{s['rocketmqCpuSeconds']}: {s['marginalCpuOverRocketmqCpu']}x); bare session "
