@@ -383,12 +383,12 @@ def summarise(rounds: list[dict[str, Any]], messages: int, data_bytes: int) -> d
     def marginal(r: dict[str, Any], what: str) -> float:
         return float(r["main"][what] - r["tiny"][what])
 
-    def settled(r: dict[str, Any]) -> float | None:
+    def margin_after_start_up(r: dict[str, Any]) -> float | None:
         main, tiny = after_start_up(r["main"]), after_start_up(r["tiny"])
         return None if main is None or tiny is None else main - tiny
 
-    def settled_ratio(r: dict[str, Any]) -> float | None:
-        m = settled(r)
+    def ratio_after_start_up(r: dict[str, Any]) -> float | None:
+        m = margin_after_start_up(r)
         return None if m is None else steady(r, "seconds") / m
 
     read_rate = per_round(lambda r: messages * (r["readBytes"] / r["readSeconds"]) / data_bytes)
@@ -406,8 +406,8 @@ def summarise(rounds: list[dict[str, Any]], messages: int, data_bytes: int) -> d
         "marginalMsgsPerSecond": scan_rate,
         "marginalOverRocketmq": per_round(
             lambda r: steady(r, "seconds") / marginal(r, "wall")),
-        "marginalAfterStartUpSeconds": per_round(settled),
-        "marginalAfterStartUpOverRocketmq": per_round(settled_ratio),
+        "marginalAfterStartUpSeconds": per_round(margin_after_start_up),
+        "marginalAfterStartUpOverRocketmq": per_round(ratio_after_start_up),
         "rocketmqRewalkMsgsPerSecond": per_round(
             lambda r: messages / median(r["rocketmq"]["rewalkSeconds"])),
         "marginalOverRocketmqRewalk": per_round(
