@@ -1,8 +1,9 @@
 /*
  * RocketMQ 5.3.3's own timer recovery on a store copy (tests/integrity/test_timer_rocketmq.py):
  * DefaultMessageStore.load(), then TimerMessageStore.load() (= recover()); prints the timer
- * checkpoint before and after, the timerlog's end after recovery, and whether any wheel slot
- * from the read time on still points past it. Compiled at test time against rocketmq-store 5.3.3
+ * checkpoint before and after, the timerlog's end after recovery, whether any wheel slot from the
+ * read time on still points past it, and the oldest read time recovery keeps (readFloor, at the
+ * clock times just before and after it ran). Compiled at test time against rocketmq-store 5.3.3
  * from Maven Central (tests/judge/rocketmq_judge.py's class path).
  */
 import org.apache.rocketmq.common.BrokerConfig;
@@ -35,7 +36,9 @@ public class TimerProbe {
             + " " + cp.getLastTimerQueueOffset() + " " + cp.getMasterTimerQueueOffset());
         TimerMetrics m = new TimerMetrics(root + "/config/timermetrics");
         TimerMessageStore t = new TimerMessageStore(store, cfg, cp, m, null);
+        long floorBefore = readFloor(t, System.currentTimeMillis());
         System.out.println("timerLoad " + t.load());
+        System.out.println("readFloor " + floorBefore + " " + readFloor(t, System.currentTimeMillis()));
         long max = t.getTimerLog().getMappedFileQueue().getMaxOffset();
         long flushed = t.getTimerLog().getMappedFileQueue().getFlushedWhere();
         System.out.println("timerlog " + max + " " + flushed);
@@ -47,5 +50,13 @@ public class TimerProbe {
             System.out.println("metric " + e.getValue().getCount().get() + " " + e.getKey());
         }
         System.exit(0);
+    }
+
+    // The oldest read time recover() keeps at clock time now: the wheel holds slotsTotal slots,
+    // so an older read time is raised to now - slotsTotal + TIMER_BLANK_SLOTS slots
+    static long readFloor(TimerMessageStore t, long now) {
+        TimerWheel w = t.getTimerWheel();
+        return now / w.precisionMs * w.precisionMs - (long) w.slotsTotal * w.precisionMs
+            + (long) TimerMessageStore.TIMER_BLANK_SLOTS * w.precisionMs;
     }
 }
