@@ -45,6 +45,7 @@ __all__ = [
     "MAGIC_ROLL",
     "MIN_BLANK_LEN",
     "SLOT_SIZE",
+    "TIMER_BLANK_SLOTS",
     "TIMER_CHECKPOINT_FILE_SIZE",
     "TIMER_WHEEL_SLOTS_TOTAL",
     "TIMER_WHEEL_TTL_DAY",
@@ -65,6 +66,7 @@ __all__ = [
     "parse_timer_checkpoint",
     "parse_timerlog_unit",
     "parse_wheel_slot",
+    "read_time_floor",
     "timer_wheel_file_size",
     "wheel_slot_index",
 ]
@@ -83,6 +85,7 @@ DAY_SECS = 24 * 3600
 TIMER_WHEEL_SLOTS_TOTAL = TIMER_WHEEL_TTL_DAY * DAY_SECS  # slotsTotal = 604800 at 1 s precision
 SLOT_SIZE = 8 + 8 + 8 + 4 + 4  # Slot.SIZE = 32
 TIMER_PRECISION_MS = 1000  # MessageStoreConfig.timerPrecisionMs
+TIMER_BLANK_SLOTS = 60  # TimerMessageStore.TIMER_BLANK_SLOTS
 # TimerCheckpoint.java
 TIMER_CHECKPOINT_FILE_SIZE = 4096
 TIMER_CHECKPOINT_HEADER_SIZE = 7 * 8
@@ -320,6 +323,15 @@ def timer_wheel_file_size(ttl_day: int = TIMER_WHEEL_TTL_DAY) -> int:
     precision": ``slotsTotal = TIMER_WHEEL_TTL_DAY * DAY_SECS`` whatever ``timerPrecisionMs``.
     """
     return ttl_day * DAY_SECS * 2 * SLOT_SIZE
+
+
+def read_time_floor(now_ms: int, precision_ms: int = TIMER_PRECISION_MS) -> int:
+    """The oldest read time ``TimerMessageStore#recover`` keeps when the broker starts at clock
+    time ``now_ms``: the wheel holds ``slotsTotal`` slots, so a checkpoint's
+    ``lastReadTimeMs`` before ``now - slotsTotal + TIMER_BLANK_SLOTS`` slots is raised to it,
+    and the slots before it are never read (their units never delivered)."""
+    return (now_ms // precision_ms * precision_ms
+            - (TIMER_WHEEL_SLOTS_TOTAL - TIMER_BLANK_SLOTS) * precision_ms)
 
 
 def is_magic_ok(magic: int) -> bool:

@@ -87,6 +87,16 @@ NowOpt = Annotated[
     ),
 ]
 
+StartNowOpt = Annotated[
+    str,
+    typer.Option(
+        "--now", help="The broker's clock at its next start, for what its recovery would do (a "
+        "5.x timer wheel read more than 7 days before it skips the messages due in between): "
+        "'wall' (this machine's clock, default), 'store' (the store's latest store time), or "
+        "epoch ms / ISO-8601, e.g. 2026-11-21T22:00:00Z.", metavar="TIME",
+    ),
+]
+
 # -- dlq: where dead letters are read from and resent to -----------------------------------
 GroupOpt = Annotated[
     str, typer.Option("--group", "-g", help="Consumer group whose %DLQ%<group> to read, "

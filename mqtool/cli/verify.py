@@ -7,8 +7,16 @@ from typing import Any
 
 import typer
 
+from mqtool.cli.arguments import now_value
 from mqtool.cli.exits import handle_errors
-from mqtool.cli.options import BrokerConfOpt, CrcOpt, DelayLevelsOpt, JsonOpt, StoreArg
+from mqtool.cli.options import (
+    BrokerConfOpt,
+    CrcOpt,
+    DelayLevelsOpt,
+    JsonOpt,
+    StartNowOpt,
+    StoreArg,
+)
 from mqtool.cli.output import err_console, out_console, print_json, say_live
 from mqtool.formats.errors import EXIT_FINDINGS, Severity
 
@@ -42,6 +50,7 @@ def _store_bytes(root: Any) -> int:
 def verify(
     store: StoreArg, json_: JsonOpt = False, crc: CrcOpt = True,
     delay_levels: DelayLevelsOpt = None, broker_conf: BrokerConfOpt = None,
+    now: StartNowOpt = "wall",
 ) -> None:
     """Check a store's integrity; say what a restart would lose.
 
@@ -51,15 +60,18 @@ def verify(
     one line per finding (FILE @ OFFSET, the byte offset inside that file), and what RocketMQ's
     recovery would cut at the broker's next start. Says where the delay levels come from
     (--delay-levels, --broker-conf, the store's evidence or the broker's default) and warns
-    where the given levels contradict the store. Exits 1 when there is any error.
+    where the given levels contradict the store. The restart is judged at this machine's
+    clock (--now: another time). Exits 1 when there is any error.
 
     Example: mqtool verify ~/store
     Example: mqtool verify ~/store --json --no-crc
+    Example: mqtool verify ~/store --now 2026-12-01T08:00:00Z
     """
     from mqtool.integrity.checks import verify as run_verify
     from mqtool.integrity.recovery import restart_loss
 
     with handle_errors():
+        start_ms = now_value(now)
         prog, advance = _progress_bar(_store_bytes(store))
         if prog is not None:
             with prog:
@@ -70,7 +82,8 @@ def verify(
                                 broker_conf=broker_conf)
         if report.lock["locked"]:
             say_live(report.lock["pid"])
-        loss = restart_loss(report)
+        loss = restart_loss(report, start_ms if start_ms is not None
+                            else report.last_store_ts or None)
         errors = report.errors
         if json_:
             print_json({

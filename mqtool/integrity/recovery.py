@@ -22,7 +22,8 @@ The facts (apache/rocketmq 4.9.7 ``store``; 5.x keeps them):
   ``truncateDirtyLogicFiles`` drops those units from the queues' tails.
 * 5.x timer files (``TimerMessageStore#recover``, facts in :mod:`.timer`): the timerlog is
   truncated only where a unit's size or magic is bad; units whose record is past the cut are
-  kept (and never delivered).
+  kept (and never delivered); a read time older than the wheel's 7 days at the start's clock
+  time is raised, and the units due before the raised time are never delivered.
 * ``IndexService#load``: after an abnormal exit, every index file whose ``endTimestamp`` is
   after the checkpoint's ``indexMsgTimestamp`` is destroyed (whole file); the re-dispatch of
   ``recoverAbnormally`` re-indexes only the records from its start file on.
@@ -30,6 +31,7 @@ The facts (apache/rocketmq 4.9.7 ``store``; 5.x keeps them):
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -38,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from mqtool.formats.timer import TIMER_PRECISION_MS
 from mqtool.integrity.checks import Report
 from mqtool.integrity.commitlog_pass import message_windows
 from mqtool.integrity.timer import timer_restart_loss
@@ -45,6 +48,7 @@ from mqtool.integrity.verify_report import QueueScan
 from mqtool.store.facts import Messages
 from mqtool.store.reader import Store
 from mqtool.store.records_at import messages_at
+from mqtool.timefmt import fmt_time
 
 THIRD_LAST = 3  # recoverNormally / ConsumeQueue.recover start this many files from the end
 MIN_TIMESTAMP_SLACK_MS = 3000  # StoreCheckpoint#getMinTimestamp subtracts 3 s
@@ -80,7 +84,7 @@ class RestartLoss:
                     or self.index_entries_destroyed - self.index_entries_reindexed > 0
                     or self.index_entries_dangling or self.configs_from_bak
                     or t.get("timerUnitsTruncated") or t.get("timerlogCutAt")
-                    or t.get("timerUnitsDangling"))
+                    or t.get("timerUnitsDangling") or t.get("timerUnitsSkipped"))
 
     def timer_lines(self) -> list[str]:
         """The timer part of the human report (nothing on 4.x)."""
@@ -97,6 +101,13 @@ class RestartLoss:
                 f"({t['timerUnitsDanglingPending']} not yet delivered: the timer service finds "
                 "no message there and drops them without a word; `mqtool repair` truncates "
                 "the timerlog before them)")
+        if t["readTimeRaisedTo"] is not None:
+            lines.append(
+                f"    read time {fmt_time(t['readTimeMs'])} is over 7 days before the start at "
+                f"{fmt_time(t['startedAt'])}: recovery raises it to "
+                f"{fmt_time(t['readTimeRaisedTo'])}")
+            lines.append(f"    pending timer messages due before it, never delivered: "
+                         f"{t['timerUnitsSkipped']} (--now: a start at another time)")
         return lines
 
     def to_json(self) -> dict[str, Any]:
@@ -209,14 +220,17 @@ def _uncovered(m: Messages, queues: dict[tuple[str, int], tuple[QueueScan, int]]
     return n
 
 
-def restart_loss(r: Report) -> RestartLoss:
-    """What the next broker start would drop (the store is read again where needed: messages
-    after the cut, units, index entries; a bounded amount at a time)."""
+def restart_loss(r: Report, now_ms: int | None = None) -> RestartLoss:
+    """What the next broker start would drop, the broker starting at clock time ``now_ms``
+    (default: now; only the 5.x timer's recovery depends on it). The store is read again where
+    needed: messages after the cut, units, index entries; a bounded amount at a time."""
+    if now_ms is None:
+        now_ms = int(time.time() * 1000)
     with Store.open(r.root) as store:
-        return _restart_loss(r, store)
+        return _restart_loss(r, store, now_ms)
 
 
-def _restart_loss(r: Report, store: Store) -> RestartLoss:
+def _restart_loss(r: Report, store: Store, now_ms: int) -> RestartLoss:
     start, cut = cut_position(r, store)
     cut_file = cut_off = None
     for s in r.files:
@@ -273,7 +287,8 @@ def _restart_loss(r: Report, store: Store) -> RestartLoss:
             loss.index_entries_dangling += int(np.count_nonzero(phys >= cut))
     loss.configs_from_bak = sorted(
         c.source for c in r.configs.values() if c.from_bak and c.source is not None)
-    loss.timer = timer_restart_loss(r.root, cut)
+    precision = r.summary.get("timer", {}).get("precisionMs", TIMER_PRECISION_MS)
+    loss.timer = timer_restart_loss(r.root, cut, now_ms, precision)
     return loss
 
 

@@ -43,6 +43,7 @@ from mqtool.formats.timer import (
     TimerCheckpoint,
     iter_wheel,
     parse_timer_checkpoint,
+    read_time_floor,
     timer_wheel_file_size,
 )
 from mqtool.integrity.timerlog import (
@@ -293,6 +294,9 @@ def check_timer(
 #   ``lastTimerQueueOffset``), capped by ``masterTimerQueueOffset`` and clamped into the
 #   queue's min..max; ``prepareTimerCheckPoint`` writes that back (a master also sets
 #   ``masterTimerQueueOffset`` to it).
+# * ``recover`` then sets ``currReadTimeMs`` to the checkpoint's ``lastReadTimeMs``, raised to
+#   ``now - slotsTotal + TIMER_BLANK_SLOTS`` slots when older (the wheel holds ``slotsTotal``
+#   slots); the dequeue reads slots from there on, so units due before it are never delivered.
 def _check_metrics(root: Path, log: TimerLog, read_ms: int | None, sink: FindingSink) -> None:
     try:
         text = read_metrics(root)
@@ -315,11 +319,16 @@ def _check_metrics(root: Path, log: TimerLog, read_ms: int | None, sink: Finding
             severity=Severity.WARNING))
 
 
-def timer_restart_loss(store_root: Path, cut: int) -> dict[str, Any] | None:
-    """What the broker's timer recovery does at the next start when the commitlog ends at
-    ``cut`` (None for a 4.x store): the units it truncates (after damage in the timerlog) and
-    the units it keeps although their record is past the cut (never delivered: dropped at
-    delivery time without a word, or read from whatever record is later written there)."""
+def timer_restart_loss(
+    store_root: Path, cut: int, now_ms: int, precision_ms: int = TIMER_PRECISION_MS,
+) -> dict[str, Any] | None:
+    """What the broker's timer recovery does at a start at clock time ``now_ms`` when the
+    commitlog ends at ``cut`` (None for a 4.x store): the units it truncates (after damage in
+    the timerlog), the units it keeps although their record is past the cut (never delivered:
+    dropped at delivery time without a word, or read from whatever record is later written
+    there), and, when the checkpoint's read time is older than the wheel holds
+    (:func:`mqtool.formats.timer.read_time_floor`), the pending units due before the raised
+    read time (never delivered: their slots are never read)."""
     logdir = store_root / "timerlog"
     if not logdir.is_dir():
         return None
@@ -334,12 +343,24 @@ def timer_restart_loss(store_root: Path, cut: int) -> dict[str, Any] | None:
     stop = log.end if log.stop is None else min(log.stop, log.end)
     keep = log.pos < stop
     u = log.units
+    due = deliver_ms(u)
     dangling = keep & (u["offsetPy"].astype(np.int64) + u["sizePy"].astype(np.int64) > cut)
-    pending = dangling if read_ms is None else dangling & (deliver_ms(u) >= read_ms)
+    pending = dangling if read_ms is None else dangling & (due >= read_ms)
+    floor = read_time_floor(now_ms, precision_ms)
+    raised = read_ms is not None and read_ms < floor
+    skipped = 0
+    if read_ms is not None and raised:  # kept units due in [read time, floor); no delete marks
+        skipped = int(np.count_nonzero(
+            keep & (due >= read_ms) & (due < floor)
+            & (u["magic"].astype(np.int64) & MAGIC_DELETE == 0)))
     return {
         "timerlogCutAt": log.broken,
         "timerUnitsTruncated": int(np.count_nonzero(~keep)) + log.hidden,
         "timerUnitsKept": int(np.count_nonzero(keep)),
         "timerUnitsDangling": int(np.count_nonzero(dangling)),
         "timerUnitsDanglingPending": int(np.count_nonzero(pending)),
+        "startedAt": now_ms,
+        "readTimeMs": read_ms,
+        "readTimeRaisedTo": floor if raised else None,
+        "timerUnitsSkipped": skipped,
     }

@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from integrity_damage import copy_store, patch, read_at, run, tree_digest, verify_json
+from integrity_damage import (
+    FIXTURES,
+    copy_store,
+    patch,
+    read_at,
+    run,
+    tree_digest,
+    verify_json,
+)
 
 from mqtool.formats.config.fastjson import loads_fastjson
 from mqtool.formats.timer import (
@@ -34,6 +42,9 @@ TIMERLOG = "timerlog/00000000000000000000"
 TIMER_FILES = {TIMERLOG, "timerwheel", "config/timercheck"}
 TIMER_RECORDS = [(12330, 316), (12646, 316), (12962, 316), (13278, 489), (13767, 477)]
 LONG_TOPIC = "LongTopic-" + "abcdefghij" * 14  # the pending timer message's real topic
+FIXTURE = FIXTURES / V5 / "store"  # only read
+READ_MS = 1795296521000  # config/timercheck's lastReadTimeMs
+LAST_STORE_MS = 1795296520019  # the latest store time of a message (verify --now store)
 
 
 def _torn_tail(store: Path, phy: int, size: int) -> None:
@@ -80,7 +91,7 @@ def _repair(src: Path, out: Path) -> dict[str, Any]:
 
 
 def _assert_clean(out: Path) -> dict[str, Any]:
-    rc, doc = verify_json(out)
+    rc, doc = verify_json(out, "--now", "store")  # a start at the store's own time
     bad = [f for f in doc["findings"] if f["severity"] in ("error", "warning")]
     assert rc == 0 and bad == [], bad
     loss = doc["restartWouldLose"]
@@ -181,7 +192,37 @@ def test_undamaged_store_timer_files_are_not_changed(tmp_path: Path) -> None:
     doc = _assert_clean(out)
     assert doc["restartWouldLose"]["timer"] == {
         "timerlogCutAt": None, "timerUnitsTruncated": 0, "timerUnitsKept": 5,
-        "timerUnitsDangling": 0, "timerUnitsDanglingPending": 0}
+        "timerUnitsDangling": 0, "timerUnitsDanglingPending": 0,
+        "startedAt": LAST_STORE_MS, "readTimeMs": READ_MS, "readTimeRaisedTo": None,
+        "timerUnitsSkipped": 0}
+
+
+WHEEL_MS = (604800 - 60) * 1000  # the read time recovery keeps: now - slotsTotal + 60 slots
+PENDING_DUE_MS = 1795300115000  # unit 156's deliver time
+
+
+@pytest.mark.parametrize(("now", "raised", "skipped"), [
+    ("store", None, 0),
+    (str(READ_MS + WHEEL_MS + 999), None, 0),  # the floor is the read time: kept
+    (str(READ_MS + WHEEL_MS + 1000), READ_MS + 1000, 0),
+    (str(PENDING_DUE_MS + WHEEL_MS), PENDING_DUE_MS, 0),  # unit 156's slot is still read
+    (str(PENDING_DUE_MS + WHEEL_MS + 1000), PENDING_DUE_MS + 1000, 1),
+])
+def test_start_after_the_wheels_span_skips_the_units_due_before_it(
+        now: str, raised: int | None, skipped: int) -> None:
+    """A start more than the wheel's 7 days after the read time: recovery raises the read time
+    and the pending units due before it are never delivered (judged against RocketMQ's own
+    recovery in test_timer_rocketmq.py); verify says so, and says it in its human report."""
+    rc, doc = verify_json(FIXTURE, "--now", now)
+    assert rc == 0
+    t = doc["restartWouldLose"]["timer"]
+    assert (t["readTimeMs"], t["readTimeRaisedTo"], t["timerUnitsSkipped"]) == (
+        READ_MS, raised, skipped)
+    human = run("verify", FIXTURE, "--now", now)
+    assert human.returncode == 0, human.stderr
+    said = "pending timer messages due before it, never delivered: " in human.stdout
+    assert said == (raised is not None), human.stdout
+    assert ("nothing: the broker would start" in human.stdout) == (skipped == 0)
 
 
 def test_damaged_timerlog_unit_is_where_the_copy_ends(tmp_path: Path) -> None:

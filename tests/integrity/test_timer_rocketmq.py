@@ -6,12 +6,14 @@ writes what RocketMQ's own recovery computes."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from integrity_damage import ROOT, copy_store, patch, run
+from integrity_damage import FIXTURES, ROOT, copy_store, patch, run
 
 sys.path.insert(0, str(ROOT / "tests" / "judge"))
 from rocketmq_judge import JVM_FLAGS, classpath  # noqa: E402
@@ -94,3 +96,28 @@ def test_rocketmq_timer_recovery_accepts_the_repaired_copy(
     assert damaged["timerlog"][0] == src_end
     if seed == "bad-unit":  # repair's timercheck is RocketMQ's own result
         assert damaged["after"][1:4] == before
+
+
+def test_verify_names_the_read_time_rocketmq_raises_at_a_late_start(
+        tmp_path: Path, probe_dir: Path) -> None:
+    """The fixture's timer read time is more than the wheel's 7 days old: RocketMQ's recovery
+    raises it, and ``verify --now T`` names the time it raises it to at a start at ``T`` (T
+    taken just before and just after RocketMQ's recovery ran), and the one pending unit (due an
+    hour after the read time) as skipped."""
+    src = copy_store("5.3.3/plain", tmp_path)
+    t0 = int(time.time() * 1000)
+    got = _recover(src, probe_dir)
+    t1 = int(time.time() * 1000)
+    read, raised = int(got["before"][0]), int(got["after"][0])
+    assert raised > read  # the fixture was written more than 7 days ago
+
+    def verify_at(now: int) -> dict[str, int]:
+        res = run("verify", FIXTURES / "5.3.3" / "plain" / "store", "--json", "--now", str(now))
+        assert res.returncode == 0, res.stderr
+        timer: dict[str, int] = json.loads(res.stdout)["restartWouldLose"]["timer"]
+        return timer
+
+    lo, hi = verify_at(t0), verify_at(t1)
+    assert lo["readTimeMs"] == hi["readTimeMs"] == read
+    assert lo["readTimeRaisedTo"] <= raised <= hi["readTimeRaisedTo"]
+    assert lo["timerUnitsSkipped"] == hi["timerUnitsSkipped"] == 1
