@@ -186,6 +186,7 @@ _KIND_STYLE = {
 _STATE_STYLE = {
     "pending": "yellow",
     "overdue": "bold yellow",
+    "never-delivered": "bold red",
     "dead-lettered": "red",
     "not-consumed": "yellow",
     "consumed": "green",
@@ -252,6 +253,7 @@ def render_trace(tr: Trace, console: Console | PlainOut) -> None:
                    f" · UNIQ_KEY {tr.uniq_key or '-'} · found via {tr.via}"), highlight=False)
     style = {"dead-lettered": "bold red", "consumed": "bold green", "waiting-retry": "bold yellow",
              "scheduled": "bold yellow", "rolled-back": "bold red", "discarded": "bold red",
+             "lost": "bold red",
              "transaction-pending": "bold yellow"}.get(tr.verdict_kind, "bold")
     con.print(line(("verdict: ", "bold"), (tr.verdict, style)), highlight=False)
     if tr.resend_command:

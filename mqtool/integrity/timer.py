@@ -209,6 +209,23 @@ def _check_wheel(
     return out
 
 
+def store_timer_precision(store_root: Path) -> int:
+    """The store's ``timerPrecisionMs``, as :func:`check_timer` infers it from the wheel's
+    slots and their units (the broker's default without a wheel or timerlog to tell)."""
+    wheel, logdir = store_root / "timerwheel", store_root / "timerlog"
+    if not (logdir.is_dir() and wheel.is_file()) or wheel.stat().st_size == 0:
+        return TIMER_PRECISION_MS
+    log = read_timerlog(logdir, FindingSink())
+    buf = map_readonly(wheel)
+    try:
+        slots = list(iter_wheel(buf))
+    except FormatError:
+        return TIMER_PRECISION_MS
+    finally:
+        close_map(buf)
+    return timer_precision(slots, log)
+
+
 def _check_checkpoint(
     cp: TimerCheckpoint, log: TimerLog, queues: dict[tuple[str, int], QueueScan], sink: FindingSink,
 ) -> None:

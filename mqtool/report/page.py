@@ -74,10 +74,11 @@ table.sortable th[aria-sort=descending]::after { content:" \\2193"; color:var(--
 code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace;
   font-size:12px; }
 .verdict { font-size:16px; font-weight:600; margin:8px 0; }
-.verdict.dead-lettered { color:var(--bad); } .verdict.consumed { color:var(--ok); }
+.verdict.dead-lettered, .verdict.lost { color:var(--bad); } .verdict.consumed { color:var(--ok); }
 .verdict.waiting-retry, .verdict.scheduled { color:var(--warn); }
 .state-pending, .state-overdue, .state-not-consumed { color:var(--warn); font-weight:600; }
-.state-dead-lettered, .state-rolled-back { color:var(--bad); font-weight:600; }
+.state-dead-lettered, .state-rolled-back, .state-never-delivered { color:var(--bad);
+  font-weight:600; }
 .state-consumed, .state-delivered, .state-committed { color:var(--ok); }
 pre.cmd { background:var(--panel); border:1px solid var(--line); padding:6px 10px;
   white-space:pre-wrap; word-break:break-all; }

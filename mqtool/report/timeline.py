@@ -32,7 +32,7 @@ KIND_COLOR = {
     "commit": "#009E73",
 }
 KIND_MARKER = {"dlq": "X", "resend": "D", "schedule": "s", "timer": "s", "original": "o"}
-PENDING_STATES = ("pending", "overdue")
+PENDING_STATES = ("pending", "overdue", "never-delivered")  # not delivered (yet)
 
 
 def traces_of(doc: dict[str, Any]) -> list[dict[str, Any]]:

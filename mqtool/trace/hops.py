@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.pop import split_pop_retry_topic
@@ -170,9 +171,32 @@ def timer_state(
     waited = fmt_duration(ctx.now - m.store_timestamp)
     if due is None:
         return due, "pending", f"pending for {waited}"
+    floor = timer_floor(ctx)
+    if floor is not None and due < floor:
+        return due, "never-delivered", (
+            f"pending for {waited}, due {fmt_time(due)}: a broker starting at "
+            f"{fmt_time(ctx.now)} raises the timer's read time ({fmt_time(ctx.timer_read_ms)}, "
+            f"more than the wheel's 7 days before) to {fmt_time(floor)}, past it: never "
+            "delivered")
     if due > ctx.now:
         return due, "pending", f"pending for {waited}, due in {fmt_duration(due - ctx.now)}"
     return due, "overdue", f"pending for {waited}, overdue by {fmt_duration(ctx.now - due)}"
+
+
+def timer_floor(ctx: TraceContext) -> int | None:
+    """The read time the timer's recovery raises ``lastReadTimeMs`` to at a start at
+    ``ctx.now`` (:func:`mqtool.formats.timer.read_time_floor`), None when it keeps it."""
+    read = ctx.timer_read_ms
+    if read is None:  # no timer (a 4.x store)
+        return None
+    from mqtool.formats.timer import TIMER_BLANK_SLOTS, TIMER_WHEEL_SLOTS_TOTAL, read_time_floor
+
+    if ctx.now - read < TIMER_WHEEL_SLOTS_TOTAL - TIMER_BLANK_SLOTS:
+        return None  # kept at any precision (1 ms and up)
+    from mqtool.integrity.timer import store_timer_precision
+
+    floor = read_time_floor(ctx.now, store_timer_precision(Path(ctx.store.root)))
+    return floor if read < floor else None
 
 
 def sent_back(

@@ -274,6 +274,10 @@ def _verdict(ctx: TraceContext, hops: list[Hop]) -> tuple[str, str]:
                     "scheduled")
         return prefix + f"delivered by the schedule service to {real}; copy not found", "delivered"
     if last.kind == "timer":
+        if last.state == "never-delivered":
+            return (prefix + f"lost: timer due at {due} is before the read time a broker "
+                    f"starting at {fmt_time(ctx.now)} keeps (the wheel holds 7 days): never "
+                    "delivered", "lost")
         if last.state in ("pending", "overdue"):
             return prefix + f"still scheduled: timer due at {due}{rel}", "scheduled"
         return prefix + f"delivered by the timer to {last.real_topic}; copy not found", "delivered"

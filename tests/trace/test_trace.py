@@ -268,6 +268,30 @@ def test_timer_messages_on_5_3_3() -> None:
             assert tr.verdict.startswith("still scheduled: timer due at")
 
 
+PENDING_TIMER = "C000020276E15FFD2B276B9AEBEE0035"  # due 1795300115000, an hour after its store
+WHEEL_MS = (604800 - 60) * 1000  # a start this long after a read time keeps it (1 s precision)
+
+
+@pytest.mark.parametrize(("now", "kind", "state"), [
+    (1795300115000 + WHEEL_MS, "scheduled", "overdue"),  # its slot is the oldest one kept
+    (1795300115000 + WHEEL_MS + 1000, "lost", "never-delivered"),
+])
+def test_a_start_more_than_7_days_late_never_delivers_the_timer_message(
+        now: int, kind: str, state: str) -> None:
+    """RocketMQ's timer recovery raises a read time older than the wheel's 7 days (see
+    tests/integrity/test_timer_rocketmq.py); the slots before it are never read."""
+    with Store.open(store_dir("5.3.3/plain")) as st:
+        tr = trace_id(st, PENDING_TIMER, now=now)
+    assert (tr.verdict_kind, tr.hops[0].state) == (kind, state)
+    if kind == "lost":
+        assert tr.verdict.startswith("lost: timer due at 2026-11-21 22:28:35.000 is before")
+        assert "raises the timer's read time (2026-11-21 21:28:41.000" in tr.hops[0].state_detail
+    res = _cli(["trace", str(store_dir("5.3.3/plain")), PENDING_TIMER, "--now", str(now),
+                "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["verdictKind"] == kind
+
+
 def _cli(args: list[str]) -> Any:
     return CliRunner().invoke(app, args, env={"COLUMNS": "120", "NO_COLOR": "1"})
 
