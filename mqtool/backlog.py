@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from mqtool.formats.commitlog import CommitLogMessage
@@ -192,8 +193,9 @@ def timer_read_ms(store: Store) -> int | None:
 
 
 def timer_backlog(store: Store, read_ms: int | None, now: int) -> dict[str, Any]:
-    """Timer records still waiting (by real topic), the next due time and how many are
-    overdue."""
+    """Timer records still waiting (by real topic), the next due time, how many are overdue
+    and how many a broker starting at ``now`` never delivers (due before the read time its
+    recovery raises an old one to: :func:`mqtool.integrity.timer.raised_read_time`)."""
     waiting: dict[str, int] = {}
     due: list[int] = []
     for topic, qid in store.queue_ids():
@@ -213,8 +215,15 @@ def timer_backlog(store: Store, read_ms: int | None, now: int) -> dict[str, Any]
     minutes: dict[int, int] = {}
     for d in due:
         minutes[d - d % 60_000] = minutes.get(d - d % 60_000, 0) + 1
+    lost = 0
+    if due:
+        from mqtool.integrity.timer import raised_read_time
+
+        floor = raised_read_time(Path(store.root), read_ms, now)
+        lost = 0 if floor is None else sum(d < floor for d in due)
     return {"waiting": sum(waiting.values()), "byTopic": dict(sorted(waiting.items())),
             "nextDue": min(due) if due else None, "overdue": sum(d <= now for d in due),
+            "neverDelivered": lost,
             "byDueMinute": [{"dueStart": k, "count": v} for k, v in sorted(minutes.items())],
             "lastReadTimeMs": read_ms}
 

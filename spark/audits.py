@@ -228,8 +228,8 @@ TABLE_SCHEMAS: dict[str, str] = {
            "invisibleChanged long, inFlight long, reviveDue long, revived long, "
            "invisibleUntil long",
     "timer": "store string, waiting long, byTopic map<string,long>, nextDue long, "
-             "overdue long, byDueMinute array<struct<dueStart:long,count:long>>, "
-             "lastReadTimeMs long",
+             "overdue long, neverDelivered long, "
+             "byDueMinute array<struct<dueStart:long,count:long>>, lastReadTimeMs long",
 }
 """The Spark schema (DDL) of each audit table, for ``--out`` and ``--sql``
 (:func:`table_df`)."""

@@ -14,8 +14,8 @@ the JSON contract of ``mqtool scan --json``::
      "lag": [{"store", "group", "topic", "queueId", "consumerOffset", "maxOffset", "lag"}],
      "pop": [{"store", "group", "topic", "queueId", "popped", "acked", "invisibleChanged",
               "inFlight", "reviveDue", "revived", "invisibleUntil"}],
-     "timer": [{"store", "waiting", "byTopic", "nextDue", "overdue", "byDueMinute",
-                "lastReadTimeMs"}],
+     "timer": [{"store", "waiting", "byTopic", "nextDue", "overdue", "neverDelivered",
+                "byDueMinute", "lastReadTimeMs"}],
      "rate": [{"store", "topic", "bucketStart", "count", "bytes", "perSecond"}],
      "totals": {...}, "stores": [...], "audits": [...], "now": <epoch ms>}
 

@@ -309,8 +309,9 @@ def render(
     if "timer" in summary:
         console.print(_table(
             "timer backlog (rmq_sys_wheel_timer)",
-            cols("waiting", "overdue", "next due", "timer read up to", "by real topic"),
-            [pick(r, "waiting", "overdue") + [
+            cols("waiting", "overdue", "never delivered", "next due", "timer read up to",
+                 "by real topic"),
+            [pick(r, "waiting", "overdue", "neverDelivered") + [
                 fmt_time(r["nextDue"]), fmt_time(r["lastReadTimeMs"]),
                 ", ".join(f"{t} ({n})" for t, n in r["byTopic"].items())]
              for r in summary["timer"]],

@@ -38,6 +38,7 @@ from mqtool.formats.rules import TIMER_TOPIC
 from mqtool.formats.timer import (
     MAGIC_DELETE,
     SLOT_SIZE,
+    TIMER_BLANK_SLOTS,
     TIMER_PRECISION_MS,
     TIMER_WHEEL_SLOTS_TOTAL,
     TimerCheckpoint,
@@ -224,6 +225,16 @@ def store_timer_precision(store_root: Path) -> int:
     finally:
         close_map(buf)
     return timer_precision(slots, log)
+
+
+def raised_read_time(store_root: Path, read_ms: int | None, now_ms: int) -> int | None:
+    """The read time the timer's recovery raises the checkpoint's ``read_ms`` to when the
+    broker starts at ``now_ms`` (:func:`mqtool.formats.timer.read_time_floor` at the store's
+    precision), None when it keeps it (or there is no read time)."""
+    if read_ms is None or now_ms - read_ms < TIMER_WHEEL_SLOTS_TOTAL - TIMER_BLANK_SLOTS:
+        return None  # kept at any precision (1 ms and up)
+    floor = read_time_floor(now_ms, store_timer_precision(store_root))
+    return floor if read_ms < floor else None
 
 
 def _check_checkpoint(

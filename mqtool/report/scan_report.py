@@ -344,9 +344,10 @@ def _timer_section(page: Page, rows: list[dict[str, Any]], now: int) -> None:
     if not waiting:
         page.note("no message waiting in the timer (rmq_sys_wheel_timer)")
         return
-    page.table(["waiting", "overdue", "next due (UTC)", "timer read up to (UTC)",
-                "by real topic"],
-               [[r["waiting"], r["overdue"], utc(r["nextDue"]), utc(r["lastReadTimeMs"]),
+    page.table(["waiting", "overdue", "never delivered", "next due (UTC)",
+                "timer read up to (UTC)", "by real topic"],
+               [[r["waiting"], r["overdue"], r["neverDelivered"], utc(r["nextDue"]),
+                 utc(r["lastReadTimeMs"]),
                  ", ".join(f"{t} ({n})" for t, n in r["byTopic"].items())] for r in waiting],
                css_class="timer")
     page.table(["due from (UTC, minute)", "waiting"],

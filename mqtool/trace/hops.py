@@ -185,18 +185,12 @@ def timer_state(
 
 def timer_floor(ctx: TraceContext) -> int | None:
     """The read time the timer's recovery raises ``lastReadTimeMs`` to at a start at
-    ``ctx.now`` (:func:`mqtool.formats.timer.read_time_floor`), None when it keeps it."""
-    read = ctx.timer_read_ms
-    if read is None:  # no timer (a 4.x store)
+    ``ctx.now``, None when it keeps it (:func:`mqtool.integrity.timer.raised_read_time`)."""
+    if ctx.timer_read_ms is None:  # no timer (a 4.x store)
         return None
-    from mqtool.formats.timer import TIMER_BLANK_SLOTS, TIMER_WHEEL_SLOTS_TOTAL, read_time_floor
+    from mqtool.integrity.timer import raised_read_time
 
-    if ctx.now - read < TIMER_WHEEL_SLOTS_TOTAL - TIMER_BLANK_SLOTS:
-        return None  # kept at any precision (1 ms and up)
-    from mqtool.integrity.timer import store_timer_precision
-
-    floor = read_time_floor(ctx.now, store_timer_precision(Path(ctx.store.root)))
-    return floor if read < floor else None
+    return raised_read_time(Path(ctx.store.root), ctx.timer_read_ms, ctx.now)
 
 
 def sent_back(

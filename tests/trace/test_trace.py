@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import ROOT, manifest_jsonl, store_dir
+from mqtool.backlog import backlogs
 from mqtool.cli import app
 from mqtool.store import Store
 from mqtool.trace import Trace, TraceError, scan_for, trace_id, trace_key
@@ -290,6 +291,9 @@ def test_a_start_more_than_7_days_late_never_delivers_the_timer_message(
                 "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["verdictKind"] == kind
+    with Store.open(store_dir("5.3.3/plain")) as st:  # inspect's and scan's timer backlog
+        tb = backlogs(st, None, now, pop=False)["timerBacklog"]
+    assert (tb["waiting"], tb["overdue"], tb["neverDelivered"]) == (1, 1, int(kind == "lost"))
 
 
 def _cli(args: list[str]) -> Any:
