@@ -227,13 +227,18 @@ def store_timer_precision(store_root: Path) -> int:
     return timer_precision(slots, log)
 
 
-def raised_read_time(store_root: Path, read_ms: int | None, now_ms: int) -> int | None:
+def raised_read_time(
+    store_root: Path, read_ms: int | None, now_ms: int, precision_ms: int | None = None,
+) -> int | None:
     """The read time the timer's recovery raises the checkpoint's ``read_ms`` to when the
-    broker starts at ``now_ms`` (:func:`mqtool.formats.timer.read_time_floor` at the store's
-    precision), None when it keeps it (or there is no read time)."""
+    broker starts at ``now_ms`` (:func:`mqtool.formats.timer.read_time_floor` at
+    ``precision_ms``, else the store's: :func:`store_timer_precision`), None when it keeps it
+    (or there is no read time)."""
     if read_ms is None or now_ms - read_ms < TIMER_WHEEL_SLOTS_TOTAL - TIMER_BLANK_SLOTS:
         return None  # kept at any precision (1 ms and up)
-    floor = read_time_floor(now_ms, store_timer_precision(store_root))
+    if precision_ms is None:
+        precision_ms = store_timer_precision(store_root)
+    floor = read_time_floor(now_ms, precision_ms)
     return floor if read_ms < floor else None
 
 
@@ -374,13 +379,12 @@ def timer_restart_loss(
     due = deliver_ms(u)
     dangling = keep & (u["offsetPy"].astype(np.int64) + u["sizePy"].astype(np.int64) > cut)
     pending = dangling if read_ms is None else dangling & (due >= read_ms)
-    floor = read_time_floor(now_ms, precision_ms)
-    raised = read_ms is not None and read_ms < floor
+    raised = raised_read_time(store_root, read_ms, now_ms, precision_ms)
     skipped = 0
-    if read_ms is not None and raised:  # kept units due in [read time, floor); no delete marks
+    if read_ms is not None and raised is not None:  # units due in [read time, raised)
         skipped = int(np.count_nonzero(
-            keep & (due >= read_ms) & (due < floor)
-            & (u["magic"].astype(np.int64) & MAGIC_DELETE == 0)))
+            keep & (due >= read_ms) & (due < raised)
+            & (u["magic"].astype(np.int64) & MAGIC_DELETE == 0)))  # delete marks not counted
     return {
         "timerlogCutAt": log.broken,
         "timerUnitsTruncated": int(np.count_nonzero(~keep)) + log.hidden,
@@ -389,6 +393,6 @@ def timer_restart_loss(
         "timerUnitsDanglingPending": int(np.count_nonzero(pending)),
         "startedAt": now_ms,
         "readTimeMs": read_ms,
-        "readTimeRaisedTo": floor if raised else None,
+        "readTimeRaisedTo": raised,
         "timerUnitsSkipped": skipped,
     }
