@@ -109,8 +109,8 @@ def render_overview(d: dict[str, Any]) -> None:
         con.print(pt)
     tb = d.get("timerBacklog") or {}
     if tb.get("waiting"):
-        lost = (f" ({tb['neverDelivered']} never delivered: due before the read time a "
-                "start now keeps)") if tb.get("neverDelivered") else ""
+        lost = (f" ({tb['neverDelivered']} never delivered: the timer's read time is more "
+                "than 7 days behind)") if tb.get("neverDelivered") else ""
         con.print(f"timer backlog: {tb['waiting']} waiting, {tb['overdue']} overdue{lost}, next "
                   f"due {fmt_time(tb['nextDue'])}; by real topic: " + ", ".join(
                       f"{t} ({n})" for t, n in tb["byTopic"].items()), highlight=False)

@@ -212,7 +212,8 @@ def _check_wheel(
 
 def store_timer_precision(store_root: Path) -> int:
     """The store's ``timerPrecisionMs``, as :func:`check_timer` infers it from the wheel's
-    slots and their units (the broker's default without a wheel or timerlog to tell)."""
+    slots and their units (the broker's default without a wheel or timerlog to tell, or with
+    a wheel it cannot read: damage in these files is :func:`check_timer`'s to report)."""
     wheel, logdir = store_root / "timerwheel", store_root / "timerlog"
     if not (logdir.is_dir() and wheel.is_file()) or wheel.stat().st_size == 0:
         return TIMER_PRECISION_MS
