@@ -71,12 +71,25 @@ def load_object(text: str, file: str | None, what: str) -> Mapping[Any, Any]:
     return obj
 
 
+def _int_key(k: Any) -> Any:
+    """A map key as fastjson reads it into a ``Map<Integer, Long>``: a quoted decimal integer
+    (``"0"``, as fastjson's ``BrowserCompatible`` writes and other tools do) is the int."""
+    if not isinstance(k, str):
+        return k
+    digits = k[1:] if k[:1] in ("+", "-") else k
+    if digits.isdecimal() and -(1 << 31) <= int(k) < 1 << 31:  # Integer.parseInt's range
+        return int(k)
+    return k
+
+
 def int_table(obj: Any, file: str | None, where: str) -> dict[int, int]:
-    """An ``{<int>: <int>}`` object (a delay level's or a queue's offset table)."""
+    """An ``{<int>: <int>}`` object (a delay level's or a queue's offset table); keys may be
+    quoted (``{"0": 7}``), as the broker's fastjson reads them."""
     if not isinstance(obj, Mapping):
         raise FormatError(file, None, f"{where}: expected an object, found {obj!r}")
     table: dict[int, int] = {}
     for k, v in obj.items():
+        k = _int_key(k)
         if not is_int(k) or not is_int(v):
             raise FormatError(
                 file, None, f"{where}: expected <int>:<int> entries, found {k!r}:{v!r}"
