@@ -44,16 +44,21 @@ def load_delay_offsets(store: Store) -> dict[int, int] | None:
     return None if parsed is None else dict(parsed.offset_table)
 
 
-def load_consumer_offsets(store: Store) -> dict[tuple[str, str], dict[int, int]] | None:
-    """consumerOffset.json as (topic, group) -> {queueId: offset}, None when nothing loads."""
-    co = load_store_config(store, "consumerOffset.json")
-    if co is None:
-        return None
-    out: dict[tuple[str, str], dict[int, int]] = {}
-    for key, table in co.offset_table.items():
-        topic, group = co.topic_group(key)
-        out[(topic, group)] = dict(table)
-    return out
+def load_consumer_offsets(store: Store, *, source: list[str] | None = None
+                          ) -> dict[tuple[str, str], dict[int, int]] | None:
+    """The store's consumer offsets as its broker would load them, (topic, group) -> {queueId:
+    offset}, None when nothing loads (:func:`mqtool.store.consumer_offsets.load_consumer_offsets`:
+    consumerOffset.json, lmqConsumerOffset.json or the RocksDB config/consumerOffsets/); what
+    went wrong becomes findings of ``store``. ``source`` (a list) receives where they came from."""
+    from mqtool.store.consumer_offsets import load_consumer_offsets as load
+
+    loaded = load(store.root)
+    for f in loaded.findings:
+        if f not in store.findings:
+            store.findings.append(f)
+    if source is not None and loaded.source is not None:
+        source.append(loaded.source)
+    return loaded.table
 
 
 def store_time(store: Store) -> int:
@@ -192,7 +197,8 @@ def inspect_store(
     data["delayLevels"] = sched
     data["delayLevelSource"] = resolved.to_json()
 
-    offsets = load_consumer_offsets(store)
+    where: list[str] = []
+    offsets = load_consumer_offsets(store, source=where)
     groups = []
     for (topic, group), table in sorted((offsets or {}).items()):
         for qid, off in sorted(table.items()):
@@ -202,6 +208,7 @@ def inspect_store(
                 "maxOffset": qmax, "lag": None if qmax is None else max(0, qmax - off),
             })
     data["consumerGroups"] = groups
+    data["consumerOffsetsSource"] = where[0] if where else None
     data.update(backlogs(store, offsets))
 
     cfg = []

@@ -162,23 +162,24 @@ def commitlog_gaps(store: str) -> list[tuple[splits.Split, splits.Split]]:
 
 
 def load_store_config(store: str) -> StoreConfig:
-    """delayOffset.json and consumerOffset.json of a store as the broker loads them (``.bak``
-    fallback: :func:`mqtool.formats.config.load_config`), findings for damaged files."""
+    """delayOffset.json and the consumer offsets of a store as the broker loads them (``.bak``
+    fallback: :func:`mqtool.formats.config.load_config`; the offsets from wherever the broker
+    keeps them: :func:`mqtool.store.consumer_offsets.load_consumer_offsets`), findings for
+    damaged files."""
     from mqtool.formats.config import load_config
+    from mqtool.store.consumer_offsets import load_consumer_offsets
 
     root = splits.find_store_root(store)
     cfg = StoreConfig(findings=layout_findings(store))
     delay = load_config(root, "delayOffset.json")
-    offsets = load_config(root, "consumerOffset.json")
+    offsets = load_consumer_offsets(Path(root))
     for f in delay.findings + offsets.findings:
         cfg.findings.append((store, f))
     if delay.value is not None:
         cfg.delay_offsets = dict(delay.value.offset_table)
-    if offsets.value is not None:
-        parsed = offsets.value
+    if offsets.table is not None:
         cfg.has_consumer_offsets = True
-        for key, queues in parsed.offset_table.items():
-            topic, group = parsed.topic_group(key)
+        for (topic, group), queues in offsets.table.items():
             if "@" in group:  # "topic@group@broadcast"-style extra keys: not a group offset
                 continue
             cfg.consumer_offsets += [(group, topic, q, o) for q, o in queues.items()]

@@ -40,6 +40,7 @@ def _parser(module: str, name: str) -> Callable[..., Any]:
 CONFIG_PARSERS: dict[str, Callable[..., Any]] = {
     "delayOffset.json": _parser("delay_offset", "parse_delay_offset"),
     "consumerOffset.json": _parser("consumer_offset", "parse_consumer_offset"),
+    "lmqConsumerOffset.json": _parser("consumer_offset", "parse_consumer_offset"),
     "topics.json": _parser("topics", "parse_topics"),
     "subscriptionGroup.json": _parser("subscription_group", "parse_subscription_groups"),
 }

@@ -90,7 +90,9 @@ def render_overview(d: dict[str, Any]) -> None:
                        str(lv["pending"]))
         con.print(dt)
     if d["consumerGroups"]:
-        gt = Table(title="consumer groups (consumerOffset.json)")
+        source = d.get("consumerOffsetsSource") or "config/consumerOffset.json"
+        source = f"RocksDB {source}" if source.endswith("/") else source.removeprefix("config/")
+        gt = Table(title=f"consumer groups ({source})")
         for c in ("group", "topic", "queue", "offset", "max", "lag"):
             gt.add_column(c)
         for g in d["consumerGroups"]:

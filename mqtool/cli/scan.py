@@ -292,7 +292,7 @@ def render(
             "store tick` runs the service on a reference store", highlight=False, markup=False)
     if "lag" in summary:
         console.print(_table(
-            "consumer lag (consumerOffset.json)",
+            "consumer lag (the consumer offsets)",
             cols("group", "topic", "queue", "offset", "max", "lag"),
             [pick(r, "group", "topic", "queueId", "consumerOffset", "maxOffset", "lag")
              for r in summary["lag"]],

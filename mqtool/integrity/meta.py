@@ -89,6 +89,7 @@ def check_configs(
     parsers: dict[str, Callable[..., Any]] = {
         "delayOffset.json": parse_delay_offset,
         "consumerOffset.json": parse_consumer_offset,
+        "lmqConsumerOffset.json": parse_consumer_offset,
     }
     names = sorted({p.name[:-4] if p.name.endswith(".bak") else p.name
                     for p in cdir.iterdir()  # a directory in a file's place is a finding
@@ -116,30 +117,36 @@ def check_configs(
                     f"{SCHEDULE_TOPIC}/{level - 1} (the schedule service would skip messages)",
                     expected=f"<= {mx}", found=str(off),
                 ))
-    co = out.get("consumerOffset.json")
-    if co is not None and co.value is not None and co.source is not None:
-        for key, table in co.value.offset_table.items():
-            topic, group = co.value.topic_group(key)
-            if "@" in group:
+    from mqtool.store.consumer_offsets import load_consumer_offsets
+
+    co = load_consumer_offsets(store.root)
+    said = [f for cl in out.values() for f in cl.findings]
+    for f in co.findings:  # the JSON files' own are said above
+        if f not in said:
+            sink.add(f)
+    text = co.json.text if co.json is not None else None
+    for (topic, group), table in sorted((co.table or {}).items()):
+        if "@" in group or co.source is None:
+            continue
+        key = f"{topic}@{group}"
+        for qid, off in sorted(table.items()):
+            qs = queues.get((topic, qid))
+            if qs is None:
                 continue
-            for qid, off in sorted(table.items()):
-                qs = queues.get((topic, qid))
-                if qs is None:
-                    continue
-                mx = qs.max_offset
-                if off > mx and max_now is not None:
-                    mx = max_now(topic, qid)
-                if off > mx:
-                    sink.add(Finding(
-                        "config", co.source, _key_pos(co.text, key),
-                        f"group {group} on {topic}/{qid}: offset {off} is beyond the queue's max "
-                        f"offset {mx}", expected=f"<= {mx}", found=str(off),
-                    ))
-                elif off < qs.min_offset:
-                    sink.add(Finding(
-                        "config", co.source, _key_pos(co.text, key),
-                        f"group {group} on {topic}/{qid}: offset {off} is below the queue's min "
-                        f"offset {qs.min_offset} (the broker corrects it)",
-                        severity=Severity.WARNING,
-                    ))
+            mx = qs.max_offset
+            if off > mx and max_now is not None:
+                mx = max_now(topic, qid)
+            if off > mx:
+                sink.add(Finding(
+                    "config", co.source, _key_pos(text, key),
+                    f"group {group} on {topic}/{qid}: offset {off} is beyond the queue's max "
+                    f"offset {mx}", expected=f"<= {mx}", found=str(off),
+                ))
+            elif off < qs.min_offset:
+                sink.add(Finding(
+                    "config", co.source, _key_pos(text, key),
+                    f"group {group} on {topic}/{qid}: offset {off} is below the queue's min "
+                    f"offset {qs.min_offset} (the broker corrects it)",
+                    severity=Severity.WARNING,
+                ))
     return out

@@ -693,7 +693,7 @@ class _Plan:
                         changed = True
                 if changed:
                     text = build_delay_offset(replace(value, offset_table=table))
-            if name == "consumerOffset.json" and value is not None:
+            if name in ("consumerOffset.json", "lmqConsumerOffset.json") and value is not None:
                 tables = {}
                 for key, t in value.offset_table.items():
                     topic, _group = value.topic_group(key)

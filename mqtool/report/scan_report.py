@@ -463,7 +463,8 @@ def _store_section(page: Page, summary: dict[str, Any], facts: dict[str, Any] | 
                  r["lag"]] for r in lag
             ], sortable=True)
         else:
-            page.note("no consumer offsets (config/consumerOffset.json)")
+            page.note("no consumer offsets (config/consumerOffset.json, lmqConsumerOffset.json or "
+                      "the RocksDB config/consumerOffsets/)")
     if "integrity" in summary:
         page.h3(f"integrity findings ({len(integrity)})")
         if integrity:

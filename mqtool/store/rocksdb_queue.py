@@ -11,6 +11,7 @@ finding naming the directory.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,45 @@ if TYPE_CHECKING:  # the layout is imported where a RocksDB queue is read
     from mqtool.formats.rocksdbcq import RocksUnit
 
 RDICT_CONFIG = "rocksdict-config.json"  # what rocksdict writes beside a database it opens
+
+
+class RocksOpenError(Exception):
+    """A RocksDB database that cannot be opened read-only (the first line of RocksDB's status)."""
+
+
+@contextmanager
+def read_only(path: Path) -> Iterator[tuple[Any, list[str]]]:
+    """The RocksDB database at ``path`` opened read-only (raw keys and values) with the names
+    of its column families; every column family but ``default`` is opened too.
+
+    rocksdict writes its own rocksdict-config.json beside any database it opens, read-only or
+    not: it opens a private temporary directory of symbolic links to the database's files, so
+    that nothing is written beside them. Raises :class:`RocksOpenError`.
+    """
+    import shutil
+    import tempfile
+
+    view = Path(tempfile.mkdtemp(prefix="mqtool-rocksdb-"))
+    try:
+        for p in path.iterdir():
+            if p.is_file() and p.name != RDICT_CONFIG:
+                (view / p.name).symlink_to(p.resolve())
+        try:
+            from rocksdict import AccessType, Options, Rdict
+
+            opts = Options(raw_mode=True)
+            cfs = Rdict.list_cf(str(view), opts)
+            db: Any = Rdict(str(view), options=opts, access_type=AccessType.read_only(),
+                            column_families={n: Options(raw_mode=True) for n in cfs
+                                             if n != "default"})
+        except Exception as e:  # rocksdict raises plain exceptions for every RocksDB Status
+            raise RocksOpenError(str(e).splitlines()[0] if str(e) else type(e).__name__) from e
+        try:
+            yield db, list(cfs)
+        finally:
+            db.close()
+    finally:
+        shutil.rmtree(view, ignore_errors=True)
 
 
 @dataclass
@@ -35,46 +75,20 @@ class RocksQueues:
 
     @classmethod
     def open(cls, path: Path, rel: str) -> RocksQueues:
-        import shutil
-        import tempfile
+        from mqtool.formats.rocksdbcq import OFFSET_COLUMN_FAMILY
 
         rq = cls(rel)
-        # rocksdict writes its own rocksdict-config.json beside any database it opens, read-only
-        # or not: it opens a private directory of symbolic links to the database's files
-        view = Path(tempfile.mkdtemp(prefix="mqtool-rocksdb-"))
         try:
-            for p in path.iterdir():
-                if p.is_file() and p.name != RDICT_CONFIG:
-                    (view / p.name).symlink_to(p.resolve())
-            rq._read(view)
-        finally:
-            shutil.rmtree(view, ignore_errors=True)
+            with read_only(path) as (db, cfs):
+                rq._read_units(db)
+                if OFFSET_COLUMN_FAMILY in cfs:
+                    rq._read_offsets(db.get_column_family(OFFSET_COLUMN_FAMILY))
+        except RocksOpenError as e:
+            rq.findings.append(Finding(
+                "cq", rel, None, f"RocksDB consume queue cannot be opened read-only: {e}"))
         for lst in rq.units.values():
             lst.sort(key=lambda u: u[0])
         return rq
-
-    def _read(self, view: Path) -> None:
-        from mqtool.formats.rocksdbcq import OFFSET_COLUMN_FAMILY
-
-        try:
-            from rocksdict import AccessType, Options, Rdict
-
-            opts = Options(raw_mode=True)
-            cfs = Rdict.list_cf(str(view), opts)
-            db: Any = Rdict(str(view), options=opts, access_type=AccessType.read_only(),
-                            column_families={n: Options(raw_mode=True) for n in cfs
-                                             if n != "default"})
-        except Exception as e:  # rocksdict raises plain exceptions for every RocksDB Status
-            self.findings.append(Finding(
-                "cq", self.rel, None, f"RocksDB consume queue cannot be opened read-only: "
-                f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"))
-            return
-        try:
-            self._read_units(db)
-            if OFFSET_COLUMN_FAMILY in cfs:
-                self._read_offsets(db.get_column_family(OFFSET_COLUMN_FAMILY))
-        finally:
-            db.close()
 
     def _key_finding(self, key: bytes, e: FormatError, what: str) -> None:
         self.findings.append(Finding("cq", self.rel, None, f"{what} key {key.hex()}: {e.detail}",
