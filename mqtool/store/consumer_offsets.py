@@ -13,6 +13,9 @@ each keeps the offsets in a place of its own under ``config/``:
   offset, queue 0) for the LMQ groups;
 * otherwise ``ConsumerOffsetManager``, ``config/consumerOffset.json``.
 
+``configManagerVersion=v2`` (``ConsumerOffsetManagerV2``) keeps every config table in one RocksDB
+at ``config/rdb/`` with binary keys; that database is not read (a warning says so).
+
 Which manager wrote a store shows in its files: a RocksDB database at
 ``config/consumerOffsets/``; ``lmqConsumerOffset.json`` without ``consumerOffset.json``. A store
 with both JSON files is read from ``consumerOffset.json``, with a note naming the other
@@ -31,6 +34,7 @@ from mqtool.formats.errors import Finding, FormatError, Severity
 JSON_FILE = "consumerOffset.json"
 LMQ_FILE = "lmqConsumerOffset.json"
 ROCKSDB_DIR = "consumerOffsets"
+V2_DIR = "rdb"  # ConfigStorage (configManagerVersion=v2): every config table in one RocksDB
 KV_DATA_VERSION_CF = "kvDataVersion"  # ConfigRocksDBStorage.KV_DATA_VERSION_COLUMN_FAMILY_NAME
 KV_DATA_VERSION_KEY = b"kvDataVersionKey"
 
@@ -133,6 +137,12 @@ def load_consumer_offsets(root: Path) -> ConsumerOffsetsLoad:
     """The consumer offsets of the store at ``root`` as its broker would load them (see the
     module doc); what went wrong is in ``findings``."""
     cdir = root / "config"
+    if (cdir / V2_DIR).is_dir():
+        return ConsumerOffsetsLoad(findings=[Finding(
+            "config", f"config/{V2_DIR}/", None,
+            "the broker keeps its topics, groups and consumer offsets in this RocksDB "
+            "(configManagerVersion=v2); mqtool does not read it: no consumer offsets are shown",
+            severity=Severity.WARNING)])
     if (cdir / ROCKSDB_DIR).is_dir():
         return _load_rocksdb(root)
     if _exists(cdir, LMQ_FILE) and not _exists(cdir, JSON_FILE):

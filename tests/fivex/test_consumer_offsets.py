@@ -153,3 +153,16 @@ def test_repair_clamps_the_lmq_file_as_consumer_offset_json(tmp_path: Path) -> N
     assert res.exit_code == 0, res.output
     assert "config/lmqConsumerOffset.json: TraceTopic@cg queue 0 offset 999 -> 10" in res.stdout
     assert load_consumer_offsets(out).table == {("TraceTopic", "cg"): {0: 10}}
+
+
+def test_config_manager_v2_is_named_not_read(tmp_path: Path) -> None:
+    root = _copy(ROCKS, tmp_path)
+    shutil.copytree(root / "config" / "consumerOffsets", root / "config" / "rdb")
+    loaded = load_consumer_offsets(root)
+    assert loaded.table is None
+    (w,) = loaded.findings
+    assert str(w.severity) == "warning" and w.file == "config/rdb/"
+    res = CliRunner().invoke(app, ["inspect", str(root)])
+    assert res.exit_code == 0, res.output
+    assert "warning: config/rdb/: the broker keeps its topics, groups and consumer offsets" \
+        in res.stderr
