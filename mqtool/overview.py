@@ -228,6 +228,10 @@ def inspect_store(
                     "endPhyOffset": h.end_phy_offset, "entries": max(0, h.index_count - 1),
                     "hashSlotNum": r.geometry.hash_slot_num, "indexNum": r.geometry.index_num})
     data["index"] = idx
+    from mqtool.store.queue_sources import unread_parts
+
+    for unread in unread_parts(store.root):
+        store.note(unread)
     data["findings"] = [
         {"kind": f.kind, "file": f.file, "offset": f.offset, "detail": f.detail}
         for f in store.findings

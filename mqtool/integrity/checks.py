@@ -50,6 +50,7 @@ from mqtool.integrity.verify_report import (
     Report,
 )
 from mqtool.store.facts import Messages
+from mqtool.store.queue_sources import unread_parts
 from mqtool.store.reader import Store
 
 __all__ = ["FileScan", "IndexScan", "Messages", "ProgressFn", "QueueScan", "Report", "verify"]
@@ -122,6 +123,8 @@ def verify(
         for f in store.findings:  # findings the store noted while reading (its listings')
             if f.kind in ("layout", "cq"):
                 sink.add(f)
+        for f in unread_parts(store.root):
+            sink.add(f)
         report = Report(
             Path(store.root), sink.items, scans, msgs, list(queues.values()), indexes, configs,
             cp, abort, {"exists": lock.exists, "locked": lock.locked, "pid": lock.holder_pid},

@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mqtool.formats.consumequeue import CqEntry
-from mqtool.formats.errors import Finding
+from mqtool.formats.errors import Finding, Severity
 from mqtool.formats.store_dirs import CONSUMEQUEUE_DIR, is_rocksdb_dir, numbered_files, queue_dirs
 from mqtool.store.files import QueueEntry, map_readonly, queue_stray
+
+COMPACTION_DIR = "compaction"  # CompactionStore.COMPACTION_DIR (5.x compacted topics)
 
 if TYPE_CHECKING:  # the batch layout and RocksDB are imported where a store has them
     from mqtool.formats.batchcq import BatchCqEntry
@@ -182,4 +184,27 @@ def special_kinds(root: Path) -> list[str]:
         out.append("LMQ queues (consumequeue/%LMQ%*, enableLmq)")
     if (root / "consumequeue_ext").is_dir():
         out.append("consume-queue ext files (consumequeue_ext/, enableConsumeQueueExt)")
+    if _compacted(root):
+        out.append(f"compacted topics ({COMPACTION_DIR}/, cleanup.policy=COMPACTION)")
+    return out
+
+
+def _compacted(root: Path) -> bool:
+    """Whether the compaction store holds a compacted topic's log or queue: every 5.x broker
+    makes ``compaction/`` with its ``position-checkpoint``, topics or none."""
+    return any(any(d.iterdir()) for d in (root / COMPACTION_DIR / "compactionLog",
+                                          root / COMPACTION_DIR / "compactionCq") if d.is_dir())
+
+
+def unread_parts(root: Path) -> list[Finding]:
+    """Warnings naming the parts of the store mqtool does not read, for ``inspect`` and
+    ``verify`` to say so rather than show nothing: the compaction store of 5.x compacted topics
+    (``CompactionStore``: ``compaction/compactionLog/``, ``compactionCq/``, derived from the
+    commitlog, whose records of those topics are read as any others)."""
+    out = []
+    if _compacted(root):
+        out.append(Finding(
+            "layout", f"{COMPACTION_DIR}/", None, "compacted topics (cleanup.policy=COMPACTION): "
+            "their compaction log and queues are not read (their records in the commitlog are)",
+            severity=Severity.WARNING))
     return out
