@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from mqtool.formats.errors import Finding, usage
+from mqtool.formats.errors import Finding, Severity, usage
 from mqtool.formats.rules import SCHEDULE_TOPIC
 from mqtool.spark import AUDITS, splits
 from mqtool.spark.errors import SparkScanError
@@ -113,6 +113,16 @@ class StoreConfig:
     findings: list[tuple[str, Finding]] = field(default_factory=list)
 
 
+def check_scannable(store: str) -> None:
+    """A usage error for a path that is no store (:class:`mqtool.store.StoreError`) or a store
+    the scan cannot read (:func:`mqtool.spark.splits.unscannable`)."""
+    cannot = splits.unscannable(splits.find_store_root(store))
+    if cannot:
+        raise usage(SparkScanError(
+            f"{store}: scan does not read {'; '.join(cannot)}; verify, inspect, cq and "
+            "messages read this store"))
+
+
 def layout_findings(store: str) -> list[tuple[str, Finding]]:
     """Damage visible from names and sizes alone (the driver checks these, no Spark job).
 
@@ -122,11 +132,15 @@ def layout_findings(store: str) -> list[tuple[str, Finding]]:
     """
     from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
     from mqtool.store import Store
+    from mqtool.store.queue_sources import unread_parts
 
     out: list[tuple[str, Finding]] = []
     with Store.open(store) as st:
         root = st.root
         out += [(store, f) for f in st.findings]
+    out += [(store, f) for f in unread_parts(root)]
+    out += [(store, Finding("layout", "consumequeue/", None, what, severity=Severity.WARNING))
+            for what in splits.unread_by_scan(root)]
     for a, b in commitlog_gaps(store):
         out.append((store, Finding(
             "layout", b.name, 0,
@@ -303,7 +317,7 @@ def run_scan(
         raise usage(SparkScanError("no store given"))
     stores = [str(s) for s in stores]
     for s in stores:
-        splits.find_store_root(s)  # StoreError (an MqtoolError) for a path that is no store
+        check_scannable(s)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     started = time.monotonic()
     clock = time.perf_counter
@@ -629,6 +643,8 @@ def scan_with_spark(
     )
 
     timings: dict[str, Any] = {"python": process_seconds()}
+    for s in stores:  # before a JVM is started for nothing
+        check_scannable(str(s))
     settings = merge_conf(job_conf(master, list(stores)), parse_conf(list(conf)))
     t = time.perf_counter()
     import pyspark  # its import, timed on its own

@@ -20,8 +20,17 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mqtool.formats.rules import is_lmq
 from mqtool.formats.store_dirs import COMMITLOG_DIR, index_files, numbered_files, queue_dirs
 from mqtool.spark.errors import SparkScanError
+from mqtool.store.queue_sources import (
+    BATCH_CQ,
+    CQ_EXT,
+    DLEDGER,
+    LMQ,
+    ROCKSDB_CQ,
+    special_parts,
+)
 
 DEFAULT_SPLIT_SIZE = 128 * 1024 * 1024
 DEFAULT_PARTITION_BYTES = 128 * 1024 * 1024
@@ -101,9 +110,11 @@ def consumequeue_splits(
     store: str, root: Path, topics: Collection[str] | None = None
 ) -> list[Split]:
     """One split per consume-queue file (``consumequeue/<topic>/<queueId>/<offset>``), of every
-    topic or of ``topics`` only."""
+    topic or of ``topics`` only; LMQ queues (``%LMQ%<name>``) are left out."""
     out: list[Split] = []
     for topic, qid, queue_dir in queue_dirs(root / "consumequeue", topics=topics):
+        if is_lmq(topic):  # not read: see :func:`unread_by_scan`
+            continue
         for f in numbered_files(queue_dir, strict=False):
             size = f.stat().st_size
             out.append(
@@ -113,6 +124,33 @@ def consumequeue_splits(
                     int(f.name), 0, size, size, topic, qid,
                 )
             )
+    return out
+
+
+#: The 5.x store parts (:func:`mqtool.store.queue_sources.special_parts`) whose data the scan's
+#: readers do not read (a DLedger commitlog, queues not in consumequeue/ files): a scan of a
+#: store with one would report every message it holds as damage, so it is refused.
+NOT_SCANNED = (ROCKSDB_CQ, DLEDGER, BATCH_CQ, CQ_EXT)
+
+
+def unscannable(root: Path) -> list[str]:
+    """What a store root holds that the scan cannot read (:data:`NOT_SCANNED`); a RocksDB
+    consume queue with the file queues written beside it (``rocksdbCQDoubleWriteEnable``) is
+    read from the files."""
+    parts = special_parts(root)
+    if ROCKSDB_CQ in parts and queue_dirs(root / "consumequeue"):
+        del parts[ROCKSDB_CQ]
+    return [what for key, what in parts.items() if key in NOT_SCANNED]
+
+
+def unread_by_scan(root: Path) -> list[str]:
+    """What the scan leaves out of a store it reads, to be said: LMQ queues (their units
+    point at records of other topics, a rule of ``verify``'s), and the parts no command
+    reads (:func:`mqtool.store.queue_sources.unread_parts`)."""
+    out = []
+    if LMQ in special_parts(root):
+        out.append("LMQ queues (consumequeue/%LMQ%*, enableLmq) are not read by scan; "
+                   "verify checks them")
     return out
 
 

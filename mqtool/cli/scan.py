@@ -140,7 +140,10 @@ def scan(
 
             check_target(report)  # before the long run, not after
         paths = [str(s) for s in stores]
-        from mqtool.spark.scan import scan_with_spark
+        from mqtool.spark.scan import check_scannable, scan_with_spark
+
+        for path in paths:
+            check_scannable(path)
 
         result = scan_with_spark(
             paths, master=master, conf=conf or [], at_exit=one_shot(), audits=chosen, out=out,
@@ -186,15 +189,18 @@ def _show(result: ScanResult, report: Path | None, json_: bool, sql: bool) -> No
         render(result.summary, result.sql_columns, result.sql_rows, result.outputs)
     if result.summary.get("integrity"):
         # the README's contract: one line per problem on stderr, naming file and offset
-        # (the table above is capped at MAX_TABLE_ROWS), then exit 1
+        # (the table above is capped at MAX_TABLE_ROWS), then exit 1 if one is damage
         sys.stdout.flush()
+        damage = False
         for store, f in result.findings():
             line = f"{store}: {f}"
             if f.severity == "error":
+                damage = True
                 report_error(line)
             else:
                 err_console().print(f"{f.severity}: {line}", markup=False, highlight=False)
-        raise typer.Exit(EXIT_FINDINGS)
+        if damage:
+            raise typer.Exit(EXIT_FINDINGS)
 
 
 def _finished(timings: dict[str, Any]) -> dict[str, Any]:

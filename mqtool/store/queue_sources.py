@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from mqtool.formats.consumequeue import CqEntry
 from mqtool.formats.errors import Finding, Severity
+from mqtool.formats.rules import is_lmq
 from mqtool.formats.store_dirs import CONSUMEQUEUE_DIR, is_rocksdb_dir, numbered_files, queue_dirs
 from mqtool.store.files import QueueEntry, map_readonly, queue_stray
 
@@ -164,29 +165,39 @@ class QueueSources:
         return units[0][0], units[-1][0] + 1, units[-1][1].phy_offset
 
 
-def special_kinds(root: Path) -> list[str]:
-    """The 5.x store options a store root shows that are not plain commitlog + file queues:
-    what each is and how the store shows it (for ``repair``'s refusal, ``inspect``)."""
-    out = []
+ROCKSDB_CQ, ROCKSDB_META, DLEDGER, BATCH_CQ, LMQ, CQ_EXT, COMPACTED = (
+    "rocksdb-cq", "rocksdb-meta", "dledger", "batch-cq", "lmq", "cq-ext", "compacted")
+"""The keys of :func:`special_parts`."""
+
+
+def special_parts(root: Path) -> dict[str, str]:
+    """The 5.x store options a store root shows that are not plain commitlog + file queues,
+    each (a key above) with what it is and how the store shows it."""
+    out = {}
     cq = root / ROCKS_REL
     if cq.is_dir() and is_rocksdb_dir(cq):
-        out.append("a RocksDB consume queue (consumequeue/ is a RocksDB database, "
-                   "storeType=defaultRocksDB)")
+        out[ROCKSDB_CQ] = ("a RocksDB consume queue (consumequeue/ is a RocksDB database, "
+                           "storeType=defaultRocksDB)")
     for name in ("topics", "subscriptionGroups", "consumerOffsets"):
         if (root / "config" / name).is_dir():
-            out.append(f"RocksDB metadata (config/{name}/)")
+            out[ROCKSDB_META] = f"RocksDB metadata (config/{name}/)"
             break
     if any(p.is_dir() for p in root.glob("dledger-*/data")):
-        out.append("a DLedger commitlog (dledger-<id>/data/, enableDLegerCommitLog)")
+        out[DLEDGER] = "a DLedger commitlog (dledger-<id>/data/, enableDLegerCommitLog)"
     if (root / BATCH_DIR).is_dir():
-        out.append(f"batch consume queues ({BATCH_DIR}/, queue.type=BatchCQ)")
-    if cq.is_dir() and any(p.name.startswith("%LMQ%") for p in cq.iterdir()):
-        out.append("LMQ queues (consumequeue/%LMQ%*, enableLmq)")
+        out[BATCH_CQ] = f"batch consume queues ({BATCH_DIR}/, queue.type=BatchCQ)"
+    if cq.is_dir() and any(is_lmq(p.name) for p in cq.iterdir()):
+        out[LMQ] = "LMQ queues (consumequeue/%LMQ%*, enableLmq)"
     if (root / "consumequeue_ext").is_dir():
-        out.append("consume-queue ext files (consumequeue_ext/, enableConsumeQueueExt)")
+        out[CQ_EXT] = "consume-queue ext files (consumequeue_ext/, enableConsumeQueueExt)"
     if _compacted(root):
-        out.append(f"compacted topics ({COMPACTION_DIR}/, cleanup.policy=COMPACTION)")
+        out[COMPACTED] = f"compacted topics ({COMPACTION_DIR}/, cleanup.policy=COMPACTION)"
     return out
+
+
+def special_kinds(root: Path) -> list[str]:
+    """What :func:`special_parts` names (for ``repair``'s refusal)."""
+    return list(special_parts(root).values())
 
 
 def _compacted(root: Path) -> bool:
