@@ -14,6 +14,8 @@ import os
 from collections.abc import Collection
 from pathlib import Path
 
+from mqtool.formats.rules import is_lmq
+
 COMMITLOG_DIR = "commitlog"
 CONSUMEQUEUE_DIR = "consumequeue"
 INDEX_DIR = "index"
@@ -133,3 +135,43 @@ def queue_dirs(base: Path, others: list[Path] | None = None, *,
         elif others is not None and os.path.exists(t.path):
             others.append(base / t.name)
     return out
+
+
+BATCH_DIR = "batchconsumequeue"  # StorePathConfigHelper.getStorePathBatchConsumeQueue
+COMPACTION_DIR = "compaction"  # CompactionStore.COMPACTION_DIR (5.x compacted topics)
+
+ROCKSDB_CQ, ROCKSDB_META, DLEDGER, BATCH_CQ, LMQ, CQ_EXT, COMPACTED = (
+    "rocksdb-cq", "rocksdb-meta", "dledger", "batch-cq", "lmq", "cq-ext", "compacted")
+"""The keys of :func:`special_parts`."""
+
+
+def special_parts(root: Path) -> dict[str, str]:
+    """The 5.x store options a store root shows that are not plain commitlog + file queues,
+    each (a key above) with what it is and how the store shows it."""
+    out = {}
+    cq = root / CONSUMEQUEUE_DIR
+    if cq.is_dir() and is_rocksdb_dir(cq):
+        out[ROCKSDB_CQ] = ("a RocksDB consume queue (consumequeue/ is a RocksDB database, "
+                           "storeType=defaultRocksDB)")
+    for name in ("topics", "subscriptionGroups", "consumerOffsets"):
+        if (root / "config" / name).is_dir():
+            out[ROCKSDB_META] = f"RocksDB metadata (config/{name}/)"
+            break
+    if any(p.is_dir() for p in root.glob("dledger-*/data")):
+        out[DLEDGER] = "a DLedger commitlog (dledger-<id>/data/, enableDLegerCommitLog)"
+    if (root / BATCH_DIR).is_dir():
+        out[BATCH_CQ] = f"batch consume queues ({BATCH_DIR}/, queue.type=BatchCQ)"
+    if cq.is_dir() and any(is_lmq(p.name) for p in cq.iterdir()):
+        out[LMQ] = "LMQ queues (consumequeue/%LMQ%*, enableLmq)"
+    if (root / "consumequeue_ext").is_dir():
+        out[CQ_EXT] = "consume-queue ext files (consumequeue_ext/, enableConsumeQueueExt)"
+    if _compacted(root):
+        out[COMPACTED] = f"compacted topics ({COMPACTION_DIR}/, cleanup.policy=COMPACTION)"
+    return out
+
+
+def _compacted(root: Path) -> bool:
+    """Whether the compaction store holds a compacted topic's log or queue: every 5.x broker
+    makes ``compaction/`` with its ``position-checkpoint``, topics or none."""
+    return any(any(d.iterdir()) for d in (root / COMPACTION_DIR / "compactionLog",
+                                          root / COMPACTION_DIR / "compactionCq") if d.is_dir())

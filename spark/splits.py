@@ -21,16 +21,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqtool.formats.rules import is_lmq
-from mqtool.formats.store_dirs import COMMITLOG_DIR, index_files, numbered_files, queue_dirs
-from mqtool.spark.errors import SparkScanError
-from mqtool.store.queue_sources import (
+from mqtool.formats.store_dirs import (
     BATCH_CQ,
+    COMMITLOG_DIR,
     CQ_EXT,
     DLEDGER,
     LMQ,
     ROCKSDB_CQ,
+    index_files,
+    numbered_files,
+    queue_dirs,
     special_parts,
 )
+from mqtool.spark.errors import SparkScanError
 
 DEFAULT_SPLIT_SIZE = 128 * 1024 * 1024
 DEFAULT_PARTITION_BYTES = 128 * 1024 * 1024
@@ -127,7 +130,7 @@ def consumequeue_splits(
     return out
 
 
-#: The 5.x store parts (:func:`mqtool.store.queue_sources.special_parts`) whose data the scan's
+#: The 5.x store parts (:func:`mqtool.formats.store_dirs.special_parts`) whose data the scan's
 #: readers do not read (a DLedger commitlog, queues not in consumequeue/ files): a scan of a
 #: store with one would report every message it holds as damage, so it is refused.
 NOT_SCANNED = (ROCKSDB_CQ, DLEDGER, BATCH_CQ, CQ_EXT)

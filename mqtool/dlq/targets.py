@@ -101,8 +101,9 @@ def check_store_target(root: str | os.PathLike[str]) -> str:
 
     Refused: a file; an existing non-empty directory that is not a RocketMQ store (no
     ``commitlog/`` directory; a broker's parent directory gets a hint to its ``store/``); a
-    store whose ``lock`` is held by another process (a running broker); a place this user
-    cannot write.
+    store with 5.x options the reference store does not write
+    (:func:`mqtool.refstore.engine.refuse_special`); a store whose ``lock`` is held by another
+    process (a running broker); a place this user cannot write.
     """
     p = Path(root)
     if p.exists() and not p.is_dir():
@@ -118,6 +119,13 @@ def check_store_target(root: str | os.PathLike[str]) -> str:
                 else "; give a store root or a new/empty directory")
         raise usage(ResendError(f"--target {p}: exists and is not a RocketMQ store (no "
                                 f"commitlog/ directory){hint}"))
+    from mqtool.refstore.engine import refuse_special
+    from mqtool.refstore.mapped import RefStoreError
+
+    try:
+        refuse_special(p)
+    except RefStoreError as e:
+        raise usage(ResendError(f"--target {e} (resend through the broker: --namesrv)")) from None
     with Store.open(p) as st:
         lock = st.lock_state()
     if lock.locked:

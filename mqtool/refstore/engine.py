@@ -46,7 +46,8 @@ from pathlib import Path
 from mqtool.formats.commitlog import CommitLogMessage
 from mqtool.formats.config import SubscriptionGroupConfig, TopicConfig
 from mqtool.formats.config.consumer_offset import split_offset_key
-from mqtool.formats.errors import Finding, environment, failed_path
+from mqtool.formats.errors import Finding, environment, failed_path, usage
+from mqtool.formats.store_dirs import special_parts
 from mqtool.refstore import redelivery
 from mqtool.refstore.configs import BrokerConfigs
 from mqtool.refstore.consumer import Consumers
@@ -89,6 +90,19 @@ __all__ = [  # the public API (value types re-exported from mqtool.refstore.valu
 
 CONFIG_FILE = "mqtool-refstore.json"  # our own settings, beside the broker's config files
 
+
+
+def refuse_special(root: Path) -> None:
+    """A usage error for a store with 5.x options this engine does not write
+    (:func:`mqtool.formats.store_dirs.special_parts`: RocksDB queues or metadata, DLedger, batch
+    or LMQ queues, CQ ext, compacted topics): a broker with them keeps rules beyond the plain
+    commitlog and consume-queue files written here, and may not load what it would leave."""
+    special = special_parts(root)
+    if special:
+        raise usage(RefStoreError(
+            f"{root}: a store with {'; '.join(special.values())}: mqtool writes only plain "
+            "commitlog and consume-queue files, which a broker with these options may not "
+            "load; nothing was written"))
 
 class RefStore:
     """A writable RocketMQ store with the broker's delay, retry and DLQ behaviour.
@@ -151,6 +165,7 @@ class RefStore:
             if not create:
                 raise RefStoreError(f"{rootp}: no such store")
             rootp.mkdir(parents=True)
+        refuse_special(rootp)
         saved = rootp / "config" / CONFIG_FILE
         if config is None:
             if saved.exists():

@@ -24,17 +24,22 @@ from typing import TYPE_CHECKING
 
 from mqtool.formats.consumequeue import CqEntry
 from mqtool.formats.errors import Finding, Severity
-from mqtool.formats.rules import is_lmq
-from mqtool.formats.store_dirs import CONSUMEQUEUE_DIR, is_rocksdb_dir, numbered_files, queue_dirs
+from mqtool.formats.store_dirs import (
+    BATCH_DIR,
+    COMPACTED,
+    COMPACTION_DIR,
+    CONSUMEQUEUE_DIR,
+    is_rocksdb_dir,
+    numbered_files,
+    queue_dirs,
+    special_parts,
+)
 from mqtool.store.files import QueueEntry, map_readonly, queue_stray
-
-COMPACTION_DIR = "compaction"  # CompactionStore.COMPACTION_DIR (5.x compacted topics)
 
 if TYPE_CHECKING:  # the batch layout and RocksDB are imported where a store has them
     from mqtool.formats.batchcq import BatchCqEntry
     from mqtool.store.rocksdb_queue import RocksQueues
 
-BATCH_DIR = "batchconsumequeue"  # StorePathConfigHelper.getStorePathBatchConsumeQueue
 ROCKS_REL = CONSUMEQUEUE_DIR
 
 
@@ -165,46 +170,9 @@ class QueueSources:
         return units[0][0], units[-1][0] + 1, units[-1][1].phy_offset
 
 
-ROCKSDB_CQ, ROCKSDB_META, DLEDGER, BATCH_CQ, LMQ, CQ_EXT, COMPACTED = (
-    "rocksdb-cq", "rocksdb-meta", "dledger", "batch-cq", "lmq", "cq-ext", "compacted")
-"""The keys of :func:`special_parts`."""
-
-
-def special_parts(root: Path) -> dict[str, str]:
-    """The 5.x store options a store root shows that are not plain commitlog + file queues,
-    each (a key above) with what it is and how the store shows it."""
-    out = {}
-    cq = root / ROCKS_REL
-    if cq.is_dir() and is_rocksdb_dir(cq):
-        out[ROCKSDB_CQ] = ("a RocksDB consume queue (consumequeue/ is a RocksDB database, "
-                           "storeType=defaultRocksDB)")
-    for name in ("topics", "subscriptionGroups", "consumerOffsets"):
-        if (root / "config" / name).is_dir():
-            out[ROCKSDB_META] = f"RocksDB metadata (config/{name}/)"
-            break
-    if any(p.is_dir() for p in root.glob("dledger-*/data")):
-        out[DLEDGER] = "a DLedger commitlog (dledger-<id>/data/, enableDLegerCommitLog)"
-    if (root / BATCH_DIR).is_dir():
-        out[BATCH_CQ] = f"batch consume queues ({BATCH_DIR}/, queue.type=BatchCQ)"
-    if cq.is_dir() and any(is_lmq(p.name) for p in cq.iterdir()):
-        out[LMQ] = "LMQ queues (consumequeue/%LMQ%*, enableLmq)"
-    if (root / "consumequeue_ext").is_dir():
-        out[CQ_EXT] = "consume-queue ext files (consumequeue_ext/, enableConsumeQueueExt)"
-    if _compacted(root):
-        out[COMPACTED] = f"compacted topics ({COMPACTION_DIR}/, cleanup.policy=COMPACTION)"
-    return out
-
-
 def special_kinds(root: Path) -> list[str]:
-    """What :func:`special_parts` names (for ``repair``'s refusal)."""
+    """What :func:`mqtool.formats.store_dirs.special_parts` names (for ``repair``'s refusal)."""
     return list(special_parts(root).values())
-
-
-def _compacted(root: Path) -> bool:
-    """Whether the compaction store holds a compacted topic's log or queue: every 5.x broker
-    makes ``compaction/`` with its ``position-checkpoint``, topics or none."""
-    return any(any(d.iterdir()) for d in (root / COMPACTION_DIR / "compactionLog",
-                                          root / COMPACTION_DIR / "compactionCq") if d.is_dir())
 
 
 def unread_parts(root: Path) -> list[Finding]:
@@ -213,7 +181,7 @@ def unread_parts(root: Path) -> list[Finding]:
     (``CompactionStore``: ``compaction/compactionLog/``, ``compactionCq/``, derived from the
     commitlog, whose records of those topics are read as any others)."""
     out = []
-    if _compacted(root):
+    if COMPACTED in special_parts(root):
         out.append(Finding(
             "layout", f"{COMPACTION_DIR}/", None, "compacted topics (cleanup.policy=COMPACTION): "
             "their compaction log and queues are not read (their records in the commitlog are)",
