@@ -18,6 +18,7 @@ import numpy as np
 from mqtool.formats.buffers import Buffer
 from mqtool.formats.commitlog import CommitLogMessage, FileEnd, parse_message
 from mqtool.formats.errors import Finding, FormatError
+from mqtool.formats.rules import is_lmq, lmq_dispatch
 from mqtool.formats.walker import Unreadable
 from mqtool.integrity.record_check import RecordCheck
 from mqtool.store.files import CommitLogFile
@@ -33,7 +34,9 @@ CHECK_BATCH = 4096
 @dataclass(frozen=True, slots=True)
 class MessageFilter:
     """What to select. Times are epoch ms (``until`` exclusive); ``where`` is any further test
-    (e.g. the DLQ selection's original topic and message ids)."""
+    (e.g. the DLQ selection's original topic and message ids). An LMQ ``topic`` (``%LMQ%<name>``,
+    one queue, id 0) selects the records of other topics the broker dispatched to it (their
+    ``INNER_MULTI_DISPATCH`` names it)."""
 
     topic: str | None = None
     queue_id: int | None = None
@@ -46,9 +49,12 @@ class MessageFilter:
     where: Callable[[CommitLogMessage], bool] | None = None
 
     def matches(self, m: CommitLogMessage) -> bool:
-        if self.topic is not None and m.topic != self.topic:
+        if self.topic is not None and is_lmq(self.topic):  # its records are another topic's
+            if self.topic not in lmq_dispatch(m.properties) or self.queue_id not in (None, 0):
+                return False
+        elif self.topic is not None and m.topic != self.topic:
             return False
-        if self.queue_id is not None and m.queue_id != self.queue_id:
+        elif self.queue_id is not None and m.queue_id != self.queue_id:
             return False
         if self.since is not None and m.store_timestamp < self.since:
             return False
@@ -69,13 +75,14 @@ class MessageFilter:
         )
 
         ok = f[commitlog_fields.F_PHYS] >= self.start_offset
-        if self.queue_id is not None:
+        lmq = self.topic is not None and is_lmq(self.topic)
+        if self.queue_id is not None and not lmq:
             ok &= f[commitlog_fields.F_QUEUE_ID] == self.queue_id
         if self.since is not None:
             ok &= f[commitlog_fields.F_STORE_TS] >= self.since
         if self.until is not None:
             ok &= f[commitlog_fields.F_STORE_TS] < self.until
-        if self.topic is not None:
+        if self.topic is not None and not lmq:
             want = np.frombuffer(self.topic.encode("utf-8"), dtype=np.uint8)
             ok &= f[commitlog_fields.F_TOPIC_LEN] == len(want)
             rows = np.flatnonzero(ok)
