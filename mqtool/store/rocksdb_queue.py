@@ -54,7 +54,8 @@ def read_only(path: Path) -> Iterator[tuple[Any, list[str]]]:
                             column_families={n: Options(raw_mode=True) for n in cfs
                                              if n != "default"})
         except Exception as e:  # rocksdict raises plain exceptions for every RocksDB Status
-            raise RocksOpenError(str(e).splitlines()[0] if str(e) else type(e).__name__) from e
+            why = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise RocksOpenError(why.replace(str(view), str(path))) from e  # the real place
         try:
             yield db, list(cfs)
         finally:

@@ -166,3 +166,14 @@ def test_config_manager_v2_is_named_not_read(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert "warning: config/rdb/: the broker keeps its topics, groups and consumer offsets" \
         in res.stderr
+
+
+def test_rocksdb_that_cannot_be_opened_is_one_line_naming_it(tmp_path: Path) -> None:
+    root = _copy(ROCKS, tmp_path)
+    (root / "config" / "consumerOffsets" / "CURRENT").unlink()
+    res = CliRunner().invoke(app, ["inspect", str(root)])
+    assert res.exit_code == 1, res.output
+    (line,) = res.stderr.splitlines()
+    assert line.startswith("error: config/consumerOffsets/: RocksDB consumer offsets cannot be "
+                           "opened read-only: ")
+    assert str(root / "config" / "consumerOffsets" / "CURRENT") in line  # not a private view
