@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mqtool.formats.config.fastjson import (
     dumps_fastjson,
     java_set,
 )
-from mqtool.formats.config.fields import DataVersion, int_table, load_object
+from mqtool.formats.config.fields import (
+    DataVersion,
+    extra_fields,
+    int_table,
+    load_object,
+    with_extra,
+)
 from mqtool.formats.errors import FormatError
 from mqtool.formats.javacompat import hashmap_order
 
@@ -31,6 +37,7 @@ class ConsumerOffsets:
     data_version: DataVersion | None = None
     group_topic_map: Mapping[str, Sequence[str]] | None = None
     lmq_offset_table: Mapping[Any, Any] | None = None
+    extra: Mapping[str, Any] | None = field(default=None, hash=False)  # a newer broker's fields
 
     def topic_group(self, key: str) -> tuple[str, str]:
         """Split an offsetTable key into (topic, group)."""
@@ -46,11 +53,6 @@ def split_offset_key(key: str) -> tuple[str, str]:
 def parse_consumer_offset(text: str, *, file: str | None = None) -> ConsumerOffsets:
     """Parse ``consumerOffset.json`` text."""
     obj = load_object(text, file, "consumerOffset.json")
-    unknown = set(obj) - {"offsetTable", "dataVersion", "groupTopicMap", "lmqOffsetTable"}
-    if unknown:
-        raise FormatError(
-            file, None, f"consumerOffset.json: unknown fields {sorted(map(str, unknown))}"
-        )
     raw = obj.get("offsetTable", {})
     if not isinstance(raw, Mapping):
         raise FormatError(file, None, "offsetTable: expected an object")
@@ -79,6 +81,8 @@ def parse_consumer_offset(text: str, *, file: str | None = None) -> ConsumerOffs
         data_version=None if dv is None else DataVersion.from_json_obj(dv, file=file),
         group_topic_map=group_topic_map,
         lmq_offset_table=None if lmq is None else dict(lmq),
+        extra=extra_fields(obj, ("offsetTable", "dataVersion", "groupTopicMap",
+                                 "lmqOffsetTable")),
     )
 
 
@@ -120,4 +124,4 @@ def build_consumer_offset(offsets: ConsumerOffsets, *, derive_group_topic_map: b
         key: {int(q): int(qmap[q]) for q in sorted(qmap)}
         for key, qmap in offsets.offset_table.items()
     }
-    return dumps_fastjson(obj, pretty=True)
+    return dumps_fastjson(with_extra(obj, offsets.extra), pretty=True)

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mqtool.formats.config.fastjson import dumps_fastjson
-from mqtool.formats.config.fields import DataVersion, int_table, load_object
-from mqtool.formats.errors import FormatError
+from mqtool.formats.config.fields import (
+    DataVersion,
+    extra_fields,
+    int_table,
+    load_object,
+    with_extra,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,20 +26,17 @@ class DelayOffsetTable:
 
     offset_table: Mapping[int, int]
     data_version: DataVersion | None = None
+    extra: Mapping[str, Any] | None = field(default=None, hash=False)  # a newer broker's fields
 
 
 def parse_delay_offset(text: str, *, file: str | None = None) -> DelayOffsetTable:
-    """Parse ``delayOffset.json`` text."""
+    """Parse ``delayOffset.json`` text (fields beyond the known ones kept in ``extra``)."""
     obj = load_object(text, file, "delayOffset.json")
-    unknown = set(obj) - {"offsetTable", "dataVersion"}
-    if unknown:
-        raise FormatError(
-            file, None, f"delayOffset.json: unknown fields {sorted(map(str, unknown))}"
-        )
     dv = obj.get("dataVersion")
     return DelayOffsetTable(
         offset_table=int_table(obj.get("offsetTable", {}), file, "offsetTable"),
         data_version=None if dv is None else DataVersion.from_json_obj(dv, file=file),
+        extra=extra_fields(obj, ("offsetTable", "dataVersion")),
     )
 
 
@@ -46,11 +48,13 @@ def build_delay_offset(
     Levels are written ascending (the broker's ``ConcurrentHashMap(32)`` iterates small ints in
     order).
     """
+    extra = None
     if isinstance(table, DelayOffsetTable):
         data_version = table.data_version if data_version is None else data_version
+        extra = table.extra
         table = table.offset_table
     obj: dict[str, Any] = {}
     if data_version is not None:
         obj["dataVersion"] = data_version.to_json_obj()
     obj["offsetTable"] = {int(k): int(table[k]) for k in sorted(table)}
-    return dumps_fastjson(obj, pretty=True)
+    return dumps_fastjson(with_extra(obj, extra), pretty=True)

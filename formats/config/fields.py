@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mqtool.formats.config.fastjson import loads_fastjson
@@ -20,14 +20,16 @@ class DataVersion:
     counter: int
     timestamp: int
     state_version: int | None = 0  # None: field absent (older brokers)
+    # fields of a newer broker, kept as read: fastjson ignores what its bean lacks
+    extra: Mapping[str, Any] | None = field(default=None, hash=False)
 
-    def to_json_obj(self) -> dict[str, int]:
+    def to_json_obj(self) -> dict[str, Any]:
         """Bean fields in fastjson's (alphabetical) order."""
-        obj = {"counter": self.counter}
+        obj: dict[str, Any] = {"counter": self.counter}
         if self.state_version is not None:
             obj["stateVersion"] = self.state_version
         obj["timestamp"] = self.timestamp
-        return obj
+        return with_extra(obj, self.extra)
 
     @classmethod
     def from_json_obj(cls, obj: Any, *, file: str | None = None) -> DataVersion:
@@ -41,12 +43,23 @@ class DataVersion:
             raise FormatError(
                 file, None, f"dataVersion.stateVersion: expected int, found {state!r}"
             )
-        unknown = set(obj) - {"counter", "timestamp", "stateVersion"}
-        if unknown:
-            raise FormatError(
-                file, None, f"dataVersion: unknown fields {sorted(map(str, unknown))}"
-            )
-        return cls(counter=counter, timestamp=timestamp, state_version=state)
+        return cls(counter=counter, timestamp=timestamp, state_version=state,
+                   extra=extra_fields(obj, ("counter", "timestamp", "stateVersion")))
+
+
+def extra_fields(obj: Mapping[Any, Any], known: tuple[str, ...]) -> dict[str, Any] | None:
+    """The fields of a config object beyond ``known`` (a newer broker's; fastjson ignores
+    what its bean lacks, and so does the broker), None when there are none."""
+    extra = {k: v for k, v in obj.items() if k not in known}
+    return extra or None
+
+
+def with_extra(obj: dict[str, Any], extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``obj`` with ``extra`` fields, every key in fastjson's (alphabetical) bean order."""
+    if not extra:
+        return obj
+    both = {**obj, **{str(k): v for k, v in extra.items()}}
+    return {k: both[k] for k in sorted(both)}
 
 
 def is_int(v: object) -> bool:

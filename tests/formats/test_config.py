@@ -305,9 +305,14 @@ def test_truncations_of_real_file_raise_format_error() -> None:
 
 
 def test_typed_parsers_reject_wrong_shapes() -> None:
-    for text in ("[]", '{"offsetTable":[]}', '{"offsetTable":{"a":1}}', '{"zzz":1}'):
+    for text in ("[]", '{"offsetTable":[]}', '{"offsetTable":{"a":1}}'):
         with pytest.raises(FormatError):
             parse_delay_offset(text)
+    # a field the model lacks is a newer broker's: fastjson ignores it, the parse keeps it
+    # (tests/judge/test_judge_configs.py: what RocketMQ's own decoding makes of such texts)
+    extra = parse_delay_offset('{"zzz":1}')
+    assert (dict(extra.offset_table), extra.extra) == ({}, {"zzz": 1})
+    assert build_delay_offset(extra) == '{\n\t"offsetTable":{},\n\t"zzz":1\n}'
     with pytest.raises(FormatError):
         parse_consumer_offset('{"offsetTable":{1:{0:1}}}')
     with pytest.raises(FormatError):

@@ -23,6 +23,8 @@ TEXTS = {
     "quoted keys (fastjson's BrowserCompatible)": '{"offsetTable":{"T@g":{"0":7,"1":9}}}',
     "signed quoted keys": '{"offsetTable":{"T@g":{"+2":7,"-1":9}}}',
     "a key that is not an integer": '{"offsetTable":{"T@g":{"x":7}}}',
+    "fields a newer broker adds": '{"offsetTable":{"T@g":{0:7}},"newField":[1],'
+                                  '"dataVersion":{"counter":3,"timestamp":4,"newer":true}}',
 }
 
 
