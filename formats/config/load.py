@@ -46,6 +46,17 @@ CONFIG_PARSERS: dict[str, Callable[..., Any]] = {
 }
 
 
+START_CONFIGS = frozenset({
+    "topics.json", "topicQueueMapping.json", "consumerOffset.json", "subscriptionGroup.json",
+    "consumerFilter.json", "consumerOrderInfo.json", "delayOffset.json",
+})
+"""The config files a broker loads as it starts (``BrokerController#initialize``, 4.9.7 and
+5.3.3, and the schedule service's ``delayOffset.json``), each with ``ConfigManager#load``: a
+file it cannot decode falls back to its ``.bak``, and a ``.bak`` it cannot decode either fails
+the load, and with it the start. (``lmqConsumerOffset.json`` is one of them on a broker with
+``enableLmq``: :mod:`mqtool.store.consumer_offsets` knows when.)"""
+
+
 @dataclass
 class ConfigLoad:
     """What the broker would load for one config file."""
@@ -55,6 +66,7 @@ class ConfigLoad:
     source: str | None = None  # "config/<name>" or "config/<name>.bak" (None: nothing loaded)
     text: str | None = None  # the text that was parsed
     findings: list[Finding] = field(default_factory=list)
+    unloadable: bool = False  # neither the file nor its .bak decodes: ConfigManager#load fails
 
     @property
     def from_bak(self) -> bool:
@@ -111,10 +123,13 @@ def load_config(
             out.value = parse(bak_text, file=bak_rel)
             out.source, out.text = bak_rel, bak_text
         except FormatError as e:
+            out.unloadable = True
+            stops = (": the broker does not start" if name in START_CONFIGS
+                     else ": ConfigManager#load fails on it")
             out.findings.append(Finding(
                 "bad-config", bak_rel, e.offset,
-                f"{rel} {why} and its .bak cannot be parsed either ({e.detail}): the broker "
-                "loads nothing", severity=Severity.ERROR,
+                f"{rel} {why} and its .bak cannot be parsed either ({e.detail}){stops}",
+                severity=Severity.ERROR,
             ))
             return out
         # the .bak is the previous version: what was saved after it is lost at restart

@@ -148,6 +148,9 @@ def _print_human(report: Any, loss: Any) -> None:
     lines.append(f"  index entries left pointing past the cut: {lj['indexEntriesDangling']}")
     lines.extend(loss.timer_lines())
     lines.append("  configs loaded from .bak: " + (", ".join(lj["configsFromBak"]) or "none"))
+    if lj["configsStopStart"]:
+        lines.append("  configs the broker cannot load, so it does not start: "
+                     + ", ".join(lj["configsStopStart"]))
     if loss.nothing:
         lines.append("  nothing: the broker would start on this store as it is")
     for line in lines:

@@ -4,6 +4,7 @@ against the queues (run by :func:`mqtool.integrity.checks.verify`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from mqtool.formats.checkpoint import Checkpoint, parse_checkpoint
@@ -119,6 +120,8 @@ def check_configs(
                 ))
     from mqtool.store.consumer_offsets import load_consumer_offsets
 
+    for f in rocksdb_config_findings(store.root):
+        sink.add(f)
     co = load_consumer_offsets(store.root)
     said = [f for cl in out.values() for f in cl.findings]
     for f in co.findings:  # the JSON files' own are said above
@@ -149,4 +152,42 @@ def check_configs(
                     f"offset {qs.min_offset} (the broker corrects it)",
                     severity=Severity.WARNING,
                 ))
+    return out
+
+
+ROCKSDB_CONFIGS = {"topics": "topic configs", "subscriptionGroups": "subscription groups"}
+"""The RocksDB config databases of ``storeType=defaultRocksDB`` (``RocksDBTopicConfigManager``,
+``RocksDBSubscriptionGroupManager``) under ``config/``; the consumer offsets' are read by
+:mod:`mqtool.store.consumer_offsets`."""
+
+
+def rocksdb_config_findings(root: Path) -> list[Finding]:
+    """What stops a broker loading the RocksDB config databases of ``root``: a database
+    RocksDB cannot open read-only, or a value of its ``default`` column family that is not a
+    JSON object (the broker decodes each with fastjson at start and fails on an exception)."""
+    from mqtool.formats.config import loads_fastjson
+    from mqtool.store.rocksdb_queue import RocksOpenError, read_only
+
+    out: list[Finding] = []
+    for name, what in ROCKSDB_CONFIGS.items():
+        path = root / "config" / name
+        if not path.is_dir():
+            continue
+        rel = f"config/{name}/"
+        try:
+            with read_only(path) as (db, _cfs):
+                for key, value in db.items():
+                    try:
+                        obj = loads_fastjson(bytes(value).decode("utf-8"), file=rel)
+                        if not isinstance(obj, dict):
+                            raise FormatError(rel, None, "not a JSON object")
+                    except (FormatError, UnicodeDecodeError) as e:
+                        detail = e.detail if isinstance(e, FormatError) else "not UTF-8"
+                        k = bytes(key).decode("utf-8", "replace")
+                        out.append(Finding(
+                            "config", rel, None, f"{what[:-1]} {k!r} cannot be read: {detail} "
+                            "(the broker fails to start on it)", found=bytes(value)[:64].hex()))
+        except RocksOpenError as e:
+            out.append(Finding("config", rel, None,
+                               f"RocksDB {what} cannot be opened read-only: {e}"))
     return out

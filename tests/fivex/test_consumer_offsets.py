@@ -177,3 +177,27 @@ def test_rocksdb_that_cannot_be_opened_is_one_line_naming_it(tmp_path: Path) -> 
     assert line.startswith("error: config/consumerOffsets/: RocksDB consumer offsets cannot be "
                            "opened read-only: ")
     assert str(root / "config" / "consumerOffsets" / "CURRENT") in line  # not a private view
+
+
+def test_rocksdb_topic_and_group_configs_that_do_not_load_are_verify_findings(
+        tmp_path: Path) -> None:
+    from rocksdict import Options, Rdict
+
+    root = _copy(ROCKS, tmp_path)
+    assert verify(root).findings == []
+    path = root / "config" / "subscriptionGroups"
+    cfs = Rdict.list_cf(str(path), Options(raw_mode=True))
+    db = Rdict(str(path), options=Options(raw_mode=True),
+               column_families={n: Options(raw_mode=True) for n in cfs if n != "default"})
+    db[b"cg_broken"] = b'{"groupName":'
+    db.close()
+    (root / "config" / "topics" / "CURRENT").unlink()
+    res = CliRunner().invoke(app, ["verify", str(root)])
+    assert res.exit_code == 1, res.output
+    assert "error: config/subscriptionGroups/: subscription group 'cg_broken' cannot be read" \
+        in res.stdout
+    assert "error: config/topics/: RocksDB topic configs cannot be opened read-only: " \
+        in res.stdout
+    assert "configs the broker cannot load, so it does not start: config/subscriptionGroups/, " \
+        "config/topics/" in res.stdout
+    assert "nothing: the broker would start" not in res.stdout

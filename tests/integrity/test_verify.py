@@ -129,6 +129,23 @@ def test_empty_config_falls_back_to_bak_at_restart(tmp_path: Path) -> None:
     empty_config_with_bak(store)
     loss = verify_json(store)[1]["restartWouldLose"]
     assert loss["configsFromBak"] == ["config/delayOffset.json.bak"]
+    assert loss["configsStopStart"] == []
+
+
+def test_a_start_config_neither_it_nor_its_bak_loads_stops_the_start(tmp_path: Path) -> None:
+    """ConfigManager#load fails when the .bak does not decode either, and the broker's start
+    with it (judged by RocketMQ in tests/judge/test_judge_configs.py)."""
+    store = copy_store(JOURNEY, tmp_path)
+    for name in ("delayOffset.json", "delayOffset.json.bak"):
+        (store / "config" / name).write_text("{not json")
+    rc, doc = verify_json(store)
+    assert rc == 1
+    loss = doc["restartWouldLose"]
+    assert loss["configsStopStart"] == ["config/delayOffset.json"]
+    assert loss["configsFromBak"] == []
+    (f,) = [f for f in _errors(doc) if f["file"] == "config/delayOffset.json.bak"]
+    assert f["detail"].endswith("cannot be parsed either (unexpected character 'n': expected "
+                                "an object key): the broker does not start")
 
 
 def test_delay_offset_finding_names_the_level(tmp_path: Path) -> None:
