@@ -154,7 +154,7 @@ def _print_human(report: Any, loss: Any) -> None:
     if loss.nothing:
         lines.append("  nothing: the broker would start on this store as it is")
     for line in lines:
-        con.print(line, markup=False, highlight=False)
+        con.print(line, markup=False, highlight=False, soft_wrap=True)
     errors = [f for f in report.findings if f.severity == Severity.ERROR]
     if errors:
         sys.stdout.flush()
