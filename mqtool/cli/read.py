@@ -77,7 +77,7 @@ def messages(
             n = _message_table(st, rows, body)
         exit_on_findings(st)
         if topic is not None and n == 0:
-            _no_such_topic(st, topic)
+            _no_such_topic(st, topic, queue)
 
 
 def _message_table(st: Store, rows: Iterable[Any], body: str) -> int:
@@ -106,14 +106,21 @@ def _message_table(st: Store, rows: Iterable[Any], body: str) -> int:
     return n
 
 
-def _no_such_topic(st: Store, topic: str) -> None:
-    """Nothing of ``topic`` was read: when the store has no consume queue of it either, say
-    which topics it has (exit 1: what was asked for is not there)."""
-    topics = sorted({t for t, _ in st.queue_ids()})
-    if topic in topics:
-        return
-    report_error(f"no topic {topic!r} in {st.root}; its topics: {', '.join(topics) or 'none'}")
-    raise typer.Exit(EXIT_FINDINGS)
+def _no_such_topic(st: Store, topic: str, queue: int | None = None) -> None:
+    """Nothing of ``topic`` (``queue``) was read: when the store has no consume queue of it
+    either, say which topics (or queues of the topic) it has (exit 1: what was asked for is
+    not there)."""
+    ids = st.queue_ids()
+    topics = sorted({t for t, _ in ids})
+    if topic not in topics:
+        report_error(
+            f"no topic {topic!r} in {st.root}; its topics: {', '.join(topics) or 'none'}")
+        raise typer.Exit(EXIT_FINDINGS)
+    queues = sorted(q for t, q in ids if t == topic)
+    if queue is not None and queue not in queues:
+        report_error(f"no queue {queue} of topic {topic!r} in {st.root}; its queues: "
+                     f"{', '.join(map(str, queues))}")
+        raise typer.Exit(EXIT_FINDINGS)
 
 
 def cq(

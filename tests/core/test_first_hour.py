@@ -96,6 +96,11 @@ def test_an_unknown_topic_names_the_topics_there() -> None:
                      res.stderr), res.stderr
     res = CliRunner().invoke(app, ["cq", str(JOURNEY), "NoSuchTopic"])
     assert res.exit_code == 1 and "it has %DLQ%cg_journey" in res.stderr
+    res = CliRunner().invoke(app, ["messages", str(JOURNEY), "--topic", "JourneyTopic",
+                                   "--queue", "9"])
+    assert res.exit_code == 1
+    assert re.search(r"error: no queue 9 of topic 'JourneyTopic' in .*; its queues: 0, 1",
+                     res.stderr), res.stderr
 
 
 def test_a_path_inside_a_store_names_its_root() -> None:
