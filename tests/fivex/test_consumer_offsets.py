@@ -82,16 +82,20 @@ def test_rocksdb_takes_the_json_file_only_when_its_version_is_newer(tmp_path: Pa
     assert load_consumer_offsets(root).source == "config/consumerOffset.json"
 
 
-def test_rocksdb_value_that_does_not_parse_is_a_finding(tmp_path: Path) -> None:
+def _rocks_put(path: Path, key: bytes, value: bytes) -> None:
+    """Write one key into the RocksDB database at ``path`` (a store copy's)."""
     from rocksdict import Options, Rdict
 
-    root = _copy(ROCKS, tmp_path)
-    path = root / "config" / "consumerOffsets"
     cfs = Rdict.list_cf(str(path), Options(raw_mode=True))
     db = Rdict(str(path), options=Options(raw_mode=True),
                column_families={n: Options(raw_mode=True) for n in cfs if n != "default"})
-    db[b"RdbOther@cg_bad"] = b'{"offsetTable":{"0":'
+    db[key] = value
     db.close()
+
+
+def test_rocksdb_value_that_does_not_parse_is_a_finding(tmp_path: Path) -> None:
+    root = _copy(ROCKS, tmp_path)
+    _rocks_put(root / "config" / "consumerOffsets", b"RdbOther@cg_bad", b'{"offsetTable":{"0":')
     res = CliRunner().invoke(app, ["inspect", str(root)])
     assert res.exit_code == 1, res.output
     assert "error: config/consumerOffsets/: consumer offsets of 'RdbOther@cg_bad' cannot be " \
@@ -181,16 +185,9 @@ def test_rocksdb_that_cannot_be_opened_is_one_line_naming_it(tmp_path: Path) -> 
 
 def test_rocksdb_topic_and_group_configs_that_do_not_load_are_verify_findings(
         tmp_path: Path) -> None:
-    from rocksdict import Options, Rdict
-
     root = _copy(ROCKS, tmp_path)
     assert verify(root).findings == []
-    path = root / "config" / "subscriptionGroups"
-    cfs = Rdict.list_cf(str(path), Options(raw_mode=True))
-    db = Rdict(str(path), options=Options(raw_mode=True),
-               column_families={n: Options(raw_mode=True) for n in cfs if n != "default"})
-    db[b"cg_broken"] = b'{"groupName":'
-    db.close()
+    _rocks_put(root / "config" / "subscriptionGroups", b"cg_broken", b'{"groupName":')
     (root / "config" / "topics" / "CURRENT").unlink()
     res = CliRunner().invoke(app, ["verify", str(root)])
     assert res.exit_code == 1, res.output
