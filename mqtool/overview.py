@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mqtool.formats.config.load import load_config
 from mqtool.formats.errors import Finding, FormatError, MqtoolError
@@ -15,6 +15,9 @@ from mqtool.formats.rules import (
     topic_kind,
 )
 from mqtool.store.reader import Store
+
+if TYPE_CHECKING:  # loaded when a command reads the offsets
+    from mqtool.store.consumer_offsets import ConsumerOffsetsLoad
 
 DEFAULT_DELAY_LEVELS = DEFAULT_MESSAGE_DELAY_LEVEL
 
@@ -44,21 +47,24 @@ def load_delay_offsets(store: Store) -> dict[int, int] | None:
     return None if parsed is None else dict(parsed.offset_table)
 
 
-def load_consumer_offsets(store: Store, *, source: list[str] | None = None
-                          ) -> dict[tuple[str, str], dict[int, int]] | None:
-    """The store's consumer offsets as its broker would load them, (topic, group) -> {queueId:
-    offset}, None when nothing loads (:func:`mqtool.store.consumer_offsets.load_consumer_offsets`:
-    consumerOffset.json, lmqConsumerOffset.json or the RocksDB config/consumerOffsets/); what
-    went wrong becomes findings of ``store``. ``source`` (a list) receives where they came from."""
+def consumer_offsets_of(store: Store) -> ConsumerOffsetsLoad:
+    """The store's consumer offsets as its broker would load them, and where from
+    (:func:`mqtool.store.consumer_offsets.load_consumer_offsets`: consumerOffset.json,
+    lmqConsumerOffset.json or the RocksDB config/consumerOffsets/); what went wrong becomes
+    findings of ``store``."""
     from mqtool.store.consumer_offsets import load_consumer_offsets as load
 
     loaded = load(store.root)
     for f in loaded.findings:
         if f not in store.findings:
             store.findings.append(f)
-    if source is not None and loaded.source is not None:
-        source.append(loaded.source)
-    return loaded.table
+    return loaded
+
+
+def load_consumer_offsets(store: Store) -> dict[tuple[str, str], dict[int, int]] | None:
+    """:func:`consumer_offsets_of`'s table, (topic, group) -> {queueId: offset}; None when
+    nothing loads."""
+    return consumer_offsets_of(store).table
 
 
 def store_time(store: Store) -> int:
@@ -197,8 +203,8 @@ def inspect_store(
     data["delayLevels"] = sched
     data["delayLevelSource"] = resolved.to_json()
 
-    where: list[str] = []
-    offsets = load_consumer_offsets(store, source=where)
+    loaded = consumer_offsets_of(store)
+    offsets = loaded.table
     groups = []
     for (topic, group), table in sorted((offsets or {}).items()):
         for qid, off in sorted(table.items()):
@@ -208,7 +214,7 @@ def inspect_store(
                 "maxOffset": qmax, "lag": None if qmax is None else max(0, qmax - off),
             })
     data["consumerGroups"] = groups
-    data["consumerOffsetsSource"] = where[0] if where else None
+    data["consumerOffsetsSource"] = loaded.source
     data.update(backlogs(store, offsets))
 
     cfg = []

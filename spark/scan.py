@@ -643,8 +643,6 @@ def scan_with_spark(
     )
 
     timings: dict[str, Any] = {"python": process_seconds()}
-    for s in stores:  # before a JVM is started for nothing
-        check_scannable(str(s))
     settings = merge_conf(job_conf(master, list(stores)), parse_conf(list(conf)))
     t = time.perf_counter()
     import pyspark  # its import, timed on its own

@@ -116,7 +116,7 @@ def verify(
             check_units(store, qs, first_start, data_end, sink, tables)
         indexes = index.finish(data_end)
         cp = check_checkpoint(store, n_msgs, last_ts, data_end, abort, sink)
-        configs = check_configs(store, queues, sink, max_now=_max_now(store))
+        configs, stop_start = check_configs(store, queues, sink, max_now=_max_now(store))
         timer = check_timer(store, first_start, data_end, queues, sink)
         check_pop(store, sink.add)
         compare_double_written(store, sink.add)
@@ -130,7 +130,7 @@ def verify(
             cp, abort, {"exists": lock.exists, "locked": lock.locked, "pid": lock.holder_pid},
             store.mapped_file_size, data_end,
             bytes_read=sum(s.file.size for s in scans), check_crc=check_crc, tables=tables,
-            last_store_ts=last_ts,
+            last_store_ts=last_ts, configs_stop_start=stop_start,
         )
     report.findings.sort(key=lambda f: (f.file, f.offset if f.offset is not None else -1))
     report.summary = summarize(report)

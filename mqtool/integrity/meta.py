@@ -9,7 +9,7 @@ from typing import Any
 
 from mqtool.formats.checkpoint import Checkpoint, parse_checkpoint
 from mqtool.formats.config import parse_consumer_offset, parse_delay_offset
-from mqtool.formats.config.load import ConfigLoad, load_config
+from mqtool.formats.config.load import START_CONFIGS, ConfigLoad, load_config
 from mqtool.formats.errors import Finding, FormatError, Severity
 from mqtool.formats.rules import SCHEDULE_TOPIC
 from mqtool.integrity.verify_report import FindingSink, QueueScan
@@ -80,13 +80,14 @@ def _key_pos(text: str | None, key: str) -> int | None:
 def check_configs(
     store: Store, queues: dict[tuple[str, int], QueueScan], sink: FindingSink,
     max_now: Callable[[str, int], int] | None = None,
-) -> dict[str, ConfigLoad]:
+) -> tuple[dict[str, ConfigLoad], list[str]]:
     """The config files, and their offsets against the queues; ``max_now`` (a live store):
-    a queue's max offset measured again, for an offset beyond the one read before."""
+    a queue's max offset measured again, for an offset beyond the one read before. Also the
+    config files and databases the broker's start fails on."""
     out: dict[str, ConfigLoad] = {}
     cdir = store.root / "config"
     if not cdir.is_dir():
-        return out
+        return out, []
     parsers: dict[str, Callable[..., Any]] = {
         "delayOffset.json": parse_delay_offset,
         "consumerOffset.json": parse_consumer_offset,
@@ -120,13 +121,19 @@ def check_configs(
                 ))
     from mqtool.store.consumer_offsets import load_consumer_offsets
 
-    for f in rocksdb_config_findings(store.root):
-        sink.add(f)
+    rocks = rocksdb_config_findings(store.root)
     co = load_consumer_offsets(store.root)
-    said = [f for cl in out.values() for f in cl.findings]
-    for f in co.findings:  # the JSON files' own are said above
-        if f not in said:
-            sink.add(f)
+    for f in rocks + co.findings:  # (the sink says a JSON file's own findings once)
+        sink.add(f)
+    # what the broker's start fails on: a start config neither it nor its .bak decodes, the
+    # consumer offsets wherever kept, a RocksDB config database that does not open or decode
+    stop_start = {f"config/{name}" for name, c in out.items()
+                  if c.unloadable and name in START_CONFIGS}
+    if co.json is None:  # from RocksDB: a database or value that does not load
+        stop_start |= {f.file for f in co.findings if f.severity == Severity.ERROR}
+    elif co.json.unloadable:
+        stop_start.add(f"config/{co.json.name}")
+    stop_start |= {f.file for f in rocks}
     text = co.json.text if co.json is not None else None
     for (topic, group), table in sorted((co.table or {}).items()):
         if "@" in group or co.source is None:
@@ -152,7 +159,7 @@ def check_configs(
                     f"offset {qs.min_offset} (the broker corrects it)",
                     severity=Severity.WARNING,
                 ))
-    return out
+    return out, sorted(stop_start)
 
 
 ROCKSDB_CONFIGS = {"topics": "topic configs", "subscriptionGroups": "subscription groups"}

@@ -40,7 +40,6 @@ from typing import Any
 
 import numpy as np
 
-from mqtool.formats.errors import Severity
 from mqtool.formats.timer import TIMER_PRECISION_MS
 from mqtool.integrity.checks import Report
 from mqtool.integrity.commitlog_pass import message_windows
@@ -291,7 +290,7 @@ def _restart_loss(r: Report, store: Store, now_ms: int) -> RestartLoss:
             loss.index_entries_dangling += int(np.count_nonzero(phys >= cut))
     loss.configs_from_bak = sorted(
         c.source for c in r.configs.values() if c.from_bak and c.source is not None)
-    loss.configs_stop_start = configs_stopping_start(r)
+    loss.configs_stop_start = list(r.configs_stop_start)
     precision = r.summary.get("timer", {}).get("precisionMs", TIMER_PRECISION_MS)
     loss.timer = timer_restart_loss(r.root, cut, now_ms, precision)
     return loss
@@ -311,23 +310,3 @@ def _keys_of(store: Store, lo: int, hi: int) -> int:
                 n += len(dispatch_rules.index_keys(msg.topic, msg.properties))
     return n
 
-
-def configs_stopping_start(r: Report) -> list[str]:
-    """The config files and databases the broker's start fails on: a start config neither it
-    nor its ``.bak`` decodes (:data:`mqtool.formats.config.load.START_CONFIGS`), the consumer
-    offsets wherever the broker keeps them (:mod:`mqtool.store.consumer_offsets`), a RocksDB
-    config database that does not open or decode
-    (:func:`mqtool.integrity.meta.rocksdb_config_findings`)."""
-    from mqtool.formats.config.load import START_CONFIGS
-    from mqtool.integrity.meta import rocksdb_config_findings
-    from mqtool.store.consumer_offsets import load_consumer_offsets
-
-    out = {f"config/{name}" for name, c in r.configs.items()
-           if c.unloadable and name in START_CONFIGS}
-    co = load_consumer_offsets(r.root)
-    if co.json is not None and co.json.unloadable:
-        out.add(f"config/{co.json.name}")
-    elif co.json is None:
-        out |= {f.file for f in co.findings if f.severity == Severity.ERROR}
-    out |= {f.file for f in rocksdb_config_findings(r.root)}
-    return sorted(out)

@@ -76,6 +76,7 @@ from mqtool.formats.errors import (
 )
 from mqtool.formats.indexfile import INDEX_ENTRY_DTYPE, index_key_hash
 from mqtool.formats.rules import SCHEDULE_TOPIC, TIMER_TOPIC, schedule_unit_delay
+from mqtool.formats.store_dirs import special_parts
 from mqtool.formats.walker import data_extents, nonzero_end
 from mqtool.integrity import dispatch_rules
 from mqtool.integrity.checks import QueueScan, Report, verify
@@ -83,7 +84,6 @@ from mqtool.integrity.layout import Layout, blank_record, missing_names, plan_la
 from mqtool.integrity.recovery import cut_position, queue_cut
 from mqtool.integrity.timerrepair import plan_timer_repair
 from mqtool.store.files import map_readonly
-from mqtool.store.queue_sources import special_kinds
 from mqtool.store.reader import Store
 
 
@@ -128,7 +128,7 @@ def _refuse_special(src: Path) -> None:
     (RocksDB queues or metadata, DLedger, batch or LMQ queues, CQ ext) is refused, untouched."""
     with Store.open(src) as st:
         root = st.root
-    kinds = special_kinds(root)
+    kinds = list(special_parts(root).values())
     if kinds:
         raise RepairError(f"{root}: repair refuses to rewrite a store with {'; '.join(kinds)}: "
                           "mqtool reads and verifies it but does not know every rule RocketMQ "

@@ -192,6 +192,8 @@ class Report:
     check_crc: bool = True
     tables: bool = False  # messages, units and entries kept (verify(tables=True))
     last_store_ts: int = 0  # the latest store time of a readable message
+    # the config files and databases the broker's start fails on (check_configs)
+    configs_stop_start: list[str] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -170,11 +170,6 @@ class QueueSources:
         return units[0][0], units[-1][0] + 1, units[-1][1].phy_offset
 
 
-def special_kinds(root: Path) -> list[str]:
-    """What :func:`mqtool.formats.store_dirs.special_parts` names (for ``repair``'s refusal)."""
-    return list(special_parts(root).values())
-
-
 def unread_parts(root: Path) -> list[Finding]:
     """Warnings naming the parts of the store mqtool does not read, for ``inspect`` and
     ``verify`` to say so rather than show nothing: the compaction store of 5.x compacted topics
