@@ -354,6 +354,21 @@ def schedule_unit_delay(tags_code: int, store_timestamp: int) -> int:
     return tags_code - store_timestamp
 
 
+SCHEDULE_DELAY_MAX_MS = 3650 * _TIME_UNITS["d"]
+"""The longest delay taken for one a broker wrote (ten years); see :func:`delay_written`."""
+
+
+def delay_written(delay_ms: int) -> bool:
+    """Whether ``delay_ms`` (:func:`schedule_unit_delay`) can be a delay a broker wrote.
+
+    ``parseDelayLevel``'s units are whole seconds (``s``, ``m``, ``h``, ``d``) and
+    ``computeDeliverTimestamp`` gives a level outside the table 1000 ms, so every delay a
+    broker writes is a whole number of seconds; no operator sets a level of more than ten years.
+    Anything else comes from a damaged tagsCode or storeTimestamp (such damage gives delays
+    like 7,143,517,753,971,253,763 ms), not from the broker's ``messageDelayLevel``."""
+    return delay_ms % 1000 == 0 and abs(delay_ms) <= SCHEDULE_DELAY_MAX_MS
+
+
 # --- reconsume / send-back (SubscriptionGroupConfig, SendMessageProcessor) ------------------
 DEFAULT_MAX_RECONSUME_TIMES = 16  # SubscriptionGroupConfig.retryMaxTimes
 SEND_BACK_BASE_DELAY_LEVEL = 3  # asyncConsumerSendMsgBack: DELAY = 3 + reconsumeTimes

@@ -75,7 +75,12 @@ from mqtool.formats.errors import (
     usage,
 )
 from mqtool.formats.indexfile import INDEX_ENTRY_DTYPE, index_key_hash
-from mqtool.formats.rules import SCHEDULE_TOPIC, TIMER_TOPIC, schedule_unit_delay
+from mqtool.formats.rules import (
+    SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+    delay_written,
+    schedule_unit_delay,
+)
 from mqtool.formats.store_dirs import special_parts
 from mqtool.formats.walker import data_extents, nonzero_end
 from mqtool.integrity import dispatch_rules
@@ -407,9 +412,10 @@ class _Plan:
         # schedule queues: tagsCode = deliver time = store time + the level's delay (evidence)
         delta = None
         if q.topic == SCHEDULE_TOPIC and q.units:
-            ds = [schedule_unit_delay(int(q.tags[i]), int(m.store_ts[by_qoff[int(q.offsets[i])]]))
-                  for i in range(min(keep, q.units)) if int(q.offsets[i]) in by_qoff
-                  and int(q.offsets[i]) not in q.bad]
+            ds = [d for d in (
+                schedule_unit_delay(int(q.tags[i]), int(m.store_ts[by_qoff[int(q.offsets[i])]]))
+                for i in range(min(keep, q.units)) if int(q.offsets[i]) in by_qoff
+                and int(q.offsets[i]) not in q.bad) if delay_written(d)]
             delta = max(set(ds), key=ds.count) if ds else None
         units: list[tuple[int, int, int]] = []
         for i in range(keep):

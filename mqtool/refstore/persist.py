@@ -12,7 +12,7 @@ from mqtool.formats.commitlog import CommitLogMessage, parse_message
 from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, CqEntry, iter_cq
 from mqtool.formats.errors import FormatError
 from mqtool.formats.indexfile import IndexReader
-from mqtool.formats.rules import fmt_delay, schedule_unit_delay
+from mqtool.formats.rules import delay_written, fmt_delay, schedule_unit_delay
 from mqtool.formats.store_dirs import (
     COMMITLOG_DIR,
     CONSUMEQUEUE_DIR,
@@ -68,9 +68,9 @@ def infer_config(root: str | os.PathLike[str]) -> StoreConfig | None:
         if last is None:
             continue
         sm = _message_at(logs, last.commit_log_offset)
-        if sm is not None and last.tags_code > sm.store_timestamp:
-            levels[redelivery.queue_id_to_delay_level(qid)] = schedule_unit_delay(
-                last.tags_code, sm.store_timestamp)
+        delay = None if sm is None else schedule_unit_delay(last.tags_code, sm.store_timestamp)
+        if delay is not None and delay > 0 and delay_written(delay):
+            levels[redelivery.queue_id_to_delay_level(qid)] = delay
             seen = True
     if seen:
         top = max(levels)

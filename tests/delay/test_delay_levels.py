@@ -215,3 +215,37 @@ def test_reference_store_with_custom_levels_and_a_change(tmp_path: Path) -> None
     (w,) = [f for f in lv2.findings if f.severity == "warning"]
     assert (w.expected, w.found) == ("4s", "3s")
     assert w.file.startswith(f"consumequeue/{SCHEDULE_TOPIC}/0/")
+
+
+def test_a_damaged_schedule_unit_is_damage_not_a_level_change(tmp_path: Path) -> None:
+    """A unit whose tagsCode gives a delay no ``messageDelayLevel`` gives (not whole seconds)
+    is damage, named by file and offset in every command, not evidence that the levels
+    changed; the level's other units still give the real delay."""
+    import shutil
+
+    store = tmp_path / "store"
+    shutil.copytree(JOURNEY, store)
+    real = _real_levels(JOURNEY)
+    units = _schedule_units(JOURNEY)
+    qid = next(q for q, us in sorted(units.items()) if len(us) > 1)
+    first = units[qid][0]
+    rel = f"consumequeue/{SCHEDULE_TOPIC}/{qid}/{first['file']}"
+    with open(store / rel, "r+b") as f:
+        f.seek(first["fileOffset"] + 12)  # the unit's tagsCode
+        f.write((7_143_517_753_971_253_763).to_bytes(8, "big"))
+    where = f"{rel} @ {first['fileOffset']:#x}"
+
+    with Store.open(store) as st:
+        lv = resolve_delay_levels(st)
+        assert lv.evidence[qid + 1].delay_ms == real[qid + 1]
+        assert lv.findings == []  # no "the broker's messageDelayLevel changed"
+        assert lv.unusable_units == 1
+        (bad,) = [f for f in st.findings if f.severity == "error"]
+        assert (bad.file, bad.offset, bad.kind) == (rel, first["fileOffset"], "cq")
+    uniq = _uniq_of_delayed(JOURNEY)
+    for args in (("inspect", store), ("verify", store), ("trace", store, uniq)):
+        res = run(*args)
+        assert res.returncode == 1, (args, res.stdout, res.stderr)
+        out = res.stdout if args[0] == "verify" else res.stderr  # verify lists its findings
+        assert f"{where} (phy {first['phyOffset']})" in out, (args, out)
+        assert "messageDelayLevel changed" not in res.stdout + res.stderr

@@ -135,3 +135,14 @@ def test_dead_letter_origin() -> None:
         "%RETRY%cg_pop_PopTopic"  # not a dead letter: the property as it is
     assert dead_letter_origin("%DLQ%other", "%RETRY%cg_pop_PopTopic") == \
         "%RETRY%cg_pop_PopTopic"  # another group's retry topic
+
+
+def test_delay_written_takes_whole_seconds_up_to_ten_years() -> None:
+    delay_written = rules.delay_written
+    levels = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h 3650d"
+    for delay in rules.parse_delay_levels(levels).values():
+        assert delay_written(delay)
+    assert delay_written(1000)  # computeDeliverTimestamp of a level outside the table
+    assert delay_written(-1000)  # "-1s" parses (Long.parseLong)
+    for damaged in (1, 999, 1500, 7_143_517_753_971_253_763, 3651 * 86_400_000):
+        assert not delay_written(damaged)
