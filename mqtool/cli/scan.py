@@ -124,7 +124,8 @@ def scan(
 
     Runs an embedded local Spark by default (--master for a cluster). Prints a summary (the
     per-minute rates as one row per topic); --out, --json and --html have every row. Exits 1
-    on integrity findings. Needs Java 17+. No --delay-levels: the schedule audit reads each
+    when an integrity finding is damage (an error); warnings are printed and exit 0. Needs
+    Java 17+. No --delay-levels: the schedule audit reads each
     delayed message's due time from its consume-queue unit, whatever the levels.
 
     Example: mqtool scan ~/store --audits dlq,schedule --json

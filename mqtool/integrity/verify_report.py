@@ -202,14 +202,15 @@ class Report:
 
 
 class FindingSink:
-    """Findings without duplicates (same kind, file and offset)."""
+    """Findings without duplicates: the same kind, file and offset, or for a finding without
+    an offset (a key of a RocksDB, a config file) the same kind, file and detail."""
 
     def __init__(self) -> None:
         self.items: list[Finding] = []
-        self._seen: set[tuple[str, str, int | None]] = set()
+        self._seen: set[tuple[str, str, int | str]] = set()
 
     def add(self, f: Finding) -> None:
-        key = (f.kind, f.file, f.offset)
+        key = (f.kind, f.file, f.offset if f.offset is not None else f.detail)
         if key not in self._seen:
             self._seen.add(key)
             self.items.append(f)

@@ -198,3 +198,17 @@ def test_rocksdb_topic_and_group_configs_that_do_not_load_are_verify_findings(
     assert "configs the broker cannot load, so it does not start: config/subscriptionGroups/, " \
         "config/topics/" in res.stdout
     assert "nothing: the broker would start" not in res.stdout
+
+
+def test_verify_names_every_bad_key_of_a_database(tmp_path: Path) -> None:
+    """Findings without an offset in one file (keys of one RocksDB) are each their own."""
+    root = _copy(ROCKS, tmp_path)
+    for group in ("cg_bad1", "cg_bad2"):
+        _rocks_put(root / "config" / "consumerOffsets", f"RdbOther@{group}".encode(),
+                   b'{"offsetTable":{"0":')
+    for cmd in ("inspect", "verify"):
+        res = CliRunner().invoke(app, [cmd, str(root)])
+        assert res.exit_code == 1, res.output
+        for group in ("cg_bad1", "cg_bad2"):
+            assert f"consumer offsets of 'RdbOther@{group}' cannot be read" in res.output, (
+                cmd, group, res.output)
