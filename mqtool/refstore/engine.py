@@ -391,12 +391,13 @@ class RefStore:
         self, topic: str, queue_id: int | None, body: bytes, sys_flag: int,
         born_timestamp: int | None, born_host: str | None, reconsume_times: int,
         batch_properties: Iterable[tuple[str, str]],
+        later: list[Callable[[], None]] | None = None,
     ) -> list[PutResult] | None:
-        """A batch body as a client sent it, by the compiled batch encoder, or None: see
-        :meth:`.RecordWriter.put_raw_batch`."""
+        """A batch body as a client sent it, by the compiled batch encoder, or None; with
+        ``later``, its dispatch is left there: see :meth:`.RecordWriter.put_raw_batch`."""
         self.check_open()
         return self.writer.put_raw_batch(topic, queue_id, body, sys_flag, born_timestamp,
-                                         born_host, reconsume_times, batch_properties)
+                                         born_host, reconsume_times, batch_properties, later)
 
     def tick(
         self,

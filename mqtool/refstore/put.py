@@ -263,14 +263,19 @@ class RecordWriter:
         self, topic: str, queue_id: int | None, body: bytes, sys_flag: int,
         born_timestamp: int | None, born_host: str | None, reconsume_times: int,
         batch_properties: Iterable[tuple[str, str]],
+        later: list[Callable[[], None]] | None = None,
     ) -> list[PutResult] | None:
         """:meth:`put_batch_items` of a batch body as a client sent it (``MessageBatch``
         encoding, uncompressed), by the compiled batch encoder (:mod:`.batch_encoder`): the
-        same records, units and index keys. None, having changed nothing, when that encoder
-        is not loaded (:func:`load_batch_encoder`) or the batch is not one it takes (a body it
-        refuses, messages whose keys differ, non-ASCII keys or tags, a delay, a message
-        without UNIQ_KEY, transactions, the schedule topic, 5.2+ property CRCs): the caller
-        then decodes the batch for :meth:`put_batch_items`."""
+        same records, units and index keys. With ``later``, the records are committed when it
+        returns and their dispatch (consume-queue units, index keys, the checkpoint's times)
+        is appended to ``later`` instead, as RocketMQ dispatches after the put returns: the
+        caller runs it before the store is read or written again (a kill before it loses
+        nothing: recovery dispatches what the checkpoint has not seen). None, having changed
+        nothing, when that encoder is not loaded (:func:`load_batch_encoder`) or the batch is
+        not one it takes (a body it refuses, messages whose keys differ, non-ASCII keys or
+        tags, a delay, a message without UNIQ_KEY, transactions, the schedule topic, 5.2+
+        property CRCs): the caller then decodes the batch for :meth:`put_batch_items`."""
         kern = _BATCH_ENCODER
         if (kern is None or self._prop_crc or topic == redelivery.SCHEDULE_TOPIC
                 or sys_flag & TRANSACTION_ROLLBACK_TYPE):
@@ -345,15 +350,25 @@ class RecordWriter:
         cl.write_pos = base + total
         self.last_record = offsets[-1]
         queues.next_offset[(topic, qid)] = first + n
-        units = np.empty(n, dtype=CQ_DTYPE)
-        units["offset"] = phys
-        units["size"] = rows[:, kern.C_SIZE]
-        units["tags"] = tags.astype(np.uint32).view(np.int32)  # tagsCode: the signed hash
-        queues.dispatch_hashed_run(topic, qid, first, units.tobytes(), base + total,
-                                   index_key_hash_of(hashes).tolist(), hash_phys.tolist(), now, 0)
-        # the batch's commit point: the first record's TOTALSIZE (see put_batch_items)
-        write_total_size(mf.mm, pos, sizes[0])
-        self.checkpoint.note_put(now, self.queues.index.written_ts)
+
+        def dispatch() -> None:
+            units = np.empty(n, dtype=CQ_DTYPE)
+            units["offset"] = phys
+            units["size"] = rows[:, kern.C_SIZE]
+            units["tags"] = tags.astype(np.uint32).view(np.int32)  # tagsCode: the signed hash
+            queues.dispatch_hashed_run(topic, qid, first, units.tobytes(), base + total,
+                                       index_key_hash_of(hashes).tolist(), hash_phys.tolist(),
+                                       now, 0)
+            self.checkpoint.note_put(now, self.queues.index.written_ts)
+
+        # the batch's commit point: the first record's TOTALSIZE (see put_batch_items), after
+        # its units unless they are dispatched later
+        if later is None:
+            dispatch()
+            write_total_size(mf.mm, pos, sizes[0])
+        else:
+            write_total_size(mf.mm, pos, sizes[0])
+            later.append(dispatch)
         return out
 
     def _new_batch_ref(self, body: bytes, props_at: int) -> bool:

@@ -91,6 +91,11 @@ class Peer:
 
     Besides answering, the server may ask the client on the other end (``invoke``): the request
     carries an opaque of its own, and the client's response, flagged as one, is matched by it.
+
+    A handler may leave work for after its answer in :attr:`after_reply` (a broker's dispatch
+    of what it has just stored, as RocketMQ's ``ReputMessageService`` does it after the put
+    returns): it runs once the answer is written, before the connection's next request and
+    before the event loop runs anything else, whatever the handler's outcome.
     """
 
     def __init__(self, address: str, transport: asyncio.Transport) -> None:
@@ -102,6 +107,7 @@ class Peer:
         self._writable = asyncio.Event()
         self._writable.set()
         self._asked: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self.after_reply: list[Callable[[], None]] = []
 
     def write(self, data: bytes) -> None:
         """Queue encoded frames on the socket (dropped once the connection is gone)."""
@@ -334,8 +340,15 @@ class _Connection(asyncio.Protocol):
                     break
             if resp is not None and not cmd.is_oneway:
                 out.append(srv._encode(cmd, resp, peer))
+            if peer.after_reply:  # its answer out first, the work before the next request
+                if out:
+                    peer.write(out[0] if len(out) == 1 else b"".join(out))
+                    out = []
+                srv.run_after_reply(peer)
         if out:
             peer.write(out[0] if len(out) == 1 else b"".join(out))
+        if peer.after_reply:  # left by a handler that then suspended
+            srv.run_after_reply(peer)
         if self.eof and self.ordered is None and not self.backlog and not peer.tasks:
             self._close()
 
@@ -635,9 +648,25 @@ class RemotingServer:
             resp = self._error_response(cmd, peer, e)
         if resp is not None and not cmd.is_oneway and not peer.closed:
             data = self._encode(cmd, resp, peer)
-            while not peer._writable.is_set() and not peer.closed:
-                await peer._writable.wait()
-            peer.write(data)
+            if peer.after_reply:  # the answer out now: waiting to write would delay the work
+                peer.write(data)
+            else:
+                while not peer._writable.is_set() and not peer.closed:
+                    await peer._writable.wait()
+                peer.write(data)
+        if peer.after_reply:
+            self.run_after_reply(peer)
+
+    def run_after_reply(self, peer: Peer) -> None:
+        """Run the work handlers left in ``peer.after_reply``. The answers are out: a failure
+        is said on stderr (what failed, on which connection), not answered."""
+        work, peer.after_reply = peer.after_reply, []
+        for fn in work:
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 - said (the answer is already out)
+                self.log(f"{self.name}: {peer.address}: the work after an answer failed: "
+                         f"{type(e).__name__}: {e}")
 
     def stop_accepting(self) -> None:
         """Close the listening socket; established connections go on."""

@@ -247,8 +247,9 @@ def put_batch(broker: BrokerCore, h: headers.SendMessageRequestHeader, body: byt
         raw = decompress(raw, "ZLIB", 32 * store.config.max_message_size)
         sys_flag &= ~COMPRESSED_FLAG
     born_ts, born, times = h.bornTimestamp, peer.address, h.reconsumeTimes or 0
+    # dispatched once the answer is out (Peer.after_reply), as the broker's reput service does
     fast = store.put_raw_batch(h.topic, h.queueId, raw, sys_flag, born_ts, born, times,
-                               tuple(prop_map.items()))
+                               tuple(prop_map.items()), peer.after_reply)
     if fast is not None:
         return fast
     new = tuple.__new__  # a BatchItem without the Python-level __new__

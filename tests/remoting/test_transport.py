@@ -311,3 +311,44 @@ def test_partial_frames_capped_across_connections() -> None:
         assert not srv.peers
 
     asyncio.run(main())
+
+
+def test_work_after_an_answer_runs_before_the_next_request() -> None:
+    """``Peer.after_reply``: the work a handler leaves runs once its answer is written and
+    before the connection's next request, even with requests pipelined in one write; a
+    failing piece of work is said on stderr and the connection goes on."""
+    events: list[str] = []
+    logs: list[str] = []
+
+    async def handler(cmd: RemotingCommand, peer: Peer) -> RemotingCommand | None:
+        v = cmd.ext_fields["v"]
+        events.append(f"request {v}")
+        if cmd.code == 3:  # leaves work: one that records, one that fails
+            def work() -> None:
+                assert peer.transport.get_write_buffer_size() == 0  # the answer is out
+                events.append(f"work {v}")
+
+            def broken() -> None:
+                raise OSError(28, "No space left on device")
+
+            peer.after_reply += [work, broken]
+        return cmd.response(ext={"echo": v})
+
+    async def main() -> None:
+        srv = RemotingServer(handler, name="test", log=logs.append)
+        port = await srv.start("127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        reqs = [RemotingCommand.request(3 if i % 2 == 0 else 4, {"v": str(i)}, opaque=i)
+                for i in range(5)]
+        writer.write(b"".join(frame.encode(r) for r in reqs))  # one write: one read
+        await writer.drain()
+        got = await _read_responses(reader, 5)
+        assert [r.ext_fields["echo"] for r in got] == [str(i) for i in range(5)]
+        writer.close()
+        await srv.close()
+
+    asyncio.run(main())
+    assert events == ["request 0", "work 0", "request 1", "request 2", "work 2", "request 3",
+                      "request 4", "work 4"]
+    assert len(logs) == 3 and all("the work after an answer failed: OSError" in ln
+                                  for ln in logs), logs
