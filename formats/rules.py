@@ -23,9 +23,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, overload
 
 from mqtool.formats.errors import FormatError, MqtoolError
 from mqtool.formats.javacompat import java_string_hash
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # --- topics (MixAll, TopicValidator, TransactionalMessageUtil) -------------------------------
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX
@@ -343,7 +347,16 @@ def queue_id_to_delay_level(queue_id: int) -> int:
     return queue_id + 1
 
 
-def schedule_unit_delay(tags_code: int, store_timestamp: int) -> int:
+@overload
+def schedule_unit_delay(tags_code: int, store_timestamp: int) -> int: ...
+
+
+@overload
+def schedule_unit_delay(tags_code: np.ndarray, store_timestamp: np.ndarray) -> np.ndarray: ...
+
+
+def schedule_unit_delay(tags_code: int | np.ndarray,
+                        store_timestamp: int | np.ndarray) -> int | np.ndarray:
     """The delay a ``SCHEDULE_TOPIC_XXXX`` consume-queue unit was written with.
 
     ``CommitLog#checkMessageAndReturnSize`` sets such a unit's tagsCode to
@@ -358,15 +371,26 @@ SCHEDULE_DELAY_MAX_MS = 3650 * _TIME_UNITS["d"]
 """The longest delay taken for one a broker wrote (ten years); see :func:`delay_written`."""
 
 
-def delay_written(delay_ms: int) -> bool:
-    """Whether ``delay_ms`` (:func:`schedule_unit_delay`) can be a delay a broker wrote.
+@overload
+def delay_written(delay_ms: int) -> bool: ...
+
+
+@overload
+def delay_written(delay_ms: np.ndarray) -> np.ndarray: ...
+
+
+def delay_written(delay_ms: int | np.ndarray) -> bool | np.ndarray:
+    """Whether ``delay_ms`` (:func:`schedule_unit_delay`) can be a delay a broker wrote (for
+    a numpy array of delays, elementwise).
 
     ``parseDelayLevel``'s units are whole seconds (``s``, ``m``, ``h``, ``d``) and
     ``computeDeliverTimestamp`` gives a level outside the table 1000 ms, so every delay a
     broker writes is a whole number of seconds; no operator sets a level of more than ten years.
     Anything else comes from a damaged tagsCode or storeTimestamp (such damage gives delays
     like 7,143,517,753,971,253,763 ms), not from the broker's ``messageDelayLevel``."""
-    return delay_ms % 1000 == 0 and abs(delay_ms) <= SCHEDULE_DELAY_MAX_MS
+    whole = delay_ms % 1000 == 0
+    near = (delay_ms <= SCHEDULE_DELAY_MAX_MS) & (delay_ms >= -SCHEDULE_DELAY_MAX_MS)
+    return whole & near  # bools for an int, elementwise for an array
 
 
 # --- reconsume / send-back (SubscriptionGroupConfig, SendMessageProcessor) ------------------

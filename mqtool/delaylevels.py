@@ -140,7 +140,7 @@ class DelayLevels:
 def _observe(store: Store, qid: int) -> tuple[list[Observation], int]:
     """Delays of the first and last SAMPLE units of schedule queue ``qid`` (and how many units
     could not be used: impossible, dangling, at a record of another queue, or giving a delay
-    no broker writes, which the store notes as damage)."""
+    no broker writes, which the unit rule notes as damage)."""
     info = store.queue_info(SCHEDULE_TOPIC, qid)
     if info.max_offset <= info.min_offset:
         return [], 0
@@ -169,16 +169,7 @@ def _observe(store: Store, qid: int) -> tuple[list[Observation], int]:
                 continue
             delay = schedule_unit_delay(e.tags_code, m.store_timestamp)
             if not delay_written(delay):
-                unusable += 1
-                store.note(Finding(
-                    "cq", qe.file, qe.file_offset,
-                    f"{SCHEDULE_TOPIC} queue {qid} unit @{qe.queue_offset}: its tagsCode "
-                    f"{e.tags_code} is {delay} ms after its record's storeTimestamp, a delay no "
-                    f"messageDelayLevel gives (whole seconds, at most 10 years): the unit's "
-                    f"tagsCode or the record's storeTimestamp is damaged",
-                    expected="storeTimestamp + the level's delay", found=str(e.tags_code),
-                    phy=e.commit_log_offset,
-                ))
+                unusable += 1  # damage: the unit rule noted it when the queue was read
                 continue
             out.append(Observation(delay, qe.file, qe.file_offset, e.commit_log_offset,
                                    qe.queue_offset))

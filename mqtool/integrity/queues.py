@@ -29,6 +29,7 @@ import numpy as np
 
 from mqtool.formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, MAX_ADDR
 from mqtool.formats.errors import Finding, Severity
+from mqtool.formats.rules import SCHEDULE_TOPIC, delay_written, schedule_unit_delay
 from mqtool.formats.store_dirs import numbered_files
 from mqtool.formats.walker import data_extents
 from mqtool.integrity import dispatch_rules
@@ -262,6 +263,7 @@ def check_window(
     for t_idx, topic in enumerate(msgs.topics):
         sel = np.flatnonzero(msgs.topic == t_idx)
         tag_hash = dispatch_rules.tags_code_is_tag_hash(topic)
+        schedule = topic == SCHEDULE_TOPIC
         for qid in distinct(msgs.queue_id[sel]).tolist():
             rows = sel[msgs.queue_id[sel] == qid]
             qs = queues.get((topic, qid))
@@ -272,6 +274,9 @@ def check_window(
                 good = ours & (size == msgs.size[rows])
                 if tag_hash:
                     good &= (tags <= MAX_ADDR) | (tags == msgs.tags_code[rows])
+                if schedule:  # the deliver time: store time + a delay some level gives
+                    good &= (tags <= MAX_ADDR) | delay_written(
+                        schedule_unit_delay(tags, msgs.store_ts[rows]))
                 qs.mark_good(place[good])
             need = dispatch_rules.expected_in_cq(msgs.sys_flag[rows]) & ~ours
             qmin = qs.min_offset if qs is not None else 0

@@ -431,6 +431,19 @@ class _Plan:
                     self.gap_units[gap] += 1
                     units.append(kept)
                     continue
+                if row is not None and (int(m.phy[row]), int(m.size[row])) == kept[:2] and (
+                        q.topic == SCHEDULE_TOPIC):
+                    # the unit points at its record; its deliver time is no level's: the
+                    # level's delay from the queue's other units, as the reput service writes it
+                    unit = self._unit_for(row, q, m, delta, None)
+                    if unit is None:
+                        self.not_repaired.append(
+                            f"{where}: tagsCode {kept[2]} (the deliver time) is no delay level's "
+                            "from its record's storeTimestamp, and no other unit of the queue "
+                            "gives the level's delay: RocketMQ keeps the unit, so does the copy")
+                        unit = kept
+                    units.append(unit)
+                    continue
                 if row is not None and (int(m.phy[row]), int(m.size[row])) == kept[:2]:
                     # the unit points at its record; only the tagsCode disagrees with the
                     # record's TAGS, and no CRC says which side is damaged: left as it is

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeAlias
 from mqtool.formats.commitlog import PROPERTY_TAGS, CommitLogMessage
 from mqtool.formats.consumequeue import MAX_ADDR, tags_code_of
 from mqtool.formats.errors import Finding
+from mqtool.formats.rules import SCHEDULE_TOPIC, delay_written, schedule_unit_delay
 from mqtool.integrity import dispatch_rules
 from mqtool.integrity.lmq import is_lmq, lmq_finding, lmq_unit_problem
 from mqtool.store.records_at import KERNEL_MIN_UNITS, CommitLogReader, message_at
@@ -48,6 +49,7 @@ class UnitRecord(NamedTuple):
     queue_offset: int
     size: int
     tags_code: int  # the tag's hash (0 without a tag; 0 when the rule does not compare it)
+    store_timestamp: int  # what a schedule unit's deliver time counts from
 
     @classmethod
     def of(cls, m: CommitLogMessage | None, tags: bool) -> UnitRecord | None:
@@ -55,7 +57,7 @@ class UnitRecord(NamedTuple):
             return None
         tag = m.properties.get(PROPERTY_TAGS) if tags else None
         return cls(m.topic, m.queue_id, m.queue_offset, m.total_size,
-                   tags_code_of(tag) if tag else 0)
+                   tags_code_of(tag) if tag else 0, m.store_timestamp)
 
 
 class _UnitRule:
@@ -67,6 +69,7 @@ class _UnitRule:
         self.store, self.topic, self.qid, self.where = store, topic, qid, where
         self.first_start, self.data_end = first_start, data_end
         self.tag_hash = dispatch_rules.tags_code_is_tag_hash(topic)
+        self.schedule = topic == SCHEDULE_TOPIC
         self.lmq = is_lmq(topic)
         self.listed_end = store.listed_end() if store.live else 0
 
@@ -100,6 +103,14 @@ class _UnitRule:
         if self.tag_hash and tag > MAX_ADDR and r.tags_code != tag:
             return Finding("cq", rel, pos, f"{unit}: tagsCode is not the message's tag hash",
                            expected=str(r.tags_code), found=str(tag), phy=phy)
+        if self.schedule and tag > MAX_ADDR and not delay_written(
+                delay := schedule_unit_delay(tag, r.store_timestamp)):
+            return Finding("cq", rel, pos, f"{unit}: tagsCode {tag} (the deliver time) is {delay} "
+                           "ms after the message's storeTimestamp, a delay no messageDelayLevel "
+                           "gives (whole seconds, at most 10 years): the unit's tagsCode or the "
+                           "message's storeTimestamp is damaged",
+                           expected="storeTimestamp + the level's delay", found=str(tag),
+                           phy=phy)
         return None
 
 
@@ -168,12 +179,15 @@ def _not_plain(rule: _UnitRule, offsets: Ints, phys: Ints, sizes: Ints, tags: In
                  & (msgs.queue_offset[row] == lo) & (msgs.size[row] == size))
         if rule.tag_hash:
             plain &= (tag <= MAX_ADDR) | (msgs.tags_code[row] == tag)
+        if rule.schedule:
+            plain &= (tag <= MAX_ADDR) | delay_written(schedule_unit_delay(tag, msgs.store_ts[row]))
 
     def record(i: int) -> UnitRecord | None:
         if not hit[i]:
             return None
         r = int(row[i])
         return UnitRecord(msgs.topics[int(msgs.topic[r])], int(msgs.queue_id[r]),
-                          int(msgs.queue_offset[r]), int(msgs.size[r]), int(msgs.tags_code[r]))
+                          int(msgs.queue_offset[r]), int(msgs.size[r]), int(msgs.tags_code[r]),
+                          int(msgs.store_ts[r]))
 
     return np.flatnonzero(~(plain | below | later)).tolist(), record

@@ -249,3 +249,39 @@ def test_a_damaged_schedule_unit_is_damage_not_a_level_change(tmp_path: Path) ->
         out = res.stdout if args[0] == "verify" else res.stderr  # verify lists its findings
         assert f"{where} (phy {first['phyOffset']})" in out, (args, out)
         assert "messageDelayLevel changed" not in res.stdout + res.stderr
+
+
+def test_verify_checks_every_schedule_unit_and_repair_rebuilds_it(tmp_path: Path) -> None:
+    """The unit rule checks every schedule unit's deliver time (not only the units the
+    evidence samples): one damaged in the middle of a long queue is named by verify, and
+    repair's copy has it rebuilt from the level's delay, as the reput service writes it."""
+    root = tmp_path / "store"
+    clock = ManualClock()
+    with _refstore(root, "3s 7s", clock) as s:
+        for i in range(2 * SAMPLE + 9):
+            clock.advance(17)
+            s.put(Message.create("T", f"m{i}", delay_level=1))
+    lo = SAMPLE + 4  # read by neither of the evidence's samples
+    per_file = 10
+    rel = f"consumequeue/{SCHEDULE_TOPIC}/0/{(lo - lo % per_file) * 20:020d}"
+    at = (lo % per_file) * 20
+    with open(root / rel, "r+b") as f:
+        f.seek(at + 12)
+        good = int.from_bytes(f.read(8), "big")
+        f.seek(at + 12)
+        f.write((good + 1).to_bytes(8, "big"))  # a deliver time one millisecond off
+
+    res = run("verify", root, "--json")
+    assert res.returncode == 1, res.stderr
+    (bad,) = [f for f in json.loads(res.stdout)["findings"] if f["severity"] == "error"]
+    assert (bad["file"], bad["offset"]) == (rel, at), bad
+    assert "a delay no messageDelayLevel gives" in bad["detail"]
+    with Store.open(root) as st:
+        assert resolve_delay_levels(st).evidence[1].delay_ms == 3000
+    out = tmp_path / "fixed"
+    res = run("repair", root, "--out", out)
+    assert res.returncode == 0, res.stdout + res.stderr
+    with open(out / rel, "rb") as f:
+        f.seek(at + 12)
+        assert int.from_bytes(f.read(8), "big") == good  # storeTimestamp + 3 s again
+    assert run("verify", out).returncode == 0
