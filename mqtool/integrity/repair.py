@@ -75,12 +75,7 @@ from mqtool.formats.errors import (
     usage,
 )
 from mqtool.formats.indexfile import INDEX_ENTRY_DTYPE, index_key_hash
-from mqtool.formats.rules import (
-    SCHEDULE_TOPIC,
-    TIMER_TOPIC,
-    delay_written,
-    schedule_unit_delay,
-)
+from mqtool.formats.rules import SCHEDULE_TOPIC, TIMER_TOPIC, schedule_unit_delay
 from mqtool.formats.store_dirs import special_parts
 from mqtool.formats.walker import data_extents, nonzero_end
 from mqtool.integrity import dispatch_rules
@@ -409,13 +404,13 @@ class _Plan:
                              & dispatch_rules.expected_in_cq(m.sys_flag)) if topic_idx >= 0 else (
             np.zeros(0, np.int64))
         by_qoff = {int(m.queue_offset[i]): int(i) for i in sel.tolist()}
-        # schedule queues: tagsCode = deliver time = store time + the level's delay (evidence)
+        # schedule queues: tagsCode = deliver time = store time + the level's delay (evidence;
+        # a unit whose deliver time no level gives is one of q.bad, by the unit rule)
         delta = None
         if q.topic == SCHEDULE_TOPIC and q.units:
-            ds = [d for d in (
-                schedule_unit_delay(int(q.tags[i]), int(m.store_ts[by_qoff[int(q.offsets[i])]]))
-                for i in range(min(keep, q.units)) if int(q.offsets[i]) in by_qoff
-                and int(q.offsets[i]) not in q.bad) if delay_written(d)]
+            ds = [schedule_unit_delay(int(q.tags[i]), int(m.store_ts[by_qoff[int(q.offsets[i])]]))
+                  for i in range(min(keep, q.units)) if int(q.offsets[i]) in by_qoff
+                  and int(q.offsets[i]) not in q.bad]
             delta = max(set(ds), key=ds.count) if ds else None
         units: list[tuple[int, int, int]] = []
         for i in range(keep):
@@ -431,22 +426,22 @@ class _Plan:
                     self.gap_units[gap] += 1
                     units.append(kept)
                     continue
-                if row is not None and (int(m.phy[row]), int(m.size[row])) == kept[:2] and (
-                        q.topic == SCHEDULE_TOPIC):
-                    # the unit points at its record; its deliver time is no level's: the
-                    # level's delay from the queue's other units, as the reput service writes it
-                    unit = self._unit_for(row, q, m, delta, None)
-                    if unit is None:
-                        self.not_repaired.append(
-                            f"{where}: tagsCode {kept[2]} (the deliver time) is no delay level's "
-                            "from its record's storeTimestamp, and no other unit of the queue "
-                            "gives the level's delay: RocketMQ keeps the unit, so does the copy")
-                        unit = kept
-                    units.append(unit)
-                    continue
                 if row is not None and (int(m.phy[row]), int(m.size[row])) == kept[:2]:
-                    # the unit points at its record; only the tagsCode disagrees with the
-                    # record's TAGS, and no CRC says which side is damaged: left as it is
+                    # the unit points at its record; only its tagsCode is wrong
+                    if q.topic == SCHEDULE_TOPIC:
+                        # a deliver time no level gives: the level's delay from the queue's
+                        # other units, as the reput service writes it
+                        rebuilt = self._unit_for(row, q, m, delta, None)
+                        if rebuilt is None:
+                            self.not_repaired.append(
+                                f"{where}: tagsCode {kept[2]} (the deliver time) is no delay "
+                                "level's from its record's storeTimestamp, and no other unit of "
+                                "the queue gives the level's delay: RocketMQ keeps the unit, so "
+                                "does the copy")
+                        units.append(rebuilt or kept)
+                        continue
+                    # it is not the hash of the record's TAGS, and no CRC says which side is
+                    # damaged: left as it is
                     self.not_repaired.append(
                         f"{where}: tagsCode {kept[2]} is not the hash of the TAGS of its record "
                         f"(phy {kept[0]}, whose TAGS hash to {int(m.tags_code[row])}): the "

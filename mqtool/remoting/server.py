@@ -648,12 +648,10 @@ class RemotingServer:
             resp = self._error_response(cmd, peer, e)
         if resp is not None and not cmd.is_oneway and not peer.closed:
             data = self._encode(cmd, resp, peer)
-            if peer.after_reply:  # the answer out now: waiting to write would delay the work
-                peer.write(data)
-            else:
-                while not peer._writable.is_set() and not peer.closed:
-                    await peer._writable.wait()
-                peer.write(data)
+            # with work left for after the answer, no wait: the work may not wait either
+            while not peer._writable.is_set() and not peer.closed and not peer.after_reply:
+                await peer._writable.wait()
+            peer.write(data)
         if peer.after_reply:
             self.run_after_reply(peer)
 
