@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from mqtool.formats.errors import FormatError, MqtoolError
 from mqtool.formats.javacompat import java_string_hash
 
 if TYPE_CHECKING:
     import numpy as np
+    from pyspark.sql import Column
 
 # --- topics (MixAll, TopicValidator, TransactionalMessageUtil) -------------------------------
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX
@@ -355,8 +356,12 @@ def schedule_unit_delay(tags_code: int, store_timestamp: int) -> int: ...
 def schedule_unit_delay(tags_code: np.ndarray, store_timestamp: np.ndarray) -> np.ndarray: ...
 
 
-def schedule_unit_delay(tags_code: int | np.ndarray,
-                        store_timestamp: int | np.ndarray) -> int | np.ndarray:
+@overload
+def schedule_unit_delay(tags_code: Column, store_timestamp: Column) -> Column: ...
+
+
+def schedule_unit_delay(tags_code: int | np.ndarray | Column,
+                        store_timestamp: int | np.ndarray | Column) -> int | np.ndarray | Column:
     """The delay a ``SCHEDULE_TOPIC_XXXX`` consume-queue unit was written with.
 
     ``CommitLog#checkMessageAndReturnSize`` sets such a unit's tagsCode to
@@ -367,6 +372,8 @@ def schedule_unit_delay(tags_code: int | np.ndarray,
     return tags_code - store_timestamp
 
 
+DELAY_UNIT_MS = _TIME_UNITS["s"]
+"""A delay level's unit: every delay a broker writes is a whole number of these."""
 SCHEDULE_DELAY_MAX_MS = 3650 * _TIME_UNITS["d"]
 """The longest delay taken for one a broker wrote (ten years); see :func:`delay_written`."""
 
@@ -379,18 +386,24 @@ def delay_written(delay_ms: int) -> bool: ...
 def delay_written(delay_ms: np.ndarray) -> np.ndarray: ...
 
 
-def delay_written(delay_ms: int | np.ndarray) -> bool | np.ndarray:
+@overload
+def delay_written(delay_ms: Column) -> Column: ...
+
+
+def delay_written(delay_ms: int | np.ndarray | Column) -> bool | np.ndarray | Column:
     """Whether ``delay_ms`` (:func:`schedule_unit_delay`) can be a delay a broker wrote (for
-    a numpy array of delays, elementwise).
+    a numpy array or a Spark column of delays, elementwise).
 
     ``parseDelayLevel``'s units are whole seconds (``s``, ``m``, ``h``, ``d``) and
     ``computeDeliverTimestamp`` gives a level outside the table 1000 ms, so every delay a
     broker writes is a whole number of seconds; no operator sets a level of more than ten years.
     Anything else comes from a damaged tagsCode or storeTimestamp (such damage gives delays
     like 7,143,517,753,971,253,763 ms), not from the broker's ``messageDelayLevel``."""
-    whole = delay_ms % 1000 == 0
-    near = (delay_ms <= SCHEDULE_DELAY_MAX_MS) & (delay_ms >= -SCHEDULE_DELAY_MAX_MS)
-    return whole & near  # bools for an int, elementwise for an array
+    d: Any = delay_ms  # one expression for the three kinds (the overloads type each)
+    whole = d % DELAY_UNIT_MS == 0
+    near = (d <= SCHEDULE_DELAY_MAX_MS) & (d >= -SCHEDULE_DELAY_MAX_MS)
+    written: bool | np.ndarray | Column = whole & near  # elementwise for an array or a column
+    return written
 
 
 # --- reconsume / send-back (SubscriptionGroupConfig, SendMessageProcessor) ------------------

@@ -3,8 +3,10 @@ between the files of a store.
 
 Within a file: unreadable commitlog regions and BODYCRC failures (from the commitlog pass).
 Between files (:func:`cross_file`): units or index entries that point at no message
-(``cq-dangling``, ``index-dangling``), at another message than their own (``cq-mismatch``),
-and messages that lack their unit (``cq-missing``). First each store's tallies (counts and
+(``cq-dangling``, ``index-dangling``), at another message than their own or with a tagsCode
+that is not their message's (its tag's hash; in the schedule topic a deliver time a delay
+level gives: ``cq-mismatch``, verify's unit rule, :mod:`mqtool.store.unit_check`), and
+messages that lack their unit (``cq-missing``). First each store's tallies (counts and
 hashes of each side, made in the aggregations the scan runs anyway, :func:`settle`) settle
 the sides that are whole; what they do not settle goes through one shuffle of the messages'
 key columns, the consume-queue units and the index entries together, grouped by (store,
@@ -34,7 +36,15 @@ from mqtool.formats.errors import (
     Finding,
     Severity,
 )
-from mqtool.formats.rules import KEY_SEPARATOR, TRANSACTION_ROLLBACK_TYPE
+from mqtool.formats.rules import (
+    DELAY_UNIT_MS,
+    KEY_SEPARATOR,
+    MAX_ADDR,
+    SCHEDULE_TOPIC,
+    TRANSACTION_ROLLBACK_TYPE,
+    delay_written,
+    schedule_unit_delay,
+)
 from mqtool.integrity.dispatch_rules import NOT_IN_CONSUME_QUEUE, TRANSACTION_TYPE_MASK
 from mqtool.spark.audits import CRC_ROW, TALLY_SUM, TALLY_XOR, fold_tallies, messages
 from mqtool.spark.schema import (
@@ -169,12 +179,47 @@ def _known(cl_start: Mapping[str, Any]) -> Column:
     return low.isNull() | (here >= low) | (here < 0)
 
 
-def _unit_hash() -> Column:
+def java_string_hash(column: str) -> Column:
+    """``String#hashCode`` of the string column ``column`` as a long (Java's int, signed),
+    over its UTF-16 code units as Java counts them; 0 for null or empty:
+    :func:`mqtool.formats.rules.tags_code_of` as a column (tests/spark/test_spark_damage.py holds
+    the two equal)."""
+    units = f"hex(encode(`{column}`, 'UTF-16BE'))"
+    h = F.expr(f"aggregate(sequence(0, length({units}) div 4 - 1), 0L, (acc, i) -> "
+               f"(acc * 31 + cast(conv(substr({units}, i * 4 + 1, 4), 16, 10) as bigint)) "
+               "% 4294967296)")
+    text = F.col(column)
+    return F.when(text.isNull() | (text == F.lit("")), F.lit(0).cast("long")).otherwise(
+        F.when(h >= F.lit(2**31), h - F.lit(2**32)).otherwise(h))
+
+
+def message_tag() -> Column:
+    """What a message gives its unit's tagsCode to compare with (:func:`unit_tag`): outside
+    the schedule topic, the hash of its TAGS (``tags``; 0 without), the tagsCode the unit rule
+    wants (:func:`mqtool.integrity.dispatch_rules.tags_code_is_tag_hash`); in it, its
+    storeTimestamp modulo :data:`~mqtool.formats.rules.DELAY_UNIT_MS`, which a deliver time
+    the broker wrote keeps (:func:`~mqtool.formats.rules.delay_written`: whole seconds)."""
+    return F.when(F.col("topic") == F.lit(SCHEDULE_TOPIC),
+                  F.pmod(F.col("storeTimestamp").cast("long"), F.lit(DELAY_UNIT_MS))
+                  ).otherwise(java_string_hash("tags"))
+
+
+def unit_tag() -> Column:
+    """A unit's side of :func:`message_tag`: its tagsCode; in the schedule topic, that
+    deliver time modulo :data:`~mqtool.formats.rules.DELAY_UNIT_MS`. (An address into
+    ``consumequeue_ext`` differs from its message's: :func:`_exact` makes it no finding.)"""
+    tag = F.col("tagsCode").cast("long")
+    return F.when(F.col("topic") == F.lit(SCHEDULE_TOPIC), F.pmod(tag, F.lit(DELAY_UNIT_MS))
+                  ).otherwise(tag)
+
+
+def _unit_hash(tag: Column) -> Column:
     """xxhash64 of what a unit and its message share, typed alike on both sides (topic and
-    queueId first: the Java reader hashes them once per queue)."""
+    queueId first: the Java reader hashes them once per queue); ``tag``: :func:`message_tag`
+    or :func:`unit_tag`."""
     return F.xxhash64(F.col("topic"), F.col("queueId").cast("int"),
                       F.col("commitLogOffset").cast("long"), F.col("queueOffset").cast("long"),
-                      F.col("storeSize").cast("int"))
+                      F.col("storeSize").cast("int"), tag)
 
 
 def _entry_sums(weight: Column) -> dict[str, Column]:
@@ -199,10 +244,15 @@ def index_key_count() -> Column:
     return F.col("uniqKey").isNotNull().cast("int") + tokens
 
 
+MESSAGE_TALLY_COLUMNS = ("tags", "keys", "uniqKey")
+"""The ``records`` columns :func:`message_tallies` and :func:`cross_file` read besides the
+per-message audits' own (``AUDIT_COLUMNS`` of :mod:`mqtool.spark.scan`)."""
+
+
 def message_tallies(index_spans: Mapping[str, tuple[int, int] | None]) -> dict[str, Column]:
     """The messages' tallies, columns over a ``records`` projection (``recordType``,
     ``commitLogOffset``, ``topic``, ``queueId``, ``queueOffset``, ``storeSize``, ``sysFlag``,
-    ``keys``, ``uniqKey``) for :func:`mqtool.spark.audits.message_facts`; ``index_spans``:
+    ``tags``, ``keys``, ``uniqKey``) for :func:`mqtool.spark.audits.message_facts`; ``index_spans``:
     :func:`index_spans`."""
     is_m = F.col("recordType") == F.lit(RECORD_KIND_MESSAGE)
     txn = F.col("sysFlag").bitwiseAND(TRANSACTION_TYPE_MASK)
@@ -212,7 +262,7 @@ def message_tallies(index_spans: Mapping[str, tuple[int, int] | None]) -> dict[s
     indexed = (is_m & (txn != F.lit(TRANSACTION_ROLLBACK_TYPE))
                & F.col("commitLogOffset").between(lo, hi))
     return {_UNIT_TALLIES[0]: F.when(unit, F.lit(1)),
-            _UNIT_TALLIES[1]: F.when(unit, _unit_hash()),
+            _UNIT_TALLIES[1]: F.when(unit, _unit_hash(message_tag())),
             **_entry_sums(F.when(indexed, index_key_count()))}
 
 
@@ -222,6 +272,7 @@ def message_tally_rules(index_spans: Mapping[str, tuple[int, int] | None]) -> di
     separator and ``index_spans``."""
     return {"tallyNames": [*_UNIT_TALLIES, *_INDEX_TALLIES],
             **unit_rule(), "txnRollback": TRANSACTION_ROLLBACK_TYPE, "keySeparator": KEY_SEPARATOR,
+            "scheduleTopic": SCHEDULE_TOPIC, "delayUnitMs": DELAY_UNIT_MS,
             "indexSpans": {s: None if v is None else list(v) for s, v in index_spans.items()}}
 
 
@@ -230,7 +281,7 @@ def unit_tallies(cl_start: Mapping[str, Any]) -> dict[str, Column]:
     :func:`mqtool.spark.audits.queue_facts`."""
     known = _known(cl_start)
     return {_UNIT_TALLIES[0]: F.when(known, F.lit(1)),
-            _UNIT_TALLIES[1]: F.when(known, _unit_hash())}
+            _UNIT_TALLIES[1]: F.when(known, _unit_hash(unit_tag()))}
 
 
 def index_tallies(index: DataFrame, cl_start: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -244,7 +295,8 @@ def index_tallies(index: DataFrame, cl_start: Mapping[str, Any]) -> dict[str, di
 def unit_tally_rules(cl_start: Mapping[str, Any]) -> dict[str, Any]:
     """:func:`unit_tallies` as ``FactsJob.java`` is told it
     (:func:`mqtool.spark.audits.queue_rules`)."""
-    return {"tallyNames": list(_UNIT_TALLIES), "knownFrom": _known_from(cl_start)}
+    return {"tallyNames": list(_UNIT_TALLIES), "knownFrom": _known_from(cl_start),
+            "delayUnitMs": DELAY_UNIT_MS}
 
 
 def index_tally_rules(cl_start: Mapping[str, Any]) -> dict[str, Any]:
@@ -305,7 +357,8 @@ def _suspects(
     """(sid, phy): the commitlog offsets where :func:`_exact` could find anything, from one
     hash aggregation of narrow rows (no string, no sort): a store number, the offset, whether
     the row is a message or a unit, and a signature, xxhash64 of (topic, queueId, queueOffset,
-    size), the message's and the units' alike; XORed per offset.
+    size, tagsCode: :func:`message_tag`, :func:`unit_tag`), the message's and the units'
+    alike; XORed per offset.
 
     An offset is clear when exactly one message starts there and either one unit is there with
     the message's signature (XOR 0) or no unit is and its transaction type is never in a
@@ -325,8 +378,10 @@ def _suspects(
     sid = _by_store({store: n for n, store in enumerate(cl_start)}, "int")
     here = F.col("commitLogOffset")
     known = _known(cl_start)
-    sig = F.xxhash64("topic", F.col("queueId").cast("int"), F.col("queueOffset").cast("long"),
-                     F.col("storeSize").cast("int"))
+
+    def sig(tag: Column) -> Column:
+        return F.xxhash64("topic", F.col("queueId").cast("int"),
+                          F.col("queueOffset").cast("long"), F.col("storeSize").cast("int"), tag)
 
     def narrow(df: DataFrame, kind: str) -> DataFrame:
         keep = ~done({"m": "messages", "u": "units", "i": "index"}[kind])
@@ -337,7 +392,8 @@ def _suspects(
         return df.filter(keep if kind == "m" else keep & known).select(
             sid.alias("sid"), here.alias("phy"),
             F.lit(1 if kind == "m" else 0).alias("m"), F.lit(1 if kind == "u" else 0).alias("u"),
-            exp.alias("exp"), (F.lit(0).cast("long") if kind == "i" else sig).alias("sig"),
+            exp.alias("exp"), (F.lit(0).cast("long") if kind == "i" else
+                               sig(message_tag() if kind == "m" else unit_tag())).alias("sig"),
         )
 
     rows = narrow(msgs, "m")
@@ -455,7 +511,10 @@ def _exact(
     (one exchange, one sort; no join of the big sides, so each source is read once): every
     row learns the fields of the message at its offset, if any. A unit or index entry ("pointer")
     with no message there is ``cq-dangling`` or ``index-dangling``, a unit at another message
-    than its own (topic, queue, queue offset or size) is ``cq-mismatch``, and a message with no
+    than its own (topic, queue, queue offset or size), or at its own with a tagsCode that is
+    not the message's tag hash or, in the schedule topic, a deliver time no delay gives from
+    the message's store time (verify's unit rule; an address into ``consumequeue_ext`` is
+    neither), is ``cq-mismatch``, and a message with no
     unit that matches it exactly (topic, queue, queue offset) lacks its unit (``cq-missing``).
     Every finding comes out of one projection of that table.
 
@@ -471,20 +530,23 @@ def _exact(
 
     none_s, none_i, none_l = (F.lit(None).cast(t) for t in ("string", "int", "long"))
     cols = ["topic", "queueId", "queueOffset", "storeSize", "sysFlag", "file", "fileOffset",
-            "entry", "keyHash"]
+            "entry", "keyHash", "tagsCode", "storeTimestamp"]
 
     def tagged(df: DataFrame, tag: str, **given: Column) -> DataFrame:
         nulls = {"topic": none_s, "queueId": none_i, "queueOffset": none_l,
-                 "storeSize": none_i, "sysFlag": none_i, "entry": none_i, "keyHash": none_i}
+                 "storeSize": none_i, "sysFlag": none_i, "entry": none_i, "keyHash": none_i,
+                 "tagsCode": none_l, "storeTimestamp": none_l}
         return df.select(*_KEYS, F.lit(tag).alias("tag"), *[
             given.get(c, F.col(c) if c in ("file", "fileOffset") else nulls[c]).alias(c)
             for c in cols])
 
     msg, unit = "m", CQ_DANGLING
     assert msgs is not None
-    parts = [tagged(msgs, msg, **{c: F.col(c) for c in cols[:5]})]
+    parts = [tagged(msgs, msg, **{c: F.col(c) for c in cols[:5]}, tagsCode=message_tag(),
+                    storeTimestamp=F.col("storeTimestamp"))]
     if cq is not None:
-        parts.append(tagged(cq, unit, **{c: F.col(c) for c in cols[:4]}))
+        parts.append(tagged(cq, unit, **{c: F.col(c) for c in cols[:4]},
+                            tagsCode=F.col("tagsCode").cast("long")))
     if index is not None:
         parts.append(tagged(index, INDEX_DANGLING, entry=F.col("entry"),
                             keyHash=F.col("keyHash")))
@@ -497,7 +559,8 @@ def _exact(
     is_unit = F.col("tag") == F.lit(unit)
     rows = rows.select(
         "*", *[F.max(F.when(is_m, F.col(c))).over(w).alias(f"m_{c}")
-               for c in ("topic", "queueId", "queueOffset", "storeSize")],
+               for c in ("topic", "queueId", "queueOffset", "storeSize", "tagsCode",
+                         "storeTimestamp")],
         F.max(is_m.cast("int")).over(w).alias("hasM"),
     )
     exact = (is_unit & (F.col("topic") == F.col("m_topic"))
@@ -511,11 +574,19 @@ def _exact(
     known = F.col("clMin").isNull() | (here >= F.col("clMin")) | (here < 0)
     dangling = ~is_m & ~has_m & known
     mismatch = is_unit & has_m & (~exact | (F.col("storeSize") != F.col("m_storeSize")))
+    # the unit rule's tagsCode (mqtool.store.unit_check): the tag's hash, unless the unit
+    # holds an address into consumequeue_ext; in the schedule topic a deliver time, which
+    # must be a delay a broker writes after the message's store time
+    own = is_unit & has_m & ~mismatch & (F.col("tagsCode") > F.lit(MAX_ADDR))
+    schedule = F.col("topic") == F.lit(SCHEDULE_TOPIC)
+    delay = schedule_unit_delay(F.col("tagsCode"), F.col("m_storeTimestamp"))
+    tag_bad = own & ~schedule & (F.col("tagsCode") != F.col("m_tagsCode"))
+    deliver_bad = own & schedule & ~delay_written(delay)
     # a message below its queue's first unit: the queue was cut, not lost
     missing = (is_m & (F.col("anyExact") == 0) & gets_unit(F.col("sysFlag"))
                & (F.col("minOffset").isNull() | (F.col("queueOffset") >= F.col("minOffset"))))
     if cq is None:
-        mismatch = missing = F.lit(False)
+        mismatch = missing = tag_bad = deliver_bad = F.lit(False)
         rows = rows.withColumn("minOffset", none_l)
     else:
         if qmin is None:
@@ -534,11 +605,19 @@ def _exact(
             " (size %d): the message there is %s/%d@%d (size %d)", F.col("storeSize"),
             F.col("m_topic"), F.col("m_queueId"), F.col("m_queueOffset"),
             F.col("m_storeSize"))))
+        .when(tag_bad, F.concat(where, F.format_string(
+            ": tagsCode %d is not the message's tag hash %d", F.col("tagsCode"),
+            F.col("m_tagsCode"))))
+        .when(deliver_bad, F.concat(where, F.format_string(
+            ": tagsCode %d (the deliver time) is %d ms after the message's storeTimestamp, a "
+            "delay no messageDelayLevel gives (whole seconds, at most 10 years)",
+            F.col("tagsCode"), delay)))
         .otherwise(F.format_string(
             "message %s/%d@%d (%d bytes) has no consume-queue unit", F.col("topic"),
             F.col("queueId"), F.col("queueOffset"), F.col("storeSize")))
     )
-    kind = (F.when(dangling, F.col("tag")).when(mismatch, F.lit(CQ_MISMATCH))
+    kind = (F.when(dangling, F.col("tag"))
+            .when(mismatch | tag_bad | deliver_bad, F.lit(CQ_MISMATCH))
             .when(missing, F.lit(CQ_MISSING)))
     for k in (CQ_DANGLING, INDEX_DANGLING, CQ_MISMATCH, CQ_MISSING):
         _finding(k, here, here, here)  # every kind this audit makes is registered

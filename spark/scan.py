@@ -368,7 +368,7 @@ def run_scan(
     cl_starts = {s: _commitlog_start(s) for s in stores}
     spans = None
     if "integrity" in want:
-        narrow_cols += ["keys", "uniqKey"]
+        narrow_cols += integ.MESSAGE_TALLY_COLUMNS
         spans = integ.index_spans(stores)
     # BODYCRC failures are the integrity audit's findings: no other audit pays for the check
     audit_crc = check_crc and "integrity" in want

@@ -123,7 +123,8 @@ def unit_findings(
     each checked against the record at its commitlog offset (read in place): impossible values,
     a record past the valid data (``data_end``), no record there, another queue's record
     (topic, queueId, queueOffset, size; an LMQ's unit must name a record dispatched to it,
-    :mod:`mqtool.integrity.lmq`), a tagsCode that is not the record's tag hash. Units below
+    :mod:`mqtool.integrity.lmq`), a tagsCode that is not the record's tag hash, a schedule
+    unit's deliver time that no delay level gives from the record's store time. Units below
     ``first_start`` (commitlog files deleted first) are no findings; on a live store, neither
     are units of records past the files it was opened with (written since), and records past
     ``data_end`` are read as they are now. Returns (index into the columns, finding) for each

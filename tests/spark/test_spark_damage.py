@@ -378,6 +378,21 @@ def _damaged_copy(tmp_path: Path, damage: str) -> tuple[Path, set[tuple[str, str
             f.seek(last["fileOffset"] + 20)
             f.write(unit)
         return root, {("cq-mismatch", cq_rel, last["fileOffset"] + 20)}
+    if damage in ("unit-tag", "deliver-ms", "deliver-s"):
+        # a unit whose tagsCode is not its message's tag hash (a consumer filtering by tag
+        # would skip the message); a schedule unit's deliver time 1 ms off (no delay level
+        # gives it) or 1 s off (a level's delay changed: no damage)
+        if damage != "unit-tag":
+            u = _unit("SCHEDULE_TOPIC_XXXX", 2, 1)
+            cq_rel = f"consumequeue/SCHEDULE_TOPIC_XXXX/2/{u['file']}"
+            cq_file = root / cq_rel
+        with open(cq_file, "r+b") as f:
+            f.seek(u["fileOffset"] + 12)
+            (tag,) = struct.unpack(">q", f.read(8))
+            f.seek(u["fileOffset"] + 12)
+            f.write(struct.pack(">q", tag + (1000 if damage == "deliver-s" else 1)))
+        return root, set() if damage == "deliver-s" else {("cq-mismatch", cq_rel,
+                                                           u["fileOffset"])}
     assert damage == "index-entry"  # an index entry into the middle of a record
     index_file = next((root / "index").iterdir())
     geo = index_geometry(index_file.stat().st_size, buf=index_file.read_bytes())
@@ -386,7 +401,8 @@ def _damaged_copy(tmp_path: Path, damage: str) -> tuple[Path, set[tuple[str, str
 
 
 @pytest.mark.parametrize(("damage", "units", "index"), [
-    ("unit-offset", False, True), ("unit-twice", False, True), ("index-entry", True, False)])
+    ("unit-offset", False, True), ("unit-twice", False, True), ("unit-tag", False, True),
+    ("deliver-ms", False, True), ("index-entry", True, False)])
 def test_tallies_tell_each_damaged_side_from_a_clean_one(
     spark, tmp_path: Path, damage: str, units: bool, index: bool,  # noqa: F811
 ) -> None:
@@ -401,11 +417,11 @@ def test_tallies_tell_each_damaged_side_from_a_clean_one(
     assert {(f["kind"], f["file"], f["offset"]) for f in got.summary["integrity"]} == expected
 
 
-@pytest.mark.parametrize("damage", [None, "index-entry"])
+@pytest.mark.parametrize("damage", [None, "index-entry", "unit-tag", "deliver-ms"])
 def test_tallies_of_the_python_data_source(spark, tmp_path: Path, monkeypatch,  # noqa: F811
                                           damage: str | None) -> None:
     """Without the Java reader (a machine with no JDK) the same tallies settle the same sides:
-    the Python data source gives the keys, uniqKey and key columns alike."""
+    the Python data source gives the keys, uniqKey, tags and key columns alike."""
     from mqtool.spark import integrity, source
     from mqtool.spark.scan import run_scan
 
@@ -414,10 +430,43 @@ def test_tallies_of_the_python_data_source(spark, tmp_path: Path, monkeypatch,  
         root, expected, want = store_dir(SCENARIO), set(), integrity.Settled(True, True, True)
     else:
         root, expected = _damaged_copy(tmp_path, damage)
-        want = integrity.Settled(True, False, False)
+        want = integrity.Settled(damage == "index-entry", damage != "index-entry", False)
     got = run_scan(spark, [str(root)], now_ms=NOW_MS, split_size=1000, audits=["integrity"])
     assert got.settled == {str(root): want}
     assert {(f["kind"], f["file"], f["offset"]) for f in got.summary["integrity"]} == expected
+
+
+@pytest.mark.parametrize("damage", ["unit-tag", "deliver-ms", "deliver-s"])
+def test_a_unit_tagscode_finding_is_verifys(spark, tmp_path: Path,  # noqa: F811
+                                            damage: str) -> None:
+    """scan and verify judge a unit's tagsCode alike (verify's unit rule): a tag hash that is
+    not the message's, a schedule unit's deliver time no delay level gives (each the same
+    unit, the same values), a deliver time a changed level gives (neither)."""
+    from mqtool.integrity.checks import verify
+    from mqtool.spark.scan import run_scan
+
+    root, expected = _damaged_copy(tmp_path, damage)
+    got = run_scan(spark, [str(root)], now_ms=NOW_MS, split_size=1000, audits=["integrity"])
+    errors = verify(root).errors
+    assert {(f["kind"], f["file"], f["offset"]) for f in got.summary["integrity"]} == expected
+    assert {(f.file, f.offset) for f in errors} == {(f, o) for _, f, o in expected}
+    for scan_f, verify_f in zip(got.summary["integrity"], errors, strict=True):
+        assert f"tagsCode {verify_f.found}" in scan_f["detail"]
+        assert ("tag hash" if damage == "unit-tag" else "1001 ms after") in scan_f["detail"]
+
+
+def test_java_string_hash_is_tags_code_of(spark) -> None:  # noqa: F811
+    """The Spark column of a tag's hash equals the broker's rule (String#hashCode over UTF-16
+    code units) on ASCII, accented, CJK and astral-plane text, the empty string and null."""
+    from mqtool.formats.rules import tags_code_of
+    from mqtool.spark.integrity import java_string_hash
+
+    cases = ["TagA", "a", "", None, "ünïcødé", "\U0001F600x", "标签", "x" * 200, "\x00",
+             "A || B", "ZZZZZZZZ"]
+    df = spark.createDataFrame([(c,) for c in cases], "tags string")
+    got = [r[0] for r in df.select(java_string_hash("tags")).collect()]
+    assert got == [tags_code_of(c) for c in cases]
+    assert got[0] == 2598919 and got[2] == got[3] == 0
 
 
 def test_index_key_count_is_the_rule_of_index_keys(spark) -> None:  # noqa: F811

@@ -30,7 +30,7 @@ def _both(spark: Any, stores: list[str], split: int, bucket_ms: int,  # noqa: F8
     from mqtool.spark import source
     from mqtool.spark.scan import AUDIT_COLUMNS
 
-    cols = [*AUDIT_COLUMNS[2:], "properties", *(("keys", "uniqKey") if tallies else ())]
+    cols = [*AUDIT_COLUMNS[2:], "properties", *(integ.MESSAGE_TALLY_COLUMNS if tallies else ())]
     kw: dict[str, Any] = {"columns": cols, "properties_for": [A.DLQ_PREFIX],
                           "split_size": split, "partition_bytes": 1 << 20}
     spans = integ.index_spans(stores)

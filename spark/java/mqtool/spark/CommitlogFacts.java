@@ -27,6 +27,7 @@ final class CommitlogFacts extends CommitlogDecoder {
     private static final int PLAIN = 0;
     private static final int DLQ = 1;
     private static final int RETRY = 2;
+    private static final int SCHEDULE = 3;  // units carry a deliver time, not the tag hash
     // a group's longs: its key, then its aggregates
     private static final int K1 = 0;  // topic id << 32 | queueId
     private static final int K2 = 1;  // bucket
@@ -133,7 +134,7 @@ final class CommitlogFacts extends CommitlogDecoder {
             a.ts(ts);
             a.qo(qo);
             if (tallies) {
-                tally(a, null, -1, t, m, phys, qid, qo, size);
+                tally(a, null, -1, t, m, phys, qid, qo, size, ts);
             }
             return;
         }
@@ -146,23 +147,31 @@ final class CommitlogFacts extends CommitlogDecoder {
         a[at + MIN_QO] = Math.min(a[at + MIN_QO], qo);
         a[at + MAX_QO] = Math.max(a[at + MAX_QO], qo);
         if (tallies) {
-            tally(null, a, at, t, m, phys, qid, qo, size);
+            tally(null, a, at, t, m, phys, qid, qo, size, ts);
         }
     }
 
     /** integrity.message_tallies of the message: into the rare group ``r`` or the group at
      * ``at`` of ``a``. */
     private void tally(FactsJob.Acc r, long[] a, int at, int t, int m, long phys, int qid,
-                       long qo, int size) {
+                       long qo, int size, long ts) {
         int txn = sysFlag & rules.txnMask;
         boolean getsUnit = true;
         for (int v : rules.notInConsumeQueue) {
             getsUnit &= txn != v;
         }
+        boolean indexed = txn != rules.txnRollback && span != null && phys >= span[0]
+            && phys <= span[1];
+        if (getsUnit || indexed) {
+            pick(m);
+        }
         if (getsUnit) {
+            int j = picked[0];
+            long tag = tKind[t] == SCHEDULE ? Math.floorMod(ts, rules.delayUnitMs)
+                : j < 0 ? 0 : FactsJob.stringHash(arena, pairs[4 * j + 2], pairs[4 * j + 3]);
             long h = FactsJob.unitHash(r != null
                 ? FactsJob.unitPrefix(arena, rTopic, topicLen, qid) : a[at + PREFIX], phys, qo,
-                size);
+                size, tag);
             if (r != null) {
                 r.units.add(1, h);
             } else {
@@ -170,8 +179,7 @@ final class CommitlogFacts extends CommitlogDecoder {
                 a[at + UNIT_XOR] ^= h;
             }
         }
-        if (txn != rules.txnRollback && span != null && phys >= span[0] && phys <= span[1]) {
-            pick(m);
+        if (indexed) {
             long w = keyCount();
             long h = XXH64.hashLong(phys, FactsJob.SEED);
             long c0 = (h & chunkMask) * w;
@@ -288,6 +296,8 @@ final class CommitlogFacts extends CommitlogDecoder {
         } else if (u.startsWith(rules.retryPrefix)) {
             tKind[t] = RETRY;
             tGroup[t] = u.substring(rules.retryPrefix.numChars(), u.numChars());
+        } else if (u.equals(rules.scheduleTopic)) {
+            tKind[t] = SCHEDULE;
         }
         return t;
     }

@@ -71,6 +71,8 @@ public final class FactsJob {
         int fineMax;  // at most this many groups by every key at once in a task
         String[] tallyNames;  // units' count and XOR, index entries' count and 3 chunk sums
                               // (null: no tallies)
+        UTF8String scheduleTopic;  // its units' tagsCode is no tag hash (with tallyNames)
+        long delayUnitMs;  // a schedule message's tag: its storeTimestamp modulo this
         String[] rareColumns;  // audits.RARE_COLUMNS: the columns a rare row keeps
         HashMap<String, long[]> indexSpans = new HashMap<>();  // store -> [lo, hi]
 
@@ -95,6 +97,8 @@ public final class FactsJob {
                 return r;
             }
             r.tallyNames = strings(j.get("tallyNames"));
+            r.scheduleTopic = UTF8String.fromString(j.get("scheduleTopic").asText());
+            r.delayUnitMs = j.get("delayUnitMs").asLong();
             byte[] sep = j.get("keySeparator").asText().getBytes(StandardCharsets.UTF_8);
             if (sep.length != 1) {
                 throw new IllegalArgumentException("the key separator must be one byte");
@@ -132,12 +136,29 @@ public final class FactsJob {
     }
 
     /** integrity._unit_hash: xxhash64(topic, queueId, commitLogOffset, queueOffset,
-     * storeSize) as Spark computes it, the same over a message and over its consume-queue
-     * unit; ``prefix`` is unitPrefix() of its topic and queueId (one per queue). */
-    static long unitHash(long prefix, long off, long qo, int size) {
+     * storeSize, tag) as Spark computes it, the same over a message and over its consume-queue
+     * unit; ``prefix`` is unitPrefix() of its topic and queueId (one per queue), ``tag`` the
+     * unit's tagsCode or the message's tag hash; in the schedule topic the deliver time's or
+     * the storeTimestamp's remainder by delayUnitMs (integrity.unit_tag,
+     * integrity.message_tag). */
+    static long unitHash(long prefix, long off, long qo, int size, long tag) {
         long h = XXH64.hashLong(off, prefix);
         h = XXH64.hashLong(qo, h);
-        return XXH64.hashInt(size, h);
+        h = XXH64.hashInt(size, h);
+        return XXH64.hashLong(tag, h);
+    }
+
+    /** String#hashCode of the UTF-8 bytes ``len`` long at ``at`` of ``b`` (the tagsCode
+     * MessageExtBrokerInner#tagsString2tagsCode gives a tag; integrity.java_string_hash). */
+    static long stringHash(byte[] b, int at, int len) {
+        int h = 0;
+        for (int i = at, e = at + len; i < e; i++) {
+            if (b[i] < 0) {  // not ASCII: as Java decodes it
+                return new String(b, at, len, StandardCharsets.UTF_8).hashCode();
+            }
+            h = 31 * h + b[i];
+        }
+        return h;
     }
 
     /** The hash of unitHash's first two values: the topic's bytes ``topicLen`` long at
@@ -442,6 +463,7 @@ public final class FactsJob {
         HashMap<String, HashMap<Integer, Long>> delayOffsets = new HashMap<>();  // store -> queueId
         HashMap<String, Long> known = new HashMap<>();  // store -> its first commitlog offset
         String[] tallyNames;  // null: no tallies
+        long delayUnitMs;  // with tallyNames: a schedule unit's tag is its tagsCode modulo this
 
         static AuxRules of(String text) throws java.io.IOException {
             JsonNode j = new ObjectMapper().readTree(text);
@@ -460,6 +482,7 @@ public final class FactsJob {
                 }
             });
             r.tallyNames = j.has("tallyNames") ? Rules.strings(j.get("tallyNames")) : null;
+            r.delayUnitMs = j.path("delayUnitMs").asLong(1);
             return r;
         }
 
@@ -557,7 +580,8 @@ public final class FactsJob {
                 g.next(t);
             }
             if (tallies && (o >= known || o < 0)) {  // AuxRules.known
-                g.units.add(1, unitHash(prefix, o, q, size));
+                g.units.add(1, unitHash(prefix, o, q, size,
+                    sched ? Math.floorMod(t, rules.delayUnitMs) : t));
             }
         }
     }
