@@ -54,6 +54,7 @@ from mqtool.spark.schema import (
     finding_row,
     spark_schema,
 )
+from mqtool.store.unit_check import DELIVER_EXPECTED
 
 FINDING_COLUMNS = FINDING_SCHEMA.names
 _KEYS = ["store", "commitLogOffset"]
@@ -76,7 +77,7 @@ def unit_rule() -> dict[str, Any]:
 # --- integrity -------------------------------------------------------------------------------
 def _finding(
     kind: str, file: Column, offset: Column, detail: Column, phy: Column | None = None,
-    kind_col: Column | None = None,
+    kind_col: Column | None = None, expected: Column | None = None, found: Column | None = None,
 ) -> list[Column]:
     """The FINDING_SCHEMA columns of a :class:`~mqtool.formats.errors.Finding` of ``kind``
     (a registered name: checked here, on the driver; ``kind_col``: a column holding one of
@@ -90,8 +91,8 @@ def _finding(
         file.alias("file"),
         offset.cast("long").alias("offset"),
         detail.alias("detail"),
-        F.lit(None).cast("string").alias("expected"),
-        F.lit(None).cast("string").alias("found"),
+        (F.lit(None) if expected is None else expected).cast("string").alias("expected"),
+        (F.lit(None) if found is None else found).cast("string").alias("found"),
         (F.lit(None) if phy is None else phy).cast("long").alias("phy"),
     ]
 
@@ -621,8 +622,12 @@ def _exact(
             .when(missing, F.lit(CQ_MISSING)))
     for k in (CQ_DANGLING, INDEX_DANGLING, CQ_MISMATCH, CQ_MISSING):
         _finding(k, here, here, here)  # every kind this audit makes is registered
+    expected = (F.when(tag_bad, F.col("m_tagsCode").cast("string"))
+                .when(deliver_bad, F.lit(DELIVER_EXPECTED)))
+    found = F.when(tag_bad | deliver_bad, F.col("tagsCode").cast("string"))
     return rows.filter(kind.isNotNull()).select(*_finding(
-        CQ_MISSING, F.col("file"), F.col("fileOffset"), detail, here, kind_col=kind))
+        CQ_MISSING, F.col("file"), F.col("fileOffset"), detail, here, kind_col=kind,
+        expected=expected, found=found))
 
 
 def commitlog_starts(spark: SparkSession, starts: Mapping[str, int | None]) -> DataFrame:

@@ -148,12 +148,17 @@ def unscannable(root: Path) -> list[str]:
 
 def unread_by_scan(root: Path) -> list[str]:
     """What the scan leaves out of a store it reads, to be said: LMQ queues (their units
-    point at records of other topics, a rule of ``verify``'s), and the parts no command
-    reads (:func:`mqtool.store.queue_sources.unread_parts`)."""
+    point at records of other topics, a rule of ``verify``'s) and the RocksDB consume queue
+    of a store that writes the file queues beside it (the scan reads the files)."""
+    parts = special_parts(root)
     out = []
-    if LMQ in special_parts(root):
+    if LMQ in parts:
         out.append("LMQ queues (consumequeue/%LMQ%*, enableLmq) are not read by scan; "
                    "verify checks them")
+    if ROCKSDB_CQ in parts:  # (a store of it alone is refused: unscannable)
+        out.append("the RocksDB consume queue (consumequeue/*.sst, rocksdbCQDoubleWriteEnable) "
+                   "is not read by scan, the file queues written beside it are; verify "
+                   "checks both")
     return out
 
 

@@ -31,6 +31,10 @@ if TYPE_CHECKING:
     """A column of integers: a list (a few units) or a numpy array (verify's batches)."""
 
 
+DELIVER_EXPECTED = "storeTimestamp + the level's delay"
+"""What a schedule unit's tagsCode should be (a finding's ``expected``)."""
+
+
 class UnitReader(CommitLogReader, Protocol):
     """What the unit rule reads of a store (:class:`mqtool.store.reader.Store`)."""
 
@@ -109,7 +113,7 @@ class _UnitRule:
                            "ms after the message's storeTimestamp, a delay no messageDelayLevel "
                            "gives (whole seconds, at most 10 years): the unit's tagsCode or the "
                            "message's storeTimestamp is damaged",
-                           expected="storeTimestamp + the level's delay", found=str(tag),
+                           expected=DELIVER_EXPECTED, found=str(tag),
                            phy=phy)
         return None
 

@@ -451,6 +451,7 @@ def test_a_unit_tagscode_finding_is_verifys(spark, tmp_path: Path,  # noqa: F811
     assert {(f["kind"], f["file"], f["offset"]) for f in got.summary["integrity"]} == expected
     assert {(f.file, f.offset) for f in errors} == {(f, o) for _, f, o in expected}
     for scan_f, verify_f in zip(got.summary["integrity"], errors, strict=True):
+        assert (scan_f["expected"], scan_f["found"]) == (verify_f.expected, verify_f.found)
         assert f"tagsCode {verify_f.found}" in scan_f["detail"]
         assert ("tag hash" if damage == "unit-tag" else "1001 ms after") in scan_f["detail"]
 

@@ -366,15 +366,18 @@ def test_a_store_scan_cannot_read_is_refused_before_spark(kind: str, says: str) 
 
 def test_lmq_and_double_written_rocksdb_stores_scan_clean(spark) -> None:  # noqa: F811
     """The LMQ queues are left out with a warning (their units point at other topics' records,
-    verify's rule); the double-written RocksDB store is read from its file queues."""
+    verify's rule); the double-written RocksDB store is read from its file queues, and says
+    that its RocksDB queue is not read."""
     from mqtool.spark.scan import run_scan
 
     names = ["5.3.3/lmq", "5.3.3/rocksdb-double"]
     result = run_scan(spark, [str(store_dir(n)) for n in names], now_ms=NOW_MS)
-    findings = result.findings()
-    assert [str(f.severity) for _, f in findings] == ["warning"]
-    ((store, f),) = findings
-    assert store == str(store_dir("5.3.3/lmq")) and "LMQ queues" in f.detail
+    findings = sorted(result.findings(), key=lambda x: x[0])
+    assert [str(f.severity) for _, f in findings] == ["warning", "warning"]
+    (lmq, f), (double, g) = findings
+    assert lmq == str(store_dir("5.3.3/lmq")) and "LMQ queues" in f.detail
+    assert double == str(store_dir("5.3.3/rocksdb-double"))
+    assert "RocksDB consume queue" in g.detail and "verify checks both" in g.detail
     assert result.summary["totals"]["messages"] == sum(len(_messages(n)) for n in names)
     units = sum(len(q["units"]) for n in names for q in manifest_jsonl(n, "queues.jsonl")
                 if not q["topic"].startswith("%LMQ%"))
