@@ -195,9 +195,12 @@ _kind("gap", "commitlog data missing between two files")
 # Kinds of the cross-file checks (mqtool scan's integrity audit)
 UNREADABLE = _kind("unreadable", "a commitlog region that holds no readable record")
 CQ_DANGLING = _kind("cq-dangling", "a consume-queue unit that points at no message")
-CQ_MISMATCH = _kind("cq-mismatch", "a consume-queue unit that points at another message")
+CQ_MISMATCH = _kind("cq-mismatch", "a consume-queue unit that points at another message, or "
+                    "whose tagsCode is not what its message gives")
 CQ_MISSING = _kind("cq-missing", "a message without its consume-queue unit")
 INDEX_DANGLING = _kind("index-dangling", "an index entry that points at no message start")
+INDEX_MISMATCH = _kind("index-mismatch", "an index entry whose keyHash is none of its "
+                       "message's index keys, or whose prevIndex names no earlier entry")
 # Kinds of the delay-level evidence (mqtool/delaylevels.py) and the 5.x timer files checks
 DELAY_LEVELS = _kind(
     "delay-levels", "delay levels given or configured that contradict the store's evidence")

@@ -5,8 +5,11 @@ Within a file: unreadable commitlog regions and BODYCRC failures (from the commi
 Between files (:func:`cross_file`): units or index entries that point at no message
 (``cq-dangling``, ``index-dangling``), at another message than their own or with a tagsCode
 that is not their message's (its tag's hash; in the schedule topic a deliver time a delay
-level gives: ``cq-mismatch``, verify's unit rule, :mod:`mqtool.store.unit_check`), and
-messages that lack their unit (``cq-missing``). First each store's tallies (counts and
+level gives: ``cq-mismatch``, verify's unit rule, :mod:`mqtool.store.unit_check`), index
+entries whose keyHash is none of their message's keys or whose prevIndex names no earlier entry
+(``index-mismatch``, verify's entry rules, :mod:`mqtool.integrity.indexcheck`; an entry's
+timeDiff and the slot tables are verify's alone), and messages that lack their unit
+(``cq-missing``). First each store's tallies (counts and
 hashes of each side, made in the aggregations the scan runs anyway, :func:`settle`) settle
 the sides that are whole; what they do not settle goes through one shuffle of the messages'
 key columns, the consume-queue units and the index entries together, grouped by (store,
@@ -31,6 +34,7 @@ from mqtool.formats.errors import (
     CQ_MISSING,
     FINDING_KINDS,
     INDEX_DANGLING,
+    INDEX_MISMATCH,
     UNREADABLE,
     CrcMismatchError,
     Finding,
@@ -180,18 +184,18 @@ def _known(cl_start: Mapping[str, Any]) -> Column:
     return low.isNull() | (here >= low) | (here < 0)
 
 
-def java_string_hash(column: str) -> Column:
-    """``String#hashCode`` of the string column ``column`` as a long (Java's int, signed),
-    over its UTF-16 code units as Java counts them; 0 for null or empty:
+def java_string_hash(text: Column) -> Column:
+    """``String#hashCode`` of the string column ``text`` as a long (Java's int, signed), over
+    its UTF-16 code units as Java counts them; 0 for null or empty:
     :func:`mqtool.formats.rules.tags_code_of` as a column (tests/spark/test_spark_damage.py holds
     the two equal)."""
-    units = f"hex(encode(`{column}`, 'UTF-16BE'))"
-    h = F.expr(f"aggregate(sequence(0, length({units}) div 4 - 1), 0L, (acc, i) -> "
-               f"(acc * 31 + cast(conv(substr({units}, i * 4 + 1, 4), 16, 10) as bigint)) "
-               "% 4294967296)")
-    text = F.col(column)
-    return F.when(text.isNull() | (text == F.lit("")), F.lit(0).cast("long")).otherwise(
-        F.when(h >= F.lit(2**31), h - F.lit(2**32)).otherwise(h))
+    units = F.hex(F.encode(text, "UTF-16BE"))  # four hex digits a code unit
+    h = F.aggregate(
+        F.sequence(F.lit(0), (F.length(units) / 4).cast("int") - 1), F.lit(0).cast("long"),
+        lambda acc, i: (acc * 31 + F.conv(F.substr(units, i * 4 + 1, F.lit(4)), 16, 10)
+                        .cast("long")) % F.lit(2**32))
+    return F.when(text.isNull() | (F.length(text) == 0), F.lit(0).cast("long")).otherwise(
+        (h + F.lit(2**31)) % F.lit(2**32) - F.lit(2**31))
 
 
 def message_tag() -> Column:
@@ -202,7 +206,7 @@ def message_tag() -> Column:
     the broker wrote keeps (:func:`~mqtool.formats.rules.delay_written`: whole seconds)."""
     return F.when(F.col("topic") == F.lit(SCHEDULE_TOPIC),
                   F.pmod(F.col("storeTimestamp").cast("long"), F.lit(DELAY_UNIT_MS))
-                  ).otherwise(java_string_hash("tags"))
+                  ).otherwise(java_string_hash(F.col("tags")))
 
 
 def unit_tag() -> Column:
@@ -223,31 +227,82 @@ def _unit_hash(tag: Column) -> Column:
                       F.col("storeSize").cast("int"), tag)
 
 
-def _entry_sums(weight: Column) -> dict[str, Column]:
-    """The index tallies of rows that stand for ``weight`` entries at their offset each."""
-    h = F.xxhash64(F.col("commitLogOffset").cast("long"))
+def _index_sums(hashes: Column) -> dict[str, Column]:
+    """The index tallies of rows that each stand for the entries whose :func:`entry_hash` es
+    are ``hashes`` (an array): their count and the sums of three chunks of each hash."""
     mask = F.lit((1 << _CHUNK_BITS) - 1).cast("long")
-    chunks = [F.shiftrightunsigned(h, i * _CHUNK_BITS) for i in range(3)]
-    return {_INDEX_TALLIES[0]: weight, **{
-        name: (c if i == 2 else c.bitwiseAND(mask)) * weight
-        for i, (name, c) in enumerate(zip(_INDEX_TALLIES[1:], chunks, strict=True))}}
+    zero = F.lit(0).cast("long")
+
+    def chunk(i: int) -> Column:
+        return F.aggregate(hashes, zero, lambda acc, h: acc + (
+            F.shiftrightunsigned(h, i * _CHUNK_BITS) if i == 2
+            else F.shiftrightunsigned(h, i * _CHUNK_BITS).bitwiseAND(mask)))
+    return {_INDEX_TALLIES[0]: F.size(hashes).cast("long"),
+            **{name: chunk(i) for i, name in enumerate(_INDEX_TALLIES[1:])}}
+
+
+def entry_hash(key_hash: Column, prev: Column | None = None, entry: Column | None = None
+               ) -> Column:
+    """What an index entry and its message share: xxhash64 of (commitLogOffset, keyHash);
+    an entry whose prevIndex names no earlier entry (``prev``, ``entry`` given) hashes its
+    prevIndex too, which no message gives."""
+    h = F.xxhash64(F.col("commitLogOffset").cast("long"), key_hash.cast("int"))
+    if prev is None or entry is None:
+        return h
+    return F.when(bad_prev(prev, entry), F.xxhash64(F.col("commitLogOffset").cast("long"),
+                                                    key_hash.cast("int"), prev.cast("int"))
+                  ).otherwise(h)
+
+
+def bad_prev(prev: Column, entry: Column) -> Column:
+    """verify's prevIndex rule (:mod:`mqtool.integrity.indexcheck`): an entry's prevIndex
+    names an earlier entry or none (0)."""
+    return (prev < F.lit(0)) | (prev >= entry)
+
+
+def index_key_array() -> Column:
+    """The keys ``IndexService#buildIndex`` indexes a message by, over the ``uniqKey`` and
+    ``keys`` columns (without the ``topic#`` prefix): :func:`mqtool.formats.rules.record_keys`
+    (the UNIQ_KEY, each non-empty KEYS token)."""
+    none = F.array().cast("array<string>")
+    tokens = F.filter(F.split(F.col("keys"), re.escape(KEY_SEPARATOR)),
+                      lambda t: t != F.lit(""))
+    return F.concat(F.when(F.col("uniqKey").isNull(), none).otherwise(F.array(F.col("uniqKey"))),
+                    F.when(F.col("keys").isNull(), none).otherwise(tokens))
+
+
+def index_key_hashes() -> Column:
+    """``IndexFile#indexKeyHashMethod`` of each ``topic#key`` of :func:`index_key_array`
+    (:func:`mqtool.formats.indexfile.index_key_hash`: abs of the hash, Integer.MIN_VALUE 0)."""
+    return F.transform(index_key_array(), lambda k: (F.abs(java_string_hash(
+        F.concat(F.col("topic"), F.lit("#"), k))) % F.lit(2**31)).cast("int"))
 
 
 def index_key_count() -> Column:
     """How many entries ``IndexService#buildIndex`` adds for a message, over the ``uniqKey`` and
     ``keys`` columns: :func:`mqtool.formats.rules.index_keys` counted (one for a UNIQ_KEY, one
     per non-empty KEYS token)."""
-    keys = F.col("keys")
-    tokens = (  # most KEYS hold one key: no array unless there is a separator
-        F.when(keys.isNull(), F.lit(0))
-        .when(~keys.contains(KEY_SEPARATOR), (keys != F.lit("")).cast("int"))
-        .otherwise(F.size(F.array_remove(F.split(keys, re.escape(KEY_SEPARATOR)), ""))))
-    return F.col("uniqKey").isNotNull().cast("int") + tokens
+    return F.size(index_key_array())
 
 
 MESSAGE_TALLY_COLUMNS = ("tags", "keys", "uniqKey")
 """The ``records`` columns :func:`message_tallies` and :func:`cross_file` read besides the
 per-message audits' own (``AUDIT_COLUMNS`` of :mod:`mqtool.spark.scan`)."""
+
+
+def _indexed(index_spans: Mapping[str, tuple[int, int] | None]) -> Column:
+    """Whether a message row gets index entries (``IndexService#buildIndex``): not a
+    transaction rollback, and inside the commitlog span its store's index files cover
+    (:func:`index_spans`)."""
+    txn = F.col("sysFlag").bitwiseAND(TRANSACTION_TYPE_MASK)
+    lo = _by_store({s: None if v is None else v[0] for s, v in index_spans.items()}, "long")
+    hi = _by_store({s: None if v is None else v[1] for s, v in index_spans.items()}, "long")
+    return (txn != F.lit(TRANSACTION_ROLLBACK_TYPE)) & F.col("commitLogOffset").between(lo, hi)
+
+
+def _key_entry_hashes() -> Column:
+    """:func:`entry_hash` of each entry a message's keys give (:func:`index_key_hashes`)."""
+    return F.transform(index_key_hashes(), lambda k: entry_hash(k))
 
 
 def message_tallies(index_spans: Mapping[str, tuple[int, int] | None]) -> dict[str, Column]:
@@ -256,15 +311,11 @@ def message_tallies(index_spans: Mapping[str, tuple[int, int] | None]) -> dict[s
     ``tags``, ``keys``, ``uniqKey``) for :func:`mqtool.spark.audits.message_facts`; ``index_spans``:
     :func:`index_spans`."""
     is_m = F.col("recordType") == F.lit(RECORD_KIND_MESSAGE)
-    txn = F.col("sysFlag").bitwiseAND(TRANSACTION_TYPE_MASK)
     unit = is_m & gets_unit(F.col("sysFlag"))
-    lo = _by_store({s: None if v is None else v[0] for s, v in index_spans.items()}, "long")
-    hi = _by_store({s: None if v is None else v[1] for s, v in index_spans.items()}, "long")
-    indexed = (is_m & (txn != F.lit(TRANSACTION_ROLLBACK_TYPE))
-               & F.col("commitLogOffset").between(lo, hi))
+    indexed = is_m & _indexed(index_spans)
     return {_UNIT_TALLIES[0]: F.when(unit, F.lit(1)),
             _UNIT_TALLIES[1]: F.when(unit, _unit_hash(message_tag())),
-            **_entry_sums(F.when(indexed, index_key_count()))}
+            **{name: F.when(indexed, c) for name, c in _index_sums(_key_entry_hashes()).items()}}
 
 
 def message_tally_rules(index_spans: Mapping[str, tuple[int, int] | None]) -> dict[str, Any]:
@@ -287,7 +338,7 @@ def unit_tallies(cl_start: Mapping[str, Any]) -> dict[str, Column]:
 
 def index_tallies(index: DataFrame, cl_start: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """store -> the index entries' tallies (one small job: an aggregation per store)."""
-    sums = _entry_sums(F.lit(1).cast("long"))
+    sums = _index_sums(F.array(entry_hash(F.col("keyHash"), F.col("prevIndex"), F.col("entry"))))
     rows = (index.filter(_known(cl_start)).groupBy("store")
             .agg(*[F.sum(c).alias(n) for n, c in sums.items()]).collect())
     return fold_tallies(r.asDict() for r in rows)
@@ -354,18 +405,21 @@ def settle(
 def _suspects(
     msgs: DataFrame, cq: DataFrame | None, index: DataFrame | None, cl_start: Mapping[str, Any],
     settled: Mapping[str, Settled] | None = None,
+    spans: Mapping[str, tuple[int, int] | None] | None = None,
 ) -> DataFrame:
     """(sid, phy): the commitlog offsets where :func:`_exact` could find anything, from one
     hash aggregation of narrow rows (no string, no sort): a store number, the offset, whether
     the row is a message or a unit, and a signature, xxhash64 of (topic, queueId, queueOffset,
     size, tagsCode: :func:`message_tag`, :func:`unit_tag`), the message's and the units'
-    alike; XORed per offset.
+    alike; and the index entries' :func:`entry_hash` against those the message's keys give
+    (with ``spans``, :func:`index_spans`: where messages get entries); each XORed per offset.
 
-    An offset is clear when exactly one message starts there and either one unit is there with
-    the message's signature (XOR 0) or no unit is and its transaction type is never in a
-    consume queue. (A unit that differs from its message yet has the same 64-bit signature
-    would go unreported: odds of 2^-64.) Units and index entries below their store's first
-    commitlog offset are never findings and are left out here already.
+    An offset is clear when exactly one message starts there, its entries' hashes XOR to the
+    message's, and either one unit is there with the message's signature (XOR 0) or no unit
+    is and its transaction type is never in a consume queue. (A unit or entry that differs
+    from its message yet has the same 64-bit hash would go unreported: odds of 2^-64.) Units
+    and index entries below their store's first commitlog offset are never findings and are
+    left out here already.
 
     ``settled``: store -> what its tallies settled (:func:`settle`): those units, index entries
     and messages are left out (a store whose units are settled expects none).
@@ -384,6 +438,15 @@ def _suspects(
         return F.xxhash64("topic", F.col("queueId").cast("int"),
                           F.col("queueOffset").cast("long"), F.col("storeSize").cast("int"), tag)
 
+    zero = F.lit(0).cast("long")
+    if spans is None or index is None:
+        keys = zero
+    else:  # the entries a message gives, unless its store's index side is settled
+        keys = F.when(~done("index") & _indexed(spans), F.aggregate(
+            _key_entry_hashes(), zero, lambda acc, h: acc.bitwiseXOR(h))).otherwise(zero)
+    xi = {"m": keys, "u": zero,
+          "i": entry_hash(F.col("keyHash"), F.col("prevIndex"), F.col("entry"))}
+
     def narrow(df: DataFrame, kind: str) -> DataFrame:
         keep = ~done({"m": "messages", "u": "units", "i": "index"}[kind])
         # (no consume queue given, or its units settled: no unit is expected)
@@ -395,6 +458,7 @@ def _suspects(
             F.lit(1 if kind == "m" else 0).alias("m"), F.lit(1 if kind == "u" else 0).alias("u"),
             exp.alias("exp"), (F.lit(0).cast("long") if kind == "i" else
                                sig(message_tag() if kind == "m" else unit_tag())).alias("sig"),
+            xi[kind].alias("xi"),
         )
 
     rows = narrow(msgs, "m")
@@ -404,8 +468,8 @@ def _suspects(
         rows = rows.unionByName(narrow(index, "i"))
     g = rows.groupBy("sid", "phy").agg(
         F.sum("m").alias("nM"), F.sum("u").alias("nU"), F.max("exp").alias("exp"),
-        F.bit_xor("sig").alias("x"))
-    clear = (F.col("nM") == 1) & (
+        F.bit_xor("sig").alias("x"), F.bit_xor("xi").alias("xi"))
+    clear = (F.col("nM") == 1) & (F.col("xi") == 0) & (
         ((F.col("nU") == 0) & (F.col("exp") == 0))
         | ((F.col("nU") == 1) & (F.col("x") == 0)))
     return g.filter(~clear).select("sid", "phy")
@@ -463,6 +527,7 @@ def cross_file(
     msgs: DataFrame, cq: DataFrame | None, index: DataFrame | None,
     cl_start: Mapping[str, Any], qmin: DataFrame | None = None, offsets: int = 0,
     settled: Mapping[str, Settled] | None = None,
+    spans: Mapping[str, tuple[int, int] | None] | None = None,
 ) -> list[dict[str, Any]]:
     """Consume-queue and index findings (FINDING_SCHEMA rows) of the messages' key columns,
     the consume-queue units and the index entries.
@@ -476,13 +541,15 @@ def cross_file(
     ``offsets``: about how many distinct commitlog offsets the three hold (the records or the
     units, whichever is more), which sizes the aggregation's partitions; 0: Spark's default.
     ``settled``: what each store's tallies settled (:func:`settle`): no job at all when they
-    settled every store.
+    settled every store. ``spans``: :func:`index_spans` (read here when not given).
     """
     spark = msgs.sparkSession
+    if index is not None and spans is None:
+        spans = index_spans(cl_start)
     if settled and all(settled.get(s, UNSETTLED).messages for s in cl_start):
         return []
-    found = _collect_at_most(_suspects(msgs, cq, index, cl_start, settled), SUSPECTS_MAX + 1,
-                             offsets)
+    found = _collect_at_most(_suspects(msgs, cq, index, cl_start, settled, spans),
+                             SUSPECTS_MAX + 1, offsets)
     if not found:
         return []
     starts = commitlog_starts(spark, cl_start)
@@ -515,7 +582,8 @@ def _exact(
     than its own (topic, queue, queue offset or size), or at its own with a tagsCode that is
     not the message's tag hash or, in the schedule topic, a deliver time no delay gives from
     the message's store time (verify's unit rule; an address into ``consumequeue_ext`` is
-    neither), is ``cq-mismatch``, and a message with no
+    neither), is ``cq-mismatch``; an entry at a message whose keys give none of its keyHash, or
+    whose prevIndex names no earlier entry, is ``index-mismatch``; and a message with no
     unit that matches it exactly (topic, queue, queue offset) lacks its unit (``cq-missing``).
     Every finding comes out of one projection of that table.
 
@@ -531,12 +599,13 @@ def _exact(
 
     none_s, none_i, none_l = (F.lit(None).cast(t) for t in ("string", "int", "long"))
     cols = ["topic", "queueId", "queueOffset", "storeSize", "sysFlag", "file", "fileOffset",
-            "entry", "keyHash", "tagsCode", "storeTimestamp"]
+            "entry", "keyHash", "tagsCode", "storeTimestamp", "prevIndex", "keyHashes"]
 
     def tagged(df: DataFrame, tag: str, **given: Column) -> DataFrame:
         nulls = {"topic": none_s, "queueId": none_i, "queueOffset": none_l,
                  "storeSize": none_i, "sysFlag": none_i, "entry": none_i, "keyHash": none_i,
-                 "tagsCode": none_l, "storeTimestamp": none_l}
+                 "tagsCode": none_l, "storeTimestamp": none_l, "prevIndex": none_i,
+                 "keyHashes": F.lit(None).cast("array<int>")}
         return df.select(*_KEYS, F.lit(tag).alias("tag"), *[
             given.get(c, F.col(c) if c in ("file", "fileOffset") else nulls[c]).alias(c)
             for c in cols])
@@ -544,13 +613,13 @@ def _exact(
     msg, unit = "m", CQ_DANGLING
     assert msgs is not None
     parts = [tagged(msgs, msg, **{c: F.col(c) for c in cols[:5]}, tagsCode=message_tag(),
-                    storeTimestamp=F.col("storeTimestamp"))]
+                    storeTimestamp=F.col("storeTimestamp"), keyHashes=index_key_hashes())]
     if cq is not None:
         parts.append(tagged(cq, unit, **{c: F.col(c) for c in cols[:4]},
                             tagsCode=F.col("tagsCode").cast("long")))
     if index is not None:
         parts.append(tagged(index, INDEX_DANGLING, entry=F.col("entry"),
-                            keyHash=F.col("keyHash")))
+                            keyHash=F.col("keyHash"), prevIndex=F.col("prevIndex")))
     rows = parts[0]
     for p in parts[1:]:
         rows = rows.unionByName(p)
@@ -563,6 +632,8 @@ def _exact(
                for c in ("topic", "queueId", "queueOffset", "storeSize", "tagsCode",
                          "storeTimestamp")],
         F.max(is_m.cast("int")).over(w).alias("hasM"),
+        F.first(F.when(is_m, F.col("keyHashes")), ignorenulls=True).over(w)
+        .alias("m_keyHashes"),
     )
     exact = (is_unit & (F.col("topic") == F.col("m_topic"))
              & (F.col("queueId") == F.col("m_queueId"))
@@ -583,6 +654,12 @@ def _exact(
     delay = schedule_unit_delay(F.col("tagsCode"), F.col("m_storeTimestamp"))
     tag_bad = own & ~schedule & (F.col("tagsCode") != F.col("m_tagsCode"))
     deliver_bad = own & schedule & ~delay_written(delay)
+    # verify's entry rules (mqtool.integrity.indexcheck): a prevIndex naming an earlier entry,
+    # a keyHash of one of the message's index keys (not its timeDiff: verify's alone)
+    is_entry = F.col("tag") == F.lit(INDEX_DANGLING)
+    prev_bad = is_entry & has_m & bad_prev(F.col("prevIndex"), F.col("entry"))
+    key_bad = (is_entry & has_m & ~prev_bad & ~F.array_contains(
+        F.coalesce(F.col("m_keyHashes"), F.array().cast("array<int>")), F.col("keyHash")))
     # a message below its queue's first unit: the queue was cut, not lost
     missing = (is_m & (F.col("anyExact") == 0) & gets_unit(F.col("sysFlag"))
                & (F.col("minOffset").isNull() | (F.col("queueOffset") >= F.col("minOffset"))))
@@ -609,6 +686,12 @@ def _exact(
         .when(tag_bad, F.concat(where, F.format_string(
             ": tagsCode %d is not the message's tag hash %d", F.col("tagsCode"),
             F.col("m_tagsCode"))))
+        .when(prev_bad, F.format_string(
+            "entry %d (keyHash %d) -> commitlog offset %d: prevIndex %d does not name an "
+            "earlier entry", F.col("entry"), F.col("keyHash"), here, F.col("prevIndex")))
+        .when(key_bad, F.format_string(
+            "entry %d -> commitlog offset %d: keyHash %d is none of the message's index keys",
+            F.col("entry"), here, F.col("keyHash")))
         .when(deliver_bad, F.concat(where, F.format_string(
             ": tagsCode %d (the deliver time) is %d ms after the message's storeTimestamp, a "
             "delay no messageDelayLevel gives (whole seconds, at most 10 years)",
@@ -619,8 +702,9 @@ def _exact(
     )
     kind = (F.when(dangling, F.col("tag"))
             .when(mismatch | tag_bad | deliver_bad, F.lit(CQ_MISMATCH))
+            .when(prev_bad | key_bad, F.lit(INDEX_MISMATCH))
             .when(missing, F.lit(CQ_MISSING)))
-    for k in (CQ_DANGLING, INDEX_DANGLING, CQ_MISMATCH, CQ_MISSING):
+    for k in (CQ_DANGLING, INDEX_DANGLING, CQ_MISMATCH, CQ_MISSING, INDEX_MISMATCH):
         _finding(k, here, here, here)  # every kind this audit makes is registered
     expected = (F.when(tag_bad, F.col("m_tagsCode").cast("string"))
                 .when(deliver_bad, F.lit(DELIVER_EXPECTED)))
@@ -658,6 +742,7 @@ def integrity(
     extra: Iterable[tuple[str, Finding]] = (),
     offsets: int = 0,
     settled: Mapping[str, Settled] | None = None,
+    spans: Mapping[str, tuple[int, int] | None] | None = None,
 ) -> list[dict[str, Any]]:
     """All integrity findings as FINDING_SCHEMA rows, ordered by store, file, offset and kind
     (None first, as Spark's orderBy).
@@ -667,10 +752,10 @@ def integrity(
     columns: the cross-file check's own pass, nothing cached; the one Spark query here, run
     when ``cq`` or ``index`` is given); ``extra``: findings made on the driver (layout,
     config files); ``offsets``: about how many distinct commitlog offsets, ``settled``: what
-    the tallies settled (both :func:`cross_file`)."""
+    the tallies settled, ``spans``: :func:`index_spans` (all three :func:`cross_file`)."""
     out = record_findings(rare)
     if records is not None and cl_start is not None and (cq is not None or index is not None):
-        out += cross_file(messages(records), cq, index, cl_start, qmin, offsets, settled)
+        out += cross_file(messages(records), cq, index, cl_start, qmin, offsets, settled, spans)
     out += [finding_row(store, f) for store, f in extra]
     return sorted(out, key=lambda r: tuple(
         (r[k] is not None, r[k]) for k in ("store", "file", "offset", "kind")))

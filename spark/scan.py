@@ -535,7 +535,7 @@ def run_scan(
                 [f for c in configs.values() for f in c.findings],
                 offsets=max(sum(r["count"] or 0 for r in facts["totals"]),
                             sum(q["entries"] or 0 for q in queues)),
-                settled=settled,
+                settled=settled, spans=spans,
             )
 
         summary: dict[str, Any] = {"stores": stores, "audits": list(audits), "now": now_ms}

@@ -393,16 +393,25 @@ def _damaged_copy(tmp_path: Path, damage: str) -> tuple[Path, set[tuple[str, str
             f.write(struct.pack(">q", tag + (1000 if damage == "deliver-s" else 1)))
         return root, set() if damage == "deliver-s" else {("cq-mismatch", cq_rel,
                                                            u["fileOffset"])}
-    assert damage == "index-entry"  # an index entry into the middle of a record
     index_file = next((root / "index").iterdir())
     geo = index_geometry(index_file.stat().st_size, buf=index_file.read_bytes())
-    _patch(index_file, geo.entry_pos(3) + 4, struct.pack(">q", m["phyOffset"] + 8))
-    return root, {("index-dangling", f"index/{index_file.name}", geo.entry_pos(3))}
+    at = geo.entry_pos(3)
+    if damage == "entry-key":  # an entry's keyHash that none of its message's keys has
+        (kh,) = struct.unpack(">i", index_file.read_bytes()[at : at + 4])
+        _patch(index_file, at, struct.pack(">i", kh ^ 0x10))
+        return root, {("index-mismatch", f"index/{index_file.name}", at)}
+    if damage == "entry-prev":  # a prevIndex that names no earlier entry (itself)
+        _patch(index_file, at + 16, struct.pack(">i", 3))
+        return root, {("index-mismatch", f"index/{index_file.name}", at)}
+    assert damage == "index-entry"  # an index entry into the middle of a record
+    _patch(index_file, at + 4, struct.pack(">q", m["phyOffset"] + 8))
+    return root, {("index-dangling", f"index/{index_file.name}", at)}
 
 
 @pytest.mark.parametrize(("damage", "units", "index"), [
     ("unit-offset", False, True), ("unit-twice", False, True), ("unit-tag", False, True),
-    ("deliver-ms", False, True), ("index-entry", True, False)])
+    ("deliver-ms", False, True), ("index-entry", True, False), ("entry-key", True, False),
+    ("entry-prev", True, False)])
 def test_tallies_tell_each_damaged_side_from_a_clean_one(
     spark, tmp_path: Path, damage: str, units: bool, index: bool,  # noqa: F811
 ) -> None:
@@ -417,7 +426,8 @@ def test_tallies_tell_each_damaged_side_from_a_clean_one(
     assert {(f["kind"], f["file"], f["offset"]) for f in got.summary["integrity"]} == expected
 
 
-@pytest.mark.parametrize("damage", [None, "index-entry", "unit-tag", "deliver-ms"])
+@pytest.mark.parametrize("damage", [None, "index-entry", "unit-tag", "deliver-ms",
+                                    "entry-key", "entry-prev"])
 def test_tallies_of_the_python_data_source(spark, tmp_path: Path, monkeypatch,  # noqa: F811
                                           damage: str | None) -> None:
     """Without the Java reader (a machine with no JDK) the same tallies settle the same sides:
@@ -430,7 +440,8 @@ def test_tallies_of_the_python_data_source(spark, tmp_path: Path, monkeypatch,  
         root, expected, want = store_dir(SCENARIO), set(), integrity.Settled(True, True, True)
     else:
         root, expected = _damaged_copy(tmp_path, damage)
-        want = integrity.Settled(damage == "index-entry", damage != "index-entry", False)
+        on_index = damage.startswith(("index", "entry"))
+        want = integrity.Settled(on_index, not on_index, False)
     got = run_scan(spark, [str(root)], now_ms=NOW_MS, split_size=1000, audits=["integrity"])
     assert got.settled == {str(root): want}
     assert {(f["kind"], f["file"], f["offset"]) for f in got.summary["integrity"]} == expected
@@ -456,16 +467,37 @@ def test_a_unit_tagscode_finding_is_verifys(spark, tmp_path: Path,  # noqa: F811
         assert ("tag hash" if damage == "unit-tag" else "1001 ms after") in scan_f["detail"]
 
 
+@pytest.mark.parametrize("damage", ["entry-key", "entry-prev"])
+def test_an_index_entry_finding_is_verifys(spark, tmp_path: Path,  # noqa: F811
+                                           damage: str) -> None:
+    """scan finds the entry whose keyHash is none of its message's keys, or whose prevIndex
+    names no earlier entry, where verify finds it; what else verify says of that index is
+    about its slot table, which scan does not read."""
+    from mqtool.integrity.checks import verify
+    from mqtool.spark.scan import run_scan
+
+    root, expected = _damaged_copy(tmp_path, damage)
+    got = run_scan(spark, [str(root)], now_ms=NOW_MS, split_size=1000, audits=["integrity"])
+    assert {(f["kind"], f["file"], f["offset"]) for f in got.summary["integrity"]} == expected
+    ((_, file, offset),) = expected
+    errors = verify(root).errors
+    (same,) = [f for f in errors if (f.file, f.offset) == (file, offset)]
+    assert same.detail.split(": ", 1)[1] in got.summary["integrity"][0]["detail"]
+    assert all("slot" in f.detail for f in errors if f is not same)
+
+
 def test_java_string_hash_is_tags_code_of(spark) -> None:  # noqa: F811
     """The Spark column of a tag's hash equals the broker's rule (String#hashCode over UTF-16
     code units) on ASCII, accented, CJK and astral-plane text, the empty string and null."""
+    from pyspark.sql import functions as F
+
     from mqtool.formats.rules import tags_code_of
     from mqtool.spark.integrity import java_string_hash
 
     cases = ["TagA", "a", "", None, "ünïcødé", "\U0001F600x", "标签", "x" * 200, "\x00",
              "A || B", "ZZZZZZZZ"]
     df = spark.createDataFrame([(c,) for c in cases], "tags string")
-    got = [r[0] for r in df.select(java_string_hash("tags")).collect()]
+    got = [r[0] for r in df.select(java_string_hash(F.col("tags"))).collect()]
     assert got == [tags_code_of(c) for c in cases]
     assert got[0] == 2598919 and got[2] == got[3] == 0
 

@@ -32,7 +32,7 @@ class AuxDecoder extends SplitReader {
     private FileChannel ch;
     private long pos;      // file position of the next unit
     private long stop;     // file position where this split's units end
-    private long entry;    // index: the number of the next entry
+    long entry;    // index: the number of the entry being read (then the next)
 
     AuxDecoder(List<CommitlogSource.SplitSpec> splits, StructType schema, String table,
                int batchRows) {

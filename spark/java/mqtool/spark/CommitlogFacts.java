@@ -28,6 +28,7 @@ final class CommitlogFacts extends CommitlogDecoder {
     private static final int DLQ = 1;
     private static final int RETRY = 2;
     private static final int SCHEDULE = 3;  // units carry a deliver time, not the tag hash
+    private final long[] ks = new long[4];  // keySums(): count and three chunk sums
     // a group's longs: its key, then its aggregates
     private static final int K1 = 0;  // topic id << 32 | queueId
     private static final int K2 = 1;  // bucket
@@ -180,42 +181,54 @@ final class CommitlogFacts extends CommitlogDecoder {
             }
         }
         if (indexed) {
-            long w = keyCount();
-            long h = XXH64.hashLong(phys, FactsJob.SEED);
-            long c0 = (h & chunkMask) * w;
-            long c1 = ((h >>> FactsJob.CHUNK_BITS) & chunkMask) * w;
-            long c2 = (h >>> (2 * FactsJob.CHUNK_BITS)) * w;
+            keySums(phys);
+            long[] k = ks;
             if (r != null) {
-                r.entries(w, c0, c1, c2);
+                r.entries(k[0], k[1], k[2], k[3]);
             } else {
                 a[at + HAS_IX] = 1;
-                a[at + IX_N] += w;
-                a[at + IX0] += c0;
-                a[at + IX0 + 1] += c1;
-                a[at + IX0 + 2] += c2;
+                a[at + IX_N] += k[0];
+                a[at + IX0] += k[1];
+                a[at + IX0 + 1] += k[2];
+                a[at + IX0 + 2] += k[3];
             }
         }
     }
 
-    /** integrity.index_key_count (picked by pick()): one for a UNIQ_KEY, one per non-empty
-     * KEYS token. */
-    private long keyCount() {
-        long n = picked[2] < 0 ? 0 : 1;
+    /** integrity.message_tallies' index sums of the message (picked by pick()), into ks: for
+     * each of its keys (integrity.index_key_array: the UNIQ_KEY, each non-empty KEYS token),
+     * the count and the three chunks of integrity.entry_hash of its topic#key's
+     * indexKeyHashMethod. */
+    private void keySums(long phys) {
+        ks[0] = ks[1] = ks[2] = ks[3] = 0;
+        long base = XXH64.hashLong(phys, FactsJob.SEED);
+        int u = picked[2];
+        if (u >= 0) {
+            addKey(base, pairs[4 * u + 2], pairs[4 * u + 3]);
+        }
         int j = picked[1];
         if (j < 0) {
-            return n;
+            return;
         }
         byte[] rec = arena;
-        int run = 0;
-        for (int i = pairs[4 * j + 2], e = i + pairs[4 * j + 3]; i < e; i++) {
-            if (rec[i] == rules.keySeparator) {
-                n += run > 0 ? 1 : 0;
-                run = 0;
-            } else {
-                run++;
+        int run = pairs[4 * j + 2];
+        for (int i = run, e = i + pairs[4 * j + 3]; i <= e; i++) {
+            if (i == e || rec[i] == rules.keySeparator) {
+                if (i > run) {
+                    addKey(base, run, i - run);
+                }
+                run = i + 1;
             }
         }
-        return n + (run > 0 ? 1 : 0);
+    }
+
+    private void addKey(long base, int at, int len) {
+        int kh = FactsJob.indexKeyHash(arena, rTopic, topicLen, arena, at, len);
+        long x = XXH64.hashInt(kh, base);
+        ks[0]++;
+        ks[1] += x & chunkMask;
+        ks[2] += (x >>> FactsJob.CHUNK_BITS) & chunkMask;
+        ks[3] += x >>> (2 * FactsJob.CHUNK_BITS);
     }
 
     /** The id of a DLQ message's original topic: coalesce(properties[RETRY_TOPIC],

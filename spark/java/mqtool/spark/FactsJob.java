@@ -148,6 +148,27 @@ public final class FactsJob {
         return XXH64.hashLong(tag, h);
     }
 
+    /** IndexFile#indexKeyHashMethod of topic#key, the topic's and the key's UTF-8 bytes
+     * given: abs of String#hashCode, Integer.MIN_VALUE 0 (integrity.index_key_hashes). */
+    static int indexKeyHash(byte[] t, int tAt, int tLen, byte[] k, int kAt, int kLen) {
+        int h = 0;
+        boolean ascii = true;
+        for (int i = tAt, e = tAt + tLen; i < e; i++) {
+            ascii &= t[i] >= 0;
+            h = 31 * h + t[i];
+        }
+        h = 31 * h + '#';
+        for (int i = kAt, e = kAt + kLen; i < e; i++) {
+            ascii &= k[i] >= 0;
+            h = 31 * h + k[i];
+        }
+        if (!ascii) {  // as Java decodes them
+            h = (new String(t, tAt, tLen, StandardCharsets.UTF_8) + "#"
+                + new String(k, kAt, kLen, StandardCharsets.UTF_8)).hashCode();
+        }
+        return h == Integer.MIN_VALUE ? 0 : Math.abs(h);
+    }
+
     /** String#hashCode of the UTF-8 bytes ``len`` long at ``at`` of ``b`` (the tagsCode
      * MessageExtBrokerInner#tagsString2tagsCode gives a tag; integrity.java_string_hash). */
     static long stringHash(byte[] b, int at, int len) {
@@ -659,7 +680,10 @@ public final class FactsJob {
                 return;  // not a finding: below the commitlog's start
             }
             long mask = (1L << CHUNK_BITS) - 1;
-            long h = XXH64.hashLong(o, SEED);
+            long h = XXH64.hashInt(keyHash, XXH64.hashLong(o, SEED));  // integrity.entry_hash
+            if (prev < 0 || prev >= entry) {  // integrity.bad_prev
+                h = XXH64.hashInt(prev, h);
+            }
             long[] t = a;
             t[0]++;
             t[1] += h & mask;
