@@ -228,8 +228,8 @@ def _unit_hash(tag: Column) -> Column:
 
 
 def _index_sums(hashes: Column) -> dict[str, Column]:
-    """The index tallies of rows that each stand for the entries whose :func:`entry_hash` es
-    are ``hashes`` (an array): their count and the sums of three chunks of each hash."""
+    """The index tallies of rows that each stand for entries, ``hashes`` an array of their
+    :func:`entry_hash` values: their count and the sums of three chunks of each hash."""
     mask = F.lit((1 << _CHUNK_BITS) - 1).cast("long")
     zero = F.lit(0).cast("long")
 
@@ -255,8 +255,8 @@ def entry_hash(key_hash: Column, prev: Column | None = None, entry: Column | Non
 
 
 def bad_prev(prev: Column, entry: Column) -> Column:
-    """verify's prevIndex rule (:mod:`mqtool.integrity.indexcheck`): an entry's prevIndex
-    names an earlier entry or none (0)."""
+    """Whether an entry breaks verify's prevIndex rule (:mod:`mqtool.integrity.indexcheck`:
+    a prevIndex names an earlier entry, or none with 0)."""
     return (prev < F.lit(0)) | (prev >= entry)
 
 
