@@ -49,7 +49,11 @@ from mqtool.formats.rules import (
     delay_written,
     schedule_unit_delay,
 )
-from mqtool.integrity.dispatch_rules import NOT_IN_CONSUME_QUEUE, TRANSACTION_TYPE_MASK
+from mqtool.integrity.dispatch_rules import (
+    NOT_IN_CONSUME_QUEUE,
+    TRANSACTION_TYPE_MASK,
+    prev_index_bad,
+)
 from mqtool.spark.audits import CRC_ROW, TALLY_SUM, TALLY_XOR, fold_tallies, messages
 from mqtool.spark.schema import (
     FINDING_SCHEMA,
@@ -249,15 +253,9 @@ def entry_hash(key_hash: Column, prev: Column | None = None, entry: Column | Non
     h = F.xxhash64(F.col("commitLogOffset").cast("long"), key_hash.cast("int"))
     if prev is None or entry is None:
         return h
-    return F.when(bad_prev(prev, entry), F.xxhash64(F.col("commitLogOffset").cast("long"),
+    return F.when(prev_index_bad(prev, entry), F.xxhash64(F.col("commitLogOffset").cast("long"),
                                                     key_hash.cast("int"), prev.cast("int"))
                   ).otherwise(h)
-
-
-def bad_prev(prev: Column, entry: Column) -> Column:
-    """Whether an entry breaks verify's prevIndex rule (:mod:`mqtool.integrity.indexcheck`:
-    a prevIndex names an earlier entry, or none with 0)."""
-    return (prev < F.lit(0)) | (prev >= entry)
 
 
 def index_key_array() -> Column:
@@ -657,7 +655,7 @@ def _exact(
     # verify's entry rules (mqtool.integrity.indexcheck): a prevIndex naming an earlier entry,
     # a keyHash of one of the message's index keys (not its timeDiff: verify's alone)
     is_entry = F.col("tag") == F.lit(INDEX_DANGLING)
-    prev_bad = is_entry & has_m & bad_prev(F.col("prevIndex"), F.col("entry"))
+    prev_bad = is_entry & has_m & prev_index_bad(F.col("prevIndex"), F.col("entry"))
     key_bad = (is_entry & has_m & ~prev_bad & ~F.array_contains(
         F.coalesce(F.col("m_keyHashes"), F.array().cast("array<int>")), F.col("keyHash")))
     # a message below its queue's first unit: the queue was cut, not lost

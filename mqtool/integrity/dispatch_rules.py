@@ -14,7 +14,7 @@ check it: one home for both, over numpy columns (the names and scalar rules are
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, overload
 
 from mqtool.formats.rules import NOT_IN_CONSUME_QUEUE as NOT_IN_CONSUME_QUEUE
 from mqtool.formats.rules import SCHEDULE_TOPIC
@@ -23,6 +23,7 @@ from mqtool.formats.rules import index_keys as _index_keys
 
 if TYPE_CHECKING:  # imported by the vectorised rules that use it
     import numpy as np
+    from pyspark.sql import Column
 
 CQ_UNIT_MUST_MATCH = ("topic", "queueId", "queueOffset", "storeSize")
 """Fields of the record a consume-queue unit points at that must be the unit's own."""
@@ -34,6 +35,24 @@ def expected_in_cq(sys_flag: np.ndarray) -> np.ndarray:
 
     tran = np.asarray(sys_flag) & TRANSACTION_TYPE_MASK
     return ~np.isin(tran, NOT_IN_CONSUME_QUEUE)
+
+
+@overload
+def prev_index_bad(prev: np.ndarray, entry: np.ndarray) -> np.ndarray: ...
+
+
+@overload
+def prev_index_bad(prev: Column, entry: Column) -> Column: ...
+
+
+def prev_index_bad(prev: np.ndarray | Column, entry: np.ndarray | Column
+                   ) -> np.ndarray | Column:
+    """Whether index entries (numbers ``entry``) break ``IndexFile``'s chain: an entry's
+    prevIndex names an earlier entry, or none with 0 (elementwise, for numpy arrays and for
+    Spark columns alike)."""
+    p: Any = prev
+    bad: np.ndarray | Column = (p < 0) | (p >= entry)
+    return bad
 
 
 def tags_code_is_tag_hash(topic: str) -> bool:

@@ -224,7 +224,7 @@ class IndexCheck:
         data_end: int | None,
     ) -> None:
         ix, g = f.ix, f.geometry
-        bad_prev = (prev < 0) | (prev >= nums)
+        bad_prev = dispatch_rules.prev_index_bad(prev, nums)
         if len(msgs):
             ii = np.minimum(np.searchsorted(msgs.phy, phys), len(msgs) - 1)
             hit = msgs.phy[ii] == phys

@@ -151,35 +151,38 @@ public final class FactsJob {
     /** IndexFile#indexKeyHashMethod of topic#key, the topic's and the key's UTF-8 bytes
      * given: abs of String#hashCode, Integer.MIN_VALUE 0 (integrity.index_key_hashes). */
     static int indexKeyHash(byte[] t, int tAt, int tLen, byte[] k, int kAt, int kLen) {
-        int h = 0;
-        boolean ascii = true;
-        for (int i = tAt, e = tAt + tLen; i < e; i++) {
-            ascii &= t[i] >= 0;
-            h = 31 * h + t[i];
-        }
-        h = 31 * h + '#';
-        for (int i = kAt, e = kAt + kLen; i < e; i++) {
-            ascii &= k[i] >= 0;
-            h = 31 * h + k[i];
-        }
-        if (!ascii) {  // as Java decodes them
-            h = (new String(t, tAt, tLen, StandardCharsets.UTF_8) + "#"
-                + new String(k, kAt, kLen, StandardCharsets.UTF_8)).hashCode();
-        }
-        return h == Integer.MIN_VALUE ? 0 : Math.abs(h);
+        long h = asciiHash(asciiHash(asciiHash(0, t, tAt, tLen), SHARP, 0, 1), k, kAt, kLen);
+        int v = h != NOT_ASCII ? (int) h  // else as Java decodes them
+            : (new String(t, tAt, tLen, StandardCharsets.UTF_8) + "#"
+               + new String(k, kAt, kLen, StandardCharsets.UTF_8)).hashCode();
+        return v == Integer.MIN_VALUE ? 0 : Math.abs(v);
     }
 
     /** String#hashCode of the UTF-8 bytes ``len`` long at ``at`` of ``b`` (the tagsCode
      * MessageExtBrokerInner#tagsString2tagsCode gives a tag; integrity.java_string_hash). */
     static long stringHash(byte[] b, int at, int len) {
-        int h = 0;
-        for (int i = at, e = at + len; i < e; i++) {
-            if (b[i] < 0) {  // not ASCII: as Java decodes it
-                return new String(b, at, len, StandardCharsets.UTF_8).hashCode();
-            }
-            h = 31 * h + b[i];
+        long h = asciiHash(0, b, at, len);
+        return h != NOT_ASCII ? (int) h
+            : new String(b, at, len, StandardCharsets.UTF_8).hashCode();  // as Java decodes it
+    }
+
+    private static final byte[] SHARP = {'#'};
+    private static final long NOT_ASCII = Long.MIN_VALUE;
+
+    /** String#hashCode's state ``h`` continued over bytes that are ASCII (one char each);
+     * NOT_ASCII when ``h`` is or a byte is not ASCII (the caller decodes the text then). */
+    private static long asciiHash(long h, byte[] b, int at, int len) {
+        if (h == NOT_ASCII) {
+            return h;
         }
-        return h;
+        int v = (int) h;
+        for (int i = at, e = at + len; i < e; i++) {
+            if (b[i] < 0) {
+                return NOT_ASCII;
+            }
+            v = 31 * v + b[i];
+        }
+        return v;
     }
 
     /** The hash of unitHash's first two values: the topic's bytes ``topicLen`` long at
@@ -484,7 +487,8 @@ public final class FactsJob {
         HashMap<String, HashMap<Integer, Long>> delayOffsets = new HashMap<>();  // store -> queueId
         HashMap<String, Long> known = new HashMap<>();  // store -> its first commitlog offset
         String[] tallyNames;  // null: no tallies
-        long delayUnitMs;  // with tallyNames: a schedule unit's tag is its tagsCode modulo this
+        long delayUnitMs;  // the units' tallies: a schedule unit's tag is its tagsCode modulo
+                           // this (0 in the index's rules, which do not use it)
 
         static AuxRules of(String text) throws java.io.IOException {
             JsonNode j = new ObjectMapper().readTree(text);
@@ -503,7 +507,7 @@ public final class FactsJob {
                 }
             });
             r.tallyNames = j.has("tallyNames") ? Rules.strings(j.get("tallyNames")) : null;
-            r.delayUnitMs = j.path("delayUnitMs").asLong(1);
+            r.delayUnitMs = j.path("delayUnitMs").asLong(0);  // the units' rules give it
             return r;
         }
 
