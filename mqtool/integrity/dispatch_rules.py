@@ -14,7 +14,7 @@ check it: one home for both, over numpy columns (the names and scalar rules are
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from mqtool.formats.rules import NOT_IN_CONSUME_QUEUE as NOT_IN_CONSUME_QUEUE
 from mqtool.formats.rules import SCHEDULE_TOPIC
@@ -23,7 +23,6 @@ from mqtool.formats.rules import index_keys as _index_keys
 
 if TYPE_CHECKING:  # imported by the vectorised rules that use it
     import numpy as np
-    from pyspark.sql import Column
 
 CQ_UNIT_MUST_MATCH = ("topic", "queueId", "queueOffset", "storeSize")
 """Fields of the record a consume-queue unit points at that must be the unit's own."""
@@ -37,22 +36,15 @@ def expected_in_cq(sys_flag: np.ndarray) -> np.ndarray:
     return ~np.isin(tran, NOT_IN_CONSUME_QUEUE)
 
 
-@overload
-def prev_index_bad(prev: np.ndarray, entry: np.ndarray) -> np.ndarray: ...
+_Col = TypeVar("_Col")  # a numpy array or a Spark column of ints
 
 
-@overload
-def prev_index_bad(prev: Column, entry: Column) -> Column: ...
-
-
-def prev_index_bad(prev: np.ndarray | Column, entry: np.ndarray | Column
-                   ) -> np.ndarray | Column:
+def prev_index_bad(prev: _Col, entry: _Col) -> _Col:
     """Whether index entries (numbers ``entry``) break ``IndexFile``'s chain: an entry's
     prevIndex names an earlier entry, or none with 0 (elementwise, for numpy arrays and for
     Spark columns alike)."""
     p: Any = prev
-    bad: np.ndarray | Column = (p < 0) | (p >= entry)
-    return bad
+    return cast(_Col, (p < 0) | (p >= entry))
 
 
 def tags_code_is_tag_hash(topic: str) -> bool:
