@@ -63,28 +63,11 @@ def decode_cq_file(
 
 
 # --- index files ----------------------------------------------------------------------------
-def index_problem(path: str, name: str) -> FormatError | None:
-    """Why an index file cannot be read (header, geometry), or None when it can."""
-    fsize = os.path.getsize(path)
-    if fsize == 0:
-        return FormatError(name, 0, "empty index file (0 bytes)")
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), fsize, access=mmap.ACCESS_READ) as mm:
-        try:
-            header = parse_header(mm, file=name)
-            geo = index_geometry(fsize, file=name, buf=mm)
-        except FormatError as e:
-            return e
-        if header.index_count > geo.index_num:
-            return FormatError(
-                name, 36, f"indexCount {header.index_count} exceeds the {geo.index_num} entries"
-            )
-    return None
-
-
 def index_span(path: str, name: str) -> tuple[int, int, int] | None:
     """Where the used entries (1 .. indexCount-1) of an index file sit: (entry 1's position,
     the end of the last used entry, the header's beginTimestamp); None when the header or the
-    geometry cannot be read (the driver reports that, see :func:`index_problem`)."""
+    geometry cannot be read (the driver reports that:
+    :func:`mqtool.spark.scan.index_file_findings`)."""
     fsize = os.path.getsize(path)
     if fsize == 0:
         return None

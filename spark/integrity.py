@@ -8,8 +8,9 @@ that is not their message's (its tag's hash; in the schedule topic a deliver tim
 level gives: ``cq-mismatch``, verify's unit rule, :mod:`mqtool.store.unit_check`), index
 entries whose keyHash is none of their message's keys or whose prevIndex names no earlier entry
 (``index-mismatch``, verify's entry rules, :mod:`mqtool.integrity.indexcheck`; an entry's
-timeDiff and the slot tables are verify's alone), and messages that lack their unit
-(``cq-missing``). First each store's tallies (counts and
+timeDiff is verify's alone), and messages that lack their unit (``cq-missing``). An index
+file's header and slot table are checked on the driver, by verify's own check
+(:func:`mqtool.spark.scan.layout_findings`). First each store's tallies (counts and
 hashes of each side, made in the aggregations the scan runs anyway, :func:`settle`) settle
 the sides that are whole; what they do not settle goes through one shuffle of the messages'
 key columns, the consume-queue units and the index entries together, grouped by (store,

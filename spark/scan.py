@@ -127,8 +127,9 @@ def layout_findings(store: str) -> list[tuple[str, Finding]]:
     """Damage visible from names and sizes alone (the driver checks these, no Spark job).
 
     Unexpected names in commitlog/ (:meth:`mqtool.store.Store.open`), commitlog files that do
-    not follow each other (a file missing in the middle), index files whose header or geometry
-    cannot be read, consume-queue files that are empty or not whole 20-byte units.
+    not follow each other (a file missing in the middle), index files whose header, geometry
+    or slot table is damaged (verify's check: :func:`index_file_findings`), consume-queue files
+    that are empty or not whole 20-byte units.
     """
     from mqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
     from mqtool.store import Store
@@ -136,7 +137,7 @@ def layout_findings(store: str) -> list[tuple[str, Finding]]:
 
     out: list[tuple[str, Finding]] = []
     with Store.open(store) as st:
-        root = st.root
+        root, live = st.root, st.live
         out += [(store, f) for f in st.findings]
     out += [(store, f) for f in unread_parts(root)]
     out += [(store, Finding("layout", "consumequeue/", None, what, severity=Severity.WARNING))
@@ -147,12 +148,10 @@ def layout_findings(store: str) -> list[tuple[str, Finding]]:
             f"file starts at {b.base} but the previous one ends at {a.base + a.file_size}",
             phy=b.base,
         )))
-    from mqtool.spark.auxfiles import index_problem
-
-    for s in splits.index_splits(store, root):
-        e = index_problem(s.path, s.name)
-        if e is not None:
-            out.append((store, Finding("index", s.name, e.offset or 0, e.detail)))
+    index = splits.index_splits(store, root)
+    for s in index:  # a running broker writes its newest file only
+        out += [(store, f) for f in index_file_findings(s.path, s.name,
+                                                        live and s is index[-1])]
     for s in splits.consumequeue_splits(store, root):
         if s.file_size == 0:
             out.append((store, Finding("cq", s.name, 0, "empty consume-queue file (0 bytes)")))
@@ -164,6 +163,28 @@ def layout_findings(store: str) -> list[tuple[str, Finding]]:
                 f"{CQ_STORE_UNIT_SIZE}",
             )))
     return out
+
+
+def index_file_findings(path: str, name: str, live: bool) -> list[Finding]:
+    """Verify's findings of an index file's header and slot table
+    (:func:`mqtool.integrity.indexcheck.index_file_findings`); none for a file a running broker
+    is making (empty) or has deleted since the listing."""
+    from mqtool.formats.buffers import close_map
+    from mqtool.integrity import indexcheck
+    from mqtool.store.files import map_readonly
+
+    try:
+        buf = map_readonly(Path(path))
+    except FileNotFoundError:
+        return []
+    if not buf and live:
+        return []
+    try:
+        reader, found = indexcheck.index_file_findings(buf, name, live=live)
+        del reader
+        return found
+    finally:
+        close_map(buf)
 
 
 def commitlog_gaps(store: str) -> list[tuple[splits.Split, splits.Split]]:

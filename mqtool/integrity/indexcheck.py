@@ -48,6 +48,23 @@ class _File:
     block_at: int = 0
 
 
+def index_file_findings(
+    buf: bytes | mmap.mmap, rel: str, *, live: bool = False
+) -> tuple[IndexReader | None, list[Finding]]:
+    """An index file's header and slot table as verify checks them, before its entries: the
+    reader, or None when the header or the geometry cannot be read; and the findings (``rel``:
+    the file's name under the store, ``live``: a running broker writes it). ``mqtool scan``
+    checks each index file with this too."""
+    try:
+        reader = IndexReader(buf, file=rel, live=live)
+    except FormatError as e:
+        return None, [Finding("index", rel, e.offset, f"unreadable index file: {e.detail}")]
+    first_entry = reader.geometry.entry_pos(0)
+    return reader, [Finding("index", rel, pr.offset, pr.detail)
+                    for pr in reader.problems(entries=False)  # header and slot table
+                    if pr.offset is not None and pr.offset < first_entry]
+
+
 class IndexCheck:
     """Every index file of a store, checked along the commitlog pass (see the module doc)."""
 
@@ -77,17 +94,12 @@ class IndexCheck:
         try:
             if progress is not None:
                 progress(len(buf))
-            try:
-                reader = IndexReader(buf, file=rel, live=live)
-            except FormatError as e:
+            reader, found = index_file_findings(buf, rel, live=live)
+            for f in found:
+                self.sink.add(f)
+            if reader is None:
                 self.indexes.append(IndexScan(rel, path=p, readable=False))
-                self.sink.add(Finding("index", rel, e.offset,
-                                      f"unreadable index file: {e.detail}"))
                 return
-            g = reader.geometry
-            for pr in reader.problems(entries=False):  # header and slot table
-                if pr.offset is not None and pr.offset < g.entry_pos(0):
-                    self.sink.add(Finding("index", rel, pr.offset, pr.detail))
             self._add(rel, p, reader)
             del reader
         finally:

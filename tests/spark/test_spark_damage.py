@@ -396,10 +396,16 @@ def _damaged_copy(tmp_path: Path, damage: str) -> tuple[Path, set[tuple[str, str
     index_file = next((root / "index").iterdir())
     geo = index_geometry(index_file.stat().st_size, buf=index_file.read_bytes())
     at = geo.entry_pos(3)
-    if damage == "entry-key":  # an entry's keyHash that none of its message's keys has
-        (kh,) = struct.unpack(">i", index_file.read_bytes()[at : at + 4])
+    (kh,) = struct.unpack(">i", index_file.read_bytes()[at : at + 4])
+    slot_at = geo.slot_pos(kh % geo.hash_slot_num)  # entry 3 heads its slot's chain
+    if damage == "entry-key":  # an entry's keyHash that none of its message's keys has: and
+        # so its slot's head has a keyHash of another slot
         _patch(index_file, at, struct.pack(">i", kh ^ 0x10))
-        return root, {("index-mismatch", f"index/{index_file.name}", at)}
+        return root, {("index-mismatch", f"index/{index_file.name}", at),
+                      ("index", f"index/{index_file.name}", slot_at)}
+    if damage == "slot":  # a slot that points past the entries (lookups by its keys miss)
+        _patch(index_file, slot_at, struct.pack(">i", geo.index_num + 5))
+        return root, {("index", f"index/{index_file.name}", slot_at)}
     if damage == "entry-prev":  # a prevIndex that names no earlier entry (itself)
         _patch(index_file, at + 16, struct.pack(">i", 3))
         return root, {("index-mismatch", f"index/{index_file.name}", at)}
@@ -467,23 +473,27 @@ def test_a_unit_tagscode_finding_is_verifys(spark, tmp_path: Path,  # noqa: F811
         assert ("tag hash" if damage == "unit-tag" else "1001 ms after") in scan_f["detail"]
 
 
-@pytest.mark.parametrize("damage", ["entry-key", "entry-prev"])
-def test_an_index_entry_finding_is_verifys(spark, tmp_path: Path,  # noqa: F811
-                                           damage: str) -> None:
+@pytest.mark.parametrize("damage", ["entry-key", "entry-prev", "slot"])
+def test_an_index_finding_is_verifys(spark, tmp_path: Path,  # noqa: F811
+                                     damage: str) -> None:
     """scan finds the entry whose keyHash is none of its message's keys, or whose prevIndex
-    names no earlier entry, where verify finds it; what else verify says of that index is
-    about its slot table, which scan does not read."""
+    names no earlier entry, and a slot that points past the entries or at an entry of another
+    slot, where verify finds each, and says what verify says."""
     from mqtool.integrity.checks import verify
     from mqtool.spark.scan import run_scan
 
     root, expected = _damaged_copy(tmp_path, damage)
     got = run_scan(spark, [str(root)], now_ms=NOW_MS, split_size=1000, audits=["integrity"])
     assert {(f["kind"], f["file"], f["offset"]) for f in got.summary["integrity"]} == expected
-    ((_, file, offset),) = expected
     errors = verify(root).errors
-    (same,) = [f for f in errors if (f.file, f.offset) == (file, offset)]
-    assert same.detail.split(": ", 1)[1] in got.summary["integrity"][0]["detail"]
-    assert all("slot" in f.detail for f in errors if f is not same)
+    assert {(f.file, f.offset) for f in errors} == {(f, o) for _, f, o in expected}
+    scan = {(f["file"], f["offset"]): f for f in got.summary["integrity"]}
+    for f in errors:
+        said = scan[f.file, f.offset]
+        if said["kind"] == "index":  # the header and slot table: verify's own check
+            assert (said["detail"], said["severity"]) == (f.detail, f.severity.value)
+        else:
+            assert f.detail.split(": ", 1)[1] in said["detail"]
 
 
 def test_java_string_hash_is_tags_code_of(spark) -> None:  # noqa: F811
