@@ -6,17 +6,17 @@ Between files (:func:`cross_file`): units or index entries that point at no mess
 (``cq-dangling``, ``index-dangling``), at another message than their own or with a tagsCode
 that is not their message's (its tag's hash; in the schedule topic a deliver time a delay
 level gives: ``cq-mismatch``, verify's unit rule, :mod:`mqtool.store.unit_check`), index
-entries whose keyHash is none of their message's keys or whose prevIndex names no earlier entry
-(``index-mismatch``, verify's entry rules, :mod:`mqtool.integrity.indexcheck`; an entry's
-timeDiff is verify's alone), and messages that lack their unit (``cq-missing``). An index
-file's header and slot table are checked on the driver, by verify's own check
-(:func:`mqtool.spark.scan.layout_findings`). First each store's tallies (counts and
-hashes of each side, made in the aggregations the scan runs anyway, :func:`settle`) settle
-the sides that are whole; what they do not settle goes through one shuffle of the messages'
-key columns, the consume-queue units and the index entries together, grouped by (store,
-commitLogOffset). The small sides (where each store's commitlog starts, each queue's first
-offset) are broadcast. Findings are rows of the one :class:`~mqtool.formats.errors.Finding` type
-(:data:`~mqtool.spark.schema.FINDING_SCHEMA`).
+entries whose keyHash is none of their message's keys, whose prevIndex names no earlier entry
+or whose timeDiff is not what their message's store time gives in their file
+(``index-mismatch``, verify's entry rules, :mod:`mqtool.integrity.indexcheck`), and messages
+that lack their unit (``cq-missing``). An index file's header and slot table are checked on
+the driver, by verify's own check (:func:`mqtool.spark.scan.layout_findings`). First each
+store's tallies (counts and hashes of each side, made in the aggregations the scan runs
+anyway, :func:`settle`) settle the sides that are whole; what they do not settle goes
+through one shuffle of the messages' key columns, the consume-queue units and the index
+entries together, grouped by (store, commitLogOffset). The small sides (where each store's
+commitlog starts, each queue's first offset) are broadcast. Findings are rows of the one
+:class:`~mqtool.formats.errors.Finding` type (:data:`~mqtool.spark.schema.FINDING_SCHEMA`).
 """
 
 from __future__ import annotations
@@ -246,17 +246,46 @@ def _index_sums(hashes: Column) -> dict[str, Column]:
             **{name: chunk(i) for i, name in enumerate(_INDEX_TALLIES[1:])}}
 
 
-def entry_hash(key_hash: Column, prev: Column | None = None, entry: Column | None = None
-               ) -> Column:
-    """What an index entry and its message share: xxhash64 of (commitLogOffset, keyHash);
-    an entry whose prevIndex names no earlier entry (``prev``, ``entry`` given) hashes its
-    prevIndex too, which no message gives."""
-    h = F.xxhash64(F.col("commitLogOffset").cast("long"), key_hash.cast("int"))
-    if prev is None or entry is None:
-        return h
-    return F.when(prev_index_bad(prev, entry), F.xxhash64(F.col("commitLogOffset").cast("long"),
-                                                    key_hash.cast("int"), prev.cast("int"))
-                  ).otherwise(h)
+def entry_hash(key_hash: Column, time_diff: Column | None = None) -> Column:
+    """What an index entry and its message share: xxhash64 of (commitLogOffset, keyHash), and
+    of its timeDiff too where verify checks it (``time_diff`` given, else null: see
+    :func:`entry_time_checked`)."""
+    o, kh = F.col("commitLogOffset").cast("long"), key_hash.cast("int")
+    if time_diff is None:
+        return F.xxhash64(o, kh)
+    return F.when(time_diff.isNull(), F.xxhash64(o, kh)).otherwise(
+        F.xxhash64(o, kh, time_diff.cast("int")))
+
+
+def entries_hash() -> Column:
+    """:func:`entry_hash` of an index entry row (``entry``, ``keyHash``, ``commitLogOffset``,
+    ``timeDiff``, ``prevIndex``, ``beginTimestamp``): an entry whose prevIndex names no earlier
+    entry hashes its prevIndex too, which no message gives."""
+    o, kh = F.col("commitLogOffset").cast("long"), F.col("keyHash").cast("int")
+    td, prev = F.col("timeDiff").cast("int"), F.col("prevIndex").cast("int")
+    timed = entry_time_checked(F.col("entry"), F.col("beginTimestamp"))
+    bad = prev_index_bad(prev, F.col("entry"))
+    return (F.when(timed & bad, F.xxhash64(o, kh, td, prev))
+            .when(timed, entry_hash(F.col("keyHash"), td))
+            .when(bad, F.xxhash64(o, kh, prev))
+            .otherwise(entry_hash(F.col("keyHash"))))
+
+
+def entry_time_checked(entry: Column, begin_timestamp: Column) -> Column:
+    """Whether verify checks an entry's timeDiff (:mod:`mqtool.integrity.indexcheck`): not a
+    file's first entry (``IndexFile#putKey`` measures it against the begin time the file was
+    made with, then makes its store time the begin time), in a file with a begin time."""
+    return (entry >= F.lit(2)) & (begin_timestamp > F.lit(0))
+
+
+def index_time_diff(store_timestamp: Column, begin_timestamp: Column) -> Column:
+    """``IndexFile#putKey``'s timeDiff, whole seconds from ``begin_timestamp`` to
+    ``store_timestamp`` clamped to ``0..Integer.MAX_VALUE``
+    (:func:`mqtool.integrity.dispatch_rules.index_time_diffs`, over columns)."""
+    d = F.greatest(store_timestamp.cast("long") - begin_timestamp.cast("long"),
+                   F.lit(0).cast("long"))
+    whole = ((d - d % F.lit(1000)) / F.lit(1000)).cast("long")  # exact: a multiple of 1000
+    return F.least(whole, F.lit(0x7FFFFFFF).cast("long")).cast("int")
 
 
 def index_key_array() -> Column:
@@ -289,7 +318,7 @@ MESSAGE_TALLY_COLUMNS = ("tags", "keys", "uniqKey")
 per-message audits' own (``AUDIT_COLUMNS`` of :mod:`mqtool.spark.scan`)."""
 
 
-def _indexed(index_spans: Mapping[str, tuple[int, int] | None]) -> Column:
+def _indexed(index_spans: Mapping[str, IndexSpan | None]) -> Column:
     """Whether a message row gets index entries (``IndexService#buildIndex``): not a
     transaction rollback, and inside the commitlog span its store's index files cover
     (:func:`index_spans`)."""
@@ -299,32 +328,64 @@ def _indexed(index_spans: Mapping[str, tuple[int, int] | None]) -> Column:
     return (txn != F.lit(TRANSACTION_ROLLBACK_TYPE)) & F.col("commitLogOffset").between(lo, hi)
 
 
-def _key_entry_hashes() -> Column:
-    """:func:`entry_hash` of each entry a message's keys give (:func:`index_key_hashes`)."""
-    return F.transform(index_key_hashes(), lambda k: entry_hash(k))
+def _key_entry_hashes(index_spans: Mapping[str, IndexSpan | None]) -> Column:
+    """:func:`entry_hash` of each entry a message's keys give (:func:`index_key_hashes`), with
+    the timeDiff its file's begin time gives where verify checks it (:func:`key_files`)."""
+    o = F.col("commitLogOffset").cast("long")
+    f, before, begins, times = key_files(index_spans)
+
+    def one(k: Column, i: Column) -> Column:
+        g = F.greatest(F.when(i < before, f - 1).otherwise(f), F.lit(1))  # the key's file
+        first = (F.element_at(begins, g) == o) & (i == F.when(g == f, before).otherwise(0))
+        begin = F.element_at(times, g)
+        return entry_hash(k, F.when((f >= 1) & ~first & (begin > 0), index_time_diff(
+            F.col("storeTimestamp"), begin)))
+    return F.transform(index_key_hashes(), one)
 
 
-def message_tallies(index_spans: Mapping[str, tuple[int, int] | None]) -> dict[str, Column]:
+def key_files(index_spans: Mapping[str, IndexSpan | None]) -> tuple[Column, ...]:
+    """Over a message row (``store``, ``commitLogOffset``): the index file its keys go to, as
+    the 1-based number ``f`` of its store's last file that begins at or before it
+    (:attr:`IndexSpan.files`); ``before``: how many of its keys went to file ``f - 1`` (a
+    message whose keys did not all fit there); and the store's files' beginPhyOffsets and
+    beginTimestamps (arrays)."""
+    def arr(i: int) -> Column:
+        return _by_store({s: [int(f[i]) for f in v.files] for s, v in index_spans.items()
+                          if v is not None}, "array<long>")
+    begins, times, befores = arr(0), arr(2), arr(3)
+    o = F.col("commitLogOffset").cast("long")
+    f = F.aggregate(begins, F.lit(0), lambda n, b: n + (b <= o).cast("int"))
+    at = F.greatest(f, F.lit(1))  # (an array's first element is number 1)
+    before = F.when(F.element_at(begins, at) == o,
+                    F.element_at(befores, at).cast("int")).otherwise(F.lit(0))
+    return f, before, begins, times
+
+
+def message_tallies(index_spans: Mapping[str, IndexSpan | None]) -> dict[str, Column]:
     """The messages' tallies, columns over a ``records`` projection (``recordType``,
     ``commitLogOffset``, ``topic``, ``queueId``, ``queueOffset``, ``storeSize``, ``sysFlag``,
-    ``tags``, ``keys``, ``uniqKey``) for :func:`mqtool.spark.audits.message_facts`; ``index_spans``:
+    ``storeTimestamp``, ``tags``, ``keys``, ``uniqKey``) for
+    :func:`mqtool.spark.audits.message_facts`; ``index_spans``:
     :func:`index_spans`."""
     is_m = F.col("recordType") == F.lit(RECORD_KIND_MESSAGE)
     unit = is_m & gets_unit(F.col("sysFlag"))
     indexed = is_m & _indexed(index_spans)
     return {_UNIT_TALLIES[0]: F.when(unit, F.lit(1)),
             _UNIT_TALLIES[1]: F.when(unit, _unit_hash(message_tag())),
-            **{name: F.when(indexed, c) for name, c in _index_sums(_key_entry_hashes()).items()}}
+            **{name: F.when(indexed, c)
+               for name, c in _index_sums(_key_entry_hashes(index_spans)).items()}}
 
 
-def message_tally_rules(index_spans: Mapping[str, tuple[int, int] | None]) -> dict[str, Any]:
+def message_tally_rules(index_spans: Mapping[str, IndexSpan | None]) -> dict[str, Any]:
     """:func:`message_tallies` as ``FactsJob.java`` is told it
     (:func:`mqtool.spark.audits.fact_rules`): the tally names, the sysFlag rules, the key
     separator and ``index_spans``."""
     return {"tallyNames": [*_UNIT_TALLIES, *_INDEX_TALLIES],
             **unit_rule(), "txnRollback": TRANSACTION_ROLLBACK_TYPE, "keySeparator": KEY_SEPARATOR,
             "scheduleTopic": SCHEDULE_TOPIC, "delayUnitMs": DELAY_UNIT_MS,
-            "indexSpans": {s: None if v is None else list(v) for s, v in index_spans.items()}}
+            "indexSpans": {s: None if v is None else [v.lo, v.hi] for s, v in index_spans.items()},
+            "indexFiles": {s: [list(f) for f in v.files] for s, v in index_spans.items()
+                           if v is not None}}
 
 
 def unit_tallies(cl_start: Mapping[str, Any]) -> dict[str, Column]:
@@ -337,7 +398,7 @@ def unit_tallies(cl_start: Mapping[str, Any]) -> dict[str, Column]:
 
 def index_tallies(index: DataFrame, cl_start: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """store -> the index entries' tallies (one small job: an aggregation per store)."""
-    sums = _index_sums(F.array(entry_hash(F.col("keyHash"), F.col("prevIndex"), F.col("entry"))))
+    sums = _index_sums(F.array(entries_hash()))
     rows = (index.filter(_known(cl_start)).groupBy("store")
             .agg(*[F.sum(c).alias(n) for n, c in sums.items()]).collect())
     return fold_tallies(r.asDict() for r in rows)
@@ -361,25 +422,67 @@ def _known_from(cl_start: Mapping[str, Any]) -> dict[str, int | None]:
     return {s: None if v is None else int(v) for s, v in cl_start.items()}
 
 
-def index_spans(stores: Iterable[str]) -> dict[str, tuple[int, int] | None]:
-    """store -> the commitlog offsets its index files' headers say they cover (the first
-    file's beginPhyOffset .. the last's endPhyOffset, of files with entries); None: none."""
+class IndexSpan(NamedTuple):
+    """Where a store's index files (those with entries) point into its commitlog."""
+
+    lo: int  # the first file's beginPhyOffset
+    hi: int  # the last file's endPhyOffset
+    files: tuple[tuple[int, int, int, int], ...]
+    """Each file in order: its beginPhyOffset, endPhyOffset and beginTimestamp, and how many
+    keys of the message at its beginPhyOffset went to the file before it
+    (``IndexService#buildIndex`` goes on in a new file when one is full in the middle of a
+    message's keys: those entries end the previous file, at its endPhyOffset)."""
+
+
+def index_spans(stores: Iterable[str]) -> dict[str, IndexSpan | None]:
+    """store -> where its index files point (:class:`IndexSpan`, from their headers); None:
+    no file with entries. A header that cannot be read is a finding of its own
+    (:func:`mqtool.spark.scan.layout_findings`), and its file is left out here."""
     from mqtool.formats.indexfile import INDEX_HEADER_SIZE, parse_header
     from mqtool.spark import splits
 
-    out: dict[str, tuple[int, int] | None] = {}
+    out: dict[str, IndexSpan | None] = {}
     for store in stores:
-        spans = []
+        files: list[tuple[int, int, int, int]] = []
+        last = ""  # the path of the file that gave files[-1]
         for s in splits.index_splits(store, splits.find_store_root(store)):
             with open(s.path, "rb") as f:
                 head = f.read(INDEX_HEADER_SIZE)
             if len(head) < INDEX_HEADER_SIZE:
-                continue  # an unreadable header is a finding of its own (layout_findings)
+                continue  # reported by layout_findings
             h = parse_header(head, file=s.name)
             if h.index_count > 1:
-                spans.append((h.begin_phy_offset, h.end_phy_offset))
-        out[store] = (min(a for a, _ in spans), max(b for _, b in spans)) if spans else None
+                before = 0
+                if files and files[-1][1] == h.begin_phy_offset:
+                    before = _entries_at_end(last, h.begin_phy_offset)
+                files.append((h.begin_phy_offset, h.end_phy_offset, h.begin_timestamp, before))
+                last = s.path
+        out[store] = IndexSpan(files[0][0], max(f[1] for f in files), tuple(files)) \
+            if files else None
     return out
+
+
+def _entries_at_end(path: str, phy: int) -> int:
+    """How many of the last entries of the index file ``path`` point at ``phy``."""
+    from pathlib import Path
+
+    from mqtool.formats.buffers import close_map
+    from mqtool.formats.errors import FormatError
+    from mqtool.formats.indexfile import IndexReader
+    from mqtool.store.files import map_readonly
+
+    buf = map_readonly(Path(path))
+    try:
+        r = IndexReader(buf, file=path)
+        n, count = 0, r.header.index_count
+        while count - 1 - n >= 1 and r.entry(count - 1 - n).phy_offset == phy:
+            n += 1
+        del r
+        return n
+    except FormatError:
+        return 0  # reported by layout_findings; the tallies then differ, the exact check runs
+    finally:
+        close_map(buf)
 
 
 def settle(
@@ -404,14 +507,15 @@ def settle(
 def _suspects(
     msgs: DataFrame, cq: DataFrame | None, index: DataFrame | None, cl_start: Mapping[str, Any],
     settled: Mapping[str, Settled] | None = None,
-    spans: Mapping[str, tuple[int, int] | None] | None = None,
+    spans: Mapping[str, IndexSpan | None] | None = None,
 ) -> DataFrame:
     """(sid, phy): the commitlog offsets where :func:`_exact` could find anything, from one
     hash aggregation of narrow rows (no string, no sort): a store number, the offset, whether
     the row is a message or a unit, and a signature, xxhash64 of (topic, queueId, queueOffset,
     size, tagsCode: :func:`message_tag`, :func:`unit_tag`), the message's and the units'
-    alike; and the index entries' :func:`entry_hash` against those the message's keys give
-    (with ``spans``, :func:`index_spans`: where messages get entries); each XORed per offset.
+    alike; and the index entries' :func:`entries_hash` against those the message's keys give
+    (with ``spans``, :func:`index_spans`: where messages get entries and their files' begin
+    times); each XORed per offset.
 
     An offset is clear when exactly one message starts there, its entries' hashes XOR to the
     message's, and either one unit is there with the message's signature (XOR 0) or no unit
@@ -442,9 +546,9 @@ def _suspects(
         keys = zero
     else:  # the entries a message gives, unless its store's index side is settled
         keys = F.when(~done("index") & _indexed(spans), F.aggregate(
-            _key_entry_hashes(), zero, lambda acc, h: acc.bitwiseXOR(h))).otherwise(zero)
+            _key_entry_hashes(spans), zero, lambda acc, h: acc.bitwiseXOR(h))).otherwise(zero)
     xi = {"m": keys, "u": zero,
-          "i": entry_hash(F.col("keyHash"), F.col("prevIndex"), F.col("entry"))}
+          "i": entries_hash()}
 
     def narrow(df: DataFrame, kind: str) -> DataFrame:
         keep = ~done({"m": "messages", "u": "units", "i": "index"}[kind])
@@ -526,7 +630,7 @@ def cross_file(
     msgs: DataFrame, cq: DataFrame | None, index: DataFrame | None,
     cl_start: Mapping[str, Any], qmin: DataFrame | None = None, offsets: int = 0,
     settled: Mapping[str, Settled] | None = None,
-    spans: Mapping[str, tuple[int, int] | None] | None = None,
+    spans: Mapping[str, IndexSpan | None] | None = None,
 ) -> list[dict[str, Any]]:
     """Consume-queue and index findings (FINDING_SCHEMA rows) of the messages' key columns,
     the consume-queue units and the index entries.
@@ -581,8 +685,10 @@ def _exact(
     than its own (topic, queue, queue offset or size), or at its own with a tagsCode that is
     not the message's tag hash or, in the schedule topic, a deliver time no delay gives from
     the message's store time (verify's unit rule; an address into ``consumequeue_ext`` is
-    neither), is ``cq-mismatch``; an entry at a message whose keys give none of its keyHash, or
-    whose prevIndex names no earlier entry, is ``index-mismatch``; and a message with no
+    neither), is ``cq-mismatch``; an entry at a message whose keys give none of its keyHash,
+    whose prevIndex names no earlier entry, or (not its file's first) whose timeDiff is not the
+    message's store time less its file's beginTimestamp, is ``index-mismatch``; and a message
+    with no
     unit that matches it exactly (topic, queue, queue offset) lacks its unit (``cq-missing``).
     Every finding comes out of one projection of that table.
 
@@ -598,13 +704,15 @@ def _exact(
 
     none_s, none_i, none_l = (F.lit(None).cast(t) for t in ("string", "int", "long"))
     cols = ["topic", "queueId", "queueOffset", "storeSize", "sysFlag", "file", "fileOffset",
-            "entry", "keyHash", "tagsCode", "storeTimestamp", "prevIndex", "keyHashes"]
+            "entry", "keyHash", "tagsCode", "storeTimestamp", "prevIndex", "keyHashes",
+            "timeDiff", "beginTimestamp"]
 
     def tagged(df: DataFrame, tag: str, **given: Column) -> DataFrame:
         nulls = {"topic": none_s, "queueId": none_i, "queueOffset": none_l,
                  "storeSize": none_i, "sysFlag": none_i, "entry": none_i, "keyHash": none_i,
                  "tagsCode": none_l, "storeTimestamp": none_l, "prevIndex": none_i,
-                 "keyHashes": F.lit(None).cast("array<int>")}
+                 "keyHashes": F.lit(None).cast("array<int>"), "timeDiff": none_i,
+                 "beginTimestamp": none_l}
         return df.select(*_KEYS, F.lit(tag).alias("tag"), *[
             given.get(c, F.col(c) if c in ("file", "fileOffset") else nulls[c]).alias(c)
             for c in cols])
@@ -617,8 +725,8 @@ def _exact(
         parts.append(tagged(cq, unit, **{c: F.col(c) for c in cols[:4]},
                             tagsCode=F.col("tagsCode").cast("long")))
     if index is not None:
-        parts.append(tagged(index, INDEX_DANGLING, entry=F.col("entry"),
-                            keyHash=F.col("keyHash"), prevIndex=F.col("prevIndex")))
+        parts.append(tagged(index, INDEX_DANGLING, **{c: F.col(c) for c in (
+            "entry", "keyHash", "prevIndex", "timeDiff", "beginTimestamp")}))
     rows = parts[0]
     for p in parts[1:]:
         rows = rows.unionByName(p)
@@ -654,11 +762,15 @@ def _exact(
     tag_bad = own & ~schedule & (F.col("tagsCode") != F.col("m_tagsCode"))
     deliver_bad = own & schedule & ~delay_written(delay)
     # verify's entry rules (mqtool.integrity.indexcheck): a prevIndex naming an earlier entry,
-    # a keyHash of one of the message's index keys (not its timeDiff: verify's alone)
+    # a keyHash of one of the message's index keys, the timeDiff its store time gives
     is_entry = F.col("tag") == F.lit(INDEX_DANGLING)
     prev_bad = is_entry & has_m & prev_index_bad(F.col("prevIndex"), F.col("entry"))
     key_bad = (is_entry & has_m & ~prev_bad & ~F.array_contains(
         F.coalesce(F.col("m_keyHashes"), F.array().cast("array<int>")), F.col("keyHash")))
+    time_given = index_time_diff(F.col("m_storeTimestamp"), F.col("beginTimestamp"))
+    time_bad = (is_entry & has_m & ~prev_bad & ~key_bad
+                & entry_time_checked(F.col("entry"), F.col("beginTimestamp"))
+                & (F.col("timeDiff") != time_given))
     # a message below its queue's first unit: the queue was cut, not lost
     missing = (is_m & (F.col("anyExact") == 0) & gets_unit(F.col("sysFlag"))
                & (F.col("minOffset").isNull() | (F.col("queueOffset") >= F.col("minOffset"))))
@@ -691,6 +803,9 @@ def _exact(
         .when(key_bad, F.format_string(
             "entry %d -> commitlog offset %d: keyHash %d is none of the message's index keys",
             F.col("entry"), here, F.col("keyHash")))
+        .when(time_bad, F.format_string(
+            "entry %d -> commitlog offset %d: timeDiff %d s, the message's store time gives "
+            "%d s", F.col("entry"), here, F.col("timeDiff"), time_given))
         .when(deliver_bad, F.concat(where, F.format_string(
             ": tagsCode %d (the deliver time) is %d ms after the message's storeTimestamp, a "
             "delay no messageDelayLevel gives (whole seconds, at most 10 years)",
@@ -701,13 +816,15 @@ def _exact(
     )
     kind = (F.when(dangling, F.col("tag"))
             .when(mismatch | tag_bad | deliver_bad, F.lit(CQ_MISMATCH))
-            .when(prev_bad | key_bad, F.lit(INDEX_MISMATCH))
+            .when(prev_bad | key_bad | time_bad, F.lit(INDEX_MISMATCH))
             .when(missing, F.lit(CQ_MISSING)))
     for k in (CQ_DANGLING, INDEX_DANGLING, CQ_MISMATCH, CQ_MISSING, INDEX_MISMATCH):
         _finding(k, here, here, here)  # every kind this audit makes is registered
     expected = (F.when(tag_bad, F.col("m_tagsCode").cast("string"))
-                .when(deliver_bad, F.lit(DELIVER_EXPECTED)))
-    found = F.when(tag_bad | deliver_bad, F.col("tagsCode").cast("string"))
+                .when(deliver_bad, F.lit(DELIVER_EXPECTED))
+                .when(time_bad, time_given.cast("string")))
+    found = (F.when(tag_bad | deliver_bad, F.col("tagsCode").cast("string"))
+             .when(time_bad, F.col("timeDiff").cast("string")))
     return rows.filter(kind.isNotNull()).select(*_finding(
         CQ_MISSING, F.col("file"), F.col("fileOffset"), detail, here, kind_col=kind,
         expected=expected, found=found))
@@ -741,7 +858,7 @@ def integrity(
     extra: Iterable[tuple[str, Finding]] = (),
     offsets: int = 0,
     settled: Mapping[str, Settled] | None = None,
-    spans: Mapping[str, tuple[int, int] | None] | None = None,
+    spans: Mapping[str, IndexSpan | None] | None = None,
 ) -> list[dict[str, Any]]:
     """All integrity findings as FINDING_SCHEMA rows, ordered by store, file, offset and kind
     (None first, as Spark's orderBy).

@@ -406,6 +406,10 @@ def _damaged_copy(tmp_path: Path, damage: str) -> tuple[Path, set[tuple[str, str
     if damage == "slot":  # a slot that points past the entries (lookups by its keys miss)
         _patch(index_file, slot_at, struct.pack(">i", geo.index_num + 5))
         return root, {("index", f"index/{index_file.name}", slot_at)}
+    if damage == "entry-time":  # a timeDiff a second off its message's store time
+        (td,) = struct.unpack(">i", index_file.read_bytes()[at + 12 : at + 16])
+        _patch(index_file, at + 12, struct.pack(">i", td + 1))
+        return root, {("index-mismatch", f"index/{index_file.name}", at)}
     if damage == "entry-prev":  # a prevIndex that names no earlier entry (itself)
         _patch(index_file, at + 16, struct.pack(">i", 3))
         return root, {("index-mismatch", f"index/{index_file.name}", at)}
@@ -417,7 +421,7 @@ def _damaged_copy(tmp_path: Path, damage: str) -> tuple[Path, set[tuple[str, str
 @pytest.mark.parametrize(("damage", "units", "index"), [
     ("unit-offset", False, True), ("unit-twice", False, True), ("unit-tag", False, True),
     ("deliver-ms", False, True), ("index-entry", True, False), ("entry-key", True, False),
-    ("entry-prev", True, False)])
+    ("entry-prev", True, False), ("entry-time", True, False)])
 def test_tallies_tell_each_damaged_side_from_a_clean_one(
     spark, tmp_path: Path, damage: str, units: bool, index: bool,  # noqa: F811
 ) -> None:
@@ -433,7 +437,7 @@ def test_tallies_tell_each_damaged_side_from_a_clean_one(
 
 
 @pytest.mark.parametrize("damage", [None, "index-entry", "unit-tag", "deliver-ms",
-                                    "entry-key", "entry-prev"])
+                                    "entry-key", "entry-prev", "entry-time"])
 def test_tallies_of_the_python_data_source(spark, tmp_path: Path, monkeypatch,  # noqa: F811
                                           damage: str | None) -> None:
     """Without the Java reader (a machine with no JDK) the same tallies settle the same sides:
@@ -473,7 +477,7 @@ def test_a_unit_tagscode_finding_is_verifys(spark, tmp_path: Path,  # noqa: F811
         assert ("tag hash" if damage == "unit-tag" else "1001 ms after") in scan_f["detail"]
 
 
-@pytest.mark.parametrize("damage", ["entry-key", "entry-prev", "slot"])
+@pytest.mark.parametrize("damage", ["entry-key", "entry-prev", "entry-time", "slot"])
 def test_an_index_finding_is_verifys(spark, tmp_path: Path,  # noqa: F811
                                      damage: str) -> None:
     """scan finds the entry whose keyHash is none of its message's keys, or whose prevIndex
@@ -494,6 +498,83 @@ def test_an_index_finding_is_verifys(spark, tmp_path: Path,  # noqa: F811
             assert (said["detail"], said["severity"]) == (f.detail, f.severity.value)
         else:
             assert f.detail.split(": ", 1)[1] in said["detail"]
+            assert (said["expected"], said["found"]) == (f.expected, f.found)
+
+
+@pytest.fixture(scope="module")
+def split_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A reference store whose index files fill up in the middle of a message's keys (6
+    entries a file; one to four keys a message, store times 1.7 s apart): the rest of that
+    message's keys begin the next file, as ``IndexService#buildIndex`` goes on."""
+    from mqtool.refstore.engine import ManualClock, Message, RefStore, StoreConfig
+
+    root = tmp_path_factory.mktemp("split-index") / "store"
+    cfg = StoreConfig(commitlog_file_size=1 << 16, cq_entries_per_file=16, index_hash_slots=4,
+                      index_max_entries=7)
+    clock = ManualClock(1_795_000_000_000)
+    with RefStore.open(root, cfg, clock=clock, seed=5) as s:
+        s.create_topic("Split", 1)
+        for i in range(30):
+            keys = " ".join(f"k{i}-{j}" for j in range(i % 4))
+            s.put(Message.create("Split", b"x" * 10, keys=keys or None))
+            clock.advance(1700)
+    return root
+
+
+def _split_entry(root: Path) -> tuple[Path, int]:
+    """An index file of ``root`` that begins with the rest of a message's keys, and the
+    position of its second entry (the first the broker measures against its begin time)."""
+    from mqtool.spark import integrity
+
+    (span,) = integrity.index_spans([str(root)]).values()
+    assert span is not None
+    n = next(i for i, f in enumerate(span.files) if f[3])  # a message split across two files
+    path = sorted((root / "index").iterdir())[n]
+    geo = index_geometry(path.stat().st_size, buf=path.read_bytes())
+    return path, geo.entry_pos(2)
+
+
+@pytest.mark.parametrize("java", [True, False])
+def test_index_files_that_split_a_message_settle(spark, split_index: Path,  # noqa: F811
+                                                 monkeypatch, java: bool) -> None:
+    """Keys of one message in two index files: each entry's timeDiff is judged against its own
+    file's begin time (the first entry of a file against none), so a clean store settles by
+    its tallies, on the Java reader's path and the Python data source's alike, as verify
+    finds nothing."""
+    from mqtool.integrity.checks import verify
+    from mqtool.spark import integrity, source
+    from mqtool.spark.scan import run_scan
+
+    assert not verify(split_index).errors
+    _split_entry(split_index)
+    if not java:
+        monkeypatch.setattr(source, "java_reader_on", lambda _spark: False)
+    got = run_scan(spark, [str(split_index)], now_ms=NOW_MS, split_size=1000,
+                   audits=["integrity"])
+    assert got.settled == {str(split_index): integrity.Settled(True, True, True)}
+    assert got.summary["integrity"] == []
+
+
+def test_a_timediff_finding_in_a_split_file_is_verifys(spark, split_index: Path,  # noqa: F811
+                                                       tmp_path: Path) -> None:
+    """A timeDiff a second off in a file that begins with a message's other keys: scan and
+    verify find the same entry, with the same values."""
+    import shutil
+
+    from mqtool.integrity.checks import verify
+    from mqtool.spark.scan import run_scan
+
+    root = tmp_path / "store"
+    shutil.copytree(split_index, root)
+    path, at = _split_entry(root)
+    (td,) = struct.unpack(">i", path.read_bytes()[at + 12 : at + 16])
+    _patch(path, at + 12, struct.pack(">i", td + 1))
+    got = run_scan(spark, [str(root)], now_ms=NOW_MS, split_size=1000, audits=["integrity"])
+    (f,) = verify(root).errors
+    assert [(r["kind"], r["file"], r["offset"], r["expected"], r["found"])
+            for r in got.summary["integrity"]] == [
+        ("index-mismatch", f.file, f.offset, f.expected, f.found)]
+    assert (f.file, f.offset) == (f"index/{path.name}", at)
 
 
 def test_java_string_hash_is_tags_code_of(spark) -> None:  # noqa: F811
@@ -510,6 +591,23 @@ def test_java_string_hash_is_tags_code_of(spark) -> None:  # noqa: F811
     got = [r[0] for r in df.select(java_string_hash(F.col("tags"))).collect()]
     assert got == [tags_code_of(c) for c in cases]
     assert got[0] == 2598919 and got[2] == got[3] == 0
+
+
+def test_index_time_diff_is_verifys_rule(spark) -> None:  # noqa: F811
+    """The Spark column of an entry's timeDiff equals verify's rule (whole seconds, truncated,
+    clamped to 0..Integer.MAX_VALUE) before, at and after the begin time and past 68 years."""
+    from pyspark.sql import functions as F
+
+    from mqtool.integrity.dispatch_rules import index_time_diffs
+    from mqtool.spark.integrity import index_time_diff
+
+    begin = 1_795_000_000_000
+    cases = [begin - 5000, begin - 1, begin, begin + 1, begin + 999, begin + 1000,
+             begin + 1999, begin + 86_400_123, begin + (1 << 31) * 1000 + 5000]
+    df = spark.createDataFrame([(c, begin) for c in cases], "ts long, begin long")
+    got = [r[0] for r in df.select(index_time_diff(F.col("ts"), F.col("begin"))).collect()]
+    assert got == index_time_diffs(cases, begin).tolist()
+    assert got[:7] == [0, 0, 0, 0, 0, 1, 1] and got[-1] == 0x7FFFFFFF
 
 
 def test_index_key_count_is_the_rule_of_index_keys(spark) -> None:  # noqa: F811

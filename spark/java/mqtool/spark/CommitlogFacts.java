@@ -56,6 +56,14 @@ final class CommitlogFacts extends CommitlogDecoder {
     private UTF8String storeU;
     private int storeHash;
     private long[] span;
+    private long[][] files;  // its index files (FactsJob.Rules.indexFiles)
+    // keySums(): the message's file (1-based, integrity.key_files), how many of its keys went
+    // to the file before, its commitlog offset and store time, the number of the key
+    private int kFile;
+    private int kBefore;
+    private long kPhys;
+    private long kTs;
+    private int kNum;
 
     // the task's topics (per store): bytes, and what the keys derive from them
     private byte[][] tBytes = new byte[16][];
@@ -111,6 +119,7 @@ final class CommitlogFacts extends CommitlogDecoder {
             storeU = s;
             storeHash = s.hashCode();
             span = rules.indexSpans.get(cur.store);
+            files = rules.indexFiles.get(cur.store);
         }
         super.openSplit(size);
     }
@@ -181,7 +190,7 @@ final class CommitlogFacts extends CommitlogDecoder {
             }
         }
         if (indexed) {
-            keySums(phys);
+            keySums(phys, ts);
             long[] k = ks;
             if (r != null) {
                 r.entries(k[0], k[1], k[2], k[3]);
@@ -198,10 +207,22 @@ final class CommitlogFacts extends CommitlogDecoder {
     /** integrity.message_tallies' index sums of the message (picked by pick()), into ks: for
      * each of its keys (integrity.index_key_array: the UNIQ_KEY, each non-empty KEYS token),
      * the count and the three chunks of integrity.entry_hash of its topic#key's
-     * indexKeyHashMethod. */
-    private void keySums(long phys) {
+     * indexKeyHashMethod, and the timeDiff its file's begin time gives where verify checks it
+     * (integrity._key_entry_hashes). */
+    private void keySums(long phys, long ts) {
         ks[0] = ks[1] = ks[2] = ks[3] = 0;
         long base = XXH64.hashLong(phys, FactsJob.SEED);
+        int f = 0;  // integrity.key_files
+        if (files != null) {
+            while (f < files.length && files[f][0] <= phys) {
+                f++;
+            }
+        }
+        kFile = f;
+        kBefore = f >= 1 && files[f - 1][0] == phys ? (int) files[f - 1][3] : 0;
+        kPhys = phys;
+        kTs = ts;
+        kNum = 0;
         int u = picked[2];
         if (u >= 0) {
             addKey(base, pairs[4 * u + 2], pairs[4 * u + 3]);
@@ -225,10 +246,26 @@ final class CommitlogFacts extends CommitlogDecoder {
     private void addKey(long base, int at, int len) {
         int kh = FactsJob.indexKeyHash(arena, rTopic, topicLen, arena, at, len);
         long x = XXH64.hashInt(kh, base);
+        int i = kNum++;
+        if (kFile >= 1) {
+            int g = Math.max(i < kBefore ? kFile - 1 : kFile, 1);  // the key's file
+            long[] file = files[g - 1];
+            boolean first = file[0] == kPhys && i == (g == kFile ? kBefore : 0);
+            if (!first && file[2] > 0) {
+                x = XXH64.hashInt(timeDiff(kTs, file[2]), x);
+            }
+        }
         ks[0]++;
         ks[1] += x & chunkMask;
         ks[2] += (x >>> FactsJob.CHUNK_BITS) & chunkMask;
         ks[3] += x >>> (2 * FactsJob.CHUNK_BITS);
+    }
+
+    /** integrity.index_time_diff: IndexFile#putKey's timeDiff, whole seconds from ``begin``
+     * to ``ts`` clamped to 0..Integer.MAX_VALUE. */
+    static int timeDiff(long ts, long begin) {
+        long d = Math.max(ts - begin, 0L) / 1000;
+        return (int) Math.min(d, Integer.MAX_VALUE);
     }
 
     /** The id of a DLQ message's original topic: coalesce(properties[RETRY_TOPIC],

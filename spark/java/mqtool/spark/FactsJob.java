@@ -75,6 +75,9 @@ public final class FactsJob {
         long delayUnitMs;  // a schedule message's tag: its storeTimestamp modulo this
         String[] rareColumns;  // audits.RARE_COLUMNS: the columns a rare row keeps
         HashMap<String, long[]> indexSpans = new HashMap<>();  // store -> [lo, hi]
+        // store -> its index files' beginPhyOffset, endPhyOffset, beginTimestamp and the keys
+        // of the message at its beginPhyOffset in the file before (integrity.IndexSpan.files)
+        HashMap<String, long[][]> indexFiles = new HashMap<>();
 
         static Rules of(String json) throws java.io.IOException {
             JsonNode j = new ObjectMapper().readTree(json);
@@ -118,6 +121,17 @@ public final class FactsJob {
                     r.indexSpans.put(e.getKey(),
                         new long[] {e.getValue().get(0).asLong(), e.getValue().get(1).asLong()});
                 }
+            }
+            Iterator<Map.Entry<String, JsonNode>> files = j.get("indexFiles").fields();
+            while (files.hasNext()) {
+                Map.Entry<String, JsonNode> e = files.next();
+                long[][] fs = new long[e.getValue().size()][];
+                for (int i = 0; i < fs.length; i++) {
+                    JsonNode f = e.getValue().get(i);
+                    fs[i] = new long[] {f.get(0).asLong(), f.get(1).asLong(), f.get(2).asLong(),
+                        f.get(3).asLong()};
+                }
+                r.indexFiles.put(e.getKey(), fs);
             }
             return r;
         }
@@ -684,8 +698,11 @@ public final class FactsJob {
                 return;  // not a finding: below the commitlog's start
             }
             long mask = (1L << CHUNK_BITS) - 1;
-            long h = XXH64.hashInt(keyHash, XXH64.hashLong(o, SEED));  // integrity.entry_hash
-            if (prev < 0 || prev >= entry) {  // integrity.bad_prev
+            long h = XXH64.hashInt(keyHash, XXH64.hashLong(o, SEED));  // integrity.entries_hash
+            if (entry >= 2 && cur.base2 > 0) {  // integrity.entry_time_checked
+                h = XXH64.hashInt(timeDiff, h);
+            }
+            if (prev < 0 || prev >= entry) {  // dispatch_rules.prev_index_bad
                 h = XXH64.hashInt(prev, h);
             }
             long[] t = a;
