@@ -688,8 +688,8 @@ def _exact(
     neither), is ``cq-mismatch``; an entry at a message whose keys give none of its keyHash,
     whose prevIndex names no earlier entry, or (not its file's first) whose timeDiff is not the
     message's store time less its file's beginTimestamp, is ``index-mismatch``; and a message
-    with no
-    unit that matches it exactly (topic, queue, queue offset) lacks its unit (``cq-missing``).
+    with no unit that matches it exactly (topic, queue, queue offset) lacks its unit
+    (``cq-missing``).
     Every finding comes out of one projection of that table.
 
     ``qmin`` (store, topic, queueId, minOffset): each queue's first unit (:func:`queue_mins`;

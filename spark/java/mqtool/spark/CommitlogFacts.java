@@ -212,10 +212,16 @@ final class CommitlogFacts extends CommitlogDecoder {
     private void keySums(long phys, long ts) {
         ks[0] = ks[1] = ks[2] = ks[3] = 0;
         long base = XXH64.hashLong(phys, FactsJob.SEED);
-        int f = 0;  // integrity.key_files
+        int f = 0;  // integrity.key_files: how many files begin at or before phys
         if (files != null) {
-            while (f < files.length && files[f][0] <= phys) {
-                f++;
+            int hi = files.length;
+            while (f < hi) {
+                int mid = (f + hi) >>> 1;
+                if (files[mid][0] <= phys) {
+                    f = mid + 1;
+                } else {
+                    hi = mid;
+                }
             }
         }
         kFile = f;
