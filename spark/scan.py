@@ -150,7 +150,7 @@ def layout_findings(store: str) -> list[tuple[str, Finding]]:
         )))
     index = splits.index_splits(store, root)
     for s in index:  # a running broker writes its newest file only
-        out += [(store, f) for f in index_file_findings(s.path, s.name,
+        out += [(store, f) for f in index_file_findings(s.path, s.name, live,
                                                         live and s is index[-1])]
     for s in splits.consumequeue_splits(store, root):
         if s.file_size == 0:
@@ -165,19 +165,16 @@ def layout_findings(store: str) -> list[tuple[str, Finding]]:
     return out
 
 
-def index_file_findings(path: str, name: str, live: bool) -> list[Finding]:
+def index_file_findings(path: str, name: str, store_live: bool, live: bool) -> list[Finding]:
     """Verify's findings of an index file's header and slot table
-    (:func:`mqtool.integrity.indexcheck.index_file_findings`); none for a file a running broker
-    is making (empty) or has deleted since the listing."""
+    (:func:`mqtool.integrity.indexcheck.index_file_findings`; ``live``: the file a running
+    broker writes), none for a file verify leaves alone
+    (:func:`mqtool.integrity.indexcheck.map_index_file`)."""
     from mqtool.formats.buffers import close_map
     from mqtool.integrity import indexcheck
-    from mqtool.store.files import map_readonly
 
-    try:
-        buf = map_readonly(Path(path))
-    except FileNotFoundError:
-        return []
-    if not buf and live:
+    buf = indexcheck.map_index_file(Path(path), store_live)
+    if buf is None:
         return []
     try:
         reader, found = indexcheck.index_file_findings(buf, name, live=live)

@@ -48,6 +48,19 @@ class _File:
     block_at: int = 0
 
 
+def map_index_file(p: Path, store_live: bool) -> bytes | mmap.mmap | None:
+    """An index file's bytes to check, mapped read-only; None for a file deleted since the
+    listing (a running broker's cleanup) or, in a store a running broker holds
+    (``store_live``), an empty file (one it is making: no entries yet)."""
+    try:
+        buf = map_readonly(p)
+    except FileNotFoundError:
+        return None
+    if not buf and store_live:
+        return None
+    return buf
+
+
 def index_file_findings(
     buf: bytes | mmap.mmap, rel: str, *, live: bool = False
 ) -> tuple[IndexReader | None, list[Finding]]:
@@ -85,12 +98,9 @@ class IndexCheck:
 
     def _open(self, p: Path, progress: ProgressFn | None, live: bool) -> None:
         rel = f"index/{p.name}"
-        try:
-            buf = map_readonly(p)
-        except FileNotFoundError:
-            return  # deleted since the listing (a running broker's cleanup)
-        if not buf and self.store.live:
-            return  # a file a running broker is making: no entries yet
+        buf = map_index_file(p, self.store.live)
+        if buf is None:
+            return
         try:
             if progress is not None:
                 progress(len(buf))
