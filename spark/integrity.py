@@ -246,29 +246,24 @@ def _index_sums(hashes: Column) -> dict[str, Column]:
             **{name: chunk(i) for i, name in enumerate(_INDEX_TALLIES[1:])}}
 
 
-def entry_hash(key_hash: Column, time_diff: Column | None = None) -> Column:
+def entry_hash(key_hash: Column, *more: Column) -> Column:
     """What an index entry and its message share: xxhash64 of (commitLogOffset, keyHash), and
-    of its timeDiff too where verify checks it (``time_diff`` given, else null: see
-    :func:`entry_time_checked`)."""
-    o, kh = F.col("commitLogOffset").cast("long"), key_hash.cast("int")
-    if time_diff is None:
-        return F.xxhash64(o, kh)
-    return F.when(time_diff.isNull(), F.xxhash64(o, kh)).otherwise(
-        F.xxhash64(o, kh, time_diff.cast("int")))
+    of ``more`` (ints) after them, each skipped where null (Spark's hash of a null leaves the
+    hash as it was, as ``FactsJob`` does): the timeDiff where verify checks it
+    (:func:`entry_time_checked`)."""
+    return F.xxhash64(F.col("commitLogOffset").cast("long"), key_hash.cast("int"),
+                      *[c.cast("int") for c in more])
 
 
 def entries_hash() -> Column:
     """:func:`entry_hash` of an index entry row (``entry``, ``keyHash``, ``commitLogOffset``,
     ``timeDiff``, ``prevIndex``, ``beginTimestamp``): an entry whose prevIndex names no earlier
     entry hashes its prevIndex too, which no message gives."""
-    o, kh = F.col("commitLogOffset").cast("long"), F.col("keyHash").cast("int")
-    td, prev = F.col("timeDiff").cast("int"), F.col("prevIndex").cast("int")
-    timed = entry_time_checked(F.col("entry"), F.col("beginTimestamp"))
-    bad = prev_index_bad(prev, F.col("entry"))
-    return (F.when(timed & bad, F.xxhash64(o, kh, td, prev))
-            .when(timed, entry_hash(F.col("keyHash"), td))
-            .when(bad, F.xxhash64(o, kh, prev))
-            .otherwise(entry_hash(F.col("keyHash"))))
+    entry = F.col("entry")
+    return entry_hash(
+        F.col("keyHash"),
+        F.when(entry_time_checked(entry, F.col("beginTimestamp")), F.col("timeDiff")),
+        F.when(prev_index_bad(F.col("prevIndex"), entry), F.col("prevIndex")))
 
 
 def entry_time_checked(entry: Column, begin_timestamp: Column) -> Column:
