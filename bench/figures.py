@@ -15,7 +15,8 @@ from what this script would write (tests/core/test_bench_figures.py runs the sam
 Result-file schema (what :func:`write_last_run` writes; benchmarks use it)::
 
     {"bench": "<name>", "commit": "<git sha>", "dirty": false, "cpuCount": 2,
-     "loadAverage": [1.9, 2.1, 2.3], "startedUtc": "...", "size": "small" | "full",
+     "loadAverage": [1.9, 2.1, 2.3], "cpuCalibrationMs": 140.2, "startedUtc": "...",
+     "size": "small" | "full",
      "params": {...}, "baseline": "<what the ratios divide by, measured in the same run>",
      "figures": [{"what": "...", "value": 123.4, "unit": "msgs/s", "ratio": 0.06}, ...],
      "outsideReferences": [{"what": "...", "value": "...", "source": "..."}],
@@ -39,6 +40,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -51,8 +53,27 @@ NOT_RECORDED = "not recorded"
 
 
 # --- writing a result file (used by the benchmarks) -------------------------------------------
+CALIBRATION_LOOP = 2_000_000
+"""Iterations of :func:`cpu_calibration`'s loop."""
+
+
+def cpu_calibration() -> float:
+    """Milliseconds this Python takes for a fixed loop (median of three): how fast the machine
+    was when a bench ran, so that runs made at different times can be compared (a shared
+    machine's speed changes by a factor of two from hour to hour). Not a figure of mqtool's."""
+    times = []
+    for _ in range(3):
+        t = time.perf_counter()
+        total = 0
+        for i in range(CALIBRATION_LOOP):
+            total += i
+        times.append(time.perf_counter() - t)
+    return round(sorted(times)[1] * 1000, 1)
+
+
 def run_meta() -> dict[str, Any]:
-    """Commit, whether the tree had uncommitted changes, cores, load average, start time."""
+    """Commit, whether the tree had uncommitted changes, cores, load average, the machine's
+    speed (:func:`cpu_calibration`), start time."""
 
     def git(*args: str) -> str:
         try:
@@ -67,6 +88,7 @@ def run_meta() -> dict[str, Any]:
                           "formats", "spark", "bench", ":(exclude)bench/*/last-run.json")),
         "cpuCount": os.cpu_count(),
         "loadAverage": [round(x, 2) for x in os.getloadavg()],
+        "cpuCalibrationMs": cpu_calibration(),
         "startedUtc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
 
@@ -75,6 +97,7 @@ def write_last_run(name: str, meta: dict[str, Any], doc: dict[str, Any]) -> Path
     """Write ``bench/<name>/last-run.json`` = meta (taken at the start) + the run's document."""
     out = {"bench": name, **meta, **doc}
     out["loadAverageAtEnd"] = [round(x, 2) for x in os.getloadavg()]
+    out["cpuCalibrationMsAtEnd"] = cpu_calibration()
     path = BENCH / name / "last-run.json"
     path.write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {path.relative_to(REPO)}", file=sys.stderr)
@@ -105,8 +128,13 @@ def _meta_line(doc: dict[str, Any]) -> str:
     when = doc.get("startedUtc", NOT_RECORDED)
     size = doc.get("size")
     size_s = f", size {size}" if size else ""
+    calib = doc.get("cpuCalibrationMs")
+    calib_s = (f" A loop of {CALIBRATION_LOOP:,} Python additions took {_num(calib)} ms at the "
+               f"start and {_num(doc.get('cpuCalibrationMsAtEnd', NOT_RECORDED))} ms at the end "
+               "(the machine's speed, to compare runs made at different times)."
+               if calib is not None else "")
     return (f"Last run: commit `{short}`{dirty}, {cores} cores, load average {load_s} "
-            f"(1/5/15 min) at the start, {when}{size_s}.")
+            f"(1/5/15 min) at the start, {when}{size_s}.{calib_s}")
 
 
 def _rows(doc: dict[str, Any]) -> tuple[str | None, list[tuple[str, str, str]]]:

@@ -594,7 +594,8 @@ def main() -> None:
     last = HERE / "last-run.json"
     if args.resummarise:  # the measurements of the last run, summarised by this script
         old = json.loads(last.read_text(encoding="utf-8"))
-        meta = {k: old[k] for k in ("commit", "dirty", "cpuCount", "loadAverage", "startedUtc")}
+        meta = {k: old[k] for k in ("commit", "dirty", "cpuCount", "loadAverage",
+                                    "cpuCalibrationMs", "startedUtc") if k in old}
         res, rounds, memory = old["params"], old["rounds"], old["memory"]
         meta["resummarisedUtc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         if args.memory_store:  # measured now, beside the last run's rounds
@@ -621,8 +622,8 @@ def main() -> None:
         "notes": notes(res, s, memory, targets),
     }
     if args.resummarise:
-        old_end = json.loads(last.read_text(encoding="utf-8")).get("loadAverageAtEnd")
-        last.write_text(json.dumps({"bench": "scan", **meta, **doc, "loadAverageAtEnd": old_end},
+        ends = {k: old[k] for k in ("loadAverageAtEnd", "cpuCalibrationMsAtEnd") if k in old}
+        last.write_text(json.dumps({"bench": "scan", **meta, **doc, **ends},
                                    indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         path = last
     else:
