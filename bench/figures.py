@@ -15,7 +15,7 @@ from what this script would write (tests/core/test_bench_figures.py runs the sam
 Result-file schema (what :func:`write_last_run` writes; benchmarks use it)::
 
     {"bench": "<name>", "commit": "<git sha>", "dirty": false, "cpuCount": 2,
-     "loadAverage": [1.9, 2.1, 2.3], "cpuCalibrationMs": 140.2, "startedUtc": "...",
+     "loadAverage": [1.9, 2.1, 2.3], "cpuCalibrationMs": 52.0, "startedUtc": "...",
      "size": "small" | "full",
      "params": {...}, "baseline": "<what the ratios divide by, measured in the same run>",
      "figures": [{"what": "...", "value": 123.4, "unit": "msgs/s", "ratio": 0.06}, ...],
@@ -60,7 +60,7 @@ CALIBRATION_LOOP = 2_000_000
 def cpu_calibration() -> float:
     """Milliseconds this Python takes for a fixed loop (median of three): how fast the machine
     was when a bench ran, so that runs made at different times can be compared (a shared
-    machine's speed changes by a factor of two from hour to hour). Not a figure of mqtool's."""
+    machine's speed changes from hour to hour). Not a figure of mqtool's."""
     times = []
     for _ in range(3):
         t = time.perf_counter()
