@@ -94,8 +94,11 @@ class Peer:
 
     A handler may leave work for after its answer in :attr:`after_reply` (a broker's dispatch
     of what it has just stored, as RocketMQ's ``ReputMessageService`` does it after the put
-    returns): it runs once the answer is written, before the connection's next request and
-    before the event loop runs anything else, whatever the handler's outcome.
+    returns): it runs once the answer is made, before the connection's next request and before
+    the event loop runs anything else, whatever the handler's outcome. The answer is written
+    first, unless more requests of the connection were read with it: then the answers of all
+    of them go out together, in one write after the last (the threads of a client that share
+    a connection send their requests together: one write for them, not one each).
     """
 
     def __init__(self, address: str, transport: asyncio.Transport) -> None:
@@ -340,8 +343,9 @@ class _Connection(asyncio.Protocol):
                     break
             if resp is not None and not cmd.is_oneway:
                 out.append(srv._encode(cmd, resp, peer))
-            if peer.after_reply:  # its answer out first, the work before the next request
-                if out:
+            if peer.after_reply:  # the work before the next request; the answers of the
+                # requests read together go out in one write, a last one's at once
+                if out and not self.backlog:
                     peer.write(out[0] if len(out) == 1 else b"".join(out))
                     out = []
                 srv.run_after_reply(peer)
@@ -656,8 +660,9 @@ class RemotingServer:
             self.run_after_reply(peer)
 
     def run_after_reply(self, peer: Peer) -> None:
-        """Run the work handlers left in ``peer.after_reply``. The answers are out: a failure
-        is said on stderr (what failed, on which connection), not answered."""
+        """Run the work handlers left in ``peer.after_reply``. The answers are made (written, or
+        to be written with those of the requests read with them): a failure is said on stderr
+        (what failed, on which connection), not answered."""
         work, peer.after_reply = peer.after_reply, []
         for fn in work:
             try:

@@ -314,19 +314,30 @@ def test_partial_frames_capped_across_connections() -> None:
 
 
 def test_work_after_an_answer_runs_before_the_next_request() -> None:
-    """``Peer.after_reply``: the work a handler leaves runs once its answer is written and
-    before the connection's next request, even with requests pipelined in one write; a
-    failing piece of work is said on stderr and the connection goes on."""
+    """``Peer.after_reply``: the work a handler leaves runs before the connection's next
+    request, even with requests pipelined in one write, whose answers then go out together in
+    one write (a lone request's answer goes out before its work); a failing piece of work is
+    said on stderr and the connection goes on."""
     events: list[str] = []
     logs: list[str] = []
+    writes: list[int] = []
 
     async def handler(cmd: RemotingCommand, peer: Peer) -> RemotingCommand | None:
         v = cmd.ext_fields["v"]
         events.append(f"request {v}")
+        transport = peer.transport
+        if not writes:  # count the connection's writes (the transport's own method, wrapped)
+            write = transport.write
+
+            def counted(data: bytes | bytearray | memoryview) -> None:
+                writes.append(len(data))
+                write(data)
+
+            transport.write = counted  # type: ignore[method-assign]
+            writes.append(0)
         if cmd.code == 3:  # leaves work: one that records, one that fails
             def work() -> None:
-                assert peer.transport.get_write_buffer_size() == 0  # the answer is out
-                events.append(f"work {v}")
+                events.append(f"work {v} after {len(writes) - 1} writes")
 
             def broken() -> None:
                 raise OSError(28, "No space left on device")
@@ -344,11 +355,16 @@ def test_work_after_an_answer_runs_before_the_next_request() -> None:
         await writer.drain()
         got = await _read_responses(reader, 5)
         assert [r.ext_fields["echo"] for r in got] == [str(i) for i in range(5)]
+        writer.write(frame.encode(RemotingCommand.request(3, {"v": "5"}, opaque=5)))  # alone
+        await writer.drain()
+        assert (await _read_responses(reader, 1))[0].ext_fields["echo"] == "5"
         writer.close()
         await srv.close()
 
     asyncio.run(main())
-    assert events == ["request 0", "work 0", "request 1", "request 2", "work 2", "request 3",
-                      "request 4", "work 4"]
-    assert len(logs) == 3 and all("the work after an answer failed: OSError" in ln
+    assert events == ["request 0", "work 0 after 0 writes", "request 1", "request 2",
+                      "work 2 after 0 writes", "request 3", "request 4", "work 4 after 1 writes",
+                      "request 5", "work 5 after 2 writes"]
+    assert len(writes) == 3, writes  # the counter's mark, the five answers, the lone one
+    assert len(logs) == 4 and all("the work after an answer failed: OSError" in ln
                                   for ln in logs), logs

@@ -311,7 +311,10 @@ def test_out_of_file_descriptors(tmp_path: Path, serve_factory: Any) -> None:
     for s in [early, *idle]:
         s.close()
     log = srv.stderr()
-    assert log.count("cannot accept connections") <= 2 and "Traceback" not in log, log
+    # said once per listener and episode, not once per attempt: an episode ends whenever a
+    # descriptor comes free and a waiting connection takes it (serve's own come and go: a
+    # read-ahead's, a flush round's), and the next attempt begins another
+    assert log.count("cannot accept connections") <= 6 and "Traceback" not in log, log
     assert not (store / "abort").exists()
     from mqtool.formats.config import load_config
 
