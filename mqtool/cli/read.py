@@ -209,7 +209,8 @@ def index(
 ) -> None:
     """Index files: headers, or the messages a key finds.
 
-    Hash collisions are filtered out: only messages whose key is the one asked for.
+    Hash collisions are filtered out: only messages whose key is the one asked for. A key
+    no message has is said on stderr, exit 1 (as msg and trace do).
 
     Example: mqtool index ~/store
     Example: mqtool index ~/store --key order-0 --topic TopicA --json
@@ -218,12 +219,18 @@ def index(
         st = open_store(store)
         if key is None:
             _index_files(st, json_)
-        else:
-            from mqtool.integrity.record_check import records_keyed
+            exit_on_findings(st)
+            return
+        from mqtool.integrity.record_check import records_keyed
 
-            found, via = records_keyed(st, key, topic)
-            _key_messages(key, topic, via, found, json_)
-        exit_on_findings(st)
+        found, via = records_keyed(st, key, topic)
+        _key_messages(key, topic, via, found, json_)
+        if not found:
+            where = f" in topic {topic}" if topic is not None else ""
+            report_error(f"no message with key {key!r}{where} in {st.root} (searched by {via})")
+        exit_on_findings(st)  # damage met on the way: one line each, exit 1
+        if not found:
+            raise SystemExit(EXIT_FINDINGS)
 
 
 def _index_files(st: Store, json_: bool) -> None:

@@ -1,7 +1,8 @@
 """One exit-status table for every command: 0 ok, 1 findings, 2 usage, 3 environment.
 
 Each status is provoked for every command it applies to: an unknown option and a store that is
-not there (2), a damaged store (1), a store a writer holds, a name server nobody answers on and
+not there (2), a damaged store and a lookup of what the store does not have (1), a store a
+writer holds, a name server nobody answers on and
 a scan without Java (3).
 """
 
@@ -89,6 +90,28 @@ def test_damage_is_findings(cmd: str, damaged: Path, tmp_path: Path) -> None:
     code, out = _invoke(_args(cmd, damaged, extra, tmp_path))
     assert code == 1, out
     assert "commitlog/00000000000000016384 @ 0x942" in out, out
+
+
+#: A lookup of something the store does not have: an id, a key, a queue.
+NOT_THERE = {
+    "msg": ["0A0B0C0D0E0F10111213141516171819"],
+    "trace": ["--key", "no-such-key"],
+    "index": ["--key", "no-such-key"],
+    "cq": ["NoSuchTopic"],
+}
+
+
+@pytest.mark.parametrize("cmd", sorted(NOT_THERE))
+def test_what_is_not_there_is_findings(cmd: str) -> None:
+    code, out = _invoke([cmd, str(JOURNEY), *NOT_THERE[cmd]])
+    assert code == 1, out
+    assert "no-such-key" in out or "NoSuchTopic" in out or NOT_THERE["msg"][0] in out, out
+    assert "error:" in out, out
+
+
+def test_an_index_lookup_that_finds_is_ok() -> None:
+    code, out = _invoke(["index", str(JOURNEY), "--key", "j-always-0", "--json"])
+    assert code == 0 and '"j-always-0"' in out, out
 
 
 @pytest.mark.parametrize("cmd", sorted(WRITERS))
