@@ -29,7 +29,16 @@ def _columns() -> int:
 
 def main() -> None:
     """Console-script entry point."""
-    args = sys.argv[1:]
+    from mqtool.cli.stdout import flush, guard
+
+    guard()  # a closed stdout (| head) is dropped, not an error: see mqtool.cli.stdout
+    try:
+        _main(sys.argv[1:])
+    finally:
+        flush()  # before the interpreter's own flush at exit, which would print a traceback
+
+
+def _main(args: list[str]) -> None:
     if (not args or args in (["--help"], ["-h"], ["--version"])) \
             and "_MQTOOL_COMPLETE" not in os.environ:
         from mqtool import __version__

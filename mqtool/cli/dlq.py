@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
@@ -32,6 +32,7 @@ from mqtool.cli.options import (
     UntilOpt,
 )
 from mqtool.cli.output import err_console, out_console, print_json, print_jsonl, report_error
+from mqtool.cli.stdout import reader_gone, stdout_closed
 from mqtool.formats.errors import EXIT_ENVIRONMENT, EXIT_FINDINGS, MqtoolError, environment
 from mqtool.timefmt import fmt_time
 
@@ -255,31 +256,21 @@ def export(
     Example: mqtool dlq export ~/store --group cg_journey --format csv -o dlq.csv
     Example: mqtool dlq export --namesrv 127.0.0.1:9876 --group cg_journey -o dlq.jsonl
     """
-    from mqtool.dlq import csv_header, csv_row, export_dict
     from mqtool.dlq.actions import dlq_records
 
     check_body_mode(body)
     if format_ not in ("jsonl", "csv"):
         raise typer.BadParameter(f"--format must be jsonl or csv, not {format_!r}")
     sel = _selection(group, since, until, topic, msg_id, key, limit)
-    import json
-
     ns, acl = _source(store, namesrv, access_key, secret_key)
     with handle_errors(), _progress(progress, f"exporting {sel.dlq_topic}") as pg, \
             dlq_records(store, ns, sel, open_store=open_store, acl=acl, timeout=timeout,
                         progress=pg) as (rows, st):
-        n = 0
+        n = [0]
         try:
             out = open(output, "w", encoding="utf-8", newline="") if output else sys.stdout
             try:
-                if format_ == "csv":
-                    out.write(csv_header())
-                for m in rows:
-                    if format_ == "csv":
-                        out.write(csv_row(m, body))
-                    else:
-                        out.write(json.dumps(export_dict(m, body), ensure_ascii=False) + "\n")
-                    n += 1
+                _write_export(rows, out, format_, body, n)
             finally:
                 if output:
                     out.close()
@@ -288,13 +279,31 @@ def export(
                 raise
             Path(output).unlink(missing_ok=True)
             raise environment(MqtoolError(
-                f"{output}: cannot write the export: {e.strerror or e} (after {n} records); "
-                "the partial file was removed"
+                f"{output}: cannot write the export: {e.strerror or e} (after {n[0]} "
+                "records); the partial file was removed"
             )) from None
         if output:
-            err_console().print(f"{n} records written to {output}", highlight=False)
+            err_console().print(f"{n[0]} records written to {output}", highlight=False)
         if st is not None:
             exit_on_findings(st)
+
+
+def _write_export(rows: Iterable[Any], out: TextIO, format_: str, body: str,
+                  n: list[int]) -> None:
+    """The export's rows to ``out``, counted in ``n[0]`` as they are written; to stdout, it
+    stops when the reader is gone (``| head``)."""
+    import json
+
+    from mqtool.dlq import csv_header, csv_row, export_dict
+
+    if format_ == "csv":
+        out.write(csv_header())
+    for m in rows:
+        out.write(csv_row(m, body) if format_ == "csv"
+                  else json.dumps(export_dict(m, body), ensure_ascii=False) + "\n")
+        n[0] += 1
+        if out is sys.stdout and reader_gone():
+            stdout_closed()
 
 
 def resend_cmd(

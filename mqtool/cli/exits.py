@@ -9,7 +9,6 @@ they do their own ``Exit``).
 from __future__ import annotations
 
 import errno
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mqtool.cli.output import err_line, report_error, say_live
+from mqtool.cli.stdout import stdout_closed
 from mqtool.formats.errors import (
     EXIT_ENVIRONMENT,
     EXIT_FINDINGS,
@@ -54,7 +54,8 @@ def handle_errors() -> Iterator[None]:
     (:attr:`MqtoolError.exit_status`: 1 findings, 2 usage, 3 environment); a full disk, a
     quota or a permission refused: one line and exit 3.
 
-    Anything else is a bug and keeps its traceback. A closed stdout (``| head``) ends quietly.
+    Anything else is a bug and keeps its traceback. A closed stdout (``| head``) found by a
+    write that bypasses :mod:`mqtool.cli.stdout`'s guard (bytes) ends quietly, exit 0.
     """
     first = len(_OPENED)
     try:
@@ -68,9 +69,7 @@ def handle_errors() -> Iterator[None]:
         report_error(str(e))
         raise SystemExit(e.exit_status) from None
     except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        raise SystemExit(0) from None
+        stdout_closed()
     except OSError as e:
         if e.errno not in _OUTSIDE:
             raise

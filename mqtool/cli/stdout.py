@@ -1,0 +1,81 @@
+"""A closed stdout (``mqtool ... | head``): what is written after is dropped, without a
+traceback, and the command goes on to its findings (still on stderr) and its own exit status;
+a listing that streams (``--jsonl``, ``dlq export``) stops there instead, exit 0, its reader
+being gone. Neither rich nor click see the error (both would end with status 1, which says the
+store has findings)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, NoReturn, TextIO
+
+
+def drop_stdout() -> None:
+    """Point stdout at /dev/null: what is still buffered or written later goes nowhere (the
+    interpreter's flush at exit included), without another error."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+
+
+def stdout_closed() -> NoReturn:
+    """End a command whose output's reader is gone (a streaming listing), exit 0."""
+    drop_stdout()
+    raise SystemExit(0)
+
+
+class GuardedStdout:
+    """``sys.stdout`` for the command line: a write or flush that finds it closed drops it
+    (:func:`drop_stdout`) and says so in :attr:`closed`, instead of raising."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.closed_by_reader = False
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._dropped()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._dropped()
+
+    def _dropped(self) -> None:
+        self.closed_by_reader = True
+        drop_stdout()
+        try:
+            self._stream.flush()  # what was buffered goes to /dev/null now
+        except BrokenPipeError:
+            pass  # (nothing more can reach the closed pipe: the dup2 above replaced it)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def guard() -> None:
+    """Install :class:`GuardedStdout` (the entry point does, once)."""
+    if sys.stdout is not None and not isinstance(sys.stdout, GuardedStdout):
+        sys.stdout = GuardedStdout(sys.stdout)
+
+
+def reader_gone() -> bool:
+    """Whether a write found stdout closed (a streaming listing stops on it)."""
+    out = sys.stdout
+    return isinstance(out, GuardedStdout) and out.closed_by_reader
+
+
+def flush() -> None:
+    """Flush stdout (before error lines on stderr, and at exit before the interpreter's own
+    flush, which would print a traceback); a closed one is dropped."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        drop_stdout()
