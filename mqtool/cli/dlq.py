@@ -32,7 +32,7 @@ from mqtool.cli.options import (
     UntilOpt,
 )
 from mqtool.cli.output import err_console, out_console, print_json, print_jsonl, report_error
-from mqtool.cli.stdout import reader_gone, stdout_closed
+from mqtool.cli.stdout import stop_if_reader_gone
 from mqtool.formats.errors import EXIT_ENVIRONMENT, EXIT_FINDINGS, MqtoolError, environment
 from mqtool.timefmt import fmt_time
 
@@ -302,8 +302,8 @@ def _write_export(rows: Iterable[Any], out: TextIO, format_: str, body: str,
         out.write(csv_row(m, body) if format_ == "csv"
                   else json.dumps(export_dict(m, body), ensure_ascii=False) + "\n")
         n[0] += 1
-        if out is sys.stdout and reader_gone():
-            stdout_closed()
+        if out is sys.stdout:
+            stop_if_reader_gone()
 
 
 def resend_cmd(

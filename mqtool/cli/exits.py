@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mqtool.cli.output import err_line, report_error, say_live
-from mqtool.cli.stdout import stdout_closed
+from mqtool.cli.stdout import drop_stdout
 from mqtool.formats.errors import (
     EXIT_ENVIRONMENT,
     EXIT_FINDINGS,
@@ -54,8 +54,9 @@ def handle_errors() -> Iterator[None]:
     (:attr:`MqtoolError.exit_status`: 1 findings, 2 usage, 3 environment); a full disk, a
     quota or a permission refused: one line and exit 3.
 
-    Anything else is a bug and keeps its traceback. A closed stdout (``| head``) found by a
-    write that bypasses :mod:`mqtool.cli.stdout`'s guard (bytes) ends quietly, exit 0.
+    Anything else is a bug and keeps its traceback. A closed stdout (``| head``) that stops a
+    command (a streaming listing, a write of bytes past :mod:`mqtool.cli.stdout`'s guard)
+    ends it quietly: the damage met until then is said, exit 1, else exit 0.
     """
     first = len(_OPENED)
     try:
@@ -69,7 +70,11 @@ def handle_errors() -> Iterator[None]:
         report_error(str(e))
         raise SystemExit(e.exit_status) from None
     except BrokenPipeError:
-        stdout_closed()
+        drop_stdout()
+        bad = [str(f) for st in _OPENED[first:] for f in st.findings if is_damage(f)]
+        for text in bad:
+            report_error(text)
+        raise SystemExit(EXIT_FINDINGS if bad else 0) from None
     except OSError as e:
         if e.errno not in _OUTSIDE:
             raise

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from mqtool.cli.plain import Line, PlainOut, line, line_text
-from mqtool.cli.stdout import reader_gone, stdout_closed
+from mqtool.cli.stdout import stop_if_reader_gone
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -78,8 +78,7 @@ def print_jsonl(rows: Iterable[dict[str, Any]]) -> int:
     for r in rows:
         w(json.dumps(r, ensure_ascii=False) + "\n")
         n += 1
-        if reader_gone():  # (a streaming listing stops when its reader is gone)
-            stdout_closed()
+        stop_if_reader_gone()
     return n
 
 

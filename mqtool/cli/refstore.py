@@ -184,9 +184,10 @@ def produce(
             results = put(s, lines, topic, body=body, count=count, tags=tags, keys=keys,
                           delay_level=delay_level)
         rows = [put_result_dict(r) for r in results]
-    if jsonl:
-        print_jsonl(rows)
-    elif json_:
+        if jsonl:  # (stops, if stdout is closed, as a streaming listing does)
+            print_jsonl(rows)
+            return
+    if json_:
         print_json(rows)
     else:
         from rich.table import Table

@@ -1,14 +1,15 @@
 """A closed stdout (``mqtool ... | head``): what is written after is dropped, without a
 traceback, and the command goes on to its findings (still on stderr) and its own exit status;
-a listing that streams (``--jsonl``, ``dlq export``) stops there instead, exit 0, its reader
-being gone. Neither rich nor click see the error (both would end with status 1, which says the
-store has findings)."""
+a listing that streams (``--jsonl``, ``dlq export``) stops there instead, its reader being gone,
+and says the damage it met until then (:func:`mqtool.cli.exits.handle_errors`). Neither rich nor
+click see the error (both would end with status 1, which says the store has findings)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
-from typing import Any, NoReturn, TextIO
+from typing import Any, TextIO
 
 
 def drop_stdout() -> None:
@@ -21,15 +22,9 @@ def drop_stdout() -> None:
         os.close(devnull)
 
 
-def stdout_closed() -> NoReturn:
-    """End a command whose output's reader is gone (a streaming listing), exit 0."""
-    drop_stdout()
-    raise SystemExit(0)
-
-
 class GuardedStdout:
     """``sys.stdout`` for the command line: a write or flush that finds it closed drops it
-    (:func:`drop_stdout`) and says so in :attr:`closed`, instead of raising."""
+    (:func:`drop_stdout`) and says so in :attr:`closed_by_reader`, instead of raising."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
@@ -51,10 +46,7 @@ class GuardedStdout:
     def _dropped(self) -> None:
         self.closed_by_reader = True
         drop_stdout()
-        try:
-            self._stream.flush()  # what was buffered goes to /dev/null now
-        except BrokenPipeError:
-            pass  # (nothing more can reach the closed pipe: the dup2 above replaced it)
+        self._stream.flush()  # what was buffered goes to /dev/null now
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
@@ -66,10 +58,12 @@ def guard() -> None:
         sys.stdout = GuardedStdout(sys.stdout)
 
 
-def reader_gone() -> bool:
-    """Whether a write found stdout closed (a streaming listing stops on it)."""
+def stop_if_reader_gone() -> None:
+    """For a streaming listing, after each row: BrokenPipeError once a write found stdout
+    closed (the listing stops; ``handle_errors`` ends it)."""
     out = sys.stdout
-    return isinstance(out, GuardedStdout) and out.closed_by_reader
+    if isinstance(out, GuardedStdout) and out.closed_by_reader:
+        raise BrokenPipeError(errno.EPIPE, "stdout's reader is gone")
 
 
 def flush() -> None:

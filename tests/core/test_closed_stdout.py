@@ -86,7 +86,21 @@ def test_damage_is_still_said_when_stdout_is_closed(store: Path, tmp_path: Path)
         run = _closed_stdout_run(["verify", str(root)], columns)
         assert run.returncode == 1 and "error finding(s)" in run.stderr, run.stderr
     run = _closed_stdout_run(["messages", str(root), "--jsonl"], None)
-    assert run.returncode == 0 and not run.stderr, run.stderr
+    assert run.returncode == 0 and not run.stderr, run.stderr  # stopped before the torn end
+
+
+def test_a_stopped_listing_says_the_damage_it_met(store: Path, tmp_path: Path) -> None:
+    """``messages --jsonl`` stops at its first row when stdout is closed; damage the walk met
+    before that row (the first record's magic) is still said, exit 1."""
+    root = tmp_path / "early"
+    shutil.copytree(store, root)
+    first = root / "commitlog" / "00000000000000000000"
+    data = bytearray(first.read_bytes())
+    data[4:8] = (1).to_bytes(4, "big")
+    first.write_bytes(bytes(data))
+    run = _closed_stdout_run(["messages", str(root), "--jsonl"], None)
+    assert run.returncode == 1, (run.returncode, run.stderr)
+    assert "error: commitlog/00000000000000000000 @ 0x0" in run.stderr, run.stderr
 
 
 def test_the_json_forms_too(store: Path) -> None:
