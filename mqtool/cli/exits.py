@@ -63,18 +63,12 @@ def handle_errors() -> Iterator[None]:
         yield
     except MqtoolError as e:
         sys.stdout.flush()
-        for st in _OPENED[first:]:  # damage met before the error is not hidden by it
-            for f in st.findings:
-                if is_damage(f) and str(f) != str(e):
-                    report_error(str(f))
+        _say_damage_met(first, but=str(e))  # not hidden by the error
         report_error(str(e))
         raise SystemExit(e.exit_status) from None
     except BrokenPipeError:
         drop_stdout()
-        bad = [str(f) for st in _OPENED[first:] for f in st.findings if is_damage(f)]
-        for text in bad:
-            report_error(text)
-        raise SystemExit(EXIT_FINDINGS if bad else 0) from None
+        raise SystemExit(EXIT_FINDINGS if _say_damage_met(first) else 0) from None
     except OSError as e:
         if e.errno not in _OUTSIDE:
             raise
@@ -84,6 +78,16 @@ def handle_errors() -> Iterator[None]:
         raise SystemExit(EXIT_ENVIRONMENT) from None
     finally:
         del _OPENED[first:]
+
+
+def _say_damage_met(first: int, but: str | None = None) -> bool:
+    """One error line per damage finding of the stores opened since ``_OPENED[first]`` (all
+    but the text ``but``); whether there was any."""
+    bad = [str(f) for st in _OPENED[first:] for f in st.findings if is_damage(f)]
+    for text in bad:
+        if text != but:
+            report_error(text)
+    return bool(bad)
 
 
 def is_damage(f: Finding) -> bool:

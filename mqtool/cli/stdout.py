@@ -67,8 +67,8 @@ def stop_if_reader_gone() -> None:
 
 
 def flush() -> None:
-    """Flush stdout (before error lines on stderr, and at exit before the interpreter's own
-    flush, which would print a traceback); a closed one is dropped."""
+    """Flush stdout at exit, before the interpreter's own flush (which would print a
+    traceback); a closed one is dropped, the exit status stays the command's."""
     try:
         sys.stdout.flush()
     except BrokenPipeError:
