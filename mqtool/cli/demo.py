@@ -28,7 +28,8 @@ def demo(
                        metavar="DIR"),
     ] = Path("demo-store"),
     messages: Annotated[
-        int, typer.Option("--messages", help="Business messages to produce, e.g. 3000.")
+        int, typer.Option("--messages", min=0, help="Business messages to produce besides the "
+                          "showcase journeys, e.g. 3000.")
     ] = 3000,
     size: Annotated[
         str | None,

@@ -151,7 +151,7 @@ def produce(
         str, typer.Option("--body", help="Body text when not reading --file, e.g. hello.")
     ] = "hello",
     count: Annotated[
-        int, typer.Option("--count", help="How many copies of --body to put, e.g. 10.")
+        int, typer.Option("--count", min=1, help="How many copies of --body to put, e.g. 10.")
     ] = 1,
     tags: Annotated[
         str | None, typer.Option("--tags", help="TAGS of --body messages, e.g. TagA.",

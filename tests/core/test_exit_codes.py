@@ -59,6 +59,15 @@ def test_an_unknown_option_is_usage(path: str) -> None:
     assert code == 2 and "No such option: --no-such-option" in out, out
 
 
+@pytest.mark.parametrize("args", [["store", "produce", "{tmp}", "-t", "T", "--count", "0"],
+                                  ["store", "produce", "{tmp}", "-t", "T", "--count", "-3"],
+                                  ["demo", "{tmp}", "--messages", "-1"]], ids=" ".join)
+def test_a_count_out_of_range_is_usage(args: list[str], tmp_path: Path) -> None:
+    code, out = _invoke([a.format(tmp=tmp_path / "s") for a in args])
+    assert code == 2 and "is not in the range x>=" in out, out
+    assert not (tmp_path / "s").exists()  # refused before anything is written
+
+
 @pytest.mark.parametrize("cmd", sorted(READERS) + ["scan"])
 def test_a_store_that_is_not_there_is_usage(cmd: str, tmp_path: Path) -> None:
     code, out = _invoke(_args(cmd, tmp_path / "nowhere", READERS.get(cmd, []), tmp_path))
