@@ -29,13 +29,10 @@ def _columns() -> int:
 
 def main() -> None:
     """Console-script entry point."""
-    from mqtool.cli.stdout import flush, guard
+    from mqtool.cli.stdout import guard
 
     guard()  # a closed stdout (| head) is dropped, not an error: see mqtool.cli.stdout
-    try:
-        _main(sys.argv[1:])
-    finally:
-        flush()  # before the interpreter's own flush at exit, which would print a traceback
+    _main(sys.argv[1:])
 
 
 def _main(args: list[str]) -> None:

@@ -24,7 +24,8 @@ def drop_stdout() -> None:
 
 class GuardedStdout:
     """``sys.stdout`` for the command line: a write or flush that finds it closed drops it
-    (:func:`drop_stdout`) and says so in :attr:`closed_by_reader`, instead of raising."""
+    (:func:`drop_stdout`) and says so in :attr:`closed_by_reader`, instead of raising (the
+    interpreter's own flush at exit included)."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
@@ -64,12 +65,3 @@ def stop_if_reader_gone() -> None:
     out = sys.stdout
     if isinstance(out, GuardedStdout) and out.closed_by_reader:
         raise BrokenPipeError(errno.EPIPE, "stdout's reader is gone")
-
-
-def flush() -> None:
-    """Flush stdout at exit, before the interpreter's own flush (which would print a
-    traceback); a closed one is dropped, the exit status stays the command's."""
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        drop_stdout()
